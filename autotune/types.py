@@ -1,0 +1,134 @@
+"""Core value types shared by every space, algorithm, runner and the database.
+
+Everything here is plain data: JSON-serialisable payloads with stable keys.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: equal values give equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def stable_key(value: Any, length: int = 16) -> str:
+    """A short hex digest of the canonical JSON of ``value``."""
+    return hashlib.sha1(canonical_json(value).encode()).hexdigest()[:length]
+
+
+class Status(str, enum.Enum):
+    """Outcome of one measurement. Errors are data: a runner never raises for one candidate."""
+
+    OK = "OK"
+    INVALID = "INVALID"  # breaks a constraint or is not part of the space
+    COMPILE_ERROR = "COMPILE_ERROR"
+    RUNTIME_ERROR = "RUNTIME_ERROR"
+    TIMEOUT = "TIMEOUT"
+    WRONG_RESULT = "WRONG_RESULT"
+
+    @classmethod
+    def parse(cls, text: str) -> "Status":
+        try:
+            return cls(text.upper())
+        except ValueError:
+            valid = ", ".join(s.value for s in cls)
+            raise ValueError(f"unknown status {text!r}; valid: {valid}") from None
+
+
+@dataclass(frozen=True)
+class Task:
+    """What is tuned: ``kind`` ("kernel", "graph", "parallel", "replay", "op"), a name and JSON params."""
+
+    kind: str
+    name: str
+    params: dict = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return stable_key({"kind": self.kind, "name": self.name, "params": self.params})
+
+    def to_json(self) -> dict:
+        return {"key": self.key, "kind": self.kind, "name": self.name, "params": self.params}
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where a task runs. The key is stable across runs on the same hardware and software."""
+
+    name: str
+    kind: str  # "cuda", "cpu", "simulated"
+    properties: dict = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return stable_key({"name": self.name, "kind": self.kind, "properties": self.properties})
+
+    def to_json(self) -> dict:
+        return {"key": self.key, "name": self.name, "kind": self.kind, "properties": self.properties}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One point of a space: a JSON payload (knob dict, graph, strategy) with a stable key."""
+
+    payload: Any = field(hash=False, compare=False)
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", stable_key(self.payload))
+
+    @property
+    def config(self) -> Any:
+        return self.payload
+
+
+def median(values: list[float] | tuple[float, ...]) -> float:
+    s = sorted(values)
+    n = len(s)
+    if n == 0:
+        return math.nan
+    mid = n // 2
+    return s[mid] if n % 2 else 0.5 * (s[mid - 1] + s[mid])
+
+
+@dataclass
+class Measurement:
+    """The result of evaluating one candidate.
+
+    ``cost`` is the statistic the search minimises (median of ``times`` by default,
+    seconds); ``None`` unless the status is OK. ``simulated_s`` is the time a replay
+    or simulator charges for this evaluation (recorded compile + benchmark time).
+    """
+
+    candidate: Candidate
+    status: Status
+    times: list[float] = field(default_factory=list)
+    cost: float | None = None
+    error: str = ""
+    meta: dict = field(default_factory=dict)
+    build_s: float = 0.0
+    run_s: float = 0.0
+    simulated_s: float = 0.0
+    predicted: float | None = None
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+        if self.cost is None and self.status is Status.OK and self.times:
+            self.cost = median(self.times)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK and self.cost is not None
+
+    @property
+    def objective(self) -> float:
+        """Cost for ranking: failed candidates are infinitely slow."""
+        return self.cost if self.ok else math.inf

@@ -1,0 +1,120 @@
+"""Safe constraint expressions over knob names.
+
+An expression such as ``"block_x * block_y <= 1024 and tile % vec == 0"`` is parsed
+with :mod:`ast` and checked against a whitelist (names, numbers, arithmetic,
+comparisons, boolean operators, conditional expressions and a few functions).
+It is compiled to a Python closure tree; nothing is ever passed to ``eval``.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Callable, Mapping
+
+from autotune.errors import UsageError
+
+FUNCTIONS: dict[str, Callable] = {
+    "min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round,
+    "log2": math.log2, "ceil": math.ceil, "floor": math.floor, "sqrt": math.sqrt,
+}
+
+_BINOPS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_CMPOPS = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge,
+}
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
+
+Env = Mapping[str, object]
+Compiled = Callable[[Env], object]
+
+
+class Constraint:
+    """A compiled constraint expression; call it with a mapping of knob values."""
+
+    def __init__(self, text: str, names: set[str] | None = None):
+        self.text = text
+        try:
+            tree = ast.parse(text, mode="eval")
+        except SyntaxError as exc:
+            raise UsageError(f"constraint {text!r} is not a valid expression: {exc.msg}") from None
+        self.names: set[str] = set()
+        self._fn = self._compile(tree.body)
+        if names is not None and (unknown := self.names - names):
+            raise UsageError(
+                f"constraint {text!r} uses unknown name(s) {', '.join(sorted(unknown))}; "
+                f"knobs are {', '.join(sorted(names))}"
+            )
+
+    def __call__(self, env: Env) -> bool:
+        return bool(self._fn(env))
+
+    def __repr__(self) -> str:
+        return f"Constraint({self.text!r})"
+
+    def _reject(self, node: ast.AST, what: str) -> UsageError:
+        return UsageError(
+            f"constraint {self.text!r}: {what} is not allowed; use knob names, numbers, arithmetic, "
+            f"comparisons, and/or/not, 'x if c else y' and the functions {', '.join(sorted(FUNCTIONS))}"
+        )
+
+    def _compile(self, node: ast.AST) -> Compiled:  # noqa: C901 - one branch per node type
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
+            value = node.value
+            return lambda env: value
+        if isinstance(node, ast.Name):
+            name = node.id
+            if name in ("True", "False"):
+                value = name == "True"
+                return lambda env: value
+            self.names.add(name)
+            return lambda env: env[name]
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            op, left, right = _BINOPS[type(node.op)], self._compile(node.left), self._compile(node.right)
+            return lambda env: op(left(env), right(env))
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            op, operand = _UNARY[type(node.op)], self._compile(node.operand)
+            return lambda env: op(operand(env))
+        if isinstance(node, ast.BoolOp):
+            parts = [self._compile(v) for v in node.values]
+            if isinstance(node.op, ast.And):
+                return lambda env: all(p(env) for p in parts)
+            return lambda env: any(p(env) for p in parts)
+        if isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
+            first = self._compile(node.left)
+            rest = [(_CMPOPS[type(o)], self._compile(c)) for o, c in zip(node.ops, node.comparators)]
+
+            def compare(env: Env) -> bool:
+                left = first(env)
+                for op, right_fn in rest:
+                    right = right_fn(env)
+                    if not op(left, right):
+                        return False
+                    left = right
+                return True
+
+            return compare
+        if isinstance(node, ast.IfExp):
+            test, body, orelse = self._compile(node.test), self._compile(node.body), self._compile(node.orelse)
+            return lambda env: body(env) if test(env) else orelse(env)
+        if isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
+                raise self._reject(node, f"the call {ast.unparse(node)!r}")
+            fn, args = FUNCTIONS[node.func.id], [self._compile(a) for a in node.args]
+            return lambda env: fn(*(a(env) for a in args))
+        raise self._reject(node, f"{ast.unparse(node)!r} ({type(node).__name__})")
+
+
+def make_constraint(spec: str | Callable, names: set[str]) -> Callable[[Env], bool]:
+    """A constraint from an expression string (parsed safely) or a callable taking the knob dict."""
+    if isinstance(spec, str):
+        return Constraint(spec, names)
+    if callable(spec):
+        return spec
+    raise UsageError(f"a constraint must be an expression string or a callable, not {type(spec).__name__}")

@@ -1,0 +1,241 @@
+"""KnobSpace: named discrete parameters plus constraints.
+
+The valid points are enumerated once, lazily, by a depth-first walk that checks
+each expression constraint as soon as all of its knobs are fixed, and kept as a
+compact array of value indices. Spaces too large to enumerate (more than
+``enumerate_limit`` valid points) fall back to rejection sampling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from autotune.errors import UsageError
+from autotune.search_spaces.base import Space
+from autotune.search_spaces.constraints import Constraint, make_constraint
+from autotune.types import Candidate, Task
+
+
+def _is_power_of_two_list(values: Sequence) -> bool:
+    return all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and float(v).is_integer()
+        and (int(v) & (int(v) - 1)) == 0
+        for v in values
+    )
+
+
+class KnobSpace(Space):
+    """Knobs (each a list of allowed values) and constraints (expressions or callables on the knob dict)."""
+
+    def __init__(
+        self,
+        knobs: Mapping[str, Sequence],
+        constraints: Sequence[str | Callable] = (),
+        task: Task | None = None,
+        default: Mapping | None = None,
+        enumerate_limit: int = 5_000_000,
+    ):
+        if not knobs:
+            raise UsageError("a knob space needs at least one knob")
+        self.names: list[str] = list(knobs)
+        self.values: list[list] = []
+        for name in self.names:
+            vals = list(knobs[name])
+            if not vals:
+                raise UsageError(f"knob {name!r} has no values")
+            if len(set(map(repr, vals))) != len(vals):
+                raise UsageError(f"knob {name!r} lists a value twice: {vals}")
+            self.values.append(vals)
+        self._index = [{repr(v): i for i, v in enumerate(vals)} for vals in self.values]
+        names = set(self.names)
+        self.constraints = [make_constraint(c, names) for c in constraints]
+        self.task = task or Task("knobs", "custom", {"knobs": {n: list(v) for n, v in zip(self.names, self.values)}})
+        # an expression can be checked at the depth where its last knob is fixed; a callable at the end
+        depth = {n: i for i, n in enumerate(self.names)}
+        self._checks_at: list[list] = [[] for _ in self.names]
+        for c in self.constraints:
+            level = max(depth[n] for n in c.names) if isinstance(c, Constraint) and c.names else len(self.names) - 1
+            self._checks_at[level].append(c)
+        self._pow2 = [_is_power_of_two_list(v) for v in self.values]
+        self._numeric = [all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) for v in self.values]
+        self.enumerate_limit = enumerate_limit
+        self._rows: np.ndarray | None = None
+        self._too_large = False
+        self._prefixes: dict[int, set[tuple]] = {}
+        self._default = dict(default) if default is not None else None
+        if self._default is not None and not self.is_valid(self._default):
+            raise UsageError(f"the default configuration {self._default} is not a valid point of the space")
+
+    # -- conversions -----------------------------------------------------------------
+    def _config(self, idx: Sequence[int]) -> dict:
+        return {n: self.values[k][int(i)] for k, (n, i) in enumerate(zip(self.names, idx))}
+
+    def _indices(self, config: Mapping) -> tuple[int, ...]:
+        return tuple(self._index[k][repr(config[n])] for k, n in enumerate(self.names))
+
+    def _make(self, config: dict) -> Candidate:
+        return Candidate(config)
+
+    def candidate(self, config: Mapping) -> Candidate:
+        config = dict(config)
+        missing = [n for n in self.names if n not in config]
+        extra = [n for n in config if n not in self.names]
+        if missing or extra:
+            raise UsageError(
+                f"configuration {config} does not match the knobs {self.names}"
+                + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else "")
+            )
+        ordered = {n: config[n] for n in self.names}
+        if not self.is_valid(ordered):
+            raise UsageError(f"configuration {ordered} is not a valid point of the space")
+        return self._make(ordered)
+
+    # -- validity --------------------------------------------------------------------
+    def is_valid(self, config: Mapping) -> bool:
+        for k, n in enumerate(self.names):
+            if n not in config or repr(config[n]) not in self._index[k]:
+                return False
+        return all(c(config) for c in self.constraints)
+
+    def contains(self, c: Candidate) -> bool:
+        return isinstance(c.payload, Mapping) and len(c.payload) == len(self.names) and self.is_valid(c.payload)
+
+    # -- enumeration -----------------------------------------------------------------
+    def _walk(self) -> Iterator[tuple[int, ...]]:
+        names, values, checks, n = self.names, self.values, self._checks_at, len(self.names)
+        env: dict = {}
+        idx = [0] * n
+
+        def rec(level: int) -> Iterator[tuple[int, ...]]:
+            name = names[level]
+            for i, v in enumerate(values[level]):
+                env[name] = v
+                idx[level] = i
+                if all(c(env) for c in checks[level]):
+                    if level == n - 1:
+                        yield tuple(idx)
+                    else:
+                        yield from rec(level + 1)
+            env.pop(name, None)
+
+        yield from rec(0)
+
+    def _table(self) -> np.ndarray | None:
+        if self._rows is None and not self._too_large:
+            rows = []
+            for t in self._walk():
+                rows.append(t)
+                if len(rows) > self.enumerate_limit:
+                    self._too_large = True
+                    return None
+            if not rows:
+                raise UsageError("the knob space has no valid point: its constraints exclude every combination")
+            self._rows = np.asarray(rows, dtype=np.int32)
+        return self._rows
+
+    def enumerate(self) -> Iterator[Candidate]:
+        table = self._table()
+        if table is None:
+            for t in self._walk():
+                yield self._make(self._config(t))
+            return
+        for row in table:
+            yield self._make(self._config(row))
+
+    def size(self) -> int | None:
+        table = self._table()
+        return None if table is None else len(table)
+
+    def point(self, i: int) -> Candidate:
+        """The i-th valid point in enumeration order."""
+        table = self._table()
+        if table is None:
+            raise UsageError("this knob space is too large to index its points")
+        return self._make(self._config(table[i]))
+
+    # -- moves -----------------------------------------------------------------------
+    def sample(self, rng: np.random.Generator) -> Candidate:
+        table = self._table()
+        if table is not None:
+            return self._make(self._config(table[rng.integers(len(table))]))
+        for _ in range(100_000):
+            config = {n: vals[rng.integers(len(vals))] for n, vals in zip(self.names, self.values)}
+            if all(c(config) for c in self.constraints):
+                return self._make(config)
+        raise UsageError("could not sample a valid point in 100,000 tries: the constraints are too tight")
+
+    def neighbor(self, c: Candidate, rng: np.random.Generator) -> Candidate:
+        """Move one knob to an adjacent valid value (the nearest valid one in a random direction)."""
+        base = self._indices(c.payload)
+        for k in rng.permutation(len(self.names)):
+            n_vals = len(self.values[k])
+            if n_vals == 1:
+                continue
+            step = 1 if rng.random() < 0.5 else -1
+            for direction in (step, -step):
+                j = base[k] + direction
+                while 0 <= j < n_vals:
+                    idx = list(base)
+                    idx[k] = j
+                    config = self._config(idx)
+                    if all(con(config) for con in self.constraints):
+                        return self._make(config)
+                    j += direction
+        return self.sample(rng)
+
+    def crossover(self, a: Candidate, b: Candidate, rng: np.random.Generator) -> Candidate:
+        """Uniform crossover; retried a few times when the child breaks a constraint."""
+        for _ in range(16):
+            mask = rng.random(len(self.names)) < 0.5
+            config = {n: (a.payload[n] if m else b.payload[n]) for n, m in zip(self.names, mask)}
+            if all(con(config) for con in self.constraints):
+                return self._make(config)
+        return a if rng.random() < 0.5 else b
+
+    def _has_completion(self, prefix: tuple) -> bool:
+        table = self._table()
+        if table is None:
+            return True
+        depth = len(prefix)
+        if depth not in self._prefixes:
+            self._prefixes[depth] = {tuple(r) for r in np.unique(table[:, :depth], axis=0)}
+        return prefix in self._prefixes[depth]
+
+    def children(self, c: Candidate | None) -> Iterator[Candidate]:
+        """Fix the next unfixed knob (in declaration order) to each value that still has a valid completion."""
+        partial = dict(c.payload) if c is not None else {}
+        depth = len(partial)
+        if depth >= len(self.names):
+            return
+        prefix = tuple(self._index[k][repr(partial[n])] for k, n in enumerate(self.names[:depth]))
+        name = self.names[depth]
+        for i, v in enumerate(self.values[depth]):
+            if self._has_completion(prefix + (i,)):
+                yield Candidate({**partial, name: v})
+
+    def is_complete(self, c: Candidate) -> bool:
+        return len(c.payload) == len(self.names)
+
+    def initial(self) -> Candidate | None:
+        return self._make(dict(self._default)) if self._default is not None else None
+
+    # -- cost-model rows -------------------------------------------------------------
+    def features(self, cs: list[Candidate]) -> np.ndarray:
+        """One column per knob: log2 of the value for power-of-two knobs, the value for other
+        numbers, and the value's index for enumerated choices. Unfixed knobs are NaN."""
+        out = np.full((len(cs), len(self.names)), np.nan)
+        for r, c in enumerate(cs):
+            p = c.payload
+            for k, n in enumerate(self.names):
+                if n not in p:
+                    continue
+                v = p[n]
+                if self._pow2[k]:
+                    out[r, k] = np.log2(v)
+                elif self._numeric[k]:
+                    out[r, k] = float(v)
+                else:
+                    out[r, k] = self._index[k][repr(v)]
+        return out

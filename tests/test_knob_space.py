@@ -1,0 +1,97 @@
+import json
+
+import numpy as np
+import pytest
+
+from autotune.errors import UsageError
+from autotune.search_spaces.knobs import KnobSpace
+from autotune.testing.fakes import small_knob_space
+from autotune.testing.spaces import SpaceConformance
+
+
+class TestSmallKnobSpace(SpaceConformance):
+    def make_space(self):
+        return small_knob_space()
+
+
+class TestUnconstrainedKnobSpace(SpaceConformance):
+    def make_space(self):
+        return small_knob_space(extra_constraint=False)
+
+
+def test_enumeration_respects_constraints():
+    space = small_knob_space()
+    points = [c.payload for c in space.enumerate()]
+    expected = [
+        {"x": x, "y": y, "mode": m}
+        for x in [1, 2, 4, 8, 16] for y in [1, 2, 4, 8] for m in "abc" if x * y <= 64
+    ]
+    assert points == expected
+    assert space.size() == len(expected) == 57
+
+
+def test_neighbor_moves_one_knob_to_adjacent_valid_value():
+    space = KnobSpace({"a": [1, 2, 4, 8], "b": [1, 2, 4, 8]}, ["a * b <= 16"])
+    rng = np.random.default_rng(0)
+    c = space.candidate({"a": 4, "b": 4})
+    for _ in range(50):
+        n = space.neighbor(c, rng)
+        changed = [k for k in "ab" if n.payload[k] != c.payload[k]]
+        assert len(changed) == 1
+        k = changed[0]
+        vals = [1, 2, 4, 8]
+        # 4,4 -> 8,4 is invalid (32 > 16), so a moves only down, b only down
+        assert abs(vals.index(n.payload[k]) - vals.index(c.payload[k])) == 1
+        assert n.payload[k] == 2
+
+
+def test_features_use_log2_for_powers_of_two_and_index_for_choices():
+    space = small_knob_space()
+    X = space.features([space.candidate({"x": 16, "y": 2, "mode": "c"})])
+    assert X.tolist() == [[4.0, 1.0, 2.0]]
+    odd = KnobSpace({"t": [1, 3, 5]})
+    assert odd.features([odd.candidate({"t": 5})]).tolist() == [[5.0]]
+
+
+def test_children_fix_the_next_knob_and_prune_dead_prefixes():
+    space = KnobSpace({"a": [1, 2, 3], "b": [1, 2]}, ["a + b <= 3"])
+    root = [c.payload for c in space.children(None)]
+    assert root == [{"a": 1}, {"a": 2}]  # a=3 has no valid completion
+    kids = [c.payload for c in space.children(space.children(None).__next__())]
+    assert kids == [{"a": 1, "b": 1}, {"a": 1, "b": 2}]
+
+
+@pytest.mark.parametrize(
+    "expr",
+    ["__import__('os').system('true')", "x.__class__", "open('f')", "[x for x in y]", "lambda: 1", "x +", "z > 1"],
+)
+def test_unsafe_or_bad_constraints_are_rejected_naming_the_expression(expr):
+    with pytest.raises(UsageError) as err:
+        KnobSpace({"x": [1, 2], "y": [1]}, [expr])
+    assert expr in str(err.value)
+
+
+def test_safe_constraint_language():
+    space = KnobSpace(
+        {"x": [1, 2, 4, 8], "y": [1, 2, 3]},
+        ["max(x, y) <= 4 and not (x == 1 and y == 3)", "x % 2 == 0 or y != 2", "(x if y > 1 else 0) < 8"],
+    )
+    pts = {(c.payload["x"], c.payload["y"]) for c in space.enumerate()}
+    assert pts == {(1, 1), (2, 1), (2, 2), (2, 3), (4, 1), (4, 2), (4, 3)}
+
+
+def test_callable_constraints_and_invalid_configs():
+    space = KnobSpace({"x": [1, 2, 3]}, [lambda cfg: cfg["x"] != 2])
+    assert [c.payload["x"] for c in space.enumerate()] == [1, 3]
+    with pytest.raises(UsageError, match="not a valid point"):
+        space.candidate({"x": 2})
+    with pytest.raises(UsageError, match="missing"):
+        space.candidate({})
+    with pytest.raises(UsageError, match="no valid point"):
+        KnobSpace({"x": [1]}, ["x > 5"]).size()
+
+
+def test_candidate_keys_are_stable_across_processes():
+    space = small_knob_space()
+    c = space.candidate({"x": 2, "y": 4, "mode": "b"})
+    assert c.key == space.candidate(json.loads(json.dumps({"mode": "b", "y": 4, "x": 2}))).key
