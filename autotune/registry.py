@@ -14,6 +14,7 @@ from autotune.errors import MissingDependencyError, UsageError
 ALGORITHMS: dict[str, str] = {
     "random": "autotune.algorithms.random_search:RandomSearch",
     "grid": "autotune.algorithms.grid:GridSearch",
+    "mcmc": "autotune.algorithms.mcmc:MCMC",
 }
 
 COST_MODELS: dict[str, str] = {}

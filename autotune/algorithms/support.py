@@ -1,0 +1,69 @@
+"""Small helpers shared by the search algorithms (Space interface only, no KnobSpace internals)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autotune.search_spaces.base import Space
+from autotune.types import Candidate, Measurement
+
+
+def exhausted(space: Space, seen: set[str]) -> bool:
+    """Whether every point of a bounded space has been proposed or told."""
+    size = space.size()
+    return size is not None and len(seen) >= size
+
+
+def fresh_sample(space: Space, rng: np.random.Generator, seen: set[str], tries: int = 200) -> Candidate | None:
+    """A random point not in ``seen`` (None when ``tries`` samples all were known)."""
+    for _ in range(tries):
+        c = space.sample(rng)
+        if c.key not in seen:
+            return c
+    return None
+
+
+def fresh_walk(space: Space, start: Candidate, rng: np.random.Generator, seen: set[str],
+               tries: int = 64) -> Candidate | None:
+    """A not-yet-seen point reached by a short random walk of neighbor moves from ``start``.
+
+    The walk gets longer as tries fail, so a fully explored neighbourhood is escaped."""
+    c = start
+    for t in range(tries):
+        c = space.neighbor(c if t % 8 else start, rng)
+        if c.key not in seen:
+            return c
+    return None
+
+
+def relative_worse(new: float, old: float) -> float:
+    """How much worse ``new`` is than ``old`` as a fraction of ``old`` (scale-free); inf for failures."""
+    if not math.isfinite(new):
+        return math.inf
+    if not math.isfinite(old) or old <= 0:
+        return -1.0 if math.isfinite(new) and not math.isfinite(old) else (new - old)
+    return (new - old) / old
+
+
+def cand_to_json(c: Candidate | None):
+    return None if c is None else {"payload": c.payload, "key": c.key}
+
+
+def cand_from_json(d) -> Candidate | None:
+    return None if d is None else Candidate(d["payload"], d["key"])
+
+
+def finite(x: float | None) -> float | None:
+    """JSON-safe float (inf/nan become None)."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def unfinite(x: float | None) -> float:
+    return math.inf if x is None else float(x)
+
+
+def best_of(results: list[Measurement]) -> Measurement | None:
+    ok = [m for m in results if m.ok]
+    return min(ok, key=lambda m: m.cost) if ok else None
