@@ -15,6 +15,7 @@ ALGORITHMS: dict[str, str] = {
     "random": "autotune.algorithms.random_search:RandomSearch",
     "grid": "autotune.algorithms.grid:GridSearch",
     "mcmc": "autotune.algorithms.mcmc:MCMC",
+    "evolutionary": "autotune.algorithms.evolutionary:Evolutionary",
 }
 
 COST_MODELS: dict[str, str] = {}
