@@ -1,0 +1,166 @@
+"""The campaign loop of DESIGN.md: ask, look up, measure, store, tell, until the budget is spent.
+
+Each batch is committed in one transaction together with the algorithm's state, so
+a campaign killed at any point loses at most the batch in flight, and resuming it
+(same name) reloads its evaluations into the algorithm and continues the same search.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from autotune.algorithms.base import SearchAlgorithm
+from autotune.db.database import Database, worker_id
+from autotune.errors import UsageError
+from autotune.registry import make_algorithm
+from autotune.runners.base import Runner
+from autotune.search_spaces.base import Space
+from autotune.types import Device, Measurement, Task
+
+#: stop when this many consecutive batches brought nothing new (the algorithm only revisits known points)
+STALL_BATCHES = 50
+
+
+@dataclass
+class CampaignResult:
+    campaign: str
+    task: Task
+    device: Device
+    status: str  # finished, exhausted, time-budget, simulated-budget
+    trials: int  # measurements made by this campaign (all runs)
+    evaluations: int  # measurements plus look-ups of known trials
+    errors: int
+    best: Measurement | None
+    simulated_s: float
+    wall_s: float
+    resumed: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def best_cost(self) -> float | None:
+        return self.best.cost if self.best is not None else None
+
+    def summary(self) -> dict:
+        """The keys of ``autotune tune ... --json`` (later capabilities add keys, never rename these)."""
+        return {
+            "campaign": self.campaign, "task": self.task.key, "device": self.device.name, "trials": self.trials,
+            "best_cost": self.best_cost, "best_config": self.best.candidate.payload if self.best else None,
+            "simulated_s": round(self.simulated_s, 6), "wall_s": round(self.wall_s, 6), **self.extra,
+        }
+
+
+def _positive(name: str, value, kind=float):
+    if value is not None and not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+        raise UsageError(f"{name} must be a positive number, not {value!r}")
+    return kind(value) if value is not None else None
+
+
+class Campaign:
+    """Tune ``space`` with ``algorithm`` measured by ``runner``, logging to ``db``.
+
+    Budgets: ``trials`` (measurements, counted over every run of the campaign), ``time_budget``
+    (wall seconds of this run) and ``simulated_budget`` (simulated seconds, all runs). At least
+    one must be given unless the space is finite.
+    """
+
+    def __init__(
+        self, name: str, space: Space, algorithm: str | SearchAlgorithm, runner: Runner, db: Database, *,
+        trials: int | None = None, time_budget: float | None = None, simulated_budget: float | None = None,
+        batch: int = 8, seed: int = 0, progress: bool = False, console: Console | None = None,
+    ):
+        if not name:
+            raise UsageError("a campaign needs a name")
+        self.name, self.space, self.runner, self.db = name, space, runner, db
+        self.algorithm = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
+        self.trials = _positive("the trial budget", trials, int)
+        self.time_budget = _positive("the time budget", time_budget)
+        self.simulated_budget = _positive("the simulated-time budget", simulated_budget)
+        self.batch = _positive("the batch size", batch, int)
+        self.seed = int(seed)
+        if self.trials is None and self.time_budget is None and self.simulated_budget is None and space.size() is None:
+            raise UsageError("give a budget (trials, time or simulated time): this space is unbounded")
+        self.progress = progress
+        self.console = console or Console(stderr=True)
+
+    def _options(self) -> dict:
+        return {"algorithm_options": self.algorithm.config, "seed": self.seed, "batch": self.batch,
+                "budget": {"trials": self.trials, "time_s": self.time_budget, "simulated_s": self.simulated_budget}}
+
+    def run(self) -> CampaignResult:
+        start = time.perf_counter()
+        task, device = self.space.task, self.runner.device
+        row, resumed = self.db.open_campaign(self.name, task, device, self.algorithm.name or "custom", self._options())
+        cid, tid, did = row.id, self.db.task_id(task), self.db.device_id(device)
+        history = self.db.campaign_history(cid)
+        measured = sum(1 for _, reused in history if not reused)
+        evaluations = len(history)
+        errors = sum(1 for m, reused in history if not reused and not m.ok)
+        simulated = sum(m.simulated_s for m, reused in history if not reused)
+        best = min((m for m, _ in history if m.ok), key=lambda m: m.cost, default=None)
+        seen = {m.candidate.key for m, _ in history}
+
+        self.algorithm.bind(self.space, np.random.default_rng(self.seed), [m for m, _ in history])
+        state = self.db.load_state(cid)
+        if state:
+            self.algorithm.load_state_dict(state)
+        self.db.set_campaign_status(cid, "running")
+
+        size = self.space.size()
+        worker = worker_id()
+        status, stalled = "finished", 0
+        progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(), console=self.console, disable=not self.progress, transient=False,
+        )
+        with progress:
+            bar = progress.add_task(self.name, total=self.trials, completed=measured, info="")
+
+            def show() -> None:
+                info = f"best {best.cost:.4g} s" if best else "best -"
+                progress.update(bar, completed=measured, info=f"{info}  errors {errors}  reused {evaluations - measured}")
+
+            show()
+            while True:
+                if self.trials is not None and measured >= self.trials:
+                    break
+                if self.time_budget is not None and time.perf_counter() - start >= self.time_budget:
+                    status = "time-budget"
+                    break
+                if self.simulated_budget is not None and simulated >= self.simulated_budget:
+                    status = "simulated-budget"
+                    break
+                if size is not None and len(seen) >= size or stalled >= STALL_BATCHES:
+                    status = "exhausted"
+                    break
+                n = self.batch if self.trials is None else min(self.batch, self.trials - measured)
+                asked = list({c.key: c for c in self.algorithm.ask(n)}.values())
+                if not asked:
+                    status = "exhausted"
+                    break
+                known = self.db.lookup(tid, did, [c.key for c in asked])
+                new = [c for c in asked if c.key not in known]
+                results = self.runner.measure(task, new) if new else []
+                reused = [known[c.key] for c in asked if c.key in known]
+                self.algorithm.tell(results + reused)
+                self.db.record_batch(tid, did, cid, results, reused, state=self.algorithm.state_dict(), worker=worker)
+                stalled = 0 if results else stalled + 1
+                measured += len(results)
+                evaluations += len(asked)
+                errors += sum(1 for m in results if not m.ok)
+                simulated += sum(m.simulated_s for m in results)
+                seen.update(c.key for c in asked)
+                for m in results + reused:
+                    if m.ok and (best is None or m.cost < best.cost):
+                        best = m
+                show()
+        self.db.set_campaign_status(cid, status)
+        return CampaignResult(
+            campaign=self.name, task=task, device=device, status=status, trials=measured, evaluations=evaluations,
+            errors=errors, best=best, simulated_s=simulated, wall_s=time.perf_counter() - start, resumed=resumed,
+        )

@@ -1,0 +1,49 @@
+"""The ``autotune`` command line (typer). Each command group lives in its own module
+of this package and registers itself through ``register(app, tune_app)``."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from autotune.errors import AutotuneError
+
+app = typer.Typer(
+    name="autotune",
+    help="Search and autotuning for ML systems: tune kernels, replay recorded spaces, query tuning logs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+tune_app = typer.Typer(help="Run a tuning campaign.", no_args_is_help=True)
+app.add_typer(tune_app, name="tune")
+
+# one module per command group; each defines register(app, tune_app)
+COMMAND_MODULES = [
+    "autotune.cli.tune_replay",
+    "autotune.cli.query",
+    "autotune.cli.logs",
+    "autotune.cli.plot",
+]
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(_name).register(app, tune_app)
+
+
+def fail(message: str) -> None:
+    """Print one clear sentence to stderr and exit with status 2."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def main() -> None:
+    try:
+        app()
+    except AutotuneError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        typer.echo("interrupted; everything measured so far is committed", err=True)
+        sys.exit(130)

@@ -1,0 +1,277 @@
+"""The Database facade: one session context manager, get-or-create of devices, tasks
+and campaigns, batched look-up and insertion of trials.
+
+SQLite (the default, WAL mode) and PostgreSQL run through the same code. Inserts
+use ON CONFLICT DO NOTHING on (task, device, candidate), so two workers racing on
+one campaign never write a trial twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Iterable, Iterator
+
+from sqlalchemy import create_engine, event, func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from autotune.db.models import (
+    AlgorithmStateRow, CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, TaskRow, TrialRow, utcnow,
+)
+from autotune.errors import DatabaseError, UsageError
+from autotune.types import Candidate, Device, Measurement, Task
+
+CHUNK = 500
+ACCEPTED = "sqlite:///FILE (for example sqlite:///autotune.db) or postgresql+psycopg://USER@HOST:PORT/DBNAME"
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def row_to_measurement(row: TrialRow) -> Measurement:
+    return Measurement(
+        Candidate(row.candidate, row.candidate_key), row.status, times=list(row.times or []), cost=row.cost,
+        error=row.error or "", meta=dict(row.meta or {}), build_s=row.build_s or 0.0, run_s=row.run_s or 0.0,
+        simulated_s=row.simulated_s or 0.0, predicted=row.predicted,
+    )
+
+
+def measurement_row(m: Measurement, task_id: int, device_id: int, campaign_id: int | None, worker: str) -> dict:
+    return {
+        "task_id": task_id, "device_id": device_id, "campaign_id": campaign_id,
+        "candidate_key": m.candidate.key, "candidate": m.candidate.payload, "status": m.status.value,
+        "cost": m.cost if m.ok else None, "times": list(m.times), "predicted": m.predicted, "error": m.error or "",
+        "build_s": float(m.build_s), "run_s": float(m.run_s), "simulated_s": float(m.simulated_s),
+        "meta": m.meta or {}, "created": utcnow(), "worker": worker,
+    }
+
+
+def _make_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise UsageError(f"database URL {url!r} is malformed; use {ACCEPTED}") from None
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise UsageError(f"database URL {url!r} names the unsupported backend {backend!r}; use {ACCEPTED}")
+    try:
+        if backend == "sqlite":
+            if parsed.database in (None, ""):
+                raise UsageError(f"database URL {url!r} names no file; use {ACCEPTED}")
+            engine = create_engine(parsed, connect_args={"timeout": 60})
+
+            @event.listens_for(engine, "connect")
+            def _pragmas(dbapi_conn, _record):  # noqa: ANN001
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA busy_timeout=60000")
+                cur.execute("PRAGMA synchronous=NORMAL")  # durable against a killed process; fsync at checkpoints
+                cur.execute("PRAGMA foreign_keys=ON")
+                cur.close()
+
+            return engine
+        return create_engine(parsed, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+    except (NoSuchModuleError, ImportError) as exc:
+        hint = " (pip install 'autotune[postgres]')" if backend == "postgresql" else ""
+        raise UsageError(f"database URL {url!r} needs a driver that is not installed: {exc}{hint}") from None
+
+
+class Database:
+    """The experiment database. Use :func:`autotune.db.open_database` to open one (it checks the schema)."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.engine = _make_engine(url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._ids: dict[tuple[str, str], int] = {}
+        self.dialect = self.engine.dialect.name
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Session]:
+        """Commit on success, roll back on error, and turn database errors into DatabaseError."""
+        s = self._sessions()
+        try:
+            yield s
+            s.commit()
+        except SQLAlchemyError as exc:
+            s.rollback()
+            raise DatabaseError(f"database error on {self.safe_url}: {exc.__class__.__name__}: {exc.orig if hasattr(exc, 'orig') else exc}") from exc
+        except BaseException:
+            s.rollback()
+            raise
+        finally:
+            s.close()
+
+    @property
+    def safe_url(self) -> str:
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def _insert(self, model):
+        return (pg_insert if self.dialect == "postgresql" else sqlite_insert)(model)
+
+    # -- devices, tasks -----------------------------------------------------------------
+    def _ensure(self, model, kind: str, key: str, values: dict) -> int:
+        if (kind, key) not in self._ids:
+            with self.session() as s:
+                s.execute(self._insert(model).values(key=key, **values).on_conflict_do_nothing(index_elements=["key"]))
+                self._ids[(kind, key)] = s.scalar(select(model.id).where(model.key == key))
+        return self._ids[(kind, key)]
+
+    def device_id(self, device: Device) -> int:
+        return self._ensure(DeviceRow, "device", device.key, {"name": device.name, "kind": device.kind, "properties": device.properties})
+
+    def task_id(self, task: Task) -> int:
+        return self._ensure(TaskRow, "task", task.key, {"kind": task.kind, "name": task.name, "params": task.params})
+
+    # -- campaigns ----------------------------------------------------------------------
+    def open_campaign(self, name: str, task: Task, device: Device, algorithm: str, options: dict) -> tuple[CampaignRow, bool]:
+        """Create the campaign, or return the existing one of that name (resume). Returns (row, resumed)."""
+        tid, did = self.task_id(task), self.device_id(device)
+        with self.session() as s:
+            res = s.execute(
+                self._insert(CampaignRow)
+                .values(name=name, task_id=tid, device_id=did, algorithm=algorithm, options=options,
+                        status="running", created=utcnow(), updated=utcnow())
+                .on_conflict_do_nothing(index_elements=["name"])
+            )
+            created = res.rowcount == 1
+            row = s.scalar(select(CampaignRow).where(CampaignRow.name == name))
+        if row.task_id != tid or row.device_id != did:
+            raise UsageError(
+                f"campaign {name!r} already exists for another task or device; resume it with the same "
+                "task and device, or choose another --campaign name"
+            )
+        return row, not created
+
+    def campaign(self, name: str) -> CampaignRow:
+        with self.session() as s:
+            row = s.scalar(select(CampaignRow).where(CampaignRow.name == name))
+            if row is None:
+                names = s.scalars(select(CampaignRow.name).order_by(CampaignRow.id.desc()).limit(10)).all()
+        if row is None:
+            known = ", ".join(names) if names else "none yet"
+            raise UsageError(f"unknown campaign {name!r}; campaigns in {self.safe_url}: {known}")
+        return row
+
+    def set_campaign_status(self, campaign_id: int, status: str) -> None:
+        with self.session() as s:
+            row = s.get(CampaignRow, campaign_id)
+            row.status, row.updated = status, utcnow()
+
+    def load_state(self, campaign_id: int) -> dict | None:
+        with self.session() as s:
+            row = s.get(AlgorithmStateRow, campaign_id)
+            return dict(row.state) if row else None
+
+    def campaign_history(self, campaign_id: int) -> list[tuple[Measurement, bool]]:
+        """Every evaluation of the campaign in order, with whether it was reused from the database."""
+        with self.session() as s:
+            rows = s.execute(
+                select(TrialRow, CampaignTrialRow.reused)
+                .join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id)
+                .where(CampaignTrialRow.campaign_id == campaign_id)
+                .order_by(CampaignTrialRow.id)
+            ).all()
+        return [(row_to_measurement(t), bool(reused)) for t, reused in rows]
+
+    # -- trials -------------------------------------------------------------------------
+    def lookup(self, task_id: int, device_id: int, keys: Iterable[str]) -> dict[str, Measurement]:
+        """Known measurements of these candidate keys on this task and device."""
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, Measurement] = {}
+        with self.session() as s:
+            for i in range(0, len(keys), CHUNK):
+                rows = s.scalars(
+                    select(TrialRow).where(
+                        TrialRow.task_id == task_id, TrialRow.device_id == device_id,
+                        TrialRow.candidate_key.in_(keys[i:i + CHUNK]),
+                    )
+                ).all()
+                out.update((r.candidate_key, row_to_measurement(r)) for r in rows)
+        return out
+
+    def record_batch(
+        self, task_id: int, device_id: int, campaign_id: int | None, measured: list[Measurement],
+        reused: list[Measurement] = (), state: dict | None = None, worker: str | None = None,
+    ) -> int:
+        """Store one batch in one transaction: new trials, the campaign's links to every evaluation
+        in order, and the algorithm state. Returns how many trials were new."""
+        worker = worker or worker_id()
+        with self.session() as s:
+            inserted = self._insert_trials(s, task_id, device_id, campaign_id, measured, worker)
+            if campaign_id is not None:
+                order = [(m.candidate.key, False) for m in measured] + [(m.candidate.key, True) for m in reused]
+                if order:
+                    ids = self.trial_ids(s, task_id, device_id, [k for k, _ in order])
+                    kept = [(ids[k], r) for k, r in order if k in ids]
+                    self.link(s, campaign_id, [t for t, _ in kept], [r for _, r in kept])
+                if state is not None:
+                    row = s.get(AlgorithmStateRow, campaign_id)
+                    if row is None:
+                        s.add(AlgorithmStateRow(campaign_id=campaign_id, state=state, updated=utcnow()))
+                    else:
+                        row.state, row.updated = state, utcnow()
+                camp = s.get(CampaignRow, campaign_id)
+                camp.updated = utcnow()
+        return inserted
+
+    def _insert_trials(self, s: Session, task_id, device_id, campaign_id, measured, worker) -> int:
+        return self.insert_rows(s, [measurement_row(m, task_id, device_id, campaign_id, worker) for m in measured])
+
+    def insert_rows(self, s: Session, rows: list[dict]) -> int:
+        """Insert trial rows, skipping any (task, device, candidate) already stored; returns how many were new."""
+        inserted = 0
+        for i in range(0, len(rows), CHUNK):
+            res = s.execute(self._insert(TrialRow).values(rows[i:i + CHUNK]).on_conflict_do_nothing(
+                index_elements=["task_id", "device_id", "candidate_key"]))
+            inserted += max(res.rowcount, 0)
+        return inserted
+
+    def link(self, s: Session, campaign_id: int, trial_ids: list[int], reused: list[bool]) -> None:
+        """Append evaluations to a campaign's ordered history (each trial at most once)."""
+        links = [{"campaign_id": campaign_id, "trial_id": t, "reused": r} for t, r in zip(trial_ids, reused)]
+        for i in range(0, len(links), CHUNK):
+            s.execute(self._insert(CampaignTrialRow).values(links[i:i + CHUNK]).on_conflict_do_nothing(
+                index_elements=["campaign_id", "trial_id"]))
+
+    def trial_ids(self, s: Session, task_id: int, device_id: int, keys: list[str]) -> dict[str, int]:
+        ids: dict[str, int] = {}
+        uniq = list(dict.fromkeys(keys))
+        for i in range(0, len(uniq), CHUNK):
+            ids.update(s.execute(
+                select(TrialRow.candidate_key, TrialRow.id).where(
+                    TrialRow.task_id == task_id, TrialRow.device_id == device_id,
+                    TrialRow.candidate_key.in_(uniq[i:i + CHUNK]))
+            ).tuples().all())
+        return ids
+
+    def add_trials(self, task: Task, device: Device, measured: list[Measurement], campaign_id: int | None = None,
+                   worker: str | None = None) -> int:
+        """Store measurements outside any campaign loop (imports, op costs). Returns how many were new."""
+        return self.record_batch(self.task_id(task), self.device_id(device), campaign_id, measured, worker=worker)
+
+    def count_trials(self) -> int:
+        with self.session() as s:
+            return s.scalar(select(func.count(TrialRow.id)))
+
+    # -- cost models --------------------------------------------------------------------
+    def save_cost_model(self, name: str, data: bytes, metrics: dict, n_samples: int, task: Task | None = None,
+                        device: Device | None = None, campaign_id: int | None = None, fmt: str = "ubj") -> int:
+        row = CostModelRow(
+            name=name, data=data, metrics=metrics, n_samples=n_samples, format=fmt, created=utcnow(),
+            task_id=self.task_id(task) if task else None, device_id=self.device_id(device) if device else None,
+            campaign_id=campaign_id,
+        )
+        with self.session() as s:
+            s.add(row)
+            s.flush()
+            return row.id

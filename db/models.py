@@ -1,0 +1,110 @@
+"""SQLAlchemy 2.0 declarative models of the experiment database.
+
+Every value is JSON or a number: no pickle anywhere. Trials are unique per
+(task, device, candidate): results from different devices never mix unless a
+query asks for it, and no candidate is measured twice on one device.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class DeviceRow(Base):
+    __tablename__ = "devices"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    properties: Mapped[dict] = mapped_column(JSON, default=dict)
+
+
+class TaskRow(Base):
+    __tablename__ = "tasks"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    params: Mapped[dict] = mapped_column(JSON, default=dict)
+
+
+class CampaignRow(Base):
+    __tablename__ = "campaigns"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"))
+    algorithm: Mapped[str] = mapped_column(String(100))
+    options: Mapped[dict] = mapped_column(JSON, default=dict)  # algorithm options, seed, batch, budget
+    status: Mapped[str] = mapped_column(String(32), default="running")
+    created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class TrialRow(Base):
+    __tablename__ = "trials"
+    __table_args__ = (
+        UniqueConstraint("task_id", "device_id", "candidate_key", name="uq_trial_task_device_candidate"),
+        Index("ix_trials_task_device_cost", "task_id", "device_id", "cost"),
+        Index("ix_trials_campaign", "campaign_id", "id"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"))
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("campaigns.id"), nullable=True)
+    candidate_key: Mapped[str] = mapped_column(String(64))
+    candidate: Mapped[dict] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(32))
+    cost: Mapped[float | None] = mapped_column(Float, nullable=True)
+    times: Mapped[list] = mapped_column(JSON, default=list)
+    predicted: Mapped[float | None] = mapped_column(Float, nullable=True)
+    error: Mapped[str] = mapped_column(Text, default="")
+    build_s: Mapped[float] = mapped_column(Float, default=0.0)
+    run_s: Mapped[float] = mapped_column(Float, default=0.0)
+    simulated_s: Mapped[float] = mapped_column(Float, default=0.0)
+    meta: Mapped[dict] = mapped_column(JSON, default=dict)
+    created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    worker: Mapped[str] = mapped_column(String(200), default="")
+
+
+class CampaignTrialRow(Base):
+    """Every evaluation a campaign made, in order: its own measurements and look-ups of known trials."""
+
+    __tablename__ = "campaign_trials"
+    __table_args__ = (UniqueConstraint("campaign_id", "trial_id", name="uq_campaign_trial"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id"), index=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"))
+    reused: Mapped[bool] = mapped_column(Boolean, default=False)  # answered from the database, not measured
+
+
+class AlgorithmStateRow(Base):
+    __tablename__ = "algorithm_states"
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id"), primary_key=True)
+    state: Mapped[dict] = mapped_column(JSON)
+    updated: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class CostModelRow(Base):
+    __tablename__ = "cost_models"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100))
+    task_id: Mapped[int | None] = mapped_column(ForeignKey("tasks.id"), nullable=True, index=True)
+    device_id: Mapped[int | None] = mapped_column(ForeignKey("devices.id"), nullable=True)
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("campaigns.id"), nullable=True)
+    n_samples: Mapped[int] = mapped_column(Integer, default=0)
+    metrics: Mapped[dict] = mapped_column(JSON, default=dict)  # spearman, top-k recall, ...
+    data: Mapped[bytes] = mapped_column(LargeBinary)  # the library's own format (xgboost UBJ), never pickle
+    format: Mapped[str] = mapped_column(String(32), default="ubj")
+    created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

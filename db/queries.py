@@ -1,0 +1,114 @@
+"""Read-only queries over the experiment database, returned as pandas DataFrames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import and_, func, or_, select
+
+from autotune.db.database import Database
+from autotune.db.models import CampaignRow, CampaignTrialRow, DeviceRow, TaskRow, TrialRow
+from autotune.errors import UsageError
+from autotune.types import Status
+
+TRIAL_COLUMNS = [
+    "id", "campaign", "task", "task_key", "device", "candidate_key", "config", "status", "cost", "repeats",
+    "predicted", "error", "build_s", "run_s", "simulated_s", "created", "worker",
+]
+
+
+def _task_filter(task: str | None):
+    return or_(TaskRow.key == task, TaskRow.name == task) if task else True
+
+
+def _device_filter(device: str | None):
+    return or_(DeviceRow.name == device, DeviceRow.key == device) if device else True
+
+
+def campaigns(db: Database) -> pd.DataFrame:
+    """One row per campaign: its task, device, algorithm, status, measured trials and best cost."""
+    with db.session() as s:
+        stats = (
+            select(TrialRow.campaign_id, func.count(TrialRow.id).label("trials"), func.min(TrialRow.cost).label("best_cost"),
+                   func.sum(TrialRow.simulated_s).label("simulated_s"))
+            .group_by(TrialRow.campaign_id).subquery()
+        )
+        rows = s.execute(
+            select(CampaignRow.name, TaskRow.name, TaskRow.key, DeviceRow.name, CampaignRow.algorithm, CampaignRow.status,
+                   stats.c.trials, stats.c.best_cost, stats.c.simulated_s, CampaignRow.created, CampaignRow.updated)
+            .join(TaskRow, TaskRow.id == CampaignRow.task_id).join(DeviceRow, DeviceRow.id == CampaignRow.device_id)
+            .outerjoin(stats, stats.c.campaign_id == CampaignRow.id).order_by(CampaignRow.id)
+        ).all()
+    df = pd.DataFrame(rows, columns=["campaign", "task", "task_key", "device", "algorithm", "status", "trials",
+                                     "best_cost", "simulated_s", "created", "updated"])
+    df["trials"] = df["trials"].fillna(0).astype(int)
+    return df
+
+
+def trials(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
+           status: str | None = None, top: int | None = None) -> pd.DataFrame:
+    """Trials filtered by campaign name, task key or name, device name or key, and status;
+    ``top`` keeps the k fastest OK trials, fastest first. ``config`` holds the candidate's JSON."""
+    if top is not None and top <= 0:
+        raise UsageError(f"--top must be a positive number of trials, not {top}")
+    conds = [_task_filter(task), _device_filter(device)]
+    if status:
+        conds.append(TrialRow.status == Status.parse(status).value)
+    if campaign:
+        camp = db.campaign(campaign)
+        conds.append(TrialRow.id.in_(select(CampaignTrialRow.trial_id).where(CampaignTrialRow.campaign_id == camp.id)))
+    query = (
+        select(TrialRow, CampaignRow.name, TaskRow.name, TaskRow.key, DeviceRow.name)
+        .join(TaskRow, TaskRow.id == TrialRow.task_id).join(DeviceRow, DeviceRow.id == TrialRow.device_id)
+        .outerjoin(CampaignRow, CampaignRow.id == TrialRow.campaign_id).where(and_(*conds))
+    )
+    if top is not None:
+        query = query.where(TrialRow.cost.is_not(None)).order_by(TrialRow.cost, TrialRow.id).limit(top)
+    else:
+        query = query.order_by(TrialRow.id)
+    with db.session() as s:
+        rows = s.execute(query).all()
+    records = [
+        (t.id, camp, tname, tkey, dname, t.candidate_key, t.candidate, t.status, t.cost, len(t.times or []), t.predicted,
+         t.error, t.build_s, t.run_s, t.simulated_s, t.created, t.worker)
+        for t, camp, tname, tkey, dname in rows
+    ]
+    return pd.DataFrame(records, columns=TRIAL_COLUMNS)
+
+
+def best(db: Database, task: str | None = None, device: str | None = None, k: int = 1) -> pd.DataFrame:
+    """The k fastest OK trials per (task, device)."""
+    ranked = (
+        select(TrialRow.id, func.row_number().over(
+            partition_by=(TrialRow.task_id, TrialRow.device_id), order_by=(TrialRow.cost, TrialRow.id)).label("rank"))
+        .where(TrialRow.cost.is_not(None)).subquery()
+    )
+    with db.session() as s:
+        rows = s.execute(
+            select(TaskRow.name, TaskRow.key, DeviceRow.name, ranked.c.rank, TrialRow.cost, TrialRow.candidate, TrialRow.candidate_key)
+            .join(ranked, ranked.c.id == TrialRow.id)
+            .join(TaskRow, TaskRow.id == TrialRow.task_id).join(DeviceRow, DeviceRow.id == TrialRow.device_id)
+            .where(ranked.c.rank <= k, _task_filter(task), _device_filter(device))
+            .order_by(TaskRow.name, DeviceRow.name, ranked.c.rank)
+        ).all()
+    return pd.DataFrame(rows, columns=["task", "task_key", "device", "rank", "cost", "config", "candidate_key"])
+
+
+def convergence(db: Database, campaign: str) -> pd.DataFrame:
+    """Best-so-far per evaluation of a campaign, in order, with the cumulative simulated time
+    (reused evaluations cost no simulated time)."""
+    camp = db.campaign(campaign)
+    with db.session() as s:
+        rows = s.execute(
+            select(TrialRow.cost, TrialRow.status, TrialRow.simulated_s, CampaignTrialRow.reused)
+            .join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id)
+            .where(CampaignTrialRow.campaign_id == camp.id).order_by(CampaignTrialRow.id)
+        ).all()
+    df = pd.DataFrame(rows, columns=["cost", "status", "simulated_s", "reused"])
+    df.insert(0, "trial", np.arange(1, len(df) + 1))
+    costs = df["cost"].astype(float).fillna(np.inf)
+    df["best_so_far"] = costs.cummin().replace(np.inf, np.nan)
+    df["simulated_s"] = df["simulated_s"].where(~df["reused"].astype(bool), 0.0)
+    df["simulated_cum_s"] = df["simulated_s"].cumsum()
+    df["campaign"] = campaign
+    return df
