@@ -1,0 +1,199 @@
+"""ONNX in and out: import to the graph IR (own topological sort, defaults made explicit,
+unsupported constructs rejected naming node and op) and export loadable by onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autotune.errors import MissingDependencyError, UsageError
+from autotune.search_spaces.graphs import ops
+from autotune.search_spaces.graphs.ir import Graph, Node
+
+EXPORT_OPSET = 17
+EXPORT_IR_VERSION = 8  # onnxruntime >= 1.14 loads IR 8 / opset 17
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError as exc:
+        raise MissingDependencyError("ONNX import/export needs the package 'onnx'; "
+                                     "install it with pip install 'autotune[graphs]'") from exc
+    return onnx
+
+
+def _dtype(elem_type: int) -> str:
+    from onnx import helper
+    return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
+
+
+def _static_shape(vi, what: str) -> tuple[int, ...]:
+    dims = vi.type.tensor_type.shape.dim
+    out = []
+    for d in dims:
+        if not d.HasField("dim_value"):
+            raise UsageError(f"{what} {vi.name!r} has a symbolic dimension {d.dim_param!r}; export it with static shapes")
+        out.append(int(d.dim_value))
+    return tuple(out)
+
+
+def _normalise(op: str, a: dict, node, shape_of) -> dict:
+    """Make default attributes explicit so that rules can compare them."""
+    where = f"node {node.name or node.output[0]!r} (op {op})"
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+        raise UsageError(f"{where} uses auto_pad; only explicit pads are supported")
+    a.pop("auto_pad", None)
+    if op in ("Conv", "MaxPool", "AveragePool"):
+        ks = a.get("kernel_shape") or shape_of(node.input[1])[2:]
+        sp = len(ks)
+        a.setdefault("kernel_shape", list(ks))
+        a.setdefault("strides", [1] * sp)
+        a.setdefault("pads", [0] * (2 * sp))
+        if op == "Conv":
+            a.setdefault("dilations", [1] * sp)
+            a.setdefault("group", 1)
+        elif op == "MaxPool":
+            if len(node.output) > 1:
+                raise UsageError(f"{where} asks for indices; not supported")
+            if any(v != 1 for v in a.get("dilations", [1] * sp)) or a.get("storage_order", 0):
+                raise UsageError(f"{where} uses dilations or storage_order; not supported")
+            a.pop("dilations", None)
+            a.pop("storage_order", None)
+    elif op == "Gemm":
+        for k, v in (("alpha", 1.0), ("beta", 1.0), ("transA", 0), ("transB", 0)):
+            a.setdefault(k, v)
+    elif op == "BatchNormalization":
+        a.setdefault("epsilon", 1e-5)
+        a.pop("momentum", None)
+        if a.pop("training_mode", 0) or len([o for o in node.output if o]) > 1:
+            raise UsageError(f"{where} is in training mode; export the model in eval mode")
+    elif op == "Transpose":
+        a.setdefault("perm", list(reversed(range(len(shape_of(node.input[0]))))))
+    elif op in ("Softmax", "Flatten"):
+        a.setdefault("axis", -1 if op == "Softmax" else 1)
+    return a
+
+
+def from_onnx(model, name: str | None = None) -> Graph:
+    """Import an ONNX ModelProto or file path into a :class:`Graph`."""
+    onnx = _onnx()
+    from onnx import helper, numpy_helper
+    if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+        try:
+            model = onnx.load(str(model))
+        except Exception as exc:
+            raise UsageError(f"cannot read ONNX model {str(model)!r}: {exc}") from None
+    name = name or model.graph.name or "graph"
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:
+        inferred = model
+    g = model.graph
+    weights = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    inputs = {vi.name: (_static_shape(vi, "input"), _dtype(vi.type.tensor_type.elem_type))
+              for vi in g.input if vi.name not in weights}
+    info = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    shapes = {k: v[0] for k, v in inputs.items()} | {k: w.shape for k, w in weights.items()}
+
+    def shape_of(t):
+        if t in shapes:
+            return shapes[t]
+        if t in info:
+            return _static_shape(info[t], "tensor")
+        raise UsageError(f"tensor {t!r} has no known shape")
+
+    nodes = []
+    for n in g.node:
+        op, where = n.op_type, f"node {n.name or n.output[0]!r} (op {n.op_type})"
+        if n.domain not in ("", "ai.onnx"):
+            raise UsageError(f"{where} is in domain {n.domain!r}; only the default ONNX domain is supported")
+        a = {}
+        for at in n.attribute:
+            if at.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                raise UsageError(f"{where} has a subgraph attribute {at.name!r}; control flow is not supported")
+            v = helper.get_attribute_value(at)
+            if isinstance(v, bytes):
+                v = v.decode()
+            if isinstance(v, onnx.TensorProto):
+                v = numpy_helper.to_array(v)
+            a[at.name] = v
+        if op == "Constant":
+            if "value" not in a:
+                raise UsageError(f"{where}: only Constant with a 'value' tensor is supported")
+            weights[n.output[0]] = np.asarray(a["value"])
+            shapes[n.output[0]] = weights[n.output[0]].shape
+            continue
+        ins = list(n.input)
+        if op == "Split":
+            if len(ins) > 1 and ins[1]:
+                if ins[1] not in weights:
+                    raise UsageError(f"{where}: split sizes must be a constant")
+                a["split"] = [int(v) for v in weights[ins[1]]]
+            ins = ins[:1]
+            ax = a.setdefault("axis", 0)
+            if "split" not in a:
+                dim = shape_of(ins[0])[ax]
+                a["split"] = [dim // len(n.output)] * len(n.output)
+            a.pop("num_outputs", None)
+        if op == "Reshape" and ins[1] not in weights:
+            raise UsageError(f"{where}: the target shape must be a constant")
+        if op == "Softmax" and opset < 13 and a.get("axis", 1) not in (-1, len(shape_of(ins[0])) - 1):
+            raise UsageError(f"{where}: opset<13 Softmax over several axes is not supported")
+        fixed = ()
+        if ops.is_known(op) and op[0] != "_":
+            a = _normalise(op, a, n, shape_of)
+            if op in ("Conv", "Gemm") and (len(ins) < 3 or not ins[2]):  # explicit zero bias: uniform patterns
+                out_ch = shape_of(ins[1])[0] if op == "Conv" or a.get("transB") else shape_of(ins[1])[1]
+                bname = f"{n.output[0]}__zero_bias"
+                weights[bname] = np.zeros(out_ch, dtype=np.float32)
+                ins = ins[:2] + [bname]
+                if op == "Gemm":
+                    a["beta"] = 1.0
+        else:
+            fixed = tuple((shape_of(o), _dtype(info[o].type.tensor_type.elem_type)) for o in n.output if o)
+        node = Node.make(op, ins, [o for o in n.output if o], a, fixed)
+        nodes.append(node)
+        for o, s in zip(node.outputs, node.fixed):
+            shapes[o] = s[0]
+    return Graph(nodes, inputs, [o.name for o in g.output], weights, name)
+
+
+def _attr_value(v):
+    if isinstance(v, tuple):
+        return list(v)
+    return v
+
+
+def to_onnx(graph: Graph):
+    """Export (after folding weight-only subgraphs) as an ONNX ModelProto onnxruntime loads."""
+    _onnx()
+    from onnx import TensorProto, helper, numpy_helper
+    g = graph.folded()
+    inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in g.weights.items()]
+    nodes = []
+    for i, n in enumerate(g.nodes):
+        if n.op.startswith("_"):
+            raise UsageError(f"internal op {n.op} reads an activation; it cannot be exported")
+        a = {k: _attr_value(v) for k, v in n.attrs}
+        ins = list(n.inputs)
+        if n.op == "Split":
+            sname = f"{n.outputs[0]}__split"
+            inits.append(numpy_helper.from_array(np.asarray(a.pop("split"), dtype=np.int64), sname))
+            ins.append(sname)
+        nodes.append(helper.make_node(n.op, ins, list(n.outputs), name=f"n{i}_{n.op}", **a))
+
+    def vi(t):
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(g.dtype[t]))
+        return helper.make_tensor_value_info(t, elem, list(g.shape[t]))
+
+    og = helper.make_graph(nodes, g.name, [vi(t) for t in g.inputs], [vi(t) for t in g.outputs], inits)
+    model = helper.make_model(og, opset_imports=[helper.make_opsetid("", EXPORT_OPSET)], producer_name="autotune")
+    model.ir_version = EXPORT_IR_VERSION
+    del TensorProto
+    return model
+
+
+def save(graph: Graph, path: str) -> None:
+    import onnx
+    onnx.save(to_onnx(graph), path)
