@@ -46,7 +46,7 @@ def measurement_row(m: Measurement, task_id: int, device_id: int, campaign_id: i
     return {
         "task_id": task_id, "device_id": device_id, "campaign_id": campaign_id,
         "candidate_key": m.candidate.key, "candidate": m.candidate.payload, "status": m.status.value,
-        "cost": m.cost if m.ok else None, "times": list(m.times), "predicted": m.predicted, "error": m.error or "",
+        "cost": float(m.cost) if m.ok else None, "times": [float(t) for t in m.times], "predicted": None if m.predicted is None else float(m.predicted), "error": m.error or "",
         "build_s": float(m.build_s), "run_s": float(m.run_s), "simulated_s": float(m.simulated_s),
         "meta": m.meta or {}, "created": utcnow(), "worker": worker,
     }
@@ -141,9 +141,9 @@ class Database:
                 self._insert(CampaignRow)
                 .values(name=name, task_id=tid, device_id=did, algorithm=algorithm, options=options,
                         status="running", created=utcnow(), updated=utcnow())
-                .on_conflict_do_nothing(index_elements=["name"])
+                .on_conflict_do_nothing(index_elements=["name"]).returning(CampaignRow.id)
             )
-            created = res.rowcount == 1
+            created = res.first() is not None
             row = s.scalar(select(CampaignRow).where(CampaignRow.name == name))
         if row.task_id != tid or row.device_id != did:
             raise UsageError(
@@ -232,8 +232,8 @@ class Database:
         inserted = 0
         for i in range(0, len(rows), CHUNK):
             res = s.execute(self._insert(TrialRow).values(rows[i:i + CHUNK]).on_conflict_do_nothing(
-                index_elements=["task_id", "device_id", "candidate_key"]))
-            inserted += max(res.rowcount, 0)
+                index_elements=["task_id", "device_id", "candidate_key"]).returning(TrialRow.id))
+            inserted += len(res.all())
         return inserted
 
     def link(self, s: Session, campaign_id: int, trial_ids: list[int], reused: list[bool]) -> None:
@@ -251,7 +251,7 @@ class Database:
                 select(TrialRow.candidate_key, TrialRow.id).where(
                     TrialRow.task_id == task_id, TrialRow.device_id == device_id,
                     TrialRow.candidate_key.in_(uniq[i:i + CHUNK]))
-            ).tuples().all())
+            ).all())
         return ids
 
     def add_trials(self, task: Task, device: Device, measured: list[Measurement], campaign_id: int | None = None,

@@ -35,3 +35,64 @@ def handle_errors(fn):
 def emit_json(obj: Any) -> None:
     """Print one JSON object as the last line of standard output."""
     typer.echo(json.dumps(obj, default=str, allow_nan=False))
+
+
+def open_db(url: str):
+    from autotune.db import open_database
+
+    return open_database(url)
+
+
+def print_table(df, title: str = "", max_width: int = 60) -> None:
+    """Print a DataFrame as a rich table (long cells are shortened)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title or None, show_lines=False)
+    for col in df.columns:
+        table.add_column(str(col), overflow="fold")
+    for row in df.itertuples(index=False):
+        cells = []
+        for v in row:
+            text = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else ("" if v is None else
+                   (f"{v:.6g}" if isinstance(v, float) else str(v)))
+            cells.append(text if len(text) <= max_width else text[: max_width - 1] + "…")
+        table.add_row(*cells)
+    Console().print(table)
+
+
+def write_frame(df, fmt: str) -> None:
+    """Write a DataFrame to stdout as table, csv or json (one object per row)."""
+    if fmt == "table":
+        print_table(df)
+    elif fmt == "csv":
+        out = df.copy()
+        for col in out.columns:
+            if out[col].map(lambda v: isinstance(v, (dict, list))).any():
+                out[col] = out[col].map(lambda v: json.dumps(v, sort_keys=True))
+        typer.echo(out.to_csv(index=False), nl=False)
+    elif fmt == "json":
+        typer.echo(df.to_json(orient="records", date_format="iso"))
+    else:
+        raise typer.BadParameter(f"unknown format {fmt!r}; valid: table, csv, json")
+
+
+def report(result, as_json: bool, extra: dict | None = None) -> None:
+    """Print a campaign's summary: one JSON line with --json, else a short human-readable block."""
+    summary = {**result.summary(), **(extra or {})}
+    if as_json:
+        emit_json(summary)
+        return
+    from rich.console import Console
+
+    c = Console()
+    c.print(f"[bold]campaign[/] {result.campaign} ({result.status}{', resumed' if result.resumed else ''})")
+    c.print(f"task {result.task.name} [{result.task.key}] on {result.device.name}")
+    c.print(f"trials {result.trials} measured, {result.evaluations - result.trials} reused, {result.errors} errors")
+    if result.best is not None:
+        c.print(f"best {result.best.cost:.6g} s  config {json.dumps(result.best.candidate.payload)}")
+    else:
+        c.print("no successful measurement")
+    c.print(f"simulated time {result.simulated_s:.1f} s, wall time {result.wall_s:.2f} s")
+    for k, v in (extra or {}).items():
+        c.print(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}")

@@ -1,0 +1,73 @@
+"""Moving tuning logs: import-kt, export, import, and schema upgrades."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db
+
+
+def register(app: typer.Typer, tune_app: typer.Typer) -> None:
+    @app.command("import-kt")
+    @handle_errors
+    def import_kt_cmd(
+        files: Annotated[list[str], typer.Argument(help="Kernel Tuner cache files (.json/.json.gz) or example:NAME")],
+        db: DbOption = DEFAULT_DB,
+    ) -> None:
+        """Store Kernel Tuner caches' measurements as trials of their task and device."""
+        from autotune.db.logs import import_kt
+
+        database = open_db(db)
+        for f in files:
+            t0 = time.perf_counter()
+            task, device, n, added = import_kt(database, f)
+            dt = time.perf_counter() - t0
+            typer.echo(f"{f}: {added} new of {n} trials for task {task.name} [{task.key}] on {device.name} "
+                       f"({n / dt:,.0f} trials/s)")
+
+    @app.command("export")
+    @handle_errors
+    def export_cmd(
+        output: Annotated[Path, typer.Option("--output", "-o", help="JSONL file to write")],
+        campaign: Annotated[str | None, typer.Option("--campaign", help="Only trials measured by this campaign")] = None,
+        task: Annotated[str | None, typer.Option("--task", help="Task key or name")] = None,
+        device: Annotated[str | None, typer.Option("--device", help="Device name or key")] = None,
+        status: Annotated[str | None, typer.Option("--status", help="Only this status")] = None,
+        db: DbOption = DEFAULT_DB,
+    ) -> None:
+        """Write trials (with their task, device and campaign) as JSON lines, losslessly."""
+        from autotune.db.logs import export_file
+
+        n = export_file(open_db(db), output, campaign=campaign, task=task, device=device, status=status)
+        typer.echo(f"wrote {n} trials to {output}")
+
+    @app.command("import")
+    @handle_errors
+    def import_cmd(
+        file: Annotated[Path, typer.Argument(help="JSONL file written by autotune export")],
+        db: DbOption = DEFAULT_DB,
+    ) -> None:
+        """Import trials exported from another database; trials already present are kept."""
+        from autotune.db.logs import import_file
+
+        read, added = import_file(open_db(db), file)
+        typer.echo(f"read {read} trials from {file}, {added} new")
+
+    db_app = typer.Typer(help="Database schema management.", no_args_is_help=True)
+    app.add_typer(db_app, name="db")
+
+    @db_app.command("upgrade")
+    @handle_errors
+    def upgrade_cmd(db: DbOption = DEFAULT_DB) -> None:
+        """Upgrade the database schema to this version of autotune (alembic)."""
+        from autotune.db.database import Database
+        from autotune.db.migrate import current_revision, head_revision, upgrade
+
+        database = Database(db)
+        before = current_revision(database.engine)
+        upgrade(database.engine)
+        typer.echo(f"{database.safe_url}: schema {before or 'empty'} -> {head_revision()}")

@@ -1,0 +1,92 @@
+"""Query commands: campaigns, trials, best, algorithms."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, print_table, write_frame
+
+FormatOption = Annotated[str, typer.Option("--format", "-f", help="table, csv or json")]
+TaskOption = Annotated[str | None, typer.Option("--task", help="Task key or name")]
+DeviceOption = Annotated[str | None, typer.Option("--device", help="Device name or key")]
+
+
+def _check_format(fmt: str) -> None:
+    from autotune.errors import UsageError
+
+    if fmt not in ("table", "csv", "json"):
+        raise UsageError(f"unknown format {fmt!r}; valid: table, csv, json")
+
+
+def register(app: typer.Typer, tune_app: typer.Typer) -> None:
+    @app.command("campaigns")
+    @handle_errors
+    def campaigns_cmd(db: DbOption = DEFAULT_DB, format: FormatOption = "table") -> None:
+        """List campaigns with their task, device, algorithm, status, trials and best cost."""
+        from autotune.db import queries
+
+        _check_format(format)
+        database = open_db(db)
+        write_frame(queries.campaigns(database), format)
+
+    @app.command("trials")
+    @handle_errors
+    def trials_cmd(
+        campaign: Annotated[str | None, typer.Option("--campaign", help="Campaign name")] = None,
+        task: TaskOption = None,
+        device: DeviceOption = None,
+        status: Annotated[str | None, typer.Option("--status", help="OK, INVALID, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT or WRONG_RESULT")] = None,
+        top: Annotated[int | None, typer.Option("--top", help="Only the K fastest successful trials, fastest first")] = None,
+        format: FormatOption = "table",
+        db: DbOption = DEFAULT_DB,
+    ) -> None:
+        """List trials (every measurement) with their configuration, status and cost."""
+        from autotune.db import queries
+
+        _check_format(format)
+        df = queries.trials(open_db(db), campaign=campaign, task=task, device=device, status=status, top=top)
+        if format == "table":
+            df = df[["id", "campaign", "task", "device", "status", "cost", "repeats", "config", "error"]]
+        write_frame(df, format)
+
+    @app.command("best")
+    @handle_errors
+    def best_cmd(
+        task: TaskOption = None,
+        device: DeviceOption = None,
+        k: Annotated[int, typer.Option("--k", help="How many per task and device")] = 1,
+        format: FormatOption = "table",
+        db: DbOption = DEFAULT_DB,
+    ) -> None:
+        """The best measured configuration per (task, device)."""
+        from autotune.db import queries
+        from autotune.errors import UsageError
+
+        _check_format(format)
+        if k <= 0:
+            raise UsageError(f"--k must be positive, not {k}")
+        df = queries.best(open_db(db), task=task, device=device, k=k)
+        if df.empty:
+            raise UsageError("no successful trial matches" + (f" task {task!r}" if task else "") + (f" device {device!r}" if device else ""))
+        write_frame(df, format)
+
+    @app.command("algorithms")
+    def algorithms_cmd() -> None:
+        """List the search algorithms with their options and defaults."""
+        import pandas as pd
+
+        from autotune.errors import MissingDependencyError
+        from autotune.registry import ALGORITHMS, algorithm_class
+
+        rows = []
+        for name in sorted(ALGORITHMS):
+            try:
+                cls = algorithm_class(name)
+            except MissingDependencyError as exc:
+                rows.append((name, f"unavailable: {exc}", ""))
+                continue
+            opts = "; ".join(f"{k}={o.default!r}: {o.help}" for k, o in cls.options.items())
+            rows.append((name, cls.description, opts))
+        print_table(pd.DataFrame(rows, columns=["algorithm", "description", "options"]), max_width=400)

@@ -1,0 +1,57 @@
+"""`autotune tune replay`: a campaign on a recorded Kernel Tuner space."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, report
+
+CacheOption = Annotated[str, typer.Option("--cache", help="Kernel Tuner cache file (.json/.json.gz), or example:pnpoly-rtx3090 (bundled)")]
+AlgorithmOption = Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (see `autotune algorithms`)")]
+TrialsOption = Annotated[int | None, typer.Option("--trials", "-n", help="Measurements to make (over all runs of the campaign); default 100 when no budget is given")]
+TimeOption = Annotated[float | None, typer.Option("--time-budget", help="Wall-clock seconds for this run")]
+SimOption = Annotated[float | None, typer.Option("--simulated-budget", help="Simulated seconds (recorded compile + benchmark time)")]
+SeedOption = Annotated[int, typer.Option("--seed", help="Random seed")]
+BatchOption = Annotated[int, typer.Option("--batch", help="Candidates asked for and committed together")]
+CampaignOption = Annotated[str | None, typer.Option("--campaign", help="Campaign name; an existing name resumes it (default: derived from the inputs)")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of standard output")]
+ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")]
+
+
+def register(app: typer.Typer, tune_app: typer.Typer) -> None:
+    @tune_app.command("replay")
+    @handle_errors
+    def tune_replay(
+        cache: CacheOption,
+        algorithm: AlgorithmOption = "random",
+        trials: TrialsOption = None,
+        time_budget: TimeOption = None,
+        simulated_budget: SimOption = None,
+        seed: SeedOption = 0,
+        batch: BatchOption = 8,
+        campaign: CampaignOption = None,
+        db: DbOption = DEFAULT_DB,
+        json: JsonOption = False,
+        progress: ProgressOption = True,
+    ) -> None:
+        """Tune a recorded space: measurements are answered from the cache and charged to a simulated clock."""
+        from autotune.campaign import Campaign
+        from autotune.registry import make_algorithm
+        from autotune.runners.replay import ReplayRunner
+        from autotune.search_spaces.replay import ReplaySpace, cache_label
+
+        algo = make_algorithm(algorithm)  # validates the name before anything is written
+        if trials is None and time_budget is None and simulated_budget is None:
+            trials = 100
+        space = ReplaySpace(cache)
+        runner = ReplayRunner(space.cache)
+        name = campaign or f"replay-{cache_label(cache)}-{algorithm}-seed{seed}"
+        database = open_db(db)
+        try:
+            result = Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget,
+                              simulated_budget=simulated_budget, batch=batch, seed=seed, progress=progress).run()
+        finally:
+            database.close()
+        report(result, json)

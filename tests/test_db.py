@@ -1,0 +1,137 @@
+import json
+
+import pandas as pd
+import pytest
+from sqlalchemy import func, select
+
+from autotune.db import open_database, queries
+from autotune.db.logs import export_file, import_file, import_kt
+from autotune.db.models import TrialRow
+from autotune.errors import UsageError
+from autotune.runners.replay import ReplayRunner
+from autotune.search_spaces.replay import ReplaySpace
+from autotune.testing.fakes import FAKE_DEVICE, FakeRunner, small_knob_space
+from autotune.types import Measurement, Status
+
+
+@pytest.fixture
+def db(db_url):
+    d = open_database(db_url)
+    yield d
+    d.close()
+
+
+def _measure_all(space):
+    runner = FakeRunner(space, fail={space.candidate({"x": 2, "y": 2, "mode": "a"}).key})
+    return runner.measure(space.task, list(space.enumerate()))
+
+
+def test_trials_are_unique_per_task_device_candidate(db):
+    space = small_knob_space()
+    ms = _measure_all(space)
+    assert db.add_trials(space.task, FAKE_DEVICE, ms) == len(ms)
+    assert db.add_trials(space.task, FAKE_DEVICE, ms[:10]) == 0  # a second write of the same trials adds nothing
+    assert db.count_trials() == len(ms)
+    tid, did = db.task_id(space.task), db.device_id(FAKE_DEVICE)
+    found = db.lookup(tid, did, [m.candidate.key for m in ms[:5]] + ["nope"])
+    assert set(found) == {m.candidate.key for m in ms[:5]}
+    for m in ms[:5]:
+        got = found[m.candidate.key]
+        assert got.candidate.payload == m.candidate.payload and got.status == m.status and got.times == m.times
+
+
+def test_failures_are_stored_with_their_error(db):
+    space = small_knob_space()
+    ms = _measure_all(space)
+    db.add_trials(space.task, FAKE_DEVICE, ms)
+    failed = queries.trials(db, status="runtime_error")
+    assert len(failed) == 1 and failed.iloc[0]["error"] == "planted failure"
+    assert pd.isna(failed.iloc[0]["cost"])
+    with pytest.raises(ValueError, match="valid: OK"):
+        queries.trials(db, status="nonsense")
+
+
+def test_queries_best_top_and_filters(db):
+    space = small_knob_space()
+    ms = _measure_all(space)
+    db.add_trials(space.task, FAKE_DEVICE, ms)
+    ok = sorted((m for m in ms if m.ok), key=lambda m: m.cost)
+    top = queries.trials(db, top=3)
+    assert list(top["cost"]) == pytest.approx([m.cost for m in ok[:3]])
+    best = queries.best(db, task=space.task.name, k=2)
+    assert list(best["config"]) == [ok[0].candidate.payload, ok[1].candidate.payload]
+    assert queries.trials(db, device="other-device").empty
+    assert len(queries.trials(db, task=space.task.key)) == len(ms)
+
+
+def test_import_kt_and_lossless_export_import(db, tmp_path, sqlite_url):
+    task, device, n, added = import_kt(db, "example:pnpoly-rtx3090")
+    assert n == added == 4092
+    assert import_kt(db, "example:pnpoly-rtx3090")[3] == 0  # idempotent
+    counts = queries.trials(db).groupby("status").size().to_dict()
+    assert counts["OK"] == 4092 - 318 and counts["RUNTIME_ERROR"] + counts.get("COMPILE_ERROR", 0) == 318
+    a = tmp_path / "a.jsonl"
+    assert export_file(db, a) == 4092
+    other = open_database(f"sqlite:///{tmp_path / 'other.db'}")
+    assert import_file(other, a) == (4092, 4092)
+    b = tmp_path / "b.jsonl"
+    export_file(other, b)
+    assert a.read_text() == b.read_text()
+    assert import_file(other, a) == (4092, 0)
+
+
+def test_campaign_trials_round_trip_with_their_campaign(db, tmp_path):
+    from autotune.campaign import Campaign
+
+    space = ReplaySpace("example:pnpoly-rtx3090")
+    Campaign("rt", space, "random", ReplayRunner(space.cache), db, trials=40, seed=3).run()
+    a = tmp_path / "a.jsonl"
+    export_file(db, a, campaign="rt")
+    other = open_database(f"sqlite:///{tmp_path / 'o.db'}")
+    import_file(other, a)
+    b = tmp_path / "b.jsonl"
+    export_file(other, b, campaign="rt")
+    assert a.read_text() == b.read_text()
+    assert len(queries.convergence(other, "rt")) == 40
+    line = json.loads(a.read_text().splitlines()[0])
+    assert line["campaign"]["name"] == "rt" and line["device"]["name"] == "NVIDIA GeForce RTX 3090"
+
+
+def test_bad_import_lines_are_rejected_with_the_line(db, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "autotune-trials/1"}\n')
+    with pytest.raises(UsageError, match="bad.jsonl:1"):
+        import_file(db, bad)
+
+
+def test_outdated_schema_says_how_to_upgrade(sqlite_url, monkeypatch):
+    open_database(sqlite_url).close()
+    import autotune.db.migrate as migrate
+
+    monkeypatch.setattr(migrate, "head_revision", lambda: "9999")
+    with pytest.raises(UsageError, match="autotune db upgrade --db"):
+        open_database(sqlite_url)
+
+
+@pytest.mark.parametrize("url,match", [
+    ("nosuch://x/y", "unsupported backend"),
+    ("not a url", "malformed"),
+    ("sqlite:///", "names no file"),
+    ("postgresql+psycopg://nobody@127.0.0.1:1/none", "cannot open database"),
+    ("sqlite:////nonexistent-dir/x/y.db", "cannot open database"),
+])
+def test_bad_urls_are_usage_errors(url, match):
+    with pytest.raises(UsageError, match=match):
+        open_database(url)
+
+
+def test_record_batch_is_one_transaction(db):
+    """A batch whose state cannot be stored leaves no trial behind."""
+    space = small_knob_space()
+    camp, _ = db.open_campaign("tx", space.task, FAKE_DEVICE, "random", {})
+    tid, did = db.task_id(space.task), db.device_id(FAKE_DEVICE)
+    ms = [Measurement(c, Status.OK, times=[1.0]) for c in list(space.enumerate())[:3]]
+    with pytest.raises(Exception):
+        db.record_batch(tid, did, camp.id, ms, state={"bad": float("nan")} if db.dialect == "postgresql" else {"bad": object()})
+    with db.session() as s:
+        assert s.scalar(select(func.count(TrialRow.id))) == 0
