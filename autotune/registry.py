@@ -18,7 +18,9 @@ ALGORITHMS: dict[str, str] = {
     "evolutionary": "autotune.algorithms.evolutionary:Evolutionary",
 }
 
-COST_MODELS: dict[str, str] = {}
+COST_MODELS: dict[str, str] = {
+    "xgb": "autotune.cost_models.xgb:XGBCostModel",
+}
 
 # which pip extra provides a module that an entry imports
 EXTRAS = {"pycuda": "cuda", "psycopg": "postgres", "kernel_tuner": "bench", "onnx": "graphs", "onnxruntime": "graphs"}

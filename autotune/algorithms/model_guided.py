@@ -1,0 +1,219 @@
+"""ModelGuided(inner, cost_model): any algorithm searches against a cost model; only the most
+promising unmeasured candidates are measured (TVM Ansor/MetaSchedule style).
+
+Each ``ask(n)``:
+1. until ``init`` points were measured: random samples (the space's initial point first);
+2. the model is retrained when ``retrain_every`` new results arrived since the last training;
+3. candidates are scored by the model: a space of at most ``score_all`` points is enumerated
+   once and *every* unmeasured point is scored (exact argmax of the model, cheap with
+   XGBoost); a larger space is searched by a fresh copy of the inner algorithm, bound to the
+   real measurements (so it starts from the best measured points), told the model's predicted
+   costs for ``pool`` proposals;
+4. the ``n - round(epsilon * n)`` best-scored unseen candidates are returned plus random ones
+   (the epsilon share, carried over between batches so small batches get their share too).
+
+After every retrain the model's quality (Spearman and top-k recall of a model trained on a
+random 80% of the measurements, on the other 20%) is in ``last_metrics`` and, with the
+serialised model, passed to ``on_retrain(metrics, model_bytes)`` when set. ``state_dict``
+holds the rng, the epsilon carry, the pending proposals, the number of results the model was
+last trained on, and the last inner state; ``load_state_dict`` retrains the model from the
+history given to ``bind`` (its first ``trained_on`` results), so a resumed campaign has its
+model again before the first batch and continues the same search.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from autotune.algorithms.base import Option, SearchAlgorithm
+from autotune.algorithms.support import exhausted, fresh_sample
+from autotune.cost_models.base import CostModel
+from autotune.types import Candidate, Measurement, Status
+
+
+class ModelGuided(SearchAlgorithm):
+    name = "model-guided"
+    description = "any algorithm searching against a cost model; the best unmeasured candidates are measured"
+    no_repeats = True
+    options = {
+        "init": Option(16, "random points measured before the model is used"),
+        "epsilon": Option(0.1, "share of each batch given to random points (exploration)"),
+        "retrain_every": Option(8, "retrain the model after this many new results"),
+        "pool": Option(2000, "model evaluations by the inner search per batch (spaces above score_all)"),
+        "inner_batch": Option(32, "candidates the inner search proposes per simulated step"),
+        "score_all": Option(50000, "spaces with at most this many points are scored exhaustively"),
+        "holdout": Option(0.2, "share of measurements held out to compute the model quality (0: none)"),
+    }
+
+    def __init__(self, inner: SearchAlgorithm, cost_model: CostModel, **kwargs):
+        super().__init__(**kwargs)
+        self.inner = inner
+        self.cost_model = cost_model
+        self.name = f"{inner.name}+{cost_model.name or 'model'}"
+        self.on_retrain: Callable[[dict, bytes], None] | None = None
+        self.last_metrics: dict | None = None
+        self.predicted: dict[str, float] = {}  # score of each candidate the model chose
+
+    def setup(self) -> None:
+        self.history: list[Measurement] = []
+        self.measured: set[str] = set()
+        self.rows: list[np.ndarray] = []
+        self.seen: set[str] = set()
+        self.pending: list[str] = []
+        self.trained_on = 0
+        self.carry = 0.0
+        self.inner_state: dict | None = None
+        self._all: list[Candidate] | None = None
+        self._all_X: np.ndarray | None = None
+        self._all_index: dict[str, int] = {}
+        self._calib = (-1.0, 0.0)
+
+    # -- the model -------------------------------------------------------------------
+    def _features(self, cs: list[Candidate]) -> np.ndarray:
+        if self._all_X is not None and all(c.key in self._all_index for c in cs):
+            return self._all_X[[self._all_index[c.key] for c in cs]]
+        return np.asarray(self.space.features(cs), dtype=float).reshape(len(cs), -1)
+
+    def _train(self, upto: int) -> None:
+        X = np.vstack(self.rows[:upto])
+        y = np.array([m.objective for m in self.history[:upto]])
+        metrics = {"n_train": int(upto)}
+        frac = float(self.config["holdout"])
+        n_hold = int(upto * frac)
+        if n_hold >= 5 and upto - n_hold >= 5:
+            perm = np.random.default_rng(upto).permutation(upto)  # own rng: the search rng is untouched
+            hold, train = perm[:n_hold], perm[n_hold:]
+            probe = type(self.cost_model).load(self.cost_model.save()).fit(X[train], y[train])
+            if getattr(probe, "trained", True):
+                metrics.update(probe.quality(X[hold], y[hold]) if hasattr(probe, "quality") else {})
+        self.cost_model.fit(X, y)
+        self.trained_on = upto
+        ok = np.isfinite(y)
+        if ok.sum() >= 3 and getattr(self.cost_model, "trained", True):
+            s = self.cost_model.predict(X[ok])
+            a, b = np.polyfit(s, np.log(y[ok]), 1) if np.ptp(s) > 0 else (0.0, 0.0)
+            self._calib = (a, b) if a < 0 else (-1.0, float(np.log(np.min(y[ok]))) + float(np.max(s)))
+        self.last_metrics = metrics
+        if self.on_retrain is not None:
+            self.on_retrain(metrics, self.cost_model.save())
+
+    def _ready(self) -> bool:
+        n = len(self.history)
+        if n < int(self.config["init"]):
+            return False
+        if self.trained_on == 0 or n - self.trained_on >= int(self.config["retrain_every"]):
+            self._train(n)
+        return getattr(self.cost_model, "trained", True)
+
+    # -- candidates ------------------------------------------------------------------
+    def _scored_all(self) -> tuple[list[Candidate], np.ndarray] | None:
+        size = self.space.size()
+        if size is None or size > int(self.config["score_all"]):
+            return None
+        if self._all is None:
+            self._all = list(self.space.enumerate())
+            self._all_X = np.asarray(self.space.features(self._all), dtype=float)
+            self._all_index = {c.key: i for i, c in enumerate(self._all)}
+        idx = np.array([i for i, c in enumerate(self._all) if c.key not in self.seen], dtype=np.int64)
+        if len(idx) == 0:
+            return [], np.zeros(0)
+        return [self._all[i] for i in idx], self.cost_model.predict(self._all_X[idx])
+
+    def _scored_by_inner(self) -> tuple[list[Candidate], np.ndarray]:
+        inner = type(self.inner)(**self.inner.config)
+        inner.bind(self.space, np.random.default_rng(int(self.rng.integers(2**63))), self.history)
+        a, b = self._calib
+        found: dict[str, tuple[Candidate, float]] = {}
+        budget = int(self.config["pool"])
+        while budget > 0:
+            batch = inner.ask(min(int(self.config["inner_batch"]), budget))
+            if not batch:
+                break
+            budget -= len(batch)
+            scores = self.cost_model.predict(self._features(batch))
+            inner.tell([Measurement(c, Status.OK, cost=float(math.exp(min(a * s + b, 700.0))))
+                        for c, s in zip(batch, scores)])
+            for c, s in zip(batch, scores):
+                if c.key not in self.seen:
+                    found[c.key] = (c, float(s))
+        self.inner_state = inner.state_dict()
+        cands = [c for c, _ in found.values()]
+        return cands, np.array([s for _, s in found.values()])
+
+    def ask(self, n: int) -> list[Candidate]:
+        out: list[Candidate] = []
+        if n <= 0 or exhausted(self.space, self.seen):
+            return out
+        n_model = 0
+        if len(self.history) + len(self.pending) >= int(self.config["init"]) and self._ready():
+            share = self.carry + float(self.config["epsilon"]) * n
+            n_rand = int(share)
+            self.carry = share - n_rand
+            n_model = n - n_rand
+        if n_model > 0:
+            scored = self._scored_all()
+            cands, scores = scored if scored is not None else self._scored_by_inner()
+            for i in np.argsort(-scores, kind="stable")[:n_model]:
+                c = cands[int(i)]
+                self.predicted[c.key] = float(scores[int(i)])
+                out.append(c)
+                self.seen.add(c.key)
+        init = self.space.initial()
+        while len(out) < n:
+            if init is not None and init.key not in self.seen and self.space.contains(init):
+                c = init
+            else:
+                c = fresh_sample(self.space, self.rng, self.seen)
+            if c is None:
+                break
+            out.append(c)
+            self.seen.add(c.key)
+        self.pending.extend(c.key for c in out)
+        return out
+
+    def tell(self, results: list[Measurement]) -> None:
+        if not results:
+            return
+        X = self._features([m.candidate for m in results])
+        for m, row in zip(results, X):
+            if m.candidate.key in self.measured:
+                continue
+            self.measured.add(m.candidate.key)
+            self.seen.add(m.candidate.key)
+            self.history.append(m)
+            self.rows.append(row)
+        done = {m.candidate.key for m in results}
+        self.pending = [k for k in self.pending if k not in done]
+
+    # -- state -----------------------------------------------------------------------
+    def model_bytes(self) -> bytes:
+        return self.cost_model.save()
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "pending": list(self.pending), "trained_on": self.trained_on,
+                "carry": self.carry, "inner": self.inner_state, "metrics": self.last_metrics}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.pending = list(state.get("pending", []))
+        self.seen.update(self.pending)
+        self.carry = float(state.get("carry", 0.0))
+        self.inner_state = state.get("inner")
+        upto = min(int(state.get("trained_on", 0)), len(self.history))
+        if upto > 0:
+            self._train(upto)
+
+
+def make_guided(algorithm_name: str, cost_model_name: str = "xgb", cost_model_options: dict | None = None,
+                **options) -> ModelGuided:
+    """``ModelGuided`` around the registered algorithm ``algorithm_name``: options that ModelGuided
+    declares go to it, the others to the inner algorithm; ``cost_model_options`` to the model."""
+    from autotune.registry import cost_model_class, make_algorithm
+
+    guided = {k: v for k, v in options.items() if k in ModelGuided.options}
+    inner = make_algorithm(algorithm_name, **{k: v for k, v in options.items() if k not in guided})
+    model = cost_model_class(cost_model_name)(**(cost_model_options or {}))
+    return ModelGuided(inner, model, **guided)

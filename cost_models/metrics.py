@@ -1,0 +1,46 @@
+"""Ranking-quality metrics for cost models: Spearman rank correlation and top-k recall.
+
+Both compare a predicted *score* (higher = faster) with measured *costs* (lower = faster;
+``inf`` for failures, which rank last).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import spearmanr
+
+
+def spearman(costs: np.ndarray, scores: np.ndarray) -> float:
+    """Spearman correlation between -cost and score (1 = perfect ranking); nan below 3 points."""
+    costs = np.asarray(costs, dtype=float)
+    scores = np.asarray(scores, dtype=float)
+    if len(costs) < 3:
+        return math.nan
+    finite_max = np.max(costs[np.isfinite(costs)], initial=1.0)
+    c = np.where(np.isfinite(costs), costs, 2 * finite_max + 1)  # failures tie for last
+    if np.all(c == c[0]) or np.all(scores == scores[0]):
+        return math.nan
+    return float(spearmanr(-c, scores).statistic)
+
+
+def top_k_recall(costs: np.ndarray, scores: np.ndarray, k: int = 10) -> float:
+    """Share of the k truly fastest points that are among the k highest-scored ones."""
+    costs = np.asarray(costs, dtype=float)
+    scores = np.asarray(scores, dtype=float)
+    k = min(k, len(costs))
+    if k == 0:
+        return math.nan
+    true_top = set(np.argsort(costs, kind="stable")[:k].tolist())
+    pred_top = set(np.argsort(-scores, kind="stable")[:k].tolist())
+    return len(true_top & pred_top) / k
+
+
+def quality(costs: np.ndarray, scores: np.ndarray, k: int = 10) -> dict:
+    """Both metrics as a JSON-ready dict (nan becomes None)."""
+    def clean(x: float):
+        return None if x is None or not math.isfinite(x) else round(float(x), 4)
+
+    return {"spearman": clean(spearman(costs, scores)), "top_k_recall": clean(top_k_recall(costs, scores, k)),
+            "k": min(k, len(costs)), "n": int(len(costs))}
