@@ -1,0 +1,182 @@
+"""CRunner: measure C kernel candidates on the host CPU.
+
+Build: gcc (or $CC) -O3 -march=native -fopenmp -shared, one compiler process per
+candidate, ``build_workers`` at a time, each with a compile timeout; shared objects are
+cached by a hash of source and flags. Run: one candidate at a time, each in a fresh
+worker process that loads the shared object through ctypes (runners/workers.py), so a
+segfault is a RUNTIME_ERROR and a hang a TIMEOUT. Timing follows runners/timing.py;
+every output is checked against the template's numpy reference (WRONG_RESULT).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from autotune.errors import MissingDependencyError, UsageError
+from autotune.runners.base import Runner
+from autotune.runners.child import run_shared_object
+from autotune.runners.timing import Protocol
+from autotune.runners.workers import IsolatedWorker
+from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props
+from autotune.types import Candidate, Device, Measurement, Status, Task
+
+DEFAULT_FLAGS = ("-O3", "-march=native", "-fopenmp", "-std=gnu11", "-shared", "-fPIC")
+CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile", "neon")
+
+
+def compiler_command() -> list[str]:
+    cc = shlex.split(os.environ.get("CC", "gcc"))
+    if not cc or shutil.which(cc[0]) is None:
+        raise MissingDependencyError(f"the C compiler {cc[0] if cc else '(empty $CC)'!r} was not found; "
+                                     "install gcc or set CC")
+    return cc
+
+
+def compiler_version(cc: list[str]) -> str:
+    try:
+        out = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=10).stdout
+        return out.splitlines()[0].strip() if out else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def cpu_device(cc: list[str], flags: tuple[str, ...]) -> Device:
+    """The host CPU: model, cores, vector flags, caches, compiler and flags."""
+    model, cpu_flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model in ("", platform.machine(), platform.processor()):
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith(("flags", "Features")) and not cpu_flags:
+                    cpu_flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    props = cpu_props()
+    return Device(model or "cpu", "cpu", {
+        "model": model, "machine": platform.machine(), "cores": props["cores"],
+        "flags": sorted(f for f in CPU_FLAGS if f in cpu_flags),
+        "l1d_bytes": props["l1d_bytes"], "l2_bytes": props["l2_bytes"],
+        "compiler": compiler_version(cc), "cflags": list(flags),
+    })
+
+
+def _build(cc: list[str], flags: tuple[str, ...], source: str, workdir: Path, timeout_s: float
+           ) -> tuple[str | None, str, float]:
+    """(shared object path or None, error text, seconds spent)."""
+    digest = hashlib.sha1((" ".join([*cc, *flags]) + "\n" + source).encode()).hexdigest()[:20]
+    so = workdir / f"k_{digest}.so"
+    if so.exists():
+        return str(so), "", 0.0
+    src = workdir / f"k_{digest}.c"
+    src.write_text(source)
+    tmp = workdir / f"k_{digest}.{os.getpid()}.tmp.so"
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run([*cc, *flags, "-o", str(tmp), str(src)], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None, f"compilation did not finish within {timeout_s:g} s", time.perf_counter() - t0
+    except OSError as exc:
+        return None, f"could not run the compiler: {exc}", time.perf_counter() - t0
+    spent = time.perf_counter() - t0
+    if r.returncode != 0:
+        return None, (r.stderr or r.stdout).strip()[-2000:] or f"compiler exit status {r.returncode}", spent
+    os.replace(tmp, so)  # atomic: a cached .so is always complete
+    return str(so), "", spent
+
+
+class CRunner(Runner):
+    """Compile and time C candidates of one kernel template on this CPU."""
+
+    def __init__(self, template: KernelTemplate, protocol: Protocol | None = None, build_workers: int = 2,
+                 compile_timeout_s: float = 60.0, run_timeout_s: float = 20.0, flags: tuple[str, ...] = DEFAULT_FLAGS,
+                 workdir: str | Path | None = None, seed: int = 0, check: bool = True):
+        if template.target != "cpu":
+            raise UsageError(f"CRunner runs cpu templates; {template.name} targets {template.target!r}")
+        self.template = template
+        self.protocol = protocol or Protocol()
+        self.cc = compiler_command()
+        self.flags = tuple(flags)
+        self.compile_timeout_s = compile_timeout_s
+        self.run_timeout_s = run_timeout_s
+        self.check = check
+        self._own_dir = workdir is None
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="autotune-c-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, build_workers), thread_name_prefix="cbuild")
+        self.device = cpu_device(self.cc, self.flags)
+        self.inputs = template.make_inputs(seed)
+        self._reference: np.ndarray | None = None
+        self._worker = IsolatedWorker()
+
+    @property
+    def reference(self) -> np.ndarray:
+        if self._reference is None:
+            self._reference = self.template.reference(self.inputs)
+        return self._reference
+
+    def build(self, config: dict) -> tuple[str | None, str, float]:
+        """Compile one configuration: (shared object or None, error, seconds)."""
+        try:
+            source = self.template.source(config)
+        except (UsageError, KeyError, ValueError) as exc:
+            return None, f"invalid configuration: {exc}", 0.0
+        return _build(self.cc, self.flags, source, self.workdir, self.compile_timeout_s)
+
+    def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
+        if task.key != self.template.task.key:
+            raise UsageError(f"this runner measures {self.template.task.name} {self.template.task.params}, "
+                             f"not {task.name} {task.params}")
+        space = self.template.space()
+        valid = [space.contains(c) for c in candidates]
+        futures = [self._pool.submit(self.build, dict(c.payload)) if ok else None
+                   for c, ok in zip(candidates, valid)]
+        builds = [f.result() if f is not None else None for f in futures]  # build all, then time: quiet cores
+        return [self._run(c, b) for c, b in zip(candidates, builds)]
+
+    def _meta(self) -> dict:
+        return {"protocol": self.protocol.to_json(), "backend": "ctypes", "runner": "c",
+                "compiler": self.device.properties["compiler"], "cflags": list(self.flags)}
+
+    def _run(self, cand: Candidate, build: tuple | None) -> Measurement:
+        meta = self._meta()
+        if build is None:
+            return Measurement(cand, Status.INVALID, error="not a valid point of the kernel's knob space", meta=meta)
+        so, err, build_s = build
+        if so is None:
+            return Measurement(cand, Status.COMPILE_ERROR, error=err, build_s=build_s, meta=meta)
+        out = self._worker.call(run_shared_object, (so, "kernel", self.inputs, self.template.output_shape(),
+                                               self.protocol), self.run_timeout_s)
+        if out.kind == "timeout":
+            return Measurement(cand, Status.TIMEOUT, error=out.error, build_s=build_s, run_s=out.wall_s, meta=meta)
+        if out.kind != "ok":
+            return Measurement(cand, Status.RUNTIME_ERROR, error=out.error, build_s=build_s, run_s=out.wall_s,
+                               meta=meta)
+        times, result = out.payload
+        meta["repeats"] = len(times)
+        if self.check:
+            why = self.template.check(result, self.reference)
+            if why:
+                return Measurement(cand, Status.WRONG_RESULT, times=list(times), error=why, build_s=build_s,
+                                   run_s=out.wall_s, meta=meta)
+        m = Measurement(cand, Status.OK, times=list(times), build_s=build_s, run_s=out.wall_s, meta=meta)
+        meta["gflops"] = self.template.flops / m.cost / 1e9
+        meta["gbytes_s"] = self.template.bytes / m.cost / 1e9
+        return m
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._worker.close()
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)

@@ -1,0 +1,42 @@
+"""The timing protocol shared by the kernel runners: warm-up, then repeat until a minimum
+measured time, keeping every repeat (the cost is their median)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Protocol:
+    warmup: int = 1           # untimed calls first (caches, page faults, lazy loading)
+    min_repeats: int = 3      # at least this many timed calls ...
+    max_repeats: int = 100    # ... at most this many ...
+    min_time_s: float = 0.1   # ... and repeat until their sum reaches this
+    budget_s: float = 5.0     # stop repeating when the next repeat would pass this many seconds
+    flush_l2: bool = False    # CUDA: overwrite the L2 cache between launches
+
+    def to_json(self) -> dict:
+        return {"statistic": "median", **asdict(self)}
+
+def time_calls(call: Callable[[], object], protocol: Protocol, clock: Callable[[], float] = time.perf_counter
+               ) -> list[float]:
+    """Warm up, then time ``call`` until the protocol is satisfied; every repeat in seconds.
+
+    Stops once there are ``min_repeats`` repeats summing to ``min_time_s``, at ``max_repeats``,
+    or when one more repeat would overrun ``budget_s`` (a slow kernel is timed fewer times)."""
+    for _ in range(protocol.warmup):
+        call()
+    times: list[float] = []
+    start = clock()
+    while len(times) < max(1, protocol.max_repeats):
+        t0 = clock()
+        call()
+        dt = clock() - t0
+        times.append(dt)
+        if len(times) >= protocol.min_repeats and sum(times) >= protocol.min_time_s:
+            break
+        if clock() - start + dt > protocol.budget_s:
+            break
+    return times

@@ -1,0 +1,31 @@
+"""Kernel templates whose schedules are knob spaces: gemm, conv2d, softmax, for C (cpu) and CUDA.
+
+    from autotune.search_spaces.kernels import kernel_problem
+    space, template = kernel_problem("gemm", "1024,1024,1024", "cpu")
+    print(template.source(template.default_config()))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from autotune.errors import UsageError
+from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props
+from autotune.search_spaces.kernels.conv2d import Conv2d
+from autotune.search_spaces.kernels.gemm import Gemm
+from autotune.search_spaces.kernels.softmax import Softmax
+from autotune.search_spaces.knobs import KnobSpace
+
+TEMPLATES: dict[str, type[KernelTemplate]] = {"gemm": Gemm, "conv2d": Conv2d, "softmax": Softmax}
+
+
+def kernel_problem(name: str, shape: Mapping | str, target: str = "cpu", device_props: Mapping | None = None,
+                   threads: int | None = None) -> tuple[KnobSpace, KernelTemplate]:
+    """The knob space and the template of one kernel for one shape and target."""
+    if name not in TEMPLATES:
+        raise UsageError(f"unknown kernel {name!r}; valid: {', '.join(TEMPLATES)}")
+    template = TEMPLATES[name](shape, target, device_props, threads=threads)
+    return template.space(), template
+
+
+__all__ = ["TEMPLATES", "KernelTemplate", "Gemm", "Conv2d", "Softmax", "kernel_problem", "cpu_props"]

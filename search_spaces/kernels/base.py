@@ -1,0 +1,205 @@
+"""KernelTemplate: the common part of every kernel template (gemm, conv2d, softmax).
+
+A template is one kernel for one problem shape and one target ("cpu" or "cuda").
+It offers a knob space (``space()``), code generation from validated knob values
+(``source(config)``: plain C or CUDA C text), a numpy reference with its tolerance,
+FLOP and byte counts and a default configuration (the untuned baseline).
+
+Generated code only ever receives validated integers or enumerated choices: every
+configuration goes through ``self.validate`` (the knob space) before any text is made.
+
+The calling convention, shared with the runners:
+- C: ``void kernel(const float *in0, ..., float *out)`` exported from a shared object.
+- CUDA: ``extern "C" __global__ void kernel(const float *in0, ..., float *out)``;
+  ``launch(config)`` gives ``(grid, block, shared_bytes)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+
+from autotune.errors import UsageError
+from autotune.search_spaces.knobs import KnobSpace
+from autotune.types import Task
+
+TARGETS = ("cpu", "cuda")
+
+
+def parse_shape(shape: Mapping | str, names: tuple[str, ...], optional: Mapping[str, int] | None = None) -> dict:
+    """A shape from a dict or from text "1024,1024,1024" / "M=1024,N=512,K=256" (names in order)."""
+    optional = dict(optional or {})
+    if isinstance(shape, str):
+        parts = [p.strip() for p in shape.replace("x", ",").split(",") if p.strip()]
+        out: dict = {}
+        for i, p in enumerate(parts):
+            if "=" in p:
+                k, _, v = p.partition("=")
+                out[k.strip()] = v.strip()
+            elif i < len(names):
+                out[names[i]] = p
+            else:
+                raise UsageError(f"shape {shape!r} has too many values; expected {','.join(names)}")
+        shape = out
+    if not isinstance(shape, Mapping):
+        raise UsageError(f"a shape is a dict or text like {','.join(names)}, not {type(shape).__name__}")
+    unknown = set(shape) - set(names) - set(optional)
+    if unknown:
+        raise UsageError(f"unknown shape name(s) {sorted(unknown)}; accepted: {', '.join([*names, *optional])}")
+    result = {}
+    for n in (*names, *optional):
+        if n not in shape:
+            if n in optional:
+                result[n] = int(optional[n])
+                continue
+            raise UsageError(f"shape is missing {n!r}; expected {','.join(names)}")
+        try:
+            v = int(str(shape[n]))
+        except ValueError:
+            raise UsageError(f"shape value {n}={shape[n]!r} is not an integer") from None
+        if v < (0 if n in ("pad",) else 1):
+            raise UsageError(f"shape value {n}={v} must be positive")
+        result[n] = v
+    return result
+
+
+def cpu_props() -> dict:
+    """Enough of the host CPU for knob ranges: cores, vector flags, cache sizes."""
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    props = {"cores": os.cpu_count() or 1, "avx2": "avx2" in flags and "fma" in flags,
+             "avx512": "avx512f" in flags, "l1d_bytes": 32 * 1024, "l2_bytes": 512 * 1024}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for idx in os.listdir(base):
+            d = os.path.join(base, idx)
+            level = open(os.path.join(d, "level")).read().strip()
+            kind = open(os.path.join(d, "type")).read().strip()
+            size = open(os.path.join(d, "size")).read().strip()
+            mult = 1024 * 1024 if size.endswith("M") else 1024 if size.endswith("K") else 1
+            val = int(size.rstrip("KM")) * mult
+            if level == "1" and kind == "Data":
+                props["l1d_bytes"] = val
+            elif level == "2":
+                props["l2_bytes"] = val
+    except (OSError, ValueError):
+        pass
+    return props
+
+
+# a device with no properties given: an sm_80-class GPU (A100)
+DEFAULT_CUDA_PROPS = {"max_threads_per_block": 1024, "max_shared_per_block": 48 * 1024,
+                      "max_registers_per_thread": 255, "cc": [8, 0]}
+
+
+class KernelTemplate:
+    name = "kernel"
+    shape_names: tuple[str, ...] = ()
+    shape_optional: dict[str, int] = {}
+    n_inputs = 2
+    rtol = 1e-4
+    atol = 1e-4
+
+    def __init__(self, shape: Mapping | str, target: str = "cpu", device_props: Mapping | None = None,
+                 threads: int | None = None):
+        if target not in TARGETS:
+            raise UsageError(f"unknown target {target!r}; valid: {', '.join(TARGETS)}")
+        self.shape = parse_shape(shape, self.shape_names, self.shape_optional)
+        self.target = target
+        if device_props is None:
+            device_props = cpu_props() if target == "cpu" else dict(DEFAULT_CUDA_PROPS)
+        self.props = dict(device_props)
+        if threads is not None and (threads < 1 or threads > int(self.props.get("cores", threads))):
+            raise UsageError(f"threads={threads} must be between 1 and the core count {self.props.get('cores')}")
+        self.threads = threads
+        self.check_shape()
+        self.task = Task("kernel", self.name, {"shape": self.shape, "target": target, "dtype": "float32",
+                                              **({"threads": threads} if threads else {})})
+        self._space: KnobSpace | None = None
+
+    # -- to override -------------------------------------------------------------------
+    def check_shape(self) -> None:
+        pass
+
+    def knobs(self) -> tuple[dict, list, dict]:
+        """(knobs, constraints, default config) for this target."""
+        raise NotImplementedError
+
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        raise NotImplementedError
+
+    def output_shape(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def reference(self, inputs: list[np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def flops(self) -> int:
+        raise NotImplementedError
+
+    def c_source(self, cfg: dict) -> str:
+        raise NotImplementedError
+
+    def cuda_source(self, cfg: dict) -> str:
+        raise NotImplementedError
+
+    def launch(self, cfg: dict) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+        raise NotImplementedError
+
+    # -- shared ------------------------------------------------------------------------
+    @property
+    def bytes(self) -> int:
+        """Compulsory traffic: every input read once and the output written once (fp32)."""
+        n = sum(int(np.prod(s)) for s in self.input_shapes()) + int(np.prod(self.output_shape()))
+        return 4 * n
+
+    def space(self) -> KnobSpace:
+        if self._space is None:
+            knobs, constraints, default = self.knobs()
+            self._space = KnobSpace(knobs, constraints, task=self.task, default=default)
+        return self._space
+
+    def default_config(self) -> dict:
+        return dict(self.space().initial().payload)
+
+    def validate(self, config: Mapping) -> dict:
+        """The configuration as a dict of knob values, or UsageError when it is not a valid point."""
+        return dict(self.space().candidate(config).payload)
+
+    def source(self, config: Mapping) -> str:
+        cfg = self.validate(config)
+        return self.c_source(cfg) if self.target == "cpu" else self.cuda_source(cfg)
+
+    def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        rng = np.random.default_rng(seed)
+        return [rng.standard_normal(s, dtype=np.float32) for s in self.input_shapes()]
+
+    def check(self, out: np.ndarray, ref: np.ndarray) -> str:
+        """'' when ``out`` matches the reference within tolerance, else why not."""
+        if out.shape != ref.shape:
+            return f"output shape {out.shape} differs from the reference {ref.shape}"
+        if not np.isfinite(out).all():
+            return f"{int((~np.isfinite(out)).sum())} output values are not finite (unwritten or overflow)"
+        err = np.abs(out.astype(np.float64) - ref)
+        bound = self.atol + self.rtol * np.abs(ref)
+        bad = err > bound
+        if bad.any():
+            i = np.unravel_index(int(np.argmax(err - bound)), err.shape)
+            return (f"{int(bad.sum())} of {bad.size} values differ from the reference beyond "
+                    f"rtol={self.rtol}, atol={self.atol}; worst at {tuple(map(int, i))}: "
+                    f"{float(out[i]):.6g} vs {float(ref[i]):.6g}")
+        return ""
+
+    def describe(self) -> dict:
+        return {"name": self.name, "shape": self.shape, "target": self.target,
+                "flops": self.flops, "bytes": self.bytes}
