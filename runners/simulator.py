@@ -1,0 +1,55 @@
+"""SimulatorRunner: 'measures' a parallelization strategy with the execution simulator.
+
+cost = simulated iteration time (seconds); INVALID when the strategy is not valid
+or a device's memory exceeds its capacity; meta carries peak memory and throughput.
+"""
+
+from __future__ import annotations
+
+import time
+
+from autotune.errors import UsageError
+from autotune.runners.base import Runner
+from autotune.search_spaces.parallel.clusters import Cluster
+from autotune.search_spaces.parallel.graph import Graph
+from autotune.search_spaces.parallel.simulator import Simulator
+from autotune.search_spaces.parallel.space import StrategySpace
+from autotune.types import Candidate, Device, Measurement, Status, Task
+
+
+def cluster_device(cluster: Cluster) -> Device:
+    d = cluster.device
+    return Device(f"{cluster.name} ({cluster.devices} x {d.name})", "simulated",
+                  {"cluster": cluster.name, "nodes": cluster.nodes, "per_node": cluster.per_node, "device": d.name,
+                   "gemm_efficiency": d.gemm_efficiency, "intra_bw": cluster.intra_bw, "inter_bw": cluster.inter_bw,
+                   "measured_ops": len(cluster.op_times), "measured_collectives": len(cluster.collectives)})
+
+
+class SimulatorRunner(Runner):
+    def __init__(self, model: Graph, cluster: Cluster, space: StrategySpace | None = None):
+        self.model, self.cluster = model, cluster
+        self.space = space or StrategySpace(model, cluster)
+        self.sim = Simulator(model, cluster)
+        self.device = cluster_device(cluster)
+
+    def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
+        return [self.measure_one(c) for c in candidates]
+
+    def measure_one(self, c: Candidate, timeline: bool = False) -> Measurement:
+        t0 = time.perf_counter()
+        try:
+            strategy = self.space.strategy(c)
+        except (UsageError, TypeError, ValueError, AttributeError, KeyError) as exc:
+            return Measurement(c, Status.INVALID, error=f"not a valid strategy: {exc}")
+        r = self.sim.simulate(strategy, timeline=timeline)
+        run_s = time.perf_counter() - t0
+        meta = {"peak_memory_bytes": r.peak_memory, "capacity_bytes": r.capacity,
+                "throughput": self.model.batch / r.iteration_s if r.iteration_s > 0 else None}
+        if timeline:
+            meta["timeline"] = r.timeline
+        if not r.fits:
+            worst = int(r.memory.argmax())
+            return Measurement(c, Status.INVALID, run_s=run_s, meta=meta,
+                               error=f"device {worst} needs {r.peak_memory / 2**30:.2f} GiB, "
+                                     f"capacity {r.capacity / 2**30:.2f} GiB")
+        return Measurement(c, Status.OK, times=[r.iteration_s], cost=r.iteration_s, run_s=run_s, meta=meta)

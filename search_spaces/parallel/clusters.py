@@ -1,0 +1,137 @@
+"""Clusters: nodes of identical devices, an intra-node link per device and a network port per node.
+
+Presets (``get_cluster``): ``p100-4x4``, ``k80-16x4``, ``p3.16xlarge-xN``, ``dgx-a100-xN``,
+``dgx-h100-xN``; a ``.json``/``.yaml`` file gives a custom one with the same fields.
+Measured figures override the analytic estimates: ``op_times`` maps an op signature
+(see ``Cluster.op_key``) to measured forward seconds, and ``collectives`` holds
+measured (collective, group size, bytes, seconds) points, interpolated log-log in bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, field
+
+from autotune.errors import MissingDependencyError, UsageError
+
+
+@dataclass
+class DeviceSpec:
+    name: str
+    flops_fp32: float  # peak FLOP/s
+    flops_fp16: float
+    memory_bytes: float
+    mem_bandwidth: float  # bytes/s
+    gemm_efficiency: float = 0.6  # achieved share of peak on large matmuls (calibrated)
+    launch_s: float = 5e-6  # fixed cost per kernel
+
+
+@dataclass
+class Cluster:
+    name: str
+    nodes: int
+    per_node: int
+    device: DeviceSpec
+    intra_bw: float  # bytes/s per device port inside a node (NVLink, NVSwitch, PCIe)
+    intra_latency: float
+    inter_bw: float  # bytes/s per node network port (all NICs of the node together)
+    inter_latency: float
+    op_times: dict[str, float] = field(default_factory=dict)
+    collectives: list[tuple[str, int, float, float]] = field(default_factory=list)
+
+    @property
+    def devices(self) -> int:
+        return self.nodes * self.per_node
+
+    def node_of(self, d: int) -> int:
+        return d // self.per_node
+
+    def peak(self, dtype_bytes: int) -> float:
+        return self.device.flops_fp16 if dtype_bytes <= 2 else self.device.flops_fp32
+
+    @staticmethod
+    def op_key(op_type: str, part_dims: dict[str, int]) -> str:
+        """The signature under which measured op times are stored: type and per-partition dim sizes."""
+        return op_type + ":" + ",".join(f"{d}={n}" for d, n in part_dims.items())
+
+    def measured_collective(self, kind: str, n: int, nbytes: float) -> float | None:
+        """Interpolated time from measured points of the same collective and group size, else None."""
+        pts = sorted((b, t) for k, g, b, t in self.collectives if k == kind and g == n and b > 0 and t > 0)
+        if not pts:
+            return None
+        xs = [math.log(b) for b, _ in pts]
+        x = math.log(max(nbytes, 1.0))
+        i = bisect.bisect_left(xs, x)
+        if len(pts) == 1:
+            return pts[0][1] * nbytes / pts[0][0]
+        i = min(max(i, 1), len(pts) - 1)
+        (b0, t0), (b1, t1) = pts[i - 1], pts[i]
+        w = (x - math.log(b0)) / (math.log(b1) - math.log(b0))
+        return math.exp(math.log(t0) + w * (math.log(t1) - math.log(t0)))
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Cluster":
+        try:
+            dev = d["device"]
+            dev = DEVICES[dev] if isinstance(dev, str) else DeviceSpec(**dev)
+            return cls(d["name"], int(d["nodes"]), int(d["per_node"]), dev, float(d["intra_bw"]),
+                       float(d.get("intra_latency", 5e-6)), float(d["inter_bw"]), float(d.get("inter_latency", 1e-5)),
+                       {str(k): float(v) for k, v in d.get("op_times", {}).items()},
+                       [(str(k), int(g), float(b), float(t)) for k, g, b, t in d.get("collectives", [])])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UsageError(f"bad cluster description (needs name, nodes, per_node, device, intra_bw, inter_bw): {exc}") \
+                from None
+
+
+G = 1e9
+DEVICES = {
+    "P100": DeviceSpec("P100", 10.6e12, 21.2e12, 16 * 2**30, 732 * G, 0.65),
+    "K80": DeviceSpec("K80", 4.37e12, 4.37e12, 12 * 2**30, 240 * G, 0.6),
+    "V100": DeviceSpec("V100", 15.7e12, 125e12, 16 * 2**30, 900 * G, 0.6),
+    "A100": DeviceSpec("A100", 19.5e12, 312e12, 80 * 2**30, 2039 * G, 0.5),
+    "H100": DeviceSpec("H100", 67e12, 989e12, 80 * 2**30, 3350 * G, 0.5),
+}
+
+# name pattern -> (device, devices per node, intra bw, intra latency, inter bw per node, inter latency, fixed nodes)
+PRESETS = {
+    "p100-4x4": ("P100", 4, 40 * G, 5e-6, 12.5 * G, 5e-6, 4),  # NVLink, 100 Gb/s EDR InfiniBand
+    "k80-16x4": ("K80", 4, 8 * G, 1e-5, 7 * G, 1e-5, 16),  # PCIe 3 switch, 56 Gb/s FDR InfiniBand
+    "p3.16xlarge-xN": ("V100", 8, 130 * G, 5e-6, 3.125 * G, 3e-5, None),  # NVLink, 25 Gb/s Ethernet
+    "dgx-a100-xN": ("A100", 8, 300 * G, 3e-6, 200 * G, 5e-6, None),  # NVSwitch, 8 x 200 Gb/s HDR
+    "dgx-h100-xN": ("H100", 8, 450 * G, 3e-6, 400 * G, 5e-6, None),  # NVSwitch, 8 x 400 Gb/s NDR
+}
+
+
+def preset_names() -> list[str]:
+    return list(PRESETS)
+
+
+def get_cluster(spec: str) -> Cluster:
+    """A preset name (``dgx-a100-x4``; ``-xN`` presets take any N >= 1) or a JSON/YAML file."""
+    if spec.endswith((".json", ".yaml", ".yml")):
+        if not os.path.exists(spec):
+            raise UsageError(f"cluster file {spec!r} does not exist")
+        with open(spec) as f:
+            if spec.endswith(".json"):
+                return Cluster.from_json(json.load(f))
+            try:
+                import yaml
+            except ImportError:
+                raise MissingDependencyError("YAML cluster files need PyYAML; pip install pyyaml "
+                                             "(or pip install 'autotune[dev]'), or use a .json file") from None
+            return Cluster.from_json(yaml.safe_load(f))
+    for pattern, (dev, per, ibw, ilat, nbw, nlat, fixed) in PRESETS.items():
+        if fixed is not None and spec == pattern:
+            return Cluster(spec, fixed, per, DEVICES[dev], ibw, ilat, nbw, nlat)
+        m = re.fullmatch(re.escape(pattern[:-1]) + r"(\d+)", spec) if fixed is None else None
+        if m and int(m.group(1)) >= 1:
+            return Cluster(spec, int(m.group(1)), per, DEVICES[dev], ibw, ilat, nbw, nlat)
+    raise UsageError(f"unknown cluster {spec!r}; valid: {', '.join(PRESETS)} (N = number of nodes) "
+                     "or a .json/.yaml file")

@@ -1,0 +1,150 @@
+"""Cost pieces of the simulator: per-op task times, collectives and tensor transfers.
+
+Every function returns (duration seconds, resource ids). Resources: compute queue of
+device d is ``d``, its link port ``D + d``, the network port of node n ``2D + n``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autotune.search_spaces.parallel.clusters import Cluster
+from autotune.search_spaces.parallel.graph import Op
+from autotune.search_spaces.parallel.strategy import OpConfig
+
+COMPUTE_BOUND = {"linear", "conv2d", "attention", "lstm"}
+EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def part_index(op: Op, cfg: OpConfig) -> dict[str, np.ndarray]:
+    """For each partitioned dim, the index of every partition along it (partitions row-major)."""
+    grid = np.indices(cfg.degrees).reshape(len(cfg.degrees), -1) if cfg.degrees else np.zeros((0, 1), int)
+    return {d: grid[j] for j, d in enumerate(op.parallel_dims)}
+
+
+def degree(op: Op, cfg: OpConfig) -> dict[str, int]:
+    return dict(zip(op.parallel_dims, cfg.degrees))
+
+
+def compute_times(op: Op, cfg: OpConfig, cluster: Cluster, dtype_bytes: int, recompute: bool) -> tuple[float, float]:
+    """Forward and backward time of one partition (all partitions are equal)."""
+    if op.type == "input":
+        return 0.0, 0.0
+    dev, p = cluster.device, cfg.parts
+    deg = degree(op, cfg)
+    key = cluster.op_key(op.type, {d: n // deg.get(d, 1) for d, n in op.dims.items()})
+    if key in cluster.op_times:
+        f = cluster.op_times[key]
+        b = cluster.op_times.get(key + "#bwd", f * (op.bwd_flops / op.flops if op.flops else 1.0))
+    else:
+        rate = cluster.peak(dtype_bytes) * dev.gemm_efficiency
+        mem = op.mem_elems * dtype_bytes / p / dev.mem_bandwidth
+        cf = op.flops / p / rate if op.type in COMPUTE_BOUND else 0.0
+        cb = op.bwd_flops / p / rate if op.type in COMPUTE_BOUND else 0.0
+        f = max(cf, mem) + dev.launch_s
+        b = max(cb, 2 * mem) + 2 * dev.launch_s
+    if recompute:
+        b += f
+    return f, b
+
+
+def groups(op: Op, cfg: OpConfig, varying: list[str]) -> np.ndarray:
+    """Partition ids grouped so that each row differs only along the ``varying`` dims."""
+    if not cfg.degrees:
+        return np.zeros((1, 1), dtype=np.int64)
+    ids = np.arange(cfg.parts).reshape(cfg.degrees)
+    axes = [op.parallel_dims.index(d) for d in varying]
+    rest = [a for a in range(len(cfg.degrees)) if a not in axes]
+    g = math.prod(cfg.degrees[a] for a in axes)
+    return ids.transpose(rest + axes).reshape(-1, g)
+
+
+def allreduce(cluster: Cluster, device_groups: np.ndarray, nbytes: float) -> tuple[float, np.ndarray]:
+    """Concurrent ring / hierarchical all-reduce, one per row of ``device_groups``; the cheaper is used."""
+    n = device_groups.shape[1]
+    if n <= 1 or nbytes <= 0:
+        return 0.0, EMPTY
+    D = cluster.devices
+    nodes = device_groups // cluster.per_node
+    k = max(len(np.unique(row)) for row in nodes[:4])
+    m = max(int(np.max(np.unique(row, return_counts=True)[1])) for row in nodes[:4])
+    res = [D + device_groups.ravel()]
+    measured = cluster.measured_collective("allreduce", n, nbytes)
+    if k == 1:
+        t = measured or 2 * (n - 1) / n * nbytes / cluster.intra_bw + 2 * (n - 1) * cluster.intra_latency
+        return t, np.unique(np.concatenate(res))
+    # groups sharing one node's network port
+    share = np.zeros(cluster.nodes, dtype=np.int64)
+    for row in nodes:
+        share[np.unique(row)] += 1
+    c = int(share.max())
+    flat = 2 * (n - 1) / n * nbytes * max(1 / cluster.intra_bw, c / cluster.inter_bw) + 2 * (n - 1) * cluster.inter_latency
+    hier = (2 * (m - 1) / m * nbytes / cluster.intra_bw + 2 * (m - 1) * cluster.intra_latency
+            + 2 * (k - 1) / k * nbytes * c / cluster.inter_bw + 2 * (k - 1) * cluster.inter_latency)
+    res.append(2 * D + np.unique(nodes))
+    t = measured or min(flat, hier)
+    return t, np.unique(np.concatenate(res))
+
+
+def transfer(src: Op, scfg: OpConfig, dst: Op, dcfg: OpConfig, axes: tuple, cluster: Cluster,
+             dtype_bytes: int) -> tuple[float, np.ndarray, float]:
+    """Moving ``src``'s output to the partitions of ``dst`` that need it (forward; backward is the same).
+
+    Each consumer partition needs the sub-rectangle its dims select; it is served by the
+    replica of the producer's rectangle on its own device, else on its node, else any.
+    Returns (seconds, resources, bytes moved).
+    """
+    D = cluster.devices
+    total = src.out_elems * dtype_bytes
+    sdeg, ddeg = degree(src, scfg), degree(dst, dcfg)
+    sidx, didx = part_index(src, scfg), part_index(dst, dcfg)
+    ps, pd = scfg.parts, dcfg.parts
+    ov = np.ones((ps, pd))
+    gkey = np.zeros(ps, dtype=np.int64)
+    for a, cd in zip(src.out, axes):
+        ks, kd = sdeg.get(a, 1), ddeg.get(cd, 1) if cd is not None else 1
+        if ks == 1 and kd == 1:
+            continue
+        slo = sidx[a] / ks if ks > 1 else np.zeros(ps)
+        dlo = didx[cd] / kd if kd > 1 else np.zeros(pd)
+        lo = np.maximum(slo[:, None], dlo[None, :])
+        hi = np.minimum((slo + 1 / ks)[:, None], (dlo + 1 / kd)[None, :])
+        ov *= np.clip(hi - lo, 0.0, None)
+        if ks > 1:
+            gkey = gkey * ks + sidx[a]
+    sdev = scfg.start + np.arange(ps)
+    ddev = dcfg.start + np.arange(pd)
+    snode, dnode = sdev // cluster.per_node, ddev // cluster.per_node
+    port = np.zeros(D)
+    nic = np.zeros(cluster.nodes)
+    moved = 0.0
+    for g in np.unique(gkey):
+        mem = np.flatnonzero(gkey == g)
+        need = ov[mem[0]] * total
+        local = np.isin(ddev, sdev[mem])
+        want = (need > 0) & ~local
+        if not want.any():
+            continue
+        on_node = np.isin(dnode, snode[mem])
+        intra = want & on_node
+        inter = want & ~on_node
+        if intra.any():
+            first = {int(nd): int(sdev[i]) for i, nd in zip(mem[::-1], snode[mem[::-1]])}
+            srcs = np.array([first[int(nd)] for nd in dnode[intra]])
+            np.add.at(port, srcs, need[intra])
+            np.add.at(port, ddev[intra], need[intra])
+        if inter.any():
+            nic[snode[mem[0]]] += need[inter].sum()
+            np.add.at(nic, dnode[inter], need[inter])
+        moved += float(need[want].sum())
+    if moved == 0.0:
+        return 0.0, EMPTY, 0.0
+    t = 0.0
+    if port.any():
+        t = port.max() / cluster.intra_bw + cluster.intra_latency
+    if nic.any():
+        t = max(t, nic.max() / cluster.inter_bw + cluster.inter_latency)
+    res = np.concatenate([D + np.flatnonzero(port), 2 * D + np.flatnonzero(nic)])
+    return float(t), res, moved

@@ -1,0 +1,229 @@
+"""Training operator graphs for parallelization search (FlexFlow's SOAP view).
+
+Every op has named iteration dimensions, each with a size and a role:
+``sample`` (batch), ``attribute`` (sequence, height, width), ``parameter``
+(output features, channels, heads), ``reduction`` (the contracted dimension: a
+partition of it leaves partial sums that must be all-reduced) or ``None`` (not
+partitionable). Tensors are described by the dims they span: an op's output
+lists its dims, each input maps the producer's output axes onto the consumer's
+dims (``None`` for an axis the consumer needs whole), and the weight lists the
+dims it spans. Partitions are rectangles in fractional coordinates, so a strided
+convolution maps its input axis onto its (smaller) output dim proportionally.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+from autotune.errors import UsageError
+
+ROLES = ("sample", "attribute", "parameter", "reduction")
+
+
+@dataclass
+class Op:
+    name: str
+    type: str
+    dims: dict[str, int]
+    roles: dict[str, str | None]
+    out: tuple[str, ...]
+    inputs: list[tuple[str, tuple[str | None, ...]]] = field(default_factory=list)
+    weight: tuple[str, ...] = ()
+    weight_elems: int = 0
+    flops: float = 0.0  # forward FLOPs of the whole op
+    bwd_flops: float = 0.0
+    mem_elems: float = 0.0  # elements read + written in the forward pass (memory-bound ops)
+    tp: str | None = None  # the dim Megatron-style tensor parallelism splits
+    keep: bool = True  # whether the output is stashed for backward under recomputation
+
+    @property
+    def parallel_dims(self) -> tuple[str, ...]:
+        return tuple(d for d, r in self.roles.items() if r is not None and self.dims[d] > 1)
+
+    @property
+    def out_elems(self) -> int:
+        return math.prod(self.dims[d] for d in self.out)
+
+    def signature(self) -> tuple:
+        return (tuple(self.dims.items()), tuple(self.roles.items()))
+
+
+@dataclass
+class Graph:
+    name: str
+    ops: list[Op]
+    batch: int
+    dtype_bytes: int = 4
+    state_bytes_per_param: int = 16  # weight + gradient + Adam moments (+ fp32 master copy in mixed precision)
+    recompute: bool = False
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.index = {op.name: i for i, op in enumerate(self.ops)}
+        if len(self.index) != len(self.ops):
+            raise UsageError(f"model {self.name!r} has duplicate op names")
+        self.edges: list[tuple[int, int, int]] = []  # (producer, consumer, input position)
+        for j, op in enumerate(self.ops):
+            for k, (src, axes) in enumerate(op.inputs):
+                if src not in self.index or self.index[src] >= j:
+                    raise UsageError(f"op {op.name!r} reads {src!r}, which is not an earlier op")
+                if len(axes) != len(self.ops[self.index[src]].out):
+                    raise UsageError(f"op {op.name!r}: input {src!r} has {len(self.ops[self.index[src]].out)} axes")
+                self.edges.append((self.index[src], j, k))
+
+    @property
+    def parameters(self) -> int:
+        return sum(op.weight_elems for op in self.ops)
+
+    @property
+    def flops(self) -> float:
+        return sum(op.flops + op.bwd_flops for op in self.ops)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "batch": self.batch, "dtype_bytes": self.dtype_bytes,
+                "state_bytes_per_param": self.state_bytes_per_param, "recompute": self.recompute,
+                "meta": self.meta, "ops": [asdict(op) for op in self.ops]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Graph":
+        try:
+            ops = [Op(**{**o, "out": tuple(o["out"]), "weight": tuple(o.get("weight", ())),
+                         "inputs": [(s, tuple(a)) for s, a in o.get("inputs", [])]}) for o in d["ops"]]
+            return cls(d["name"], ops, int(d["batch"]), int(d.get("dtype_bytes", 4)),
+                       int(d.get("state_bytes_per_param", 16)), bool(d.get("recompute", False)), d.get("meta", {}))
+        except (KeyError, TypeError) as exc:
+            raise UsageError(f"bad model JSON: {exc}") from None
+
+    def save(self, path: str) -> None:
+        with open(path, "w") as f:
+            json.dump(self.to_json(), f)
+
+
+class Builder:
+    """Adds ops layer by layer; each helper returns the new op's name."""
+
+    def __init__(self, name: str, batch: int, dtype_bytes: int = 4):
+        self.name, self.batch, self.dtype_bytes = name, batch, dtype_bytes
+        self.ops: list[Op] = []
+        self.by_name: dict[str, Op] = {}
+
+    def add(self, op: Op) -> str:
+        self.ops.append(op)
+        self.by_name[op.name] = op
+        return op.name
+
+    def _uniq(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.by_name:
+            i += 1
+            name = f"{base}_{i}"
+        return name
+
+    def shape(self, x: str) -> list[tuple[str, int, str | None]]:
+        op = self.by_name[x]
+        return [(d, op.dims[d], op.roles[d]) for d in op.out]
+
+    def input(self, name: str, dims: dict[str, int], roles: dict[str, str | None]) -> str:
+        return self.add(Op(self._uniq(name), "input", dict(dims), dict(roles), tuple(dims), mem_elems=0))
+
+    def elementwise(self, xs: str | list[str], name: str, typ: str = "elementwise", flops_per: float = 1.0,
+                    frozen: tuple[int, ...] = ()) -> str:
+        """Same shape in and out (relu, gelu, add, layernorm). ``frozen`` axes are not partitionable."""
+        xs = [xs] if isinstance(xs, str) else xs
+        sh = self.shape(xs[0])
+        dims = {f"a{i}": n for i, (_, n, _) in enumerate(sh)}
+        roles = {f"a{i}": (None if i in frozen else r) for i, (_, _, r) in enumerate(sh)}
+        axes = tuple(dims)
+        n = math.prod(dims.values())
+        return self.add(Op(self._uniq(name), typ, dims, roles, axes, [(x, axes) for x in xs],
+                           flops=flops_per * n, bwd_flops=flops_per * n, mem_elems=(len(xs) + 1) * n))
+
+    def linear(self, x: str, n_out: int, name: str, tp: str | None = "o", extra_flops: float = 0.0) -> str:
+        """y[..., o] = x[..., i] W[i, o]; leading axes keep their roles."""
+        sh = self.shape(x)
+        dims = {f"a{i}": n for i, (_, n, _) in enumerate(sh[:-1])}
+        roles = {f"a{i}": r for i, (_, _, r) in enumerate(sh[:-1])}
+        dims.update(o=n_out, i=sh[-1][1])
+        roles.update(o="parameter", i="reduction")
+        lead = tuple(d for d in dims if d.startswith("a"))
+        m = math.prod(dims[d] for d in lead)
+        f = 2.0 * m * sh[-1][1] * n_out
+        return self.add(Op(self._uniq(name), "linear", dims, roles, lead + ("o",), [(x, lead + ("i",))],
+                           ("i", "o"), sh[-1][1] * n_out, f + extra_flops, 2 * f + extra_flops,
+                           m * (sh[-1][1] + n_out) + sh[-1][1] * n_out, tp))
+
+    def conv(self, x: str, c_out: int, k: int | tuple[int, int], name: str, stride: int = 1) -> str:
+        """2-D convolution (+ fused batch norm and ReLU), NCHW, 'same' padding."""
+        (_, b, _), (_, c_in, _), (_, h, _), (_, w, _) = self.shape(x)
+        kh, kw = (k, k) if isinstance(k, int) else k
+        ho, wo = -(-h // stride), -(-w // stride)
+        dims = {"b": b, "o": c_out, "h": ho, "w": wo, "i": c_in}
+        roles = {"b": "sample", "o": "parameter", "h": "attribute", "w": "attribute", "i": "reduction"}
+        f = 2.0 * b * c_out * ho * wo * c_in * kh * kw
+        return self.add(Op(self._uniq(name), "conv2d", dims, roles, ("b", "o", "h", "w"),
+                           [(x, ("b", "i", "h", "w"))], ("i", "o"), c_in * c_out * kh * kw, f, 2 * f,
+                           b * (c_in * h * w + c_out * ho * wo), tp="o"))
+
+    def pool(self, x: str, name: str, stride: int = 2, k: int = 3, global_: bool = False) -> str:
+        (_, b, _), (_, c, _), (_, h, _), (_, w, _) = self.shape(x)
+        ho, wo = (1, 1) if global_ else (-(-h // stride), -(-w // stride))
+        dims = {"b": b, "c": c, "h": ho, "w": wo}
+        roles = {"b": "sample", "c": "attribute", "h": "attribute", "w": "attribute"}
+        n = b * c * ho * wo * (h * w if global_ else k * k)
+        return self.add(Op(self._uniq(name), "pool", dims, roles, ("b", "c", "h", "w"),
+                           [(x, ("b", "c", "h", "w"))], flops=n, bwd_flops=n, mem_elems=b * c * (h * w + ho * wo)))
+
+    def concat(self, xs: list[str], name: str) -> str:
+        """Concatenate along axis 1 (channels or features); the concatenated axis is kept whole."""
+        shapes = [self.shape(x) for x in xs]
+        sh = shapes[0]
+        dims = {f"a{i}": n for i, (_, n, _) in enumerate(sh)}
+        roles = {f"a{i}": r for i, (_, _, r) in enumerate(sh)}
+        dims["a1"], roles["a1"] = sum(s[1][1] for s in shapes), None
+        axes = tuple(dims)
+        amap = tuple(None if a == "a1" else a for a in axes)
+        n = math.prod(dims.values())
+        return self.add(Op(self._uniq(name), "concat", dims, roles, axes, [(x, amap) for x in xs],
+                           flops=0, bwd_flops=0, mem_elems=2 * n))
+
+    def embedding(self, ids: str, vocab: int, dim: int, name: str) -> str:
+        """Lookup of [b, (s)] ids in a [vocab, dim] table; vocab partitions give partial sums."""
+        sh = self.shape(ids)
+        dims = {f"a{i}": n for i, (_, n, _) in enumerate(sh)}
+        roles = {f"a{i}": r for i, (_, _, r) in enumerate(sh)}
+        dims.update(e=dim, v=vocab)
+        roles.update(e="parameter", v="reduction")
+        lead = tuple(d for d in dims if d.startswith("a"))
+        n = math.prod(dims[d] for d in lead) * dim
+        return self.add(Op(self._uniq(name), "embedding", dims, roles, lead + ("e",), [(ids, lead)],
+                           ("v", "e"), vocab * dim, n, n, 2 * n, tp="v"))
+
+    def attention(self, qkv: str, heads: int, name: str) -> str:
+        """Scaled dot-product attention core on [b, s, 3h]: scores, softmax, context, split by heads."""
+        (_, b, _), (_, s, _), (_, h3, _) = self.shape(qkv)
+        h = h3 // 3
+        dims = {"b": b, "s": s, "n": heads}
+        roles = {"b": "sample", "s": None, "n": "parameter"}
+        f = 4.0 * b * s * s * h
+        return self.add(Op(self._uniq(name), "attention", dims, roles, ("b", "s", "n"),
+                           [(qkv, ("b", "s", "n"))], flops=f, bwd_flops=2 * f,
+                           mem_elems=b * s * (h3 + h) + 2 * b * heads * s * s, tp="n", keep=False))
+
+    def lstm(self, x: str, hidden: int, name: str) -> str:
+        """One LSTM layer over the whole sequence [b, t, i] -> [b, t, h] (time steps are sequential)."""
+        (_, b, _), (_, t, _), (_, i, _) = self.shape(x)
+        dims = {"b": b, "t": t, "o": hidden, "i": i}
+        roles = {"b": "sample", "t": None, "o": "parameter", "i": "reduction"}
+        f = 2.0 * b * t * 4 * hidden * (i + hidden)
+        return self.add(Op(self._uniq(name), "lstm", dims, roles, ("b", "t", "o"), [(x, ("b", "t", "i"))],
+                           ("i", "o"), 4 * hidden * (i + hidden), f, 2 * f,
+                           b * t * (i + 5 * hidden) + 4 * hidden * (i + hidden), tp="o"))
+
+    def loss(self, x: str, name: str = "loss") -> str:
+        """Softmax cross-entropy over the last axis (kept whole)."""
+        return self.elementwise(x, name, "softmax_loss", 5.0, frozen=(len(self.shape(x)) - 1,))
+
+    def build(self, **kw) -> Graph:
+        return Graph(self.name, self.ops, self.batch, self.dtype_bytes, **kw)

@@ -1,0 +1,223 @@
+"""FlexFlow's execution simulator for one training iteration.
+
+Task graph (fixed per model; a strategy sets durations and resources):
+  per op: F (forward of its partitions on its block), AO (all-reduce of partial
+  outputs when a dim missing from the output is split), B (backward), AI_k
+  (all-reduce of partial input gradients when input k is replicated across
+  partitions), GS (weight-gradient all-reduce across weight replicas), U (optimizer);
+  per edge: X (forward transfer of the needed sub-rectangles) and XB (its gradient).
+The partitions of an op are one gang task on its block of devices (they are equal).
+An event-driven run takes tasks in order of readiness; each task waits for its
+dependencies and for every resource (device compute queue, device link port, node
+network port) it uses. Delta simulation: task costs are cached per (op, config) and
+(edge, configs), so a proposal that changes one op recomputes only that op's tasks
+and its edges; the schedule pass is then rerun on the cached costs.
+Memory per device: weights with gradient and optimizer state, plus stashed
+activations; exceeding the device capacity makes the strategy invalid.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autotune.search_spaces.parallel import costs
+from autotune.search_spaces.parallel.clusters import Cluster
+from autotune.search_spaces.parallel.graph import Graph
+from autotune.search_spaces.parallel.strategy import OpConfig, Strategy
+
+
+@dataclass
+class SimResult:
+    iteration_s: float
+    memory: np.ndarray  # bytes per device
+    capacity: float
+    timeline: list[tuple[int, float, float, str]] = field(default_factory=list)  # (resource, start, end, label)
+
+    @property
+    def peak_memory(self) -> float:
+        return float(self.memory.max())
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_memory <= self.capacity
+
+
+class Simulator:
+    def __init__(self, graph: Graph, cluster: Cluster):
+        self.g, self.c = graph, cluster
+        self.D = cluster.devices
+        self.op_cache: dict[tuple, tuple] = {}
+        self.edge_cache: dict[tuple, tuple] = {}
+        self.simulations = 0
+        self._build()
+        self.current: Strategy | None = None
+
+    # -- structure -----------------------------------------------------------------
+    def _build(self) -> None:
+        names: list[str] = []
+        succ: list[list[int]] = []
+
+        def task(name: str) -> int:
+            names.append(name)
+            succ.append([])
+            return len(names) - 1
+
+        def dep(a: int, b: int) -> None:
+            succ[a].append(b)
+
+        ops = self.g.ops
+        self.F = [task(f"F {o.name}") for o in ops]
+        self.AO = [task(f"AO {o.name}") for o in ops]
+        self.B = [task(f"B {o.name}") for o in ops]
+        self.AI = [[task(f"AI{k} {o.name}") for k in range(len(o.inputs))] for o in ops]
+        self.GS = [task(f"GS {o.name}") for o in ops]
+        self.U = [task(f"U {o.name}") for o in ops]
+        self.X = [task(f"X {ops[p].name}->{ops[c].name}") for p, c, _ in self.g.edges]
+        self.XB = [task(f"XB {ops[c].name}->{ops[p].name}") for p, c, _ in self.g.edges]
+        consumers: list[list[int]] = [[] for _ in ops]
+        self.in_edges: list[list[int]] = [[] for _ in ops]
+        for e, (p, c, k) in enumerate(self.g.edges):
+            consumers[p].append(e)
+            self.in_edges[c].append(e)
+            dep(self.AO[p], self.X[e])
+            dep(self.X[e], self.F[c])
+            dep(self.AI[c][k], self.XB[e])
+            dep(self.XB[e], self.B[p])
+        for i in range(len(ops)):
+            dep(self.F[i], self.AO[i])
+            dep(self.AO[i], self.B[i])
+            for t in self.AI[i]:
+                dep(self.B[i], t)
+            dep(self.B[i], self.GS[i])
+            dep(self.GS[i], self.U[i])
+        self.consumers = consumers
+        self.names = names
+        self.succ = succ
+        self.indeg = np.zeros(len(names), dtype=np.int64)
+        for s in succ:
+            for v in s:
+                self.indeg[v] += 1
+        self.sources = [t for t in range(len(names)) if self.indeg[t] == 0]
+        self.dur = [0.0] * len(names)
+        self.res: list[np.ndarray] = [costs.EMPTY] * len(names)
+        self.mem_part = [0.0] * len(ops)
+
+    # -- costs ---------------------------------------------------------------------
+    def _op_costs(self, i: int, cfg: OpConfig) -> tuple:
+        key = (i, cfg)
+        hit = self.op_cache.get(key)
+        if hit is not None:
+            return hit
+        op, g, c, D = self.g.ops[i], self.g, self.c, self.D
+        deg = costs.degree(op, cfg)
+        devs = cfg.start + np.arange(cfg.parts)
+        f, b = costs.compute_times(op, cfg, c, g.dtype_bytes, g.recompute and not op.keep)
+        split = [d for d in op.parallel_dims if deg[d] > 1]
+        # all-reduce of partial outputs (a split dim the output does not span)
+        red = [d for d in split if d not in op.out]
+        out_part = op.out_elems / math.prod(deg.get(d, 1) for d in op.out)
+        ao = costs.allreduce(c, devs[costs.groups(op, cfg, red)], out_part * g.dtype_bytes) if red else (0.0, costs.EMPTY)
+        ai = []
+        for src, axes in op.inputs:
+            rep = [d for d in split if d not in axes]
+            producer = g.ops[g.index[src]]
+            if not rep or producer.type == "input":
+                ai.append((0.0, costs.EMPTY))
+                continue
+            frac = math.prod(1 / deg.get(a, 1) for a in axes if a is not None)
+            ai.append(costs.allreduce(c, devs[costs.groups(op, cfg, rep)], producer.out_elems * frac * g.dtype_bytes))
+        w_shard = op.weight_elems / math.prod(deg.get(d, 1) for d in op.weight) if op.weight_elems else 0.0
+        wrep = [d for d in split if d not in op.weight]
+        gs = (costs.allreduce(c, devs[costs.groups(op, cfg, wrep)], w_shard * g.dtype_bytes)
+              if w_shard and wrep else (0.0, costs.EMPTY))
+        upd = w_shard * g.state_bytes_per_param * 2 / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
+        act = out_part * g.dtype_bytes if (op.keep or not g.recompute) else 0.0
+        mem = w_shard * g.state_bytes_per_param + act
+        hit = (f, b, ao, ai, gs, upd, mem, devs)
+        self.op_cache[key] = hit
+        return hit
+
+    def _edge_costs(self, e: int, scfg: OpConfig, dcfg: OpConfig) -> tuple:
+        key = (e, scfg, dcfg)
+        hit = self.edge_cache.get(key)
+        if hit is None:
+            p, c, k = self.g.edges[e]
+            hit = costs.transfer(self.g.ops[p], scfg, self.g.ops[c], dcfg, self.g.ops[c].inputs[k][1], self.c,
+                                 self.g.dtype_bytes)
+            self.edge_cache[key] = hit
+        return hit
+
+    def _set_op(self, i: int, cfg: OpConfig) -> None:
+        f, b, ao, ai, gs, upd, mem, devs = self._op_costs(i, cfg)
+        self.dur[self.F[i]], self.res[self.F[i]] = f, devs
+        self.dur[self.B[i]], self.res[self.B[i]] = b, devs
+        self.dur[self.U[i]], self.res[self.U[i]] = upd, devs
+        self.dur[self.AO[i]], self.res[self.AO[i]] = ao
+        self.dur[self.GS[i]], self.res[self.GS[i]] = gs
+        for t, v in zip(self.AI[i], ai):
+            self.dur[t], self.res[t] = v
+        self.mem_part[i] = mem
+
+    def _set_edge(self, e: int, strategy: Strategy) -> None:
+        p, c, _ = self.g.edges[e]
+        t, res, _ = self._edge_costs(e, strategy[p], strategy[c])
+        self.dur[self.X[e]] = self.dur[self.XB[e]] = t
+        self.res[self.X[e]] = self.res[self.XB[e]] = res
+
+    def load(self, strategy: Strategy) -> int:
+        """Set task costs for ``strategy``; only changed ops and their edges are recomputed. Returns #changed."""
+        if self.current is None:
+            changed = list(range(len(self.g.ops)))
+        else:
+            changed = [i for i, (a, b) in enumerate(zip(self.current, strategy)) if a != b]
+        edges: set[int] = set()
+        for i in changed:
+            self._set_op(i, strategy[i])
+            edges.update(self.consumers[i])
+            edges.update(self.in_edges[i])
+        for e in edges:
+            self._set_edge(e, strategy)
+        self.current = list(strategy)
+        return len(changed)
+
+    # -- run -----------------------------------------------------------------------
+    def memory(self, strategy: Strategy) -> np.ndarray:
+        mem = np.zeros(self.D)
+        for i, cfg in enumerate(strategy):
+            mem[cfg.start:cfg.start + cfg.parts] += self.mem_part[i]
+        return mem
+
+    def simulate(self, strategy: Strategy, timeline: bool = False) -> SimResult:
+        self.load(strategy)
+        self.simulations += 1
+        free = np.zeros(2 * self.D + self.c.nodes)
+        ready = [0.0] * len(self.names)
+        indeg = self.indeg.copy().tolist()
+        heap = [(0.0, t) for t in self.sources]
+        heapq.heapify(heap)
+        dur, res, succ = self.dur, self.res, self.succ
+        end_all, tl = 0.0, []
+        while heap:
+            r, t = heapq.heappop(heap)
+            rs = res[t]
+            if len(rs):
+                s = max(r, float(free[rs].max()))
+                e = s + dur[t]
+                free[rs] = e
+                if timeline and dur[t] > 0:
+                    tl.extend((int(x), s, e, self.names[t]) for x in rs)
+            else:
+                e = r + dur[t]
+            if e > end_all:
+                end_all = e
+            for v in succ[t]:
+                if e > ready[v]:
+                    ready[v] = e
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    heapq.heappush(heap, (ready[v], v))
+        return SimResult(end_all, self.memory(strategy), self.c.device.memory_bytes, tl)

@@ -1,0 +1,163 @@
+"""Parallelization strategies: for each op a degree per partitionable dim and a block of devices.
+
+An op with degrees (k1, k2, ...) has P = k1*k2*... partitions, one per device of the
+aligned block ``start .. start+P-1`` (``start`` a multiple of P, P divides the device
+count), partition index row-major over the op's dims. Baselines: ``data-parallel``,
+``megatron`` (tensor parallel inside a node on each op's marked dim, data parallel
+across nodes) and ``model-parallel`` (every op whole on one device, layers spread
+over the devices in FLOP-balanced contiguous chunks).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from autotune.errors import UsageError
+from autotune.search_spaces.parallel.clusters import Cluster
+from autotune.search_spaces.parallel.graph import Graph, Op
+
+
+@dataclass(frozen=True)
+class OpConfig:
+    degrees: tuple[int, ...]  # aligned with op.parallel_dims
+    start: int = 0
+
+    @property
+    def parts(self) -> int:
+        return math.prod(self.degrees)
+
+
+Strategy = list[OpConfig]  # aligned with graph.ops
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@lru_cache(maxsize=4096)
+def _choices(sizes: tuple[int, ...], devices: int) -> tuple[tuple[int, ...], ...]:
+    out: list[tuple[int, ...]] = []
+
+    def rec(i: int, acc: tuple[int, ...], prod: int) -> None:
+        if i == len(sizes):
+            out.append(acc)
+            return
+        for k in _divisors(math.gcd(sizes[i], devices)):
+            if devices % (prod * k) == 0:
+                rec(i + 1, acc + (k,), prod * k)
+
+    rec(0, (), 1)
+    return tuple(out)
+
+
+def degree_choices(op: Op, devices: int) -> tuple[tuple[int, ...], ...]:
+    """Every valid degree tuple of ``op``: each degree divides its dim, the product divides ``devices``."""
+    return _choices(tuple(op.dims[d] for d in op.parallel_dims), devices)
+
+
+def check_config(op: Op, cfg: OpConfig, devices: int) -> str | None:
+    """Why ``cfg`` is invalid for ``op`` on ``devices`` devices, or None."""
+    dims = op.parallel_dims
+    if len(cfg.degrees) != len(dims):
+        return f"op {op.name!r} takes {len(dims)} degrees ({', '.join(dims) or 'none'})"
+    for d, k in zip(dims, cfg.degrees):
+        if k < 1 or op.dims[d] % k:
+            return f"op {op.name!r}: degree {k} does not divide dim {d}={op.dims[d]}"
+    p = cfg.parts
+    if devices % p:
+        return f"op {op.name!r}: {p} partitions do not divide {devices} devices"
+    if cfg.start < 0 or cfg.start % p or cfg.start + p > devices:
+        return f"op {op.name!r}: block start {cfg.start} is not an aligned block of {p} in {devices} devices"
+    return None
+
+
+def check_strategy(graph: Graph, strategy: Strategy, devices: int) -> str | None:
+    if len(strategy) != len(graph.ops):
+        return f"strategy has {len(strategy)} ops, model {graph.name!r} has {len(graph.ops)}"
+    for op, cfg in zip(graph.ops, strategy):
+        if (why := check_config(op, cfg, devices)) is not None:
+            return why
+    return None
+
+
+def to_json(graph: Graph, strategy: Strategy, devices: int) -> dict:
+    ops = {}
+    for op, cfg in zip(graph.ops, strategy):
+        degrees = {d: k for d, k in zip(op.parallel_dims, cfg.degrees) if k > 1}
+        ops[op.name] = {"degrees": degrees, "start": cfg.start}
+    return {"model": graph.name, "devices": devices, "ops": ops}
+
+
+def from_json(graph: Graph, d: dict, devices: int) -> Strategy:
+    """Parse and validate; ops missing from the JSON run whole on device 0."""
+    if not isinstance(d, dict) or not isinstance(d.get("ops", {}), dict):
+        raise UsageError("a strategy is a JSON object with an 'ops' mapping")
+    if int(d.get("devices", devices)) != devices:
+        raise UsageError(f"strategy is for {d.get('devices')} devices, the cluster has {devices}")
+    unknown = set(d.get("ops", {})) - set(graph.index)
+    if unknown:
+        raise UsageError(f"strategy names ops not in model {graph.name!r}: {', '.join(sorted(unknown)[:5])}")
+    out: Strategy = []
+    for op in graph.ops:
+        e = d.get("ops", {}).get(op.name, {})
+        extra = set(e.get("degrees", {})) - set(op.parallel_dims)
+        if extra:
+            raise UsageError(f"op {op.name!r} has no partitionable dim(s) {', '.join(sorted(extra))}")
+        cfg = OpConfig(tuple(int(e.get("degrees", {}).get(dim, 1)) for dim in op.parallel_dims), int(e.get("start", 0)))
+        if (why := check_config(op, cfg, devices)) is not None:
+            raise UsageError(why)
+        out.append(cfg)
+    return out
+
+
+def _largest_degree(size: int, limit: int, devices: int) -> int:
+    return max(k for k in _divisors(math.gcd(size, limit)) if devices % k == 0)
+
+
+def _config(op: Op, want: dict[str, int]) -> OpConfig:
+    return OpConfig(tuple(want.get(d, 1) for d in op.parallel_dims), 0)
+
+
+def _sample_dim(op: Op) -> str | None:
+    return next((d for d in op.parallel_dims if op.roles[d] == "sample"), None)
+
+
+def data_parallel(graph: Graph, cluster: Cluster) -> Strategy:
+    D = cluster.devices
+    out = []
+    for op in graph.ops:
+        s = _sample_dim(op)
+        out.append(_config(op, {s: _largest_degree(op.dims[s], D, D)} if s else {}))
+    return out
+
+
+def megatron(graph: Graph, cluster: Cluster) -> Strategy:
+    D, t_max = cluster.devices, cluster.per_node
+    out = []
+    for op in graph.ops:
+        s = _sample_dim(op)
+        want: dict[str, int] = {}
+        if op.tp in op.parallel_dims:
+            want[op.tp] = t = _largest_degree(op.dims[op.tp], t_max, D)
+            if s:
+                want[s] = _largest_degree(op.dims[s], D // t, D // t)
+        elif s:
+            want[s] = _largest_degree(op.dims[s], D, D)
+        out.append(_config(op, want))
+    return out
+
+
+def model_parallel(graph: Graph, cluster: Cluster) -> Strategy:
+    D = cluster.devices
+    total = sum(op.flops for op in graph.ops) or 1.0
+    out, acc = [], 0.0
+    for op in graph.ops:
+        dev = min(D - 1, int(D * (acc + op.flops / 2) / total))
+        acc += op.flops
+        out.append(OpConfig((1,) * len(op.parallel_dims), dev))
+    return out
+
+
+BASELINES = {"data-parallel": data_parallel, "megatron": megatron, "model-parallel": model_parallel}
