@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "autotune.cli.query",
     "autotune.cli.logs",
     "autotune.cli.plot",
+    "autotune.cli.parallelize",
 ]
 
 for _name in COMMAND_MODULES:
