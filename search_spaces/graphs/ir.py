@@ -56,9 +56,13 @@ class Graph:
         self.nodes = self._toposort(list(nodes))
         self.producer: dict[str, tuple[Node, int]] = {}
         self.consumers: dict[str, list[Node]] = {}
-        for n in self.nodes:
-            for i, t in enumerate(n.outputs):
-                self.producer[t] = (n, i)
+        self.by_op: dict[str, list[Node]] = {}
+        self.order: dict[str, int] = {}
+        for i, n in enumerate(self.nodes):
+            self.by_op.setdefault(n.op, []).append(n)
+            self.order[n.outputs[0]] = i
+            for j, t in enumerate(n.outputs):
+                self.producer[t] = (n, j)
             for t in n.inputs:
                 self.consumers.setdefault(t, []).append(n)
         self._infer(parent)

@@ -218,7 +218,7 @@ register("_BNBias", lambda s, a, v: [s[0]], lambda ins, a: [(ins[0] - ins[2]) * 
 register("_ScaleRows", lambda s, a, v: [s[0]],
          lambda ins, a: [ins[0] * np.reshape(ins[1], (-1,) + (1,) * (ins[0].ndim - 1))], onnx="")
 register("_ScaleCols", lambda s, a, v: [s[0]], lambda ins, a: [ins[0] * np.reshape(ins[1], (-1,))], onnx="")
-register("_AddVec", lambda s, a, v: [s[0]], lambda ins, a: [ins[0] + np.reshape(ins[1], ins[0].shape)], onnx="")
+register("_AddVec", lambda s, a, v: [s[0]], lambda ins, a: [ins[0] + np.reshape(ins[1], (-1,))], onnx="")
 register("_PadKernel", _pad_kernel_shape, lambda ins, a: [np.pad(ins[0], [(0, 0), (0, 0)] + [
     ((t - k) // 2, (t - k) // 2) for t, k in zip(a["size"], ins[0].shape[2:])])], onnx="")
 

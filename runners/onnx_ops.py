@@ -1,0 +1,158 @@
+"""Op runner and end-to-end latency through onnxruntime on the CPU.
+
+* :class:`OnnxOpRunner` times single-op models (task kind "op"): each candidate's
+  payload is an op spec (op, attributes, input shapes/dtypes and which inputs are
+  weights). Weights become initializers, activations random inputs.
+* :func:`compare_latency` times whole models interleaved (all onnxruntime
+  optimisations on) and reports median and spread per model.
+* :func:`max_errors` runs two models on the same random inputs.
+
+A torch/CUDA op path is not implemented here (no GPU on this machine).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from autotune.errors import MissingDependencyError
+from autotune.runners.base import Runner
+from autotune.types import Candidate, Device, Measurement, Status, median
+
+
+def _ort():
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise MissingDependencyError("the onnxruntime runner needs 'onnxruntime'; "
+                                     "install it with pip install 'autotune[graphs]'") from exc
+    return ort
+
+
+def session(model, threads: int = 1, level: str = "all"):
+    ort = _ort()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    so.graph_optimization_level = {"all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+                                   "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+                                   "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC}[level]
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+
+def random_feeds(sess, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {i.name: rng.standard_normal([int(d) for d in i.shape]).astype(np.float32) for i in sess.get_inputs()}
+
+
+def op_spec(op: str, attrs: dict, inputs: list, outputs: list) -> dict:
+    """JSON op spec: inputs as [shape, dtype, is_weight] (None for an absent optional input)."""
+    return {"op": op, "attrs": {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items()},
+            "inputs": [None if i is None else [list(i[0]), i[1], bool(i[2])] for i in inputs],
+            "outputs": [list(s) for s in outputs]}
+
+
+def single_op_model(spec: dict, seed: int = 0):
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    ins, inits, vis = [], [], []
+    attrs = dict(spec["attrs"])
+    for i, inp in enumerate(spec["inputs"]):
+        if inp is None:
+            ins.append("")
+            continue
+        shape, dtype, weight = inp
+        name = f"in{i}"
+        ins.append(name)
+        if spec["op"] == "Reshape" and i == 1:
+            continue  # the target shape comes from 'outputs'
+        if weight:
+            inits.append(numpy_helper.from_array(rng.standard_normal(shape).astype(dtype), name))
+        else:
+            vis.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape))
+    if spec["op"] == "Reshape":
+        ins[1] = "shape"
+        inits = [t for t in inits if t.name != "in1"]
+        inits.append(numpy_helper.from_array(np.asarray(spec["outputs"][0], dtype=np.int64), "shape"))
+    if spec["op"] == "Split":
+        inits.append(numpy_helper.from_array(np.asarray(attrs.pop("split"), dtype=np.int64), "split"))
+        ins.append("split")
+    outs = [f"out{i}" for i in range(len(spec["outputs"]))]
+    node = helper.make_node(spec["op"], ins, outs, **attrs)
+    ovis = [helper.make_tensor_value_info(o, 1, s) for o, s in zip(outs, spec["outputs"])]
+    g = helper.make_graph([node], "op", vis, ovis, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def time_session(sess, feeds, min_time: float = 0.01, max_repeats: int = 50, warmup: int = 2) -> list[float]:
+    for _ in range(warmup):
+        sess.run(None, feeds)
+    times, total = [], 0.0
+    while (total < min_time or len(times) < 3) and len(times) < max_repeats:
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        total += dt
+    return times
+
+
+class OnnxOpRunner(Runner):
+    """Times one op per candidate with onnxruntime on the CPU (one thread by default)."""
+
+    def __init__(self, threads: int = 1, min_time: float = 0.005):
+        ort = _ort()
+        self.threads, self.min_time = threads, min_time
+        self.device = Device("cpu-onnxruntime", "cpu", {"onnxruntime": ort.__version__, "threads": threads})
+
+    def measure(self, task, candidates: list[Candidate]) -> list[Measurement]:
+        out = []
+        for c in candidates:
+            t0 = time.perf_counter()
+            try:
+                sess = session(single_op_model(c.payload), self.threads)
+                build = time.perf_counter() - t0
+                times = time_session(sess, random_feeds(sess), self.min_time)
+                out.append(Measurement(c, Status.OK, times, build_s=build, run_s=sum(times),
+                                       meta={"protocol": "ort single-op, warmup 2, median"}))
+            except Exception as exc:  # errors are data
+                out.append(Measurement(c, Status.RUNTIME_ERROR, error=f"{type(exc).__name__}: {exc}"[:500]))
+        return out
+
+
+def compare_latency(models: list, rounds: int = 15, threads: int = 1, min_time: float = 0.0) -> list[dict]:
+    """Interleaved end-to-end timing: each round runs every model once. Median and spread (IQR) per model."""
+    sessions = [session(m, threads) for m in models]
+    feeds = random_feeds(sessions[0])
+    for s in sessions:
+        for _ in range(2):
+            s.run(None, feeds)
+    times = [[] for _ in sessions]
+    for _ in range(rounds):
+        for i, s in enumerate(sessions):
+            t0 = time.perf_counter()
+            s.run(None, feeds)
+            times[i].append(time.perf_counter() - t0)
+    out = []
+    for ts in times:
+        q1, q3 = np.percentile(ts, [25, 75])
+        out.append({"median_s": median(ts), "iqr_s": float(q3 - q1), "min_s": min(ts), "times": ts})
+    return out
+
+
+def max_errors(ref_model, new_model, trials: int = 3) -> dict:
+    """Largest absolute and relative output difference over ``trials`` random inputs."""
+    a, b = session(ref_model, level="none"), session(new_model, level="none")
+    abs_err = rel_err = 0.0
+    for seed in range(trials):
+        feeds = random_feeds(a, seed)
+        for x, y in zip(a.run(None, feeds), b.run(None, feeds)):
+            d = float(np.abs(x - y).max())
+            abs_err = max(abs_err, d)
+            rel_err = max(rel_err, d / (float(np.abs(x).max()) + 1e-12))
+    return {"max_abs_error": abs_err, "max_rel_error": rel_err, "trials": trials}

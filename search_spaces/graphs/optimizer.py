@@ -1,0 +1,115 @@
+"""optimize(): search a GraphSpace by predicted cost, then check and measure the winner end to end.
+
+The final graph is returned only when it passes the numeric check and is faster
+than the original beyond measurement noise (both under onnxruntime with all of its
+own optimisations on); otherwise the original graph is returned.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autotune import registry
+from autotune.errors import UsageError
+from autotune.search_spaces.graphs.backtracking import Backtracking
+from autotune.search_spaces.graphs.cost import OpCostCache, OpCostModel
+from autotune.search_spaces.graphs.ir import Graph
+from autotune.search_spaces.graphs.space import GraphCostRunner, GraphSpace
+from autotune.types import Candidate
+
+ALGORITHMS = ("backtracking", "mcmc", "evolutionary", "random")
+
+
+@dataclass
+class SearchResult:
+    space: GraphSpace
+    best: Candidate
+    graph: Graph
+    cost_before: float
+    cost_after: float
+    evaluated: int
+    search_s: float
+    algorithm: str
+    trace: list = field(default_factory=list)
+
+    @property
+    def applied(self) -> list[str]:
+        return [step[0] for step in self.best.payload]
+
+
+def make_search(name: str, alpha: float):
+    if name not in ALGORITHMS:
+        raise UsageError(f"unknown algorithm {name!r}; valid: {', '.join(ALGORITHMS)}")
+    if name == "backtracking":
+        if "backtracking" in registry.ALGORITHMS:
+            try:
+                return registry.make_algorithm("backtracking", alpha=alpha)
+            except UsageError:
+                pass
+        return Backtracking(alpha=alpha)
+    return registry.make_algorithm(name)
+
+
+def search(graph: Graph, algorithm: str = "backtracking", alpha: float = 1.05, budget: int = 2000,
+           time_limit: float = 50.0, rules=None, cost_model: OpCostModel | None = None, seed: int = 0,
+           batch: int = 16) -> SearchResult:
+    """Search rewrites of ``graph`` minimising the sum of per-op costs."""
+    t0 = time.perf_counter()
+    cost_model = cost_model or OpCostModel()
+    space = GraphSpace(graph, rules, cost_model)
+    algo = make_search(algorithm, alpha).bind(space, np.random.default_rng(seed))
+    runner = GraphCostRunner(space)
+    root = space.initial()
+    before = space.cost(root)
+    best, best_cost, evaluated, trace = root, before, 0, []
+    while evaluated < budget and time.perf_counter() - t0 < time_limit:
+        cands = algo.ask(min(batch, budget - evaluated))
+        if not cands:
+            break
+        results = runner.measure(space.task, cands)
+        evaluated += len(results)
+        algo.tell(results)
+        for m in results:
+            if m.ok and m.cost < best_cost:
+                best, best_cost = m.candidate, m.cost
+                trace.append((round(time.perf_counter() - t0, 3), evaluated, best_cost))
+    return SearchResult(space, best, space.graph(best), before, best_cost, evaluated,
+                        time.perf_counter() - t0, algorithm, trace)
+
+
+def finalize(original_model, result: SearchResult, rounds: int = 15, threads: int = 1, tolerance: float = 1e-3):
+    """Numeric check and interleaved end-to-end timing; keeps the original unless the new graph is faster."""
+    from autotune.runners.onnx_ops import compare_latency, max_errors
+    from autotune.search_spaces.graphs.onnx_io import to_onnx
+    new_model = to_onnx(result.graph)
+    check = max_errors(original_model, new_model)
+    check["passed"] = check["max_rel_error"] <= tolerance
+    if result.best.payload:
+        lat = compare_latency([original_model, new_model], rounds=rounds, threads=threads)
+    else:
+        lat = compare_latency([original_model], rounds=rounds, threads=threads) * 2
+    before, after = lat[0], lat[1]
+    noise = max(before["iqr_s"], after["iqr_s"])
+    faster = after["median_s"] < before["median_s"] - max(noise, 0.01 * before["median_s"])
+    kept = bool(result.best.payload) and check["passed"] and faster
+    reason = ("faster beyond noise" if kept else "no rewrite found" if not result.best.payload else
+              "numeric check failed" if not check["passed"] else "not faster beyond noise")
+    return (new_model if kept else original_model), {
+        "check": check, "kept": kept, "reason": reason,
+        "latency_before": {k: v for k, v in before.items() if k != "times"},
+        "latency_after": {k: v for k, v in after.items() if k != "times"},
+        "measured_speedup": before["median_s"] / after["median_s"] if kept else 1.0,
+        "candidate_speedup": before["median_s"] / after["median_s"],
+    }
+
+
+def default_cost_model(cache_path: str | None = None, measure: bool = True, max_measure: int = 400,
+                       threads: int = 1) -> OpCostModel:
+    runner = None
+    if measure:
+        from autotune.runners.onnx_ops import OnnxOpRunner
+        runner = OnnxOpRunner(threads=threads)
+    return OpCostModel(runner, OpCostCache(cache_path), max_measure=max_measure)

@@ -1,0 +1,250 @@
+"""Substitution rules: a source pattern and a target pattern over shared variables.
+
+A rule is JSON::
+
+    {"name": "fold_conv_mul",
+     "source": [{"op": "Conv", "in": ["x", "w", "b"], "out": ["c"], "attrs": "A"},
+                {"op": "Mul", "in": ["c", "k"], "out": ["y"]}],
+     "target": [{"op": "_ScaleRows", "in": ["w", "k"], "out": ["w2"]}, ...,
+                {"op": "Conv", "in": ["x", "w2", "b2"], "out": ["y"], "attrs": "A"}],
+     "outputs": {"y": "y"},            # source tensor var -> target var (multi-output allowed)
+     "conditions": [["weight", "w", "b", "k"], ["per_channel", "k", "c"]],
+     "provenance": "builtin", "status": "hand-written"}
+
+Source ``attrs`` is a variable bound to the node's attribute dict (equal
+variables must bind equal dicts). Target ``attrs`` is a variable, or a dict whose
+values are literals, ``"A.name"`` (an attribute of a bound dict) or
+``{"fn": NAME, "args": [...]}``. Conditions and functions are named helpers in
+:data:`PREDICATES` and :data:`FUNCTIONS`: rules never run code from JSON. A
+source output not listed in ``outputs`` must have no consumer outside the match.
+A target var that is a source variable (``{"y": "x"}``) redirects readers of y to x.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from autotune.errors import UsageError
+from autotune.search_spaces.graphs.ir import Graph, Node
+
+
+def _shape(g, t):
+    return g.shape[t]
+
+
+def _per_channel(g, k, c):  # k broadcasts along axis 1 of a rank-4 c, or is a scalar
+    s, cs = g.shape[k], g.shape[c]
+    n = int(np.prod(s)) if s else 1
+    return n == 1 or (n == cs[1] and (s in ((cs[1], 1, 1), (1, cs[1], 1, 1))))
+
+
+def _last_axis_vec(g, k, c):
+    s, cs = g.shape[k], g.shape[c]
+    n = int(np.prod(s)) if s else 1
+    return n == 1 or (n == cs[-1] and all(v == 1 for v in s[:-1]))
+
+
+def _kernel_1x1_vs_kxk(g, a1, a2):
+    k2 = a2["kernel_shape"]
+    return (tuple(a1["kernel_shape"]) == (1, 1) and a1["group"] == a2["group"] == 1 and tuple(a1["pads"]) == (0,) * 4
+            and a1["strides"] == a2["strides"] and a2["dilations"] == (1, 1) and all(k % 2 for k in k2)
+            and tuple(a2["pads"]) == (k2[0] // 2, k2[1] // 2) * 2 and tuple(k2) != (1, 1))
+
+
+def _split_bias(g, s, a, c1, c2):
+    ax = s["axis"] % len(g.shape[a])
+    if ax == len(g.shape[a]) - 1:
+        return len(g.shape[c1]) == 1 and len(g.shape[c2]) == 1 and g.shape[c1][0] == g.shape[a][-1] \
+            and g.shape[c2][0] == s["split"][1]
+    return ax == 1 and len(g.shape[a]) == 4 and _per_channel(g, c1, a) and g.shape[c1][0] == g.shape[a][1] \
+        and len(g.shape[c2]) == 3 and g.shape[c2][0] == s["split"][1]
+
+
+def _perm_identity(g, p1, p2):
+    return [p1["perm"][i] for i in p2["perm"]] == list(range(len(p1["perm"])))
+
+
+PREDICATES = {
+    "weight": lambda g, *ts: all(g.is_weight[t] for t in ts),
+    "activation": lambda g, *ts: not any(g.is_weight[t] for t in ts),
+    "same": lambda g, a, b: a == b,
+    "ordered": lambda g, a, b: g.order[a] < g.order[b],
+    "group1": lambda g, a: a.get("group", 1) == 1,
+    "rank": lambda g, t, r: len(g.shape[t]) == r,
+    "same_shape": lambda g, a, b: g.shape[a] == g.shape[b],
+    "per_channel": _per_channel,
+    "last_axis_vec": _last_axis_vec,
+    "kernel_1x1_vs_kxk": _kernel_1x1_vs_kxk,
+    "split_bias": _split_bias,
+    "two_way": lambda g, s: len(s["split"]) == 2,
+    "split_concat_axis": lambda g, s, c, a: s["axis"] % len(g.shape[a]) == c["axis"] % len(g.shape[a]),
+    "perm_identity": _perm_identity,
+    "no_zero": lambda g, s: s in g.weights and 0 not in [int(v) for v in g.weights[s]],
+    "same_prefix": lambda g, a, b: g.shape[a][:-1] == g.shape[b][:-1],
+    "gemm_plain_transB": lambda g, a: a.get("transA", 0) == 0 and a.get("transB", 0) == 1
+    and a.get("alpha", 1.0) == 1.0 and a.get("beta", 1.0) == 1.0,
+    "no_transB": lambda g, a: not a.get("transA") and not a.get("transB"),
+}
+
+FUNCTIONS = {
+    "rows": lambda g, *ws: [g.shape[w][0] for w in ws],
+    "cols": lambda g, *ws: [g.shape[w][-1] for w in ws],
+    "last_axis": lambda g, t: len(g.shape[t]) - 1,
+    "kernel": lambda g, a: list(a["kernel_shape"]),
+    "compose_perm": lambda g, p1, p2: [p1["perm"][i] for i in p2["perm"]],
+}
+
+
+@dataclass
+class Rule:
+    name: str
+    source: list[dict]
+    target: list[dict]
+    outputs: dict[str, str]
+    conditions: list[list] = field(default_factory=list)
+    provenance: str = "builtin"
+    status: str = "hand-written"
+    neutral: bool = False  # never changes the cost by itself (commutativity...)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Rule":
+        for c in d.get("conditions", []):
+            if c[0] not in PREDICATES:
+                raise UsageError(f"rule {d.get('name')!r}: unknown condition {c[0]!r}; valid: {', '.join(PREDICATES)}")
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha1(json.dumps([self.source, self.target, self.outputs, self.conditions],
+                                       sort_keys=True).encode()).hexdigest()[:12]
+
+    # -- matching ---------------------------------------------------------------
+    def matches(self, g: Graph) -> Iterator[tuple[str, ...]]:
+        """Each match as the tuple of matched nodes' first output names (stable across graphs)."""
+        for bind, nodes in self._match(g, 0, {}, []):
+            yield tuple(n.outputs[0] for n in nodes)
+
+    def _match(self, g, i, bind, nodes, fixed=None):
+        if i == len(self.source):
+            if self._ok(g, bind, nodes):
+                yield dict(bind), list(nodes)
+            return
+        pn = self.source[i]
+        bound = [bind[v] for v in pn["in"] if v in bind and not g.is_weight.get(bind[v], True)]
+        produced = [bind[v] for v in pn["out"] if v in bind]
+        if fixed is not None:
+            cands = [fixed[i]]
+        elif produced:
+            cands = [g.producer[produced[0]][0]] if produced[0] in g.producer else []
+        elif bound:
+            cands = g.consumers.get(bound[0], [])
+        else:
+            cands = g.by_op.get(pn["op"], [])
+        for n in cands:
+            if n.op != pn["op"] or len(n.inputs) != len(pn["in"]) or len(n.outputs) != len(pn["out"]):
+                continue
+            if any(n is m for m in nodes):
+                continue
+            new = dict(bind)
+            ok = True
+            for v, t in list(zip(pn["in"], n.inputs)) + list(zip(pn["out"], n.outputs)):
+                if new.setdefault(v, t) != t:
+                    ok = False
+                    break
+            av = pn.get("attrs")
+            if ok and isinstance(av, str) and new.setdefault(av, n.a) != n.a:
+                ok = False
+            if ok and isinstance(av, dict) and any(n.a.get(k) != _frz(v) for k, v in av.items()):
+                ok = False
+            if ok:
+                yield from self._match(g, i + 1, new, nodes + [n], fixed)
+
+    def _ok(self, g, bind, nodes):
+        inside = {id(n) for n in nodes}
+        for pn in self.source:
+            for v in pn["out"]:
+                if v not in self.outputs and (bind[v] in g.outputs or
+                                              any(id(c) not in inside for c in g.consumers.get(bind[v], []))):
+                    return False
+        try:
+            return all(PREDICATES[c[0]](g, *[bind.get(a, a) if isinstance(a, str) else a for a in c[1:]])
+                       for c in self.conditions)
+        except (KeyError, IndexError, TypeError):
+            return False
+
+    # -- application ------------------------------------------------------------
+    def apply(self, g: Graph, match: tuple[str, ...]) -> Graph | None:
+        """The rewritten graph, or None when ``match`` no longer matches in ``g``."""
+        roots = [g.producer.get(t, (None,))[0] for t in match]
+        if any(r is None for r in roots):
+            return None
+        for bind, nodes in self._match(g, 0, {}, [], roots):
+            return self._build(g, bind, nodes, match)
+        return None
+
+    def _build(self, g, bind, nodes, match):
+        env = dict(bind)
+        rename = {}
+        tag = hashlib.sha1(repr((self.name, match)).encode()).hexdigest()[:6]
+        produced = {v for tn in self.target for v in tn["out"]}
+        back = {}
+        for s, t in self.outputs.items():
+            if t in produced and t not in back:
+                back[t] = bind[s]
+            elif t in produced:
+                rename[bind[s]] = ("var", t)
+            else:
+                rename[bind[s]] = ("var", t)
+        for v in produced:
+            env[v] = back.get(v) or g.fresh(f"{match[0]}_{tag}_{v}")
+        add = []
+        for tn in self.target:
+            attrs = self._attrs(g, env, tn.get("attrs"))
+            add.append(Node.make(tn["op"], [env[v] for v in tn["in"]], [env[v] for v in tn["out"]], attrs))
+        rename = {k: env[v] for k, (_, v) in rename.items()}
+        try:
+            return g.replace(nodes, add, rename)
+        except UsageError:
+            return None  # the rewrite would create a cycle
+
+    def _attrs(self, g, env, spec):
+        if spec is None:
+            return {}
+        if isinstance(spec, str):
+            return dict(env[spec])
+        out = {}
+        for k, v in spec.items():
+            if isinstance(v, str) and "." in v:
+                var, _, name = v.partition(".")
+                out[k] = env[var][name]
+            elif isinstance(v, dict):
+                out[k] = FUNCTIONS[v["fn"]](g, *[env.get(a, a) if isinstance(a, str) else a for a in v["args"]])
+            else:
+                out[k] = v
+        return out
+
+
+def _frz(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def load_rules(path: str) -> list[Rule]:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read rules file {path!r}: {exc}") from None
+    return [Rule.from_json(d) for d in (data["rules"] if isinstance(data, dict) else data)]
+
+
+def save_rules(rules, path: str) -> None:
+    with open(path, "w") as f:
+        json.dump({"rules": [r.to_json() for r in rules]}, f, indent=1)
