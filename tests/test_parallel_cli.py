@@ -1,0 +1,74 @@
+"""`autotune parallelize` end to end: every built-in model, every preset (full matrix marked slow)."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from autotune.cli.main import app
+from autotune.search_spaces.parallel.clusters import preset_names
+from autotune.search_spaces.parallel.models import MODELS
+
+runner = CliRunner()
+BUILTIN = ["mlp-unity", "bert-large", "gpt-350m", "gpt-1.3b", "gpt-2.6b", "gpt-6.7b", "resnet101", "inception-v3",
+           "dlrm", "rnnlm", "nmt"]
+PRESETS = ["p100-4x4", "k80-16x4", "p3.16xlarge-x2", "dgx-a100-x2", "dgx-h100-x1"]
+
+
+def run(*args):
+    return runner.invoke(app, ["parallelize", *map(str, args)])
+
+
+def check(model, cluster, budget):
+    r = run("--model", model, "--cluster", cluster, "--budget", budget, "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["model"] == model and out["devices"] > 0
+    assert set(out["baselines"]) == {"data-parallel", "megatron", "model-parallel"}
+    valid = [b["iteration_s"] for b in out["baselines"].values() if b["iteration_s"] is not None]
+    if valid:
+        assert out["best"]["iteration_s"] <= min(valid)
+        assert out["best"]["peak_memory_bytes"] > 0 and out["best"]["strategy"]["ops"]
+    return out
+
+
+def test_list_names_every_model_and_preset():
+    r = run("--list", "--json")
+    assert r.exit_code == 0
+    out = json.loads(r.stdout)
+    assert set(out["models"]) >= set(BUILTIN) and out["clusters"] == preset_names()
+    assert set(BUILTIN) <= set(MODELS)
+
+
+@pytest.mark.parametrize("model,cluster", [(m, PRESETS[i % len(PRESETS)]) for i, m in enumerate(BUILTIN)])
+def test_every_model_on_some_preset(model, cluster):
+    check(model, cluster, 3)
+
+
+def test_output_strategy_and_timeline(tmp_path):
+    strat, png = tmp_path / "s.json", tmp_path / "t.png"
+    r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 30, "-o", strat, "--timeline", png)
+    assert r.exit_code == 0, r.output
+    assert "speed-up over data parallelism" in r.output and "data-parallel" in r.output
+    s = json.loads(strat.read_text())
+    assert s["devices"] == 16 and set(s["ops"]) == {"tokens", "embed", "lstm0", "lstm1", "proj", "loss"}
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--model", "alexnet", "--cluster", "p100-4x4"], "unknown model"),
+    (["--model", "dlrm", "--cluster", "tpu"], "unknown cluster"),
+    (["--model", "dlrm"], "required"),
+    (["--model", "dlrm", "--cluster", "p100-4x4", "--algorithm", "nope"], "unknown algorithm"),
+    (["--model", "dlrm", "--cluster", "p100-4x4", "--batch", "0"], "batch"),
+])
+def test_bad_input_exits_2_with_one_sentence(args, msg):
+    r = run(*args)
+    assert r.exit_code == 2 and msg in r.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cluster", PRESETS)
+@pytest.mark.parametrize("model", BUILTIN)
+def test_full_matrix(model, cluster):
+    check(model, cluster, 10)

@@ -1,0 +1,145 @@
+"""The simulator against hand-computed times on small graphs, memory limits and delta simulation."""
+
+import math
+
+import numpy as np
+import pytest
+
+from autotune.runners.simulator import SimulatorRunner
+from autotune.search_spaces.parallel.clusters import Cluster, DeviceSpec
+from autotune.search_spaces.parallel.graph import Builder
+from autotune.search_spaces.parallel.simulator import Simulator
+from autotune.search_spaces.parallel.space import StrategySpace
+from autotune.search_spaces.parallel.strategy import OpConfig, data_parallel, model_parallel
+from autotune.types import Status
+
+PEAK, INTRA, INTER, LAT_I, LAT_N = 1e12, 1e9, 1e8, 1e-6, 1e-5
+
+
+def cluster(nodes=1, per_node=4, memory=1e12, **kw) -> Cluster:
+    dev = DeviceSpec("toy", PEAK, PEAK, memory, math.inf, gemm_efficiency=1.0, launch_s=0.0)
+    return Cluster("toy", nodes, per_node, dev, INTRA, LAT_I, INTER, LAT_N, **kw)
+
+
+def chain(layers=1, b=8, f=16, width=32):
+    g = Builder("chain", b)
+    x = g.input("x", {"b": b, "f": f}, {"b": "sample", "f": None})
+    for i in range(layers):
+        x = g.linear(x, width, f"l{i}")
+    return g.build(state_bytes_per_param=16)
+
+
+def cfg(graph, op, start=0, **degrees):
+    o = graph.ops[graph.index[op]]
+    return OpConfig(tuple(degrees.get(d, 1) for d in o.parallel_dims), start)
+
+
+def test_one_op_forward_backward():
+    g = chain(1)
+    r = Simulator(g, cluster(per_node=1)).simulate([cfg(g, "x"), cfg(g, "l0")])
+    flops = 2 * 8 * 16 * 32
+    assert r.iteration_s == pytest.approx(3 * flops / PEAK)  # forward + backward (2x)
+    weights = 16 * 32 * 16  # parameters x (weight, gradient, 2 Adam moments)
+    acts = (8 * 16 + 8 * 32) * 4
+    assert r.peak_memory == pytest.approx(weights + acts)
+
+
+def test_chain_on_two_devices_pays_two_transfers():
+    g = chain(2, width=16)
+    s = [cfg(g, "x"), cfg(g, "l0", start=0), cfg(g, "l1", start=1)]
+    r = Simulator(g, cluster(per_node=2)).simulate(s)
+    flops = 2 * 8 * 16 * 16
+    transfer = 8 * 16 * 4 / INTRA + LAT_I  # activation forward, its gradient backward
+    assert r.iteration_s == pytest.approx(2 * 3 * flops / PEAK + 2 * transfer)
+    # on one device there is no transfer
+    r1 = Simulator(g, cluster(per_node=2)).simulate([cfg(g, "x"), cfg(g, "l0"), cfg(g, "l1")])
+    assert r1.iteration_s == pytest.approx(2 * 3 * flops / PEAK)
+
+
+def test_data_parallel_ring_allreduce():
+    g = chain(1, b=8, f=64, width=64)
+    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
+    r = Simulator(g, cluster(per_node=4)).simulate(s)
+    flops = 2 * 8 * 64 * 64 / 4
+    wbytes = 64 * 64 * 4
+    ring = 2 * 3 / 4 * wbytes / INTRA + 2 * 3 * LAT_I
+    assert r.iteration_s == pytest.approx(3 * flops / PEAK + ring)
+
+
+def test_data_parallel_across_nodes_takes_the_cheaper_of_ring_and_hierarchical():
+    g = chain(1, b=8, f=64, width=64)
+    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
+    r = Simulator(g, cluster(nodes=2, per_node=2)).simulate(s)
+    wbytes = 64 * 64 * 4
+    flat = 2 * 3 / 4 * wbytes / INTER + 6 * LAT_N
+    hier = 2 * 1 / 2 * wbytes / INTRA + 2 * LAT_I + 2 * 1 / 2 * wbytes / INTER + 2 * LAT_N
+    assert r.iteration_s == pytest.approx(3 * 2 * 8 * 64 * 64 / 4 / PEAK + min(flat, hier))
+
+
+def test_megatron_pair_needs_only_the_output_allreduce():
+    g = chain(2, b=8, f=64, width=64)
+    s = [cfg(g, "x"), cfg(g, "l0", o=2), cfg(g, "l1", i=2)]
+    sim = Simulator(g, cluster(per_node=2))
+    r = sim.simulate(s)
+    flops = 2 * 8 * 64 * 64 / 2
+    out_ar = 2 * 1 / 2 * (8 * 64 * 4) / INTRA + 2 * LAT_I
+    x_to_l0 = 8 * 64 * 4 / INTRA + LAT_I  # the input lives on device 0; device 1 needs a copy
+    # forward: x->l0 copy, l0, l1, all-reduce of l1's partial sums; backward: l1, l0 (its input
+    # gradient all-reduce is skipped: x is data), the gradient of the copy back to x
+    expected = x_to_l0 + flops / PEAK * 2 + out_ar + 2 * flops / PEAK * 2 + x_to_l0
+    assert r.iteration_s == pytest.approx(expected)
+    e = g.edges.index((1, 2, 0))
+    assert sim.dur[sim.X[e]] == 0.0  # l1's input slices are on the devices that produced them
+
+
+def test_memory_capacity_is_a_hard_constraint():
+    g = chain(2, b=8, f=1024, width=1024)
+    need = 2 * 1024 * 1024 * 16
+    runner = SimulatorRunner(g, cluster(per_node=2, memory=need * 0.75))
+    space = runner.space
+    dp = runner.measure(space.task, [space.wrap(data_parallel(g, runner.cluster))])[0]
+    assert dp.status is Status.INVALID and "capacity" in dp.error and dp.meta["peak_memory_bytes"] > need
+    mp = runner.measure(space.task, [space.wrap(model_parallel(g, runner.cluster))])[0]
+    assert mp.status is Status.OK and mp.meta["peak_memory_bytes"] < need * 0.75
+
+
+def test_measured_op_times_and_collectives_override_estimates():
+    g = chain(1, b=8, f=64, width=64)
+    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
+    key = Cluster.op_key("linear", {"a0": 2, "o": 64, "i": 64})
+    cl = cluster(op_times={key: 1e-3, key + "#bwd": 3e-3},
+                 collectives=[("allreduce", 4, 1e3, 1e-4), ("allreduce", 4, 1e5, 1e-2)])
+    r = Simulator(g, cl).simulate(s)
+    wbytes = 64 * 64 * 4  # 16384 bytes: log-log between the two points
+    t_ar = math.exp(math.log(1e-4) + (math.log(wbytes) - math.log(1e3)) / (math.log(1e5) - math.log(1e3))
+                    * (math.log(1e-2) - math.log(1e-4)))
+    assert r.iteration_s == pytest.approx(1e-3 + 3e-3 + t_ar)
+
+
+def test_delta_simulation_matches_a_fresh_simulation():
+    from autotune.search_spaces.parallel.models import get_model
+    from autotune.search_spaces.parallel.clusters import get_cluster
+
+    g, cl = get_model("inception-v3", 32), get_cluster("p100-4x4")
+    space = StrategySpace(g, cl)
+    sim = Simulator(g, cl)
+    rng = np.random.default_rng(0)
+    c = space.initial()
+    sim.simulate(space.strategy(c))
+    for _ in range(15):
+        c = space.neighbor(c, rng)
+        s = space.strategy(c)
+        changed = sum(a != b for a, b in zip(sim.current, s))
+        assert sim.load(s) == changed <= 1
+        fresh = Simulator(g, cl).simulate(s)
+        r = sim.simulate(s)
+        assert r.iteration_s == pytest.approx(fresh.iteration_s)
+        assert np.allclose(r.memory, fresh.memory)
+
+
+def test_timeline_covers_the_iteration():
+    g = chain(2, width=16)
+    sim = Simulator(g, cluster(per_node=2))
+    r = sim.simulate([cfg(g, "x"), cfg(g, "l0"), cfg(g, "l1", start=1)], timeline=True)
+    assert max(e for _, _, e, _ in r.timeline) == pytest.approx(r.iteration_s)
+    assert {res for res, *_ in r.timeline} >= {0, 1}

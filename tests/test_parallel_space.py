@@ -1,0 +1,124 @@
+"""StrategySpace conformance, strategy validity and JSON, models and clusters, search results."""
+
+import json
+
+import numpy as np
+import pytest
+
+from autotune.errors import MissingDependencyError, UsageError
+from autotune.search_spaces.parallel import strategy as st
+from autotune.search_spaces.parallel.clusters import get_cluster
+from autotune.search_spaces.parallel.models import MODELS, get_model
+from autotune.search_spaces.parallel.search import parallelize
+from autotune.search_spaces.parallel.space import StrategySpace
+from autotune.testing.spaces import SpaceConformance
+from autotune.types import Candidate
+
+
+class TestStrategySpace(SpaceConformance):
+    def make_space(self):
+        return StrategySpace(get_model("inception-v3", 16), get_cluster("p100-4x4"))
+
+
+class TestStrategySpaceTransformer(SpaceConformance):
+    samples = 10
+
+    def make_space(self):
+        return StrategySpace(get_model("gpt-350m", 16), get_cluster("dgx-a100-x1"))
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_models_are_consistent(name):
+    g = get_model(name)
+    assert g.ops and g.flops > 0 and g.parameters > 0
+    for p, c, k in g.edges:
+        axes = g.ops[c].inputs[k][1]
+        assert all(a is None or a in g.ops[c].dims for a in axes)
+    for op in g.ops:
+        assert all(r in (None, "sample", "attribute", "parameter", "reduction") for r in op.roles.values())
+        assert set(op.weight) <= set(op.dims) and set(op.out) <= set(op.dims)
+    assert st.Graph.from_json(json.loads(json.dumps(g.to_json()))).flops == pytest.approx(g.flops)
+
+
+def test_known_parameter_counts():
+    assert get_model("resnet101").parameters == pytest.approx(44.5e6, rel=0.02)
+    assert get_model("bert-large").parameters == pytest.approx(335e6, rel=0.03)
+    assert get_model("gpt-1.3b").parameters == pytest.approx(1.32e9, rel=0.03)
+
+
+def test_clusters_presets_and_files(tmp_path):
+    assert get_cluster("p100-4x4").devices == 16 and get_cluster("k80-16x4").devices == 64
+    assert get_cluster("dgx-h100-x3").devices == 24 and get_cluster("p3.16xlarge-x8").devices == 64
+    for bad in ("tpu-v4", "dgx-a100-x0", "p100-4x4-x2"):
+        with pytest.raises(UsageError):
+            get_cluster(bad)
+    spec = get_cluster("dgx-a100-x2").to_json()
+    spec["name"], spec["device"] = "mine", "V100"
+    (tmp_path / "c.json").write_text(json.dumps(spec))
+    c = get_cluster(str(tmp_path / "c.json"))
+    assert c.name == "mine" and c.device.name == "V100" and c.devices == 16
+    yaml = pytest.importorskip("yaml", reason="PyYAML not installed")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
+    assert get_cluster(str(tmp_path / "c.yaml")).devices == 16
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(UsageError):
+        get_cluster(str(tmp_path / "bad.json"))
+
+
+def test_yaml_without_pyyaml_is_a_clear_error(tmp_path, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__",
+                        lambda n, *a, **k: (_ for _ in ()).throw(ImportError(n)) if n == "yaml" else real(n, *a, **k))
+    (tmp_path / "c.yaml").write_text("name: x")
+    with pytest.raises(MissingDependencyError, match="PyYAML"):
+        get_cluster(str(tmp_path / "c.yaml"))
+
+
+def test_strategy_validity_and_json_round_trip():
+    g, cl = get_model("gpt-350m", 16), get_cluster("dgx-a100-x2")
+    for name, fn in st.BASELINES.items():
+        s = fn(g, cl)
+        assert st.check_strategy(g, s, cl.devices) is None, name
+        assert st.from_json(g, json.loads(json.dumps(st.to_json(g, s, cl.devices))), cl.devices) == s
+    op = g.ops[g.index["l0.qkv"]]
+    assert "does not divide" in st.check_config(op, st.OpConfig((1, 1, 7, 1), 0), 16)
+    assert "aligned" in st.check_config(op, st.OpConfig((2, 1, 2, 1), 2), 16)
+    assert "divide 16 devices" in st.check_config(op, st.OpConfig((1, 1, 3, 1), 0), 16)
+    with pytest.raises(UsageError):
+        st.from_json(g, {"ops": {"nope": {}}}, 16)
+    space = StrategySpace(g, cl)
+    assert not space.contains(Candidate({"ops": {"l0.qkv": {"degrees": {"o": 5}}}}))
+
+
+def test_megatron_splits_transformer_ops_inside_a_node():
+    g, cl = get_model("gpt-350m", 16), get_cluster("dgx-a100-x2")
+    s = dict(zip((op.name for op in g.ops), st.megatron(g, cl)))
+    qkv, proj = g.ops[g.index["l0.qkv"]], g.ops[g.index["l0.proj"]]
+    assert dict(zip(qkv.parallel_dims, s["l0.qkv"].degrees)) == {"a0": 2, "a1": 1, "o": 8, "i": 1}
+    assert dict(zip(proj.parallel_dims, s["l0.proj"].degrees)) == {"a0": 2, "o": 1, "i": 8}
+
+
+@pytest.mark.parametrize("algorithm", ["mcmc", "evolutionary", "random"])
+def test_search_is_never_worse_than_any_baseline(algorithm):
+    r = parallelize("mlp-unity", "p100-4x4", 256, algorithm, budget=150, seed=1)
+    valid = [m.cost for m in r.baselines.values() if m.ok]
+    assert r.best.ok and r.best.cost <= min(valid)
+    assert r.simulations >= 150
+    out = r.to_json()
+    assert set(out) >= {"model", "cluster", "devices", "best", "baselines", "search_s", "simulations"}
+    assert set(out["best"]) >= {"iteration_s", "peak_memory_bytes", "strategy"}
+
+
+def test_mcmc_improves_on_data_parallel_where_it_is_poor():
+    r = parallelize("dlrm", "p100-4x4", 4096, "mcmc", budget=300, seed=0)
+    assert r.best.cost < 0.5 * r.baselines["data-parallel"].cost
+    best = r.space.candidate(r.best.candidate.payload)
+    assert best.key == r.best.candidate.key and r.space.contains(best)
+
+
+def test_features_distinguish_strategies():
+    space = StrategySpace(get_model("mlp-unity", 64), get_cluster("p100-4x4"))
+    X = space.features([space.initial(), space.wrap(st.model_parallel(space.graph, space.cluster))])
+    assert X.shape == (2, space.features([space.initial()]).shape[1]) and not np.allclose(X[0], X[1])
