@@ -16,6 +16,7 @@ ALGORITHMS: dict[str, str] = {
     "grid": "autotune.algorithms.grid:GridSearch",
     "mcmc": "autotune.algorithms.mcmc:MCMC",
     "evolutionary": "autotune.algorithms.evolutionary:Evolutionary",
+    "backtracking": "autotune.algorithms.backtracking:Backtracking",
 }
 
 COST_MODELS: dict[str, str] = {

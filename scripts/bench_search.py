@@ -69,9 +69,24 @@ class Tracker:
         return True
 
 
+MODEL_OPTIONS: dict = {}
+GUIDED_OPTIONS: dict = {}
+
+
+def _parse_options(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        k, _, v = item.partition("=")
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
 def make(name: str, space_size: int):
     if name.endswith("+xgb"):
-        return make_guided(name[: -len("+xgb")], "xgb")
+        return make_guided(name[: -len("+xgb")], "xgb", cost_model_options=MODEL_OPTIONS, **GUIDED_OPTIONS)
     return make_algorithm(name)
 
 
@@ -134,7 +149,11 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=int, default=1000)
     ap.add_argument("--algorithms", nargs="+", default=None, help="names (default: ours with and without +xgb, and the peers)")
     ap.add_argument("--json", default=None, help="write the results as JSON here")
+    ap.add_argument("--model-option", nargs="*", default=[], help="KEY=VALUE options of the xgb model (experiments)")
+    ap.add_argument("--guided-option", nargs="*", default=[], help="KEY=VALUE options of ModelGuided (experiments)")
     args = ap.parse_args(argv)
+    MODEL_OPTIONS.update(_parse_options(args.model_option))
+    GUIDED_OPTIONS.update(_parse_options(args.guided_option))
     caches = args.cache or sorted(glob.glob(DEFAULT_CACHES))
     names = args.algorithms or (OURS + [f"{a}+xgb" for a in OURS if a != "random"] + ["optuna-tpe-direct"]
                                 + [f"kt:{s}" for s in ("genetic_algorithm", "simulated_annealing", "dual_annealing",

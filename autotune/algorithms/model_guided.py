@@ -13,8 +13,9 @@ Each ``ask(n)``:
    (the epsilon share, carried over between batches so small batches get their share too).
 
 After every retrain the model's quality (Spearman and top-k recall of a model trained on a
-random 80% of the measurements, on the other 20%) is in ``last_metrics`` and, with the
-serialised model, passed to ``on_retrain(metrics, model_bytes)`` when set. ``state_dict``
+random 80% of the measurements, on the other 20%; recomputed every ``quality_every``
+retrains since it costs a second fit) is in ``last_metrics`` and, with the serialised model,
+passed to ``on_retrain(metrics, model_bytes)`` when set. ``state_dict``
 holds the rng, the epsilon carry, the pending proposals, the number of results the model was
 last trained on, and the last inner state; ``load_state_dict`` retrains the model from the
 history given to ``bind`` (its first ``trained_on`` results), so a resumed campaign has its
@@ -46,6 +47,7 @@ class ModelGuided(SearchAlgorithm):
         "inner_batch": Option(32, "candidates the inner search proposes per simulated step"),
         "score_all": Option(50000, "spaces with at most this many points are scored exhaustively"),
         "holdout": Option(0.2, "share of measurements held out to compute the model quality (0: none)"),
+        "quality_every": Option(4, "compute the held-out quality every this many retrains (it costs a second fit)"),
     }
 
     def __init__(self, inner: SearchAlgorithm, cost_model: CostModel, **kwargs):
@@ -64,6 +66,7 @@ class ModelGuided(SearchAlgorithm):
         self.seen: set[str] = set()
         self.pending: list[str] = []
         self.trained_on = 0
+        self.retrains = 0
         self.carry = 0.0
         self.inner_state: dict | None = None
         self._all: list[Candidate] | None = None
@@ -83,7 +86,9 @@ class ModelGuided(SearchAlgorithm):
         metrics = {"n_train": int(upto)}
         frac = float(self.config["holdout"])
         n_hold = int(upto * frac)
-        if n_hold >= 5 and upto - n_hold >= 5:
+        self.retrains += 1
+        due = (self.retrains - 1) % max(1, int(self.config["quality_every"])) == 0
+        if due and n_hold >= 5 and upto - n_hold >= 5:
             perm = np.random.default_rng(upto).permutation(upto)  # own rng: the search rng is untouched
             hold, train = perm[:n_hold], perm[n_hold:]
             probe = type(self.cost_model).load(self.cost_model.save()).fit(X[train], y[train])
@@ -96,7 +101,10 @@ class ModelGuided(SearchAlgorithm):
             s = self.cost_model.predict(X[ok])
             a, b = np.polyfit(s, np.log(y[ok]), 1) if np.ptp(s) > 0 else (0.0, 0.0)
             self._calib = (a, b) if a < 0 else (-1.0, float(np.log(np.min(y[ok]))) + float(np.max(s)))
-        self.last_metrics = metrics
+        if len(metrics) > 1 or self.last_metrics is None:
+            self.last_metrics = metrics
+        else:
+            self.last_metrics = {**self.last_metrics, "n_train": int(upto)}
         if self.on_retrain is not None:
             self.on_retrain(metrics, self.cost_model.save())
 
@@ -194,6 +202,7 @@ class ModelGuided(SearchAlgorithm):
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "pending": list(self.pending), "trained_on": self.trained_on,
+                "retrains": self.retrains,
                 "carry": self.carry, "inner": self.inner_state, "metrics": self.last_metrics}
 
     def load_state_dict(self, state: dict) -> None:
@@ -203,6 +212,7 @@ class ModelGuided(SearchAlgorithm):
         self.carry = float(state.get("carry", 0.0))
         self.inner_state = state.get("inner")
         upto = min(int(state.get("trained_on", 0)), len(self.history))
+        self.retrains = max(0, int(state.get("retrains", 0)) - 1)
         if upto > 0:
             self._train(upto)
 

@@ -1,0 +1,97 @@
+import json
+import math
+
+import numpy as np
+import pytest
+
+from autotune.algorithms.model_guided import ModelGuided, make_guided
+from autotune.cost_models.xgb import XGBCostModel
+from autotune.testing.algorithms import AlgorithmConformance
+from autotune.testing.fakes import FakeRunner, small_knob_space
+
+
+class TestGuidedMCMC(AlgorithmConformance):
+    def make_algorithm(self):
+        return make_guided("mcmc", init=6, retrain_every=4, cost_model_options={"min_samples": 4, "rounds": 10})
+
+
+class TestGuidedEvolutionarySearchingTheModel(AlgorithmConformance):
+    """score_all=0 forces the inner search against the model (the path used by large spaces)."""
+
+    def make_algorithm(self):
+        return make_guided("evolutionary", init=6, retrain_every=4, score_all=0, pool=64, population=8,
+                           cost_model_options={"min_samples": 4, "rounds": 10})
+
+
+class TestGuidedBacktracking(AlgorithmConformance):
+    def make_algorithm(self):
+        return make_guided("backtracking", init=6, retrain_every=4, score_all=0, pool=64,
+                           cost_model_options={"min_samples": 4, "rounds": 10})
+
+
+def run(algo, space, runner, steps, seed=0, batch=4):
+    algo.bind(space, np.random.default_rng(seed), [])
+    results = []
+    for _ in range(steps):
+        b = algo.ask(batch)
+        if not b:
+            break
+        r = runner.measure(space.task, b)
+        algo.tell(r)
+        results.extend(r)
+    return results
+
+
+@pytest.mark.parametrize("score_all", [100_000, 0])
+def test_guided_search_finds_the_optimum_quickly(score_all):
+    space = small_knob_space()
+    runner = FakeRunner(space)
+    algo = make_guided("evolutionary", init=8, retrain_every=4, score_all=score_all, pool=200, epsilon=0.0,
+                       cost_model_options={"min_samples": 4, "rounds": 20})
+    results = run(algo, space, runner, steps=6)
+    optimum = min(runner.cost(c) for c in space.enumerate())
+    assert min(m.objective for m in results) <= optimum * 1.000001
+    assert len({m.candidate.key for m in results}) == len(results)
+
+
+def test_on_retrain_gets_metrics_and_model_bytes():
+    space = small_knob_space()
+    calls = []
+    algo = make_guided("mcmc", init=8, retrain_every=4, quality_every=1,
+                       cost_model_options={"min_samples": 4, "rounds": 10})
+    algo.on_retrain = lambda metrics, blob: calls.append((metrics, blob))
+    run(algo, space, FakeRunner(space), steps=8)
+    assert len(calls) >= 3
+    metrics, blob = calls[-1]
+    assert metrics["n_train"] >= 24 and metrics["spearman"] is not None and 0 <= metrics["top_k_recall"] <= 1
+    assert np.isfinite(XGBCostModel.load(blob).predict(space.features([space.initial()]))).all()
+    assert algo.last_metrics == metrics
+
+
+def test_epsilon_share_is_random_and_carried():
+    space = small_knob_space()
+    algo = make_guided("mcmc", init=8, epsilon=0.25, cost_model_options={"min_samples": 4, "rounds": 5})
+    run(algo, space, FakeRunner(space), steps=2)
+    chosen = []
+    for _ in range(2):
+        before = set(algo.predicted)
+        b = algo.ask(2)
+        chosen.append(sum(c.key not in before and c.key in algo.predicted for c in b))
+        algo.tell(FakeRunner(space).measure(space.task, b))
+    assert sorted(chosen) == [1, 2]  # 0.25 * 2 = 0.5 random per batch: one in the two batches
+
+
+def test_state_includes_inner_state_and_is_json():
+    space = small_knob_space()
+    algo = make_guided("mcmc", init=4, score_all=0, pool=32, cost_model_options={"min_samples": 4, "rounds": 5})
+    run(algo, space, FakeRunner(space), steps=3)
+    state = json.loads(json.dumps(algo.state_dict()))
+    assert state["trained_on"] >= 4 and state["inner"]["temperature"] > 0
+    assert algo.name == "mcmc+xgb"
+    assert isinstance(algo, ModelGuided)
+
+
+def test_options_are_split_between_wrapper_and_inner():
+    algo = make_guided("mcmc", t0=0.5, epsilon=0.2)
+    assert algo.config["epsilon"] == 0.2 and algo.inner.config["t0"] == 0.5
+    assert not math.isnan(algo.config["init"])

@@ -1,0 +1,74 @@
+import json
+import math
+
+import numpy as np
+import pytest
+
+from autotune.cost_models.features import log_cost, throughput
+from autotune.cost_models.metrics import quality, spearman, top_k_recall
+from autotune.cost_models.xgb import XGBCostModel
+from autotune.registry import cost_model_class
+
+
+def data(n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 4))
+    y = 1e-3 * (1 + 5 * (X[:, 0] - 0.3) ** 2 + 2 * X[:, 1])
+    y[rng.random(n) < 0.05] = math.inf
+    return X, y
+
+
+def test_registered():
+    assert cost_model_class("xgb") is XGBCostModel
+
+
+@pytest.mark.parametrize("objective", ["rank", "reg"])
+def test_learns_a_ranking(objective):
+    X, y = data()
+    model = XGBCostModel(objective=objective).fit(X[:150], y[:150])
+    q = model.quality(X[150:], y[150:])
+    assert q["spearman"] > 0.8
+    assert q["n"] == 50
+
+
+def test_random_scores_below_min_samples():
+    X, y = data(20)
+    model = XGBCostModel(min_samples=50).fit(X, y)
+    assert not model.trained
+    s1, s2 = model.predict(X), model.predict(X)
+    assert s1.shape == (20,) and not np.allclose(s1, s2)
+
+
+@pytest.mark.parametrize("objective", ["rank", "reg"])
+def test_save_load_round_trip_without_pickle(objective):
+    X, y = data()
+    model = XGBCostModel(objective=objective, rounds=10).fit(X, y)
+    blob = model.save()
+    assert isinstance(blob, bytes)
+    doc = json.loads(blob)  # xgboost's own JSON document
+    assert "learner" in doc
+    loaded = XGBCostModel.load(blob)
+    assert loaded.options["objective"] == objective and loaded.n_train == 200
+    np.testing.assert_allclose(loaded.predict(X), model.predict(X), rtol=1e-6)
+    untrained = XGBCostModel.load(XGBCostModel(min_samples=999).save())
+    assert not untrained.trained
+
+
+def test_groups_normalise_per_task():
+    y = np.array([1.0, 2.0, math.inf, 10.0, 40.0])
+    g = np.array([0, 0, 0, 1, 1])
+    np.testing.assert_allclose(throughput(y, g), [1.0, 0.5, 0.0, 1.0, 0.25])
+    lc = log_cost(y, g)
+    assert lc[0] == 0 and lc[3] == 0 and lc[2] > lc[1]
+    X = np.array([[0.0], [1.0], [2.0], [0.0], [1.0]])
+    XGBCostModel(min_samples=2, rounds=3).fit(X, y, groups=g)  # ranking with query groups runs
+
+
+def test_metrics():
+    costs = np.array([1.0, 2.0, 3.0, 4.0, math.inf])
+    assert spearman(costs, -costs.clip(max=9)) == pytest.approx(1.0)
+    assert spearman(costs, costs.clip(max=9)) == pytest.approx(-1.0)
+    assert top_k_recall(costs, np.array([5, 4, 0, 0, 0.0]), k=2) == 1.0
+    assert top_k_recall(costs, np.array([0, 0, 5, 4, 3.0]), k=2) == 0.0
+    q = quality(costs, np.array([5, 4, 3, 2, 1.0]), k=2)
+    assert q == {"spearman": 1.0, "top_k_recall": 1.0, "k": 2, "n": 5}
