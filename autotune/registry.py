@@ -17,6 +17,9 @@ ALGORITHMS: dict[str, str] = {
     "mcmc": "autotune.algorithms.mcmc:MCMC",
     "evolutionary": "autotune.algorithms.evolutionary:Evolutionary",
     "backtracking": "autotune.algorithms.backtracking:Backtracking",
+    "optuna-tpe": "autotune.algorithms.optuna_samplers:OptunaTPE",
+    "optuna-cmaes": "autotune.algorithms.optuna_samplers:OptunaCmaEs",
+    "optuna-gp": "autotune.algorithms.optuna_samplers:OptunaGP",
 }
 
 COST_MODELS: dict[str, str] = {
