@@ -33,7 +33,7 @@ class CampaignResult:
     task: Task
     device: Device
     status: str  # finished, exhausted, time-budget, simulated-budget
-    trials: int  # measurements made by this campaign (all runs)
+    trials: int  # measurements made by this campaign (all runs and workers)
     evaluations: int  # measurements plus look-ups of known trials
     errors: int
     best: Measurement | None
@@ -148,9 +148,10 @@ class Campaign:
                 results = self.runner.measure(task, new) if new else []
                 reused = [known[c.key] for c in asked if c.key in known]
                 self.algorithm.tell(results + reused)
-                self.db.record_batch(tid, did, cid, results, reused, state=self.algorithm.state_dict(), worker=worker)
+                # the budget is the campaign's, shared by every worker running it
+                _, measured = self.db.record_batch(tid, did, cid, results, reused, state=self.algorithm.state_dict(),
+                                                   worker=worker)
                 stalled = 0 if results else stalled + 1
-                measured += len(results)
                 evaluations += len(asked)
                 errors += sum(1 for m in results if not m.ok)
                 simulated += sum(m.simulated_s for m in results)

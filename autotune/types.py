@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.errors import UsageError
+
 
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no whitespace: equal values give equal text."""
@@ -39,7 +41,7 @@ class Status(str, enum.Enum):
             return cls(text.upper())
         except ValueError:
             valid = ", ".join(s.value for s in cls)
-            raise ValueError(f"unknown status {text!r}; valid: {valid}") from None
+            raise UsageError(f"unknown status {text!r}; valid: {valid}") from None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import os
 import socket
 from collections.abc import Iterable, Iterator
 
-from sqlalchemy import create_engine, event, func, select
+from sqlalchemy import create_engine, event, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine, make_url
@@ -188,60 +188,60 @@ class Database:
         """Known measurements of these candidate keys on this task and device."""
         keys = list(dict.fromkeys(keys))
         out: dict[str, Measurement] = {}
-        with self.session() as s:
+        table = TrialRow.__table__
+        with self.engine.connect() as conn:
             for i in range(0, len(keys), CHUNK):
-                rows = s.scalars(
-                    select(TrialRow).where(
-                        TrialRow.task_id == task_id, TrialRow.device_id == device_id,
-                        TrialRow.candidate_key.in_(keys[i:i + CHUNK]),
-                    )
-                ).all()
+                rows = conn.execute(select(table).where(
+                    table.c.task_id == task_id, table.c.device_id == device_id,
+                    table.c.candidate_key.in_(keys[i:i + CHUNK]))).all()
                 out.update((r.candidate_key, row_to_measurement(r)) for r in rows)
         return out
 
     def record_batch(
         self, task_id: int, device_id: int, campaign_id: int | None, measured: list[Measurement],
         reused: list[Measurement] = (), state: dict | None = None, worker: str | None = None,
-    ) -> int:
+    ) -> tuple[int, int]:
         """Store one batch in one transaction: new trials, the campaign's links to every evaluation
-        in order, and the algorithm state. Returns how many trials were new."""
+        in order, and the algorithm state. Returns (trials that were new, trials the campaign has
+        now, counting every worker's)."""
         worker = worker or worker_id()
         with self.session() as s:
             inserted = self._insert_trials(s, task_id, device_id, campaign_id, measured, worker)
-            if campaign_id is not None:
-                order = [(m.candidate.key, False) for m in measured] + [(m.candidate.key, True) for m in reused]
-                if order:
-                    ids = self.trial_ids(s, task_id, device_id, [k for k, _ in order])
-                    kept = [(ids[k], r) for k, r in order if k in ids]
-                    self.link(s, campaign_id, [t for t, _ in kept], [r for _, r in kept])
-                if state is not None:
-                    row = s.get(AlgorithmStateRow, campaign_id)
-                    if row is None:
-                        s.add(AlgorithmStateRow(campaign_id=campaign_id, state=state, updated=utcnow()))
-                    else:
-                        row.state, row.updated = state, utcnow()
-                camp = s.get(CampaignRow, campaign_id)
-                camp.updated = utcnow()
-        return inserted
+            if campaign_id is None:
+                return inserted, 0
+            order = [(m.candidate.key, False) for m in measured] + [(m.candidate.key, True) for m in reused]
+            if order:
+                ids = self.trial_ids(s, task_id, device_id, [k for k, _ in order])
+                kept = [(ids[k], r) for k, r in order if k in ids]
+                self.link(s, campaign_id, [t for t, _ in kept], [r for _, r in kept])
+            now = utcnow()
+            if state is not None:
+                states = AlgorithmStateRow.__table__
+                s.execute(self._insert(states).values(campaign_id=campaign_id, state=state, updated=now)
+                          .on_conflict_do_update(index_elements=["campaign_id"], set_={"state": state, "updated": now}))
+            s.execute(update(CampaignRow.__table__).where(CampaignRow.__table__.c.id == campaign_id).values(updated=now))
+            total = s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
+        return inserted, total
 
     def _insert_trials(self, s: Session, task_id, device_id, campaign_id, measured, worker) -> int:
         return self.insert_rows(s, [measurement_row(m, task_id, device_id, campaign_id, worker) for m in measured])
 
     def insert_rows(self, s: Session, rows: list[dict]) -> int:
         """Insert trial rows, skipping any (task, device, candidate) already stored; returns how many were new."""
-        inserted = 0
-        for i in range(0, len(rows), CHUNK):
-            res = s.execute(self._insert(TrialRow).values(rows[i:i + CHUNK]).on_conflict_do_nothing(
-                index_elements=["task_id", "device_id", "candidate_key"]).returning(TrialRow.id))
-            inserted += len(res.all())
-        return inserted
+        if not rows:
+            return 0
+        # one compiled statement, executed many times (SQLAlchemy batches it as insertmanyvalues)
+        table = TrialRow.__table__
+        stmt = self._insert(table).on_conflict_do_nothing(
+            index_elements=["task_id", "device_id", "candidate_key"]).returning(table.c.id)
+        return len(s.execute(stmt, rows).all())
 
     def link(self, s: Session, campaign_id: int, trial_ids: list[int], reused: list[bool]) -> None:
         """Append evaluations to a campaign's ordered history (each trial at most once)."""
         links = [{"campaign_id": campaign_id, "trial_id": t, "reused": r} for t, r in zip(trial_ids, reused)]
-        for i in range(0, len(links), CHUNK):
-            s.execute(self._insert(CampaignTrialRow).values(links[i:i + CHUNK]).on_conflict_do_nothing(
-                index_elements=["campaign_id", "trial_id"]))
+        if links:
+            table = CampaignTrialRow.__table__
+            s.execute(self._insert(table).on_conflict_do_nothing(index_elements=["campaign_id", "trial_id"]), links)
 
     def trial_ids(self, s: Session, task_id: int, device_id: int, keys: list[str]) -> dict[str, int]:
         ids: dict[str, int] = {}
@@ -257,7 +257,12 @@ class Database:
     def add_trials(self, task: Task, device: Device, measured: list[Measurement], campaign_id: int | None = None,
                    worker: str | None = None) -> int:
         """Store measurements outside any campaign loop (imports, op costs). Returns how many were new."""
-        return self.record_batch(self.task_id(task), self.device_id(device), campaign_id, measured, worker=worker)
+        return self.record_batch(self.task_id(task), self.device_id(device), campaign_id, measured, worker=worker)[0]
+
+    def campaign_trial_count(self, campaign_id: int) -> int:
+        """Trials measured by a campaign, by every worker that runs it."""
+        with self.session() as s:
+            return s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
 
     def count_trials(self) -> int:
         with self.session() as s:

@@ -1,0 +1,69 @@
+"""Engine overhead: wall time per trial of a replay campaign spent outside the runner
+(ask + database look-up + store + tell), and bulk-import throughput, on SQLite.
+
+    python scripts/bench_engine.py --cache ../shared/datasets/replay/gemm/RTX_3090.json.gz --trials 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from autotune.campaign import Campaign
+from autotune.db import open_database
+from autotune.db.logs import import_kt
+from autotune.runners.replay import ReplayRunner
+from autotune.search_spaces.replay import ReplaySpace
+
+DEFAULT_CACHE = Path(__file__).resolve().parents[1].parent / "shared/datasets/replay/gemm/RTX_3090.json.gz"
+
+
+class TimedReplay(ReplayRunner):
+    """Replay runner that keeps the time spent answering, to subtract it from the campaign's wall time."""
+
+    spent = 0.0
+
+    def measure(self, task, candidates):
+        t0 = time.perf_counter()
+        out = super().measure(task, candidates)
+        self.spent += time.perf_counter() - t0
+        return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cache", default=str(DEFAULT_CACHE), help="Kernel Tuner cache (needs at least --trials points)")
+    ap.add_argument("--trials", type=int, default=5000)
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--algorithm", default="random")
+    ap.add_argument("--json", help="write the figures to this JSON file")
+    args = ap.parse_args()
+    space = ReplaySpace(args.cache)
+    results = {"cache": args.cache, "trials": args.trials, "algorithm": args.algorithm, "campaign": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for batch in args.batches:
+            db = open_database(f"sqlite:///{tmp}/engine-{batch}.db")
+            runner = TimedReplay(space.cache)
+            t0 = time.perf_counter()
+            res = Campaign("bench", space, args.algorithm, runner, db, trials=args.trials, batch=batch).run()
+            wall = time.perf_counter() - t0
+            per_trial_ms = (wall - runner.spent) / res.trials * 1e3
+            results["campaign"][str(batch)] = {"trials": res.trials, "wall_s": wall, "runner_s": runner.spent,
+                                               "engine_ms_per_trial": per_trial_ms}
+            print(f"batch {batch:3d}: {res.trials} trials in {wall:.2f} s, engine {per_trial_ms:.3f} ms/trial "
+                  f"(runner {runner.spent:.2f} s)")
+        db = open_database(f"sqlite:///{tmp}/import.db")
+        t0 = time.perf_counter()
+        _, _, n, added = import_kt(db, args.cache)
+        dt = time.perf_counter() - t0
+        results["import"] = {"trials": n, "seconds": dt, "trials_per_s": n / dt}
+        print(f"import-kt: {n} trials in {dt:.2f} s = {n / dt:,.0f} trials/s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+
+from autotune.campaign import Campaign
+from autotune.db import open_database, queries
+from autotune.db.models import CampaignTrialRow, TrialRow
+from autotune.errors import UsageError
+from autotune.registry import make_algorithm
+from autotune.runners.replay import ReplayRunner
+from autotune.search_spaces.replay import ReplaySpace
+from autotune.testing.fakes import FakeRunner, small_knob_space
+
+EXAMPLE = "example:pnpoly-rtx3090"
+
+
+@pytest.fixture(scope="module")
+def replay():
+    space = ReplaySpace(EXAMPLE)
+    return space, ReplayRunner(space.cache)
+
+
+def _keys(db, campaign):
+    camp = db.campaign(campaign)
+    with db.session() as s:
+        return s.scalars(select(TrialRow.candidate_key).where(TrialRow.campaign_id == camp.id).order_by(TrialRow.id)).all()
+
+
+def test_campaign_runs_to_budget_and_tracks_the_best(db_url, replay):
+    space, runner = replay
+    db = open_database(db_url)
+    res = Campaign("c", space, "random", runner, db, trials=50, batch=7, seed=1).run()
+    assert res.trials == 50 and res.status == "finished"
+    df = queries.trials(db, campaign="c")
+    assert len(df) == 50 and df["candidate_key"].is_unique
+    assert res.best.cost == pytest.approx(df["cost"].min())
+    assert res.simulated_s == pytest.approx(df["simulated_s"].sum())
+    conv = queries.convergence(db, "c")
+    assert conv["best_so_far"].is_monotonic_decreasing and conv["best_so_far"].iloc[-1] == pytest.approx(res.best.cost)
+
+
+def test_resume_continues_the_same_search(sqlite_url, replay, tmp_path):
+    space, runner = replay
+    db = open_database(sqlite_url)
+    Campaign("r", space, "random", runner, db, trials=30, seed=5).run()
+    res = Campaign("r", space, "random", runner, db, trials=70, seed=5).run()
+    assert res.resumed and res.trials == 70
+    ref = open_database(f"sqlite:///{tmp_path / 'ref.db'}")
+    Campaign("r", space, "random", runner, ref, trials=70, seed=5).run()
+    assert _keys(db, "r") == _keys(ref, "r")
+
+
+def test_known_trials_are_reused_not_measured_again(sqlite_url, replay):
+    space, runner = replay
+    db = open_database(sqlite_url)
+    Campaign("first", space, "random", runner, db, trials=40, seed=9).run()
+    res = Campaign("second", space, "random", runner, db, trials=40, seed=9).run()  # same seed: same proposals
+    assert res.evaluations - res.trials == 40  # the first 40 came from the database
+    assert db.count_trials() == 80
+    conv = queries.convergence(db, "second")
+    assert conv["reused"].sum() == 40 and len(conv) == 80
+
+
+def test_finite_space_is_exhausted(sqlite_url):
+    space = small_knob_space()
+    db = open_database(sqlite_url)
+    res = Campaign("g", space, "grid", FakeRunner(space), db, batch=5).run()
+    assert res.status == "exhausted" and res.trials == space.size() == 57
+    again = Campaign("g", space, "grid", FakeRunner(space), db, batch=5).run()
+    assert again.trials == 57 and again.status == "exhausted"
+
+
+def test_bad_budgets_and_mismatched_resume_are_usage_errors(sqlite_url, replay):
+    space, runner = replay
+    db = open_database(sqlite_url)
+    for bad in ({"trials": 0}, {"trials": -3}, {"time_budget": 0.0}, {"batch": 0}):
+        with pytest.raises(UsageError, match="positive"):
+            Campaign("x", space, "random", runner, db, **bad)
+    with pytest.raises(UsageError, match="unknown algorithm 'nope'; valid: .*grid.*random"):
+        Campaign("x", space, "nope", runner, db, trials=3)
+    other = small_knob_space()
+    Campaign("y", other, "random", FakeRunner(other), db, trials=3).run()
+    with pytest.raises(UsageError, match="already exists for another task"):
+        Campaign("y", space, "random", runner, db, trials=3).run()
+    assert [c for c in queries.campaigns(db)["campaign"]] == ["y"]
+
+
+def test_time_budget_stops_the_run(sqlite_url, replay):
+    space, runner = replay
+    res = Campaign("t", space, "random", runner, open_database(sqlite_url), time_budget=0.05, batch=1).run()
+    assert res.status == "time-budget" and 0 < res.trials < space.size()
+
+
+def test_simulated_budget(sqlite_url, replay):
+    space, runner = replay
+    res = Campaign("s", space, "random", runner, open_database(sqlite_url), simulated_budget=10.0, batch=1).run()
+    assert res.status == "simulated-budget" and 10.0 <= res.simulated_s < 12.0
+
+
+def _race(url, barrier):
+    space = ReplaySpace(EXAMPLE)
+    db = open_database(url)
+    barrier.wait()
+    Campaign("race", space, "random", ReplayRunner(space.cache), db, trials=300, batch=4, seed=2).run()
+
+
+def test_two_processes_on_one_campaign_write_no_duplicates(db_url):
+    open_database(db_url).close()
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_race, args=(db_url, barrier)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    db = open_database(db_url)
+    with db.session() as s:
+        keys = s.scalars(select(TrialRow.candidate_key)).all()
+        links = s.scalar(select(func.count(CampaignTrialRow.id)))
+    # the budget is shared: at most one batch per worker beyond it, and never a trial twice
+    assert len(keys) == len(set(keys)) == links and 300 <= len(keys) <= 300 + 4
+
+
+KILL_SCRIPT = """
+import sys, time
+from autotune.campaign import Campaign
+from autotune.db import open_database
+from autotune.runners.replay import ReplayRunner
+from autotune.search_spaces.replay import ReplaySpace
+
+class SlowReplay(ReplayRunner):
+    def measure(self, task, cands):
+        time.sleep(0.02)
+        return super().measure(task, cands)
+
+space = ReplaySpace("example:pnpoly-rtx3090")
+Campaign("k", space, sys.argv[2], SlowReplay(space.cache), open_database(sys.argv[1]), trials=400, batch=3, seed=11).run()
+"""
+
+
+@pytest.mark.parametrize("algorithm", ["random", "grid"])
+def test_sigkill_then_resume_loses_nothing_and_measures_nothing_twice(tmp_path, replay, algorithm):
+    space, runner = replay
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    db = open_database(url)
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, url, algorithm])
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if db.count_trials() >= 60:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    committed = _keys(db, "k")
+    assert 60 <= len(committed) < 400
+    Campaign("k", space, algorithm, runner, db, trials=400, batch=3, seed=11).run()
+    after = _keys(db, "k")
+    assert after[: len(committed)] == committed and len(after) == len(set(after)) == 400
+    ref = open_database(f"sqlite:///{tmp_path / 'ref.db'}")
+    Campaign("k", space, algorithm, runner, ref, trials=400, batch=3, seed=11).run()
+    assert sorted(after) == sorted(_keys(ref, "k"))
+
+
+def test_random_search_matches_the_order_statistics_formula(replay):
+    """Mean evaluations until within 5% of the optimum = (N+1)/(K+1) for sampling without replacement."""
+    space, runner = replay
+    ms = runner.measure(space.task, list(space.enumerate()))
+    costs = np.array([m.objective for m in ms])
+    best = costs.min()
+    n, k = len(costs), int((costs <= 1.05 * best).sum())
+    good = {m.candidate.key for m, c in zip(ms, costs) if c <= 1.05 * best}
+    hits = []
+    for seed in range(300):
+        algo = make_algorithm("random").bind(space, np.random.default_rng(seed), [])
+        i = 0
+        while True:
+            batch = algo.ask(64)
+            found = [j for j, c in enumerate(batch) if c.key in good]
+            if found:
+                hits.append(i + found[0] + 1)
+                break
+            i += len(batch)
+    expected = (n + 1) / (k + 1)
+    assert np.mean(hits) == pytest.approx(expected, rel=0.2)

@@ -1,0 +1,102 @@
+import gzip
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from autotune.cli.main import app
+from autotune.db import open_database, queries
+
+runner = CliRunner()
+EXAMPLE = "example:pnpoly-rtx3090"
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture
+def url(tmp_path):
+    return f"sqlite:///{tmp_path / 'cli.db'}"
+
+
+def test_tune_replay_json_and_queries(url, tmp_path):
+    r = run("tune", "replay", "--cache", EXAMPLE, "--trials", 60, "--db", url, "--json", "--no-progress")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert set(out) >= {"campaign", "task", "device", "trials", "best_cost", "best_config", "simulated_s", "wall_s"}
+    assert out["trials"] == 60 and out["device"] == "NVIDIA GeForce RTX 3090" and out["simulated_s"] > 0
+    r = run("trials", "--top", 5, "--format", "json", "--db", url)
+    top = json.loads(r.stdout)
+    assert len(top) == 5 and top[0]["cost"] == pytest.approx(out["best_cost"]) and top[0]["config"] == out["best_config"]
+    assert [t["cost"] for t in top] == sorted(t["cost"] for t in top)
+    r = run("trials", "--top", 5, "--db", url)
+    assert r.exit_code == 0 and "OK" in r.stdout
+    r = run("campaigns", "--format", "csv", "--db", url)
+    assert out["campaign"] in r.stdout
+    r = run("best", "--db", url, "--format", "json")
+    assert json.loads(r.stdout)[0]["config"] == out["best_config"]
+    r = run("plot", "convergence", "--campaign", out["campaign"], "-o", tmp_path / "c.png", "--db", url)
+    assert r.exit_code == 0 and (tmp_path / "c.png").stat().st_size > 1000
+    r = run("tune", "replay", "--cache", EXAMPLE, "--trials", 80, "--db", url, "--json", "--no-progress")
+    assert json.loads(r.stdout.strip().splitlines()[-1])["trials"] == 80  # same name: resumed
+
+
+def test_export_import_round_trip(url, tmp_path):
+    run("import-kt", EXAMPLE, "--db", url)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert run("export", "-o", a, "--status", "OK", "--db", url).exit_code == 0
+    other = f"sqlite:///{tmp_path / 'o.db'}"
+    r = run("import", a, "--db", other)
+    assert r.exit_code == 0 and "3774 new" in r.stdout
+    run("export", "-o", b, "--db", other)
+    assert a.read_text() == b.read_text()
+
+
+def _bad_cache(tmp_path):
+    p = tmp_path / "bad.json.gz"
+    with gzip.open(p, "wt") as f:
+        f.write("{not json")
+    return p
+
+
+def _wrong_cache(tmp_path):
+    p = tmp_path / "wrong.json"
+    p.write_text(json.dumps({"cache": {}}))
+    return p
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["tune", "replay", "--cache", "missing.json"], "does not exist"),
+    (["tune", "replay", "--cache", "example:nope"], "unknown example cache"),
+    (["tune", "replay", "--cache", "BAD"], "not readable JSON"),
+    (["tune", "replay", "--cache", "WRONG"], "not a Kernel Tuner cache"),
+    (["tune", "replay", "--cache", EXAMPLE, "--algorithm", "nope"], "unknown algorithm 'nope'; valid:"),
+    (["tune", "replay", "--cache", EXAMPLE, "--trials", "0"], "must be a positive number"),
+    (["tune", "replay", "--cache", EXAMPLE, "--time-budget", "-1"], "must be a positive number"),
+    (["tune", "replay", "--cache", EXAMPLE, "--db", "mysql://x/y"], "unsupported backend"),
+    (["tune", "replay", "--cache", EXAMPLE, "--db", "garbage"], "malformed"),
+    (["tune", "replay", "--cache", EXAMPLE, "--db", "postgresql+psycopg://x@127.0.0.1:1/y"], "cannot open database"),
+    (["trials", "--campaign", "nope"], "unknown campaign 'nope'"),
+    (["trials", "--status", "weird"], "unknown status"),
+    (["plot", "convergence", "--campaign", "nope", "-o", "x.png"], "unknown campaign"),
+    (["import", "missing.jsonl"], "does not exist"),
+])
+def test_bad_input_exits_2_with_one_sentence_and_no_campaign(args, needle, url, tmp_path):
+    args = [str(_bad_cache(tmp_path)) if a == "BAD" else str(_wrong_cache(tmp_path)) if a == "WRONG" else a for a in args]
+    if "--db" not in args:
+        args += ["--db", url]
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.stderr and "Traceback" not in r.output
+    assert len(r.stderr.strip().splitlines()) == 1
+    if args[-1] == url:
+        assert queries.campaigns(open_database(url)).empty
+
+
+def test_every_command_has_help():
+    for cmd in (["tune", "replay"], ["campaigns"], ["trials"], ["best"], ["import-kt"], ["export"], ["import"],
+                ["plot", "convergence"], ["algorithms"], ["db", "upgrade"]):
+        r = run(*cmd, "--help")
+        assert r.exit_code == 0 and "Usage" in r.output, cmd
+    assert "random" in run("algorithms").stdout
