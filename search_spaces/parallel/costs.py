@@ -15,6 +15,7 @@ from autotune.search_spaces.parallel.graph import Op
 from autotune.search_spaces.parallel.strategy import OpConfig
 
 COMPUTE_BOUND = {"linear", "conv2d", "attention", "lstm"}
+UNFUSED = {"attention"}  # scores GEMM, softmax (memory-bound), context GEMM
 EMPTY = np.zeros(0, dtype=np.int64)
 
 
@@ -43,8 +44,12 @@ def compute_times(op: Op, cfg: OpConfig, cluster: Cluster, dtype_bytes: int, rec
         mem = op.mem_elems * dtype_bytes / p / dev.mem_bandwidth
         cf = op.flops / p / rate if op.type in COMPUTE_BOUND else 0.0
         cb = op.bwd_flops / p / rate if op.type in COMPUTE_BOUND else 0.0
-        f = max(cf, mem) + dev.launch_s
-        b = max(cb, 2 * mem) + 2 * dev.launch_s
+        if op.type in UNFUSED:  # separate GEMM and softmax kernels: their times add up
+            f = cf + mem + 3 * dev.launch_s
+            b = cb + 2 * mem + 5 * dev.launch_s
+        else:
+            f = max(cf, mem) + dev.launch_s
+            b = max(cb, 2 * mem) + 2 * dev.launch_s
     if recompute:
         b += f
     return f, b
@@ -117,28 +122,28 @@ def transfer(src: Op, scfg: OpConfig, dst: Op, dcfg: OpConfig, axes: tuple, clus
     sdev = scfg.start + np.arange(ps)
     ddev = dcfg.start + np.arange(pd)
     snode, dnode = sdev // cluster.per_node, ddev // cluster.per_node
+    _, rep, gid = np.unique(gkey, return_index=True, return_inverse=True)
+    G = len(rep)
+    holds = np.zeros((G, D), dtype=bool)  # group g has a replica on device d
+    holds[gid, sdev] = True
+    need = ov[rep] * total  # (groups, consumer partitions)
+    want = (need > 0) & ~holds[:, ddev]
+    if not want.any():
+        return 0.0, EMPTY, 0.0
+    first = np.full((G, cluster.nodes), -1, dtype=np.int64)  # first replica of g on each node
+    first[gid[::-1], snode[::-1]] = sdev[::-1]
+    src = first[:, dnode]
+    intra = want & (src >= 0)
+    inter = want & (src < 0)
     port = np.zeros(D)
     nic = np.zeros(cluster.nodes)
-    moved = 0.0
-    for g in np.unique(gkey):
-        mem = np.flatnonzero(gkey == g)
-        need = ov[mem[0]] * total
-        local = np.isin(ddev, sdev[mem])
-        want = (need > 0) & ~local
-        if not want.any():
-            continue
-        on_node = np.isin(dnode, snode[mem])
-        intra = want & on_node
-        inter = want & ~on_node
-        if intra.any():
-            first = {int(nd): int(sdev[i]) for i, nd in zip(mem[::-1], snode[mem[::-1]])}
-            srcs = np.array([first[int(nd)] for nd in dnode[intra]])
-            np.add.at(port, srcs, need[intra])
-            np.add.at(port, ddev[intra], need[intra])
-        if inter.any():
-            nic[snode[mem[0]]] += need[inter].sum()
-            np.add.at(nic, dnode[inter], need[inter])
-        moved += float(need[want].sum())
+    if intra.any():
+        np.add.at(port, src[intra], need[intra])
+        np.add.at(port, np.broadcast_to(ddev, need.shape)[intra], need[intra])
+    if inter.any():
+        np.add.at(nic, np.broadcast_to(snode[rep][:, None], need.shape)[inter], need[inter])
+        np.add.at(nic, np.broadcast_to(dnode, need.shape)[inter], need[inter])
+    moved = float(need[want].sum())
     if moved == 0.0:
         return 0.0, EMPTY, 0.0
     t = 0.0

@@ -204,7 +204,7 @@ class Simulator:
         while heap:
             r, t = heapq.heappop(heap)
             rs = res[t]
-            if len(rs):
+            if dur[t] > 0 and len(rs):
                 s = max(r, float(free[rs].max()))
                 e = s + dur[t]
                 free[rs] = e

@@ -133,8 +133,9 @@ def data_parallel(graph: Graph, cluster: Cluster) -> Strategy:
     return out
 
 
-def megatron(graph: Graph, cluster: Cluster) -> Strategy:
-    D, t_max = cluster.devices, cluster.per_node
+def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None) -> Strategy:
+    """Tensor parallelism of degree ``tensor`` (default: a node) on each op's marked dim, data parallel on the rest."""
+    D, t_max = cluster.devices, tensor or cluster.per_node
     out = []
     for op in graph.ops:
         s = _sample_dim(op)
