@@ -1,0 +1,18 @@
+"""A complete tuning campaign from a script: a custom knob space, the bundled replay space,
+and a look at the log. Run: python scripts/example_campaign.py"""
+
+import autotune
+from autotune.db import queries
+
+db = autotune.open_database("sqlite:///example.db")
+
+# 1. a recorded GPU kernel (pnpoly on an RTX 3090, bundled): measurements come from the recording
+space = autotune.ReplaySpace("example:pnpoly-rtx3090")
+result = autotune.Campaign("example-pnpoly", space, "random", autotune.ReplayRunner(space.cache), db,
+                           trials=150, seed=1, progress=True).run()
+print(f"best {result.best.cost * 1e3:.3f} ms with {result.best.candidate.payload} "
+      f"after {result.trials} trials ({result.simulated_s:.0f} s of simulated GPU time)")
+
+# 2. the tuning log, as pandas
+print(queries.trials(db, campaign="example-pnpoly", top=5)[["cost", "config"]])
+print(queries.convergence(db, "example-pnpoly")[["trial", "best_so_far"]].tail(3))
