@@ -23,10 +23,12 @@ app.add_typer(tune_app, name="tune")
 # one module per command group; each defines register(app, tune_app)
 COMMAND_MODULES = [
     "autotune.cli.tune_replay",
+    "autotune.cli.tune_kernel",
     "autotune.cli.query",
     "autotune.cli.logs",
     "autotune.cli.plot",
     "autotune.cli.parallelize",
+    "autotune.cli.graphs",
 ]
 
 for _name in COMMAND_MODULES:

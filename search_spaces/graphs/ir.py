@@ -111,15 +111,16 @@ class Graph:
         return tuple(order)
 
     def _infer(self, parent):
-        self.shape: dict[str, tuple] = {k: tuple(v[0]) for k, v in self.inputs.items()}
-        self.dtype: dict[str, str] = {k: v[1] for k, v in self.inputs.items()}
-        self.is_weight: dict[str, bool] = dict.fromkeys(self.inputs, False)
-        for k, w in self.weights.items():
-            self.shape[k], self.dtype[k], self.is_weight[k] = tuple(w.shape), str(w.dtype), True
+        if parent is not None and parent.weights is self.weights and parent.inputs == self.inputs:
+            self.shape, self.dtype, self.is_weight = dict(parent.shape), dict(parent.dtype), dict(parent.is_weight)
+        else:
+            self.shape: dict[str, tuple] = {k: tuple(v[0]) for k, v in self.inputs.items()}
+            self.dtype: dict[str, str] = {k: v[1] for k, v in self.inputs.items()}
+            self.is_weight: dict[str, bool] = dict.fromkeys(self.inputs, False)
+            for k, w in self.weights.items():
+                self.shape[k], self.dtype[k], self.is_weight[k] = tuple(w.shape), str(w.dtype), True
         for n in self.nodes:
             if parent is not None and n.outputs[0] in parent.producer and parent.producer[n.outputs[0]][0] is n:
-                for t in n.outputs:
-                    self.shape[t], self.dtype[t], self.is_weight[t] = parent.shape[t], parent.dtype[t], parent.is_weight[t]
                 continue
             ins = [t for t in n.inputs if t]
             wonly = all(self.is_weight[t] for t in ins) and ops.is_known(n.op) and ops.OPS[n.op].ref is not None

@@ -44,11 +44,8 @@ def make_search(name: str, alpha: float):
     if name not in ALGORITHMS:
         raise UsageError(f"unknown algorithm {name!r}; valid: {', '.join(ALGORITHMS)}")
     if name == "backtracking":
-        if "backtracking" in registry.ALGORITHMS:
-            try:
-                return registry.make_algorithm("backtracking", alpha=alpha)
-            except UsageError:
-                pass
+        # the engine's backtracking expands only partial nodes (knob trees); on a graph space every
+        # point is complete, so TASO's queue over complete graphs is used here
         return Backtracking(alpha=alpha)
     return registry.make_algorithm(name)
 

@@ -1,0 +1,96 @@
+"""`autotune optimize-graph` and `autotune rules generate`."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Annotated, Optional
+
+import typer
+
+from autotune.cli.common import emit_json, handle_errors
+from autotune.errors import UsageError
+
+
+def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str = "backtracking",
+                   alpha: float = 1.05, budget: int = 3000, time_limit: float = 45.0, op_cache: str | None = None,
+                   rounds: int = 15, seed: int = 0) -> dict:
+    if device != "cpu":
+        raise UsageError(f"device {device!r} is not available here; valid: cpu (cuda needs a GPU and torch)")
+    import onnx
+
+    from autotune.search_spaces.graphs import onnx_io, optimizer
+    try:
+        original = onnx.load(model)
+    except Exception as exc:
+        raise UsageError(f"cannot read ONNX model {model!r}: {exc}") from None
+    graph = onnx_io.from_onnx(original)
+    cm = optimizer.default_cost_model(op_cache)
+    t0 = time.perf_counter()
+    res = optimizer.search(graph, algorithm, alpha, budget, time_limit, cost_model=cm, seed=seed)
+    out_model, rep = optimizer.finalize(original, res, rounds=rounds)
+    onnx.save(out_model, output)
+    cm.cache.save() if hasattr(cm.cache, "save") else None
+    return {"model": model, "output": output, "algorithm": algorithm, "rules_applied": res.applied,
+            "rule_counts": dict(Counter(res.applied)), "nodes_before": len(graph.runtime_nodes()),
+            "nodes_after": len(res.graph.runtime_nodes()) if rep["kept"] else len(graph.runtime_nodes()),
+            "predicted_cost_before_s": res.cost_before, "predicted_cost_after_s": res.cost_after,
+            "predicted_speedup": res.cost_before / res.cost_after, "evaluated": res.evaluated,
+            "search_s": res.search_s, "ops_measured": cm.measured, "ops_estimated": cm.estimated,
+            "total_s": time.perf_counter() - t0, **rep}
+
+
+def register(app: typer.Typer, tune_app: typer.Typer) -> None:
+    rules_app = typer.Typer(help="Graph substitution rules.", no_args_is_help=True)
+    app.add_typer(rules_app, name="rules")
+
+    @app.command("optimize-graph")
+    @handle_errors
+    def optimize_graph_cmd(
+        model: Annotated[str, typer.Argument(help="input ONNX model (static shapes)")],
+        output: Annotated[str, typer.Option("-o", "--output", help="where to write the optimized ONNX model")],
+        device: Annotated[str, typer.Option(help="cpu or cuda")] = "cpu",
+        algorithm: Annotated[str, typer.Option(help="backtracking, mcmc or evolutionary")] = "backtracking",
+        alpha: Annotated[float, typer.Option(help="backtracking relaxation: queue graphs up to alpha x best")] = 1.05,
+        budget: Annotated[int, typer.Option(help="graphs evaluated by predicted cost")] = 3000,
+        time_limit: Annotated[float, typer.Option(help="search time limit, seconds")] = 45.0,
+        op_cache: Annotated[Optional[str], typer.Option(help="JSON file caching measured op costs")] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    ):
+        """Rewrite an ONNX graph with verified substitutions searched by measured per-op cost."""
+        r = optimize_graph(model, output, device, algorithm, alpha, budget, time_limit, op_cache)
+        if json_out:
+            emit_json(r)
+            return
+        typer.echo(f"rules applied ({len(r['rules_applied'])}): {r['rule_counts']}")
+        typer.echo(f"nodes {r['nodes_before']} -> {r['nodes_after']}; searched {r['evaluated']} graphs "
+                   f"in {r['search_s']:.1f} s ({r['ops_measured']} ops measured)")
+        typer.echo(f"predicted cost {r['predicted_cost_before_s'] * 1e3:.3f} ms -> "
+                   f"{r['predicted_cost_after_s'] * 1e3:.3f} ms (x{r['predicted_speedup']:.3f})")
+        lb, la = r["latency_before"], r["latency_after"]
+        typer.echo(f"onnxruntime (all optimisations) median {lb['median_s'] * 1e3:.3f} ms (IQR {lb['iqr_s'] * 1e3:.3f})"
+                   f" -> {la['median_s'] * 1e3:.3f} ms (IQR {la['iqr_s'] * 1e3:.3f})")
+        c = r["check"]
+        typer.echo(f"numeric check: max abs error {c['max_abs_error']:.3g}, max rel error {c['max_rel_error']:.3g} "
+                   f"({'passed' if c['passed'] else 'FAILED'})")
+        typer.echo(f"wrote {output}: {'optimized graph' if r['kept'] else 'original graph'} ({r['reason']})")
+
+    @rules_app.command("generate")
+    @handle_errors
+    def generate_cmd(
+        max_ops: Annotated[int, typer.Option("--max-ops", help="largest graph size enumerated (1-3)")] = 2,
+        output: Annotated[Optional[str], typer.Option("-o", "--output", help="write the kept rules as JSON")] = None,
+        z3_timeout_ms: Annotated[int, typer.Option(help="z3 timeout per rule, ms")] = 2000,
+        json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    ):
+        """Enumerate small graphs, find equal pairs by exact fingerprints, verify, keep the non-redundant rules."""
+        from autotune.search_spaces.graphs.generator import generate
+        if not 1 <= max_ops <= 3:
+            raise UsageError(f"--max-ops must be 1, 2 or 3 (got {max_ops})")
+        rep = generate(max_ops, z3_timeout_ms=z3_timeout_ms, output=output)
+        if json_out:
+            emit_json({k: v for k, v in rep.items() if k != "rules"})
+            return
+        for k, v in rep.items():
+            if k != "rules":
+                typer.echo(f"{k}: {v}")
