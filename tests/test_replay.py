@@ -1,0 +1,103 @@
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from autotune.errors import UsageError
+from autotune.runners.replay import ReplayRunner
+from autotune.search_spaces.replay import KTCache, ReplaySpace, cache_label
+from autotune.testing.fakes import FakeRunner, small_knob_space
+from autotune.testing.runners import RunnerConformance
+from autotune.testing.spaces import SpaceConformance
+from autotune.types import Candidate, Status
+
+EXAMPLE = "example:pnpoly-rtx3090"
+
+
+def write_cache(path, device_name="Test GPU", gz=False):
+    """A tiny hand-made Kernel Tuner cache: 2 knobs, one point missing, one compile and one runtime failure."""
+    cache = {}
+    for a in (1, 2, 4):
+        for b in (8, 16):
+            if (a, b) == (4, 16):
+                continue  # not in the recorded space
+            rec = {"a": a, "b": b, "time": a * 0.1 + b * 0.01, "times": [a * 0.1 + b * 0.01] * 3,
+                   "compile_time": 100.0, "benchmark_time": 50.0}
+            if (a, b) == (2, 16):
+                rec["time"] = "CompilationFailedConfig"
+                del rec["times"]
+            if (a, b) == (4, 8):
+                rec["time"] = "RuntimeFailedConfig"
+                del rec["times"]
+            cache[f"{a},{b}"] = rec
+    data = {"device_name": device_name, "kernel_name": "toy", "problem_size": [64], "tune_params_keys": ["a", "b"],
+            "tune_params": {"a": [1, 2, 4], "b": [8, 16]}, "cache": cache}
+    text = json.dumps(data)
+    if gz:
+        with gzip.open(path, "wt") as f:
+            f.write(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+class TestReplaySpace(SpaceConformance):
+    def make_space(self):
+        return ReplaySpace(EXAMPLE)
+
+
+class TestReplayRunner(RunnerConformance):
+    def make_case(self):
+        space = ReplaySpace(EXAMPLE)
+        rng = np.random.default_rng(0)
+        good = [space.sample(rng) for _ in range(5)]
+        bad = Candidate({"between_method": 9, "block_size_x": 1, "tile_size": 1, "use_method": 0})
+        return ReplayRunner(space.cache), space.task, good, bad
+
+
+class TestFakeRunner(RunnerConformance):
+    def make_case(self):
+        space = small_knob_space()
+        return FakeRunner(space), space.task, list(space.enumerate())[:4], Candidate({"x": 99, "y": 1, "mode": "a"})
+
+
+def test_replay_answers_recorded_times_in_seconds_and_charges_the_clock(tmp_path):
+    path = write_cache(tmp_path / "toy.json.gz", gz=True)
+    space = ReplaySpace(path)
+    assert space.size() == 5 and cache_label(path) == "toy"
+    runner = ReplayRunner(path)
+    assert runner.device.name == "Test GPU"
+    ms = runner.measure(space.task, [space.candidate({"a": 1, "b": 8}), space.candidate({"a": 2, "b": 16}),
+                                     space.candidate({"a": 4, "b": 8}), Candidate({"a": 4, "b": 16})])
+    assert ms[0].status is Status.OK and ms[0].times == pytest.approx([0.18e-3] * 3) and ms[0].cost == pytest.approx(0.18e-3)
+    assert [m.status for m in ms[1:]] == [Status.COMPILE_ERROR, Status.RUNTIME_ERROR, Status.INVALID]
+    assert ms[1].error == "CompilationFailedConfig"
+    assert runner.clock == pytest.approx(3 * 0.15)  # compile + benchmark ms of the three recorded points
+    assert ms[3].simulated_s == 0
+    assert not space.contains(Candidate({"a": 4, "b": 16}))
+
+
+def test_device_name_falls_back_to_the_file_name(tmp_path):
+    runner = ReplayRunner(write_cache(tmp_path / "My_GPU.json", device_name=""))
+    assert runner.device.name == "My_GPU"
+
+
+def test_same_kernel_on_two_gpus_is_one_task(tmp_path):
+    a = KTCache.load(write_cache(tmp_path / "a.json", device_name="GPU A"))
+    b = KTCache.load(write_cache(tmp_path / "b.json", device_name="GPU B"))
+    assert a.task().key == b.task().key
+    assert ReplayRunner(a).device.key != ReplayRunner(b).device.key
+
+
+@pytest.mark.parametrize("content,match", [
+    ("{oops", "not readable JSON"),
+    (json.dumps({"cache": {}}), "not a Kernel Tuner cache"),
+    (json.dumps({"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {}}), "holds no configurations"),
+    (json.dumps({"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {"2": {"a": 2, "time": 1}}}), "not among tune_params"),
+])
+def test_malformed_caches_are_rejected_clearly(tmp_path, content, match):
+    p = tmp_path / "bad.json"
+    p.write_text(content)
+    with pytest.raises(UsageError, match=match):
+        ReplaySpace(p)
