@@ -143,3 +143,19 @@ def test_timeline_covers_the_iteration():
     r = sim.simulate([cfg(g, "x"), cfg(g, "l0"), cfg(g, "l1", start=1)], timeline=True)
     assert max(e for _, _, e, _ in r.timeline) == pytest.approx(r.iteration_s)
     assert {res for res, *_ in r.timeline} >= {0, 1}
+
+
+from autotune.testing.runners import RunnerConformance  # noqa: E402
+from autotune.types import Candidate  # noqa: E402
+
+
+class TestSimulatorRunner(RunnerConformance):
+    def make_case(self):
+        from autotune.search_spaces.parallel.clusters import get_cluster
+        from autotune.search_spaces.parallel.models import get_model
+
+        runner = SimulatorRunner(get_model("rnnlm", 32), get_cluster("p100-4x4"))
+        space = runner.space
+        good = [space.initial(), *space.baselines().values()]
+        bad = Candidate({"ops": {"lstm0": {"degrees": {"o": 3}}}})
+        return runner, space.task, good, bad
