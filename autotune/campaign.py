@@ -105,6 +105,10 @@ class Campaign:
         best = min((m for m, _ in history if m.ok), key=lambda m: m.cost, default=None)
         seen = {m.candidate.key for m, _ in history}
 
+        if hasattr(self.algorithm, "on_retrain"):  # a model-guided algorithm: every retrained model is logged
+            model_name = getattr(getattr(self.algorithm, "cost_model", None), "name", "") or "model"
+            self.algorithm.on_retrain = lambda metrics, data: self.db.save_cost_model(
+                model_name, data, metrics, int(metrics.get("n_train", metrics.get("n_samples", 0))), task, device, cid)
         self.algorithm.bind(self.space, np.random.default_rng(self.seed), [m for m, _ in history])
         state = self.db.load_state(cid)
         if state:
@@ -146,6 +150,9 @@ class Campaign:
                 known = self.db.lookup(tid, did, [c.key for c in asked])
                 new = [c for c in asked if c.key not in known]
                 results = self.runner.measure(task, new) if new else []
+                predicted = getattr(self.algorithm, "predicted", {})  # the model's score, where one chose it
+                for m in results:
+                    m.predicted = predicted.get(m.candidate.key, m.predicted)
                 reused = [known[c.key] for c in asked if c.key in known]
                 self.algorithm.tell(results + reused)
                 # the budget is the campaign's, shared by every worker running it

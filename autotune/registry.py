@@ -51,5 +51,15 @@ def make_algorithm(name: str, **options: Any):
     return algorithm_class(name)(**options)
 
 
+def make_search(algorithm: str, cost_model: str | None = None, **options: Any):
+    """The algorithm named ``algorithm``, model-guided by ``cost_model`` when one is named."""
+    if cost_model in (None, "", "none"):
+        return make_algorithm(algorithm, **options)
+    cost_model_class(cost_model)  # an unknown model name fails before the algorithm is built
+    from autotune.algorithms.model_guided import make_guided
+
+    return make_guided(algorithm, cost_model, **options)
+
+
 def cost_model_class(name: str) -> type:
     return _load(COST_MODELS, "cost model", name)

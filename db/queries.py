@@ -7,7 +7,7 @@ import pandas as pd
 from sqlalchemy import and_, func, or_, select
 
 from autotune.db.database import Database
-from autotune.db.models import CampaignRow, CampaignTrialRow, DeviceRow, TaskRow, TrialRow
+from autotune.db.models import CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, TaskRow, TrialRow
 from autotune.errors import UsageError
 from autotune.types import Status
 
@@ -112,3 +112,43 @@ def convergence(db: Database, campaign: str) -> pd.DataFrame:
     df["simulated_cum_s"] = df["simulated_s"].cumsum()
     df["campaign"] = campaign
     return df
+
+
+def cost_models(db: Database, task: str | None = None, device: str | None = None) -> pd.DataFrame:
+    """Stored cost models: what they were trained for, on how many samples, and their held-out quality."""
+    with db.session() as s:
+        rows = s.execute(
+            select(CostModelRow.id, CostModelRow.name, TaskRow.name, DeviceRow.name, CampaignRow.name,
+                   CostModelRow.n_samples, CostModelRow.metrics, func.length(CostModelRow.data), CostModelRow.created)
+            .outerjoin(TaskRow, TaskRow.id == CostModelRow.task_id)
+            .outerjoin(DeviceRow, DeviceRow.id == CostModelRow.device_id)
+            .outerjoin(CampaignRow, CampaignRow.id == CostModelRow.campaign_id)
+            .where(_task_filter(task), _device_filter(device)).order_by(CostModelRow.id)
+        ).all()
+    df = pd.DataFrame(rows, columns=["id", "model", "task", "device", "campaign", "n_samples", "metrics", "bytes", "created"])
+    df["spearman"] = df["metrics"].map(lambda m: (m or {}).get("spearman"))
+    df["top_k_recall"] = df["metrics"].map(lambda m: (m or {}).get("top_k_recall"))
+    return df.drop(columns=["metrics"])
+
+
+def load_cost_model(db: Database, model_id: int | None = None, campaign: str | None = None):
+    """A stored model (by id, or a campaign's latest) loaded with its class; returns (model, task, info)."""
+    from autotune.registry import cost_model_class
+    from autotune.types import Task
+
+    if (model_id is None) == (campaign is None):
+        raise UsageError("name a stored model with exactly one of --model ID or --campaign NAME")
+    query = select(CostModelRow, TaskRow).outerjoin(TaskRow, TaskRow.id == CostModelRow.task_id)
+    if model_id is not None:
+        query = query.where(CostModelRow.id == model_id)
+    else:
+        query = query.where(CostModelRow.campaign_id == db.campaign(campaign).id).order_by(CostModelRow.id.desc()).limit(1)
+    with db.session() as s:
+        found = s.execute(query).first()
+    if found is None:
+        what = f"model {model_id}" if model_id is not None else f"model of campaign {campaign!r}"
+        raise UsageError(f"no stored {what}; `autotune models` lists them (campaigns run with --cost-model store one)")
+    row, task_row = found
+    model = cost_model_class(row.name).load(row.data)
+    task = Task(task_row.kind, task_row.name, task_row.params)
+    return model, task, {"id": row.id, "name": row.name, "n_samples": row.n_samples, "metrics": row.metrics}

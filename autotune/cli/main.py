@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "autotune.cli.query",
     "autotune.cli.logs",
     "autotune.cli.plot",
+    "autotune.cli.models",
     "autotune.cli.parallelize",
     "autotune.cli.graphs",
 ]

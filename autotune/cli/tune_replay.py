@@ -17,6 +17,7 @@ SeedOption = Annotated[int, typer.Option("--seed", help="Random seed")]
 BatchOption = Annotated[int, typer.Option("--batch", help="Candidates asked for and committed together")]
 CampaignOption = Annotated[str | None, typer.Option("--campaign", help="Campaign name; an existing name resumes it (default: derived from the inputs)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of standard output")]
+CostModelOption = Annotated[str | None, typer.Option("--cost-model", help="Guide the algorithm with a cost model (xgb): it searches the model's predictions and only the most promising candidates are measured")]
 ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")]
 
 
@@ -26,6 +27,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     def tune_replay(
         cache: CacheOption,
         algorithm: AlgorithmOption = "random",
+        cost_model: CostModelOption = None,
         trials: TrialsOption = None,
         time_budget: TimeOption = None,
         simulated_budget: SimOption = None,
@@ -38,16 +40,16 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     ) -> None:
         """Tune a recorded space: measurements are answered from the cache and charged to a simulated clock."""
         from autotune.campaign import Campaign
-        from autotune.registry import make_algorithm
+        from autotune.registry import make_search
         from autotune.runners.replay import ReplayRunner
         from autotune.search_spaces.replay import ReplaySpace, cache_label
 
-        algo = make_algorithm(algorithm)  # validates the name before anything is written
+        algo = make_search(algorithm, cost_model)  # validates the names before anything is written
         if trials is None and time_budget is None and simulated_budget is None:
             trials = 100
         space = ReplaySpace(cache)
         runner = ReplayRunner(space.cache)
-        name = campaign or f"replay-{cache_label(cache)}-{algorithm}-seed{seed}"
+        name = campaign or f"replay-{cache_label(cache)}-{algo.name}-seed{seed}"
         database = open_db(db)
         try:
             result = Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget,
