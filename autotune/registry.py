@@ -20,6 +20,7 @@ ALGORITHMS: dict[str, str] = {
     "optuna-tpe": "autotune.algorithms.optuna_samplers:OptunaTPE",
     "optuna-cmaes": "autotune.algorithms.optuna_samplers:OptunaCmaEs",
     "optuna-gp": "autotune.algorithms.optuna_samplers:OptunaGP",
+    "bandit": "autotune.algorithms.bandit:AUCBandit",
 }
 
 COST_MODELS: dict[str, str] = {

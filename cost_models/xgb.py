@@ -64,9 +64,9 @@ class XGBCostModel(CostModel):
             return self
         order, qid = query_order(groups, len(y))
         if self.options["objective"] == "rank":
-            dtrain = xgb.DMatrix(X[order], label=throughput(y, groups)[order], qid=qid)
+            dtrain = xgb.DMatrix(X[order], label=throughput(y, groups)[order], qid=qid, nthread=1)
         else:
-            dtrain = xgb.DMatrix(X, label=log_cost(y, groups))
+            dtrain = xgb.DMatrix(X, label=log_cost(y, groups), nthread=1)
         self.booster = xgb.train(self._params(), dtrain, num_boost_round=int(self.options["rounds"]))
         return self
 

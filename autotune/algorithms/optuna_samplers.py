@@ -8,9 +8,10 @@ Points that break the space's constraints, and points already measured, are answ
 
 Optuna's study state is not JSON, so ``state_dict`` keeps the sequence of asks and tells (and
 the rng state before the study was created); ``load_state_dict`` replays them against the
-history given to ``bind``, which rebuilds the study exactly (CMA-ES's optimiser and GP's
-caches included), so a resumed search continues the same way. Needs a space with ``names``
-and ``values`` (KnobSpace); CMA-ES needs the ``cmaes`` package and GP needs ``torch``.
+results told since ``bind`` (the history a resumed campaign passes), which rebuilds the study
+exactly (CMA-ES's optimiser and GP's caches included), so a resumed search continues the same
+way. Needs a space with ``names`` and ``values`` (KnobSpace); CMA-ES needs the ``cmaes``
+package and GP needs ``torch``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class _OptunaBase(SearchAlgorithm):
         self.measured: dict[str, float] = {}
         self.open: dict[str, int] = {}  # candidate key -> trial number waiting for its result
         self.pending: list[str] = []
+        self._results: dict[str, Measurement] = {}  # every result told, to replay the study on resume
         self._new_study()
 
     def _new_study(self) -> None:
@@ -133,6 +135,8 @@ class _OptunaBase(SearchAlgorithm):
         return out
 
     def tell(self, results: list[Measurement]) -> None:
+        for m in results:
+            self._results.setdefault(m.candidate.key, m)
         self._tell(results)
         self.ops.append(["tell", [m.candidate.key for m in results]])
         done = {m.candidate.key for m in results}
@@ -143,12 +147,10 @@ class _OptunaBase(SearchAlgorithm):
         return {**super().state_dict(), "rng0": self.rng0, "ops": self.ops, "pending": list(self.pending)}
 
     def load_state_dict(self, state: dict) -> None:
-        """Replay the recorded asks and tells against the history told at ``bind``."""
+        """Replay the recorded asks and tells against the results told so far (the resumed history)."""
         if "ops" not in state:
             return super().load_state_dict(state)
-        known = {}
-        for m in getattr(self, "_history_for_replay", []):
-            known.setdefault(m.candidate.key, m)
+        known = dict(self._results)
         self.rng.bit_generator.state = state["rng0"]
         self.rng0 = state["rng0"]
         self.seen, self.measured, self.open = set(), {}, {}
@@ -166,9 +168,6 @@ class _OptunaBase(SearchAlgorithm):
         self.seen.update(self.pending)
         super().load_state_dict(state)
 
-    def bind(self, space, rng, history=()):
-        self._history_for_replay = list(history)
-        return super().bind(space, rng, history)
 
 
 class OptunaTPE(_OptunaBase):
