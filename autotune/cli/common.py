@@ -43,6 +43,17 @@ def open_db(url: str):
     return open_database(url)
 
 
+def _cell(v) -> str:
+    """A compact rendering of one value: dicts as k=v pairs, floats to 6 significant digits."""
+    if isinstance(v, dict):
+        return " ".join(f"{k}={_cell(x)}" for k, x in v.items())
+    if isinstance(v, list):
+        return json.dumps(v)
+    if v is None or (isinstance(v, float) and v != v):
+        return ""
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
 def print_table(df, title: str = "", max_width: int = 60) -> None:
     """Print a DataFrame as a rich table (long cells are shortened)."""
     from rich.console import Console
@@ -54,17 +65,16 @@ def print_table(df, title: str = "", max_width: int = 60) -> None:
     for row in df.itertuples(index=False):
         cells = []
         for v in row:
-            text = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else ("" if v is None else
-                   (f"{v:.6g}" if isinstance(v, float) else str(v)))
+            text = _cell(v)
             cells.append(text if len(text) <= max_width else text[: max_width - 1] + "…")
         table.add_row(*cells)
     Console().print(table)
 
 
-def write_frame(df, fmt: str) -> None:
+def write_frame(df, fmt: str, max_width: int = 300) -> None:
     """Write a DataFrame to stdout as table, csv or json (one object per row)."""
     if fmt == "table":
-        print_table(df)
+        print_table(df, max_width=max_width)
     elif fmt == "csv":
         out = df.copy()
         for col in out.columns:

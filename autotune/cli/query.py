@@ -48,7 +48,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         _check_format(format)
         df = queries.trials(open_db(db), campaign=campaign, task=task, device=device, status=status, top=top)
         if format == "table":
-            df = df[["id", "campaign", "task", "device", "status", "cost", "repeats", "config", "error"]]
+            df = df[["id", "status", "cost", "config", "device", "campaign", "error"]]
         write_frame(df, format)
 
     @app.command("best")
