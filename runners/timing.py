@@ -20,23 +20,32 @@ class Protocol:
     def to_json(self) -> dict:
         return {"statistic": "median", **asdict(self)}
 
-def time_calls(call: Callable[[], object], protocol: Protocol, clock: Callable[[], float] = time.perf_counter
-               ) -> list[float]:
-    """Warm up, then time ``call`` until the protocol is satisfied; every repeat in seconds.
+def repeat(timed: Callable[[], float], protocol: Protocol) -> list[float]:
+    """Warm up, then call ``timed`` (which runs the kernel once and returns its seconds) until the
+    protocol is satisfied; every repeat in seconds.
 
     Stops once there are ``min_repeats`` repeats summing to ``min_time_s``, at ``max_repeats``,
     or when one more repeat would overrun ``budget_s`` (a slow kernel is timed fewer times)."""
     for _ in range(protocol.warmup):
-        call()
+        timed()
     times: list[float] = []
-    start = clock()
+    start = time.perf_counter()
     while len(times) < max(1, protocol.max_repeats):
-        t0 = clock()
-        call()
-        dt = clock() - t0
+        dt = timed()
         times.append(dt)
         if len(times) >= protocol.min_repeats and sum(times) >= protocol.min_time_s:
             break
-        if clock() - start + dt > protocol.budget_s:
+        if time.perf_counter() - start + dt > protocol.budget_s:
             break
     return times
+
+
+def time_calls(call: Callable[[], object], protocol: Protocol) -> list[float]:
+    """``repeat`` for a host function, timed with the wall clock (time.perf_counter)."""
+
+    def timed() -> float:
+        t0 = time.perf_counter()
+        call()
+        return time.perf_counter() - t0
+
+    return repeat(timed, protocol)

@@ -80,7 +80,7 @@ class Conv2d(KernelTemplate):
             max_smem = min(int(self.props.get("max_shared_per_block", 48 * 1024)), 48 * 1024)
             constraints = [f"BX * BY % 32 == 0 and BX * BY <= {max_t}", "TW * TK <= 64",
                            f"SMEM == 0 or CB * {s['R'] * s['S']} * BY * TK * 4 <= {max_smem}",
-                           f"BX * TW <= {max(4, _next_pow2(ow))}", f"CB <= {max(1, _next_pow2(s['C']))}"]
+                           f"BX * TW <= {max(32, _next_pow2(ow))}", f"CB <= {max(1, _next_pow2(s['C']))}"]
             default = {"BX": 32, "BY": 1, "TW": 1, "TK": 1, "CB": 1, "SMEM": 0, "UNROLL": 1}
         return knobs, constraints, default
 

@@ -99,7 +99,7 @@ class Gemm(KernelTemplate):
             "SMEM == 1 or BK == 4",                       # BK means nothing without staging
             "UNROLL <= BK or SMEM == 0",
         ]
-        default = {"BM": 32, "BN": 32, "BK": 8, "TM": 1, "TN": 1, "VEC": 1, "SMEM": 1, "UNROLL": 1}
+        default = {"BM": 32, "BN": 32, "BK": 8, "TM": 2, "TN": 2, "VEC": 1, "SMEM": 1, "UNROLL": 1}
         return knobs, constraints, default
 
     # -- code --------------------------------------------------------------------------

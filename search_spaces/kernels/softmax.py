@@ -63,13 +63,17 @@ class Softmax(KernelTemplate):
             stats = f"""    float m[ACC], s[ACC];
     for (int a = 0; a < ACC; ++a) {{ m[a] = -INFINITY; s[a] = 0.0f; }}
     long j = 0;
-    for (; j + ACC <= COLS; j += ACC) {{ {vec}
-      for (int a = 0; a < ACC; ++a) m[a] = fmaxf(m[a], xr[j + a]); }}
+    for (; j + ACC <= COLS; j += ACC) {{
+      {vec}
+      for (int a = 0; a < ACC; ++a) m[a] = fmaxf(m[a], xr[j + a]);
+    }}
     float mx = -INFINITY;
     for (; j < COLS; ++j) mx = fmaxf(mx, xr[j]);
     for (int a = 0; a < ACC; ++a) mx = fmaxf(mx, m[a]);
-    for (j = 0; j + ACC <= COLS; j += ACC) {{ {vec}
-      for (int a = 0; a < ACC; ++a) {{ float e = expf(xr[j + a] - mx); yr[j + a] = e; s[a] += e; }} }}
+    for (j = 0; j + ACC <= COLS; j += ACC) {{
+      {vec}
+      for (int a = 0; a < ACC; ++a) {{ float e = expf(xr[j + a] - mx); yr[j + a] = e; s[a] += e; }}
+    }}
     float sum = 0.0f;
     for (; j < COLS; ++j) {{ float e = expf(xr[j] - mx); yr[j] = e; sum += e; }}
     for (int a = 0; a < ACC; ++a) sum += s[a];
