@@ -14,7 +14,7 @@ from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Op
 from autotune.search_spaces.parallel.strategy import OpConfig
 
-COMPUTE_BOUND = {"linear", "conv2d", "attention", "lstm"}
+COMPUTE_BOUND = {"linear", "conv2d", "attention", "lstm", "matmul"}
 UNFUSED = {"attention"}  # scores GEMM, softmax (memory-bound), context GEMM
 EMPTY = np.zeros(0, dtype=np.int64)
 

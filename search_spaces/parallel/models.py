@@ -192,7 +192,11 @@ MODELS = {
 
 def get_model(name: str, batch: int | None = None) -> Graph:
     if name.endswith(".onnx"):
-        raise UsageError("ONNX models are not supported yet by the parallel space; use a built-in name or a .json graph")
+        if not os.path.exists(name):
+            raise UsageError(f"model file {name!r} does not exist")
+        from autotune.search_spaces.parallel.onnx_import import load_onnx
+
+        return load_onnx(name, batch)
     if name.endswith(".json"):
         if not os.path.exists(name):
             raise UsageError(f"model file {name!r} does not exist")

@@ -102,13 +102,25 @@ class Simulator:
             for v in s:
                 self.indeg[v] += 1
         self.sources = [t for t in range(len(names)) if self.indeg[t] == 0]
+        # ops (and edges) with equal cost signatures share cached costs: identical layers cost alike
+        sig_ids: dict[tuple, int] = {}
+        self.op_sig = [sig_ids.setdefault(self._signature(i), len(sig_ids)) for i in range(len(ops))]
+        self.edge_sig = [(self.op_sig[p], self.op_sig[c], ops[c].inputs[k][1]) for p, c, k in self.g.edges]
         self.dur = [0.0] * len(names)
         self.res: list[np.ndarray] = [costs.EMPTY] * len(names)
         self.mem_part = [0.0] * len(ops)
 
+    def _signature(self, i: int) -> tuple:
+        op = self.g.ops[i]
+        producers = tuple((self.g.ops[self.g.index[src]].type == "input", self.g.ops[self.g.index[src]].out_elems)
+                          for src, _ in op.inputs)
+        return (op.type, tuple(op.dims.items()), tuple(op.roles.items()), op.out,
+                tuple(axes for _, axes in op.inputs), producers, op.weight, op.weight_elems, op.flops, op.bwd_flops,
+                op.mem_elems, op.keep)
+
     # -- costs ---------------------------------------------------------------------
     def _op_costs(self, i: int, cfg: OpConfig) -> tuple:
-        key = (i, cfg)
+        key = (self.op_sig[i], cfg)
         hit = self.op_cache.get(key)
         if hit is not None:
             return hit
@@ -142,7 +154,7 @@ class Simulator:
         return hit
 
     def _edge_costs(self, e: int, scfg: OpConfig, dcfg: OpConfig) -> tuple:
-        key = (e, scfg, dcfg)
+        key = (self.edge_sig[e], scfg, dcfg)
         hit = self.edge_cache.get(key)
         if hit is None:
             p, c, k = self.g.edges[e]

@@ -2,7 +2,9 @@
 
 A candidate's payload is the strategy JSON (``strategy.to_json``). Moves:
 ``neighbor`` gives one op a random valid configuration or copies the configuration
-of an adjacent op (mapped role by role), as FlexFlow's MCMC proposals do;
+of an adjacent op (mapped role by role), as FlexFlow's MCMC proposals do; with
+probability ``tie_prob`` the new configuration goes to every op of the same type and
+shape (all the layers of a stack alike, as Alpa and Unity tie repeated layers);
 ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
 topological order) from one parent and the rest from the other.
 """
@@ -24,9 +26,13 @@ N_FEATURES = 4 + 2 * len(ROLES)
 
 
 class StrategySpace(Space):
-    def __init__(self, graph: Graph, cluster: Cluster, copy_prob: float = 0.5):
+    def __init__(self, graph: Graph, cluster: Cluster, copy_prob: float = 0.5, tie_prob: float = 0.2):
         self.graph, self.cluster, self.D = graph, cluster, cluster.devices
-        self.copy_prob = copy_prob
+        self.copy_prob, self.tie_prob = copy_prob, tie_prob
+        groups: dict[tuple, list[int]] = {}
+        for i, op in enumerate(graph.ops):
+            groups.setdefault((op.type, tuple(op.dims.items()), tuple(op.roles.items())), []).append(i)
+        self.alike = [groups[(op.type, tuple(op.dims.items()), tuple(op.roles.items()))] for op in graph.ops]
         self.task = Task("parallel", f"{graph.name}@{cluster.name}",
                          {"model": graph.name, "cluster": cluster.name, "batch": graph.batch, "devices": self.D})
         self.choices = [st.degree_choices(op, self.D) for op in graph.ops]
@@ -100,7 +106,9 @@ class StrategySpace(Space):
             else:
                 new = self.random_config(i, rng)
             if new != s[i] and st.check_config(self.graph.ops[i], new, self.D) is None:
-                s[i] = new
+                tied = self.alike[i] if rng.random() < self.tie_prob else [i]
+                for t in tied:
+                    s[t] = new
                 return self.wrap(s)
         return self.wrap(s)
 

@@ -1,0 +1,152 @@
+"""Training graphs from ONNX models, through the graph space's importer (search_spaces/graphs).
+
+Convolutions and MatMul/Gemm with a weight become SOAP ops with sample, parameter,
+attribute and reduction dims; a MatMul of two activations (attention) splits along its
+batch and head axes; elementwise ops, pools and normalisations keep the axes of their
+output (the normalised axis whole); shape-changing ops (Reshape, Transpose, Gather...)
+keep only the batch axis partitionable. The leading axis of every activation carries the
+batch: ``batch`` rescales it (the ONNX file's own batch is the default).
+"""
+
+from __future__ import annotations
+
+import math
+
+from autotune.errors import UsageError
+from autotune.search_spaces.parallel.graph import Builder, Graph, Op
+
+ELEMENTWISE = {"Relu", "Add", "Sub", "Mul", "Div", "Sigmoid", "Tanh", "Erf", "Gelu", "Dropout", "Identity", "Clip",
+               "LeakyRelu", "Sqrt", "Pow", "Cast", "Neg", "Exp", "BatchNormalization", "HardSigmoid", "Where"}
+POOLS = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Resize", "Upsample"}
+LAST_AXIS = {"Softmax", "LayerNormalization", "LogSoftmax", "ReduceMean", "ReduceSum"}
+
+
+def load_onnx(path: str, batch: int | None = None) -> Graph:
+    try:
+        from autotune.search_spaces.graphs.onnx_io import from_onnx
+    except ImportError as exc:  # pragma: no cover - depends on the graphs extra
+        raise UsageError(f"ONNX models need the graphs extra (pip install 'autotune[graphs]'): {exc}") from None
+    ig = from_onnx(path)
+    if not ig.inputs:
+        raise UsageError(f"ONNX model {path!r} has no inputs")
+    b0 = next(iter(ig.inputs.values()))[0][0]
+    B = int(batch) if batch else int(b0)
+    if B < 1:
+        raise UsageError(f"batch must be positive, got {B}")
+
+    def shape(t: str) -> tuple[int, ...]:
+        s = tuple(int(v) for v in ig.shape[t])
+        if s and b0 and s[0] % b0 == 0:
+            s = (s[0] // b0 * B,) + s[1:]
+        return s
+
+    g = Builder(ig.name or "onnx", B, dtype_bytes=4)
+    op_of: dict[str, str] = {}
+    for name, (s, _) in ig.inputs.items():
+        s = shape(name)
+        dims = {f"a{j}": n for j, n in enumerate(s)}
+        roles = {f"a{j}": ("sample" if j == 0 else "attribute" if len(s) != 4 or j > 1 else None) for j in range(len(s))}
+        op_of[name] = g.input(_clean(name), dims, roles)
+    for n in ig.runtime_nodes():
+        acts = [t for t in n.inputs if t and not ig.is_weight[t] and t in op_of]
+        if not acts:
+            continue
+        ws = [t for t in n.inputs if t and ig.is_weight[t]]
+        out = shape(n.outputs[0])
+        name = g._uniq(_clean(n.outputs[0]))
+        if n.op == "Conv" and len(out) == 4:
+            op = _conv(g, n, name, acts[0], ws, out, shape(acts[0]), ig)
+        elif n.op in ("MatMul", "Gemm") and ws and len(acts) == 1 and len(ig.shape[ws[0]]) == 2:
+            op = _linear(g, n, name, acts[0], ws, out, ig)
+        elif n.op == "MatMul" and len(acts) == 2:
+            op = _batched_matmul(g, name, acts, out, shape)
+        else:
+            op = _generic(g, n, name, acts, ws, out, shape, ig)
+        g.add(op)
+        for t in n.outputs:
+            op_of[t] = name
+    # inputs are given by tensor name above; translate to op names
+    for op in g.ops:
+        op.inputs = [(op_of[src], axes) for src, axes in op.inputs]
+    return g.build()
+
+
+def _clean(name: str) -> str:
+    return name.replace(" ", "_") or "t"
+
+
+def _conv(g, n, name, x, ws, out, xs, ig) -> Op:
+    b, cout, ho, wo = out
+    cin = xs[1]
+    w = ig.shape[ws[0]]
+    group = int(n.a.get("group", 1))
+    kh, kw = int(w[2]), int(w[3])
+    dims = {"b": b, "o": cout, "h": ho, "w": wo, "i": cin // group}
+    roles = {"b": "sample", "o": "parameter", "h": "attribute", "w": "attribute",
+             "i": "reduction" if group == 1 else None}
+    f = 2.0 * b * cout * ho * wo * (cin // group) * kh * kw
+    amap = ("b", "i", "h", "w") if group == 1 else ("b", "o", "h", "w")
+    welems = sum(math.prod(ig.shape[t]) for t in ws)
+    return Op(name, "conv2d", dims, roles, ("b", "o", "h", "w"), [(x, amap)], ("i", "o") if group == 1 else ("o",),
+              welems, f, 2 * f, b * (cin * xs[2] * xs[3] + cout * ho * wo), tp="o")
+
+
+def _linear(g, n, name, x, ws, out, ig) -> Op:
+    w = ig.shape[ws[0]]
+    k = int(w[1] if n.op == "Gemm" and n.a.get("transB") else w[0])
+    lead = out[:-1]
+    dims = {f"a{j}": s for j, s in enumerate(lead)}
+    roles = {f"a{j}": ("sample" if j == 0 else "attribute") for j in range(len(lead))}
+    dims.update(o=out[-1], i=k)
+    roles.update(o="parameter", i="reduction")
+    m = math.prod(lead)
+    f = 2.0 * m * k * out[-1]
+    welems = sum(math.prod(ig.shape[t]) for t in ws)
+    axes = tuple(dims)[: len(lead)]
+    return Op(name, "linear", dims, roles, axes + ("o",), [(x, axes + ("i",))], ("i", "o"), welems, f, 2 * f,
+              m * (k + out[-1]) + k * out[-1], tp="o")
+
+
+def _batched_matmul(g, name, acts, out, shape) -> Op:
+    r = len(out)
+    k = shape(acts[0])[-1]
+    dims = {f"a{j}": s for j, s in enumerate(out)}
+    roles = {f"a{j}": ("sample" if j == 0 else "parameter" if j < r - 2 else None) for j in range(r)}
+    batch_axes = tuple(f"a{j}" for j in range(r - 2))
+    ins = []
+    for t in acts:
+        rank = len(shape(t))
+        ins.append((t, (batch_axes + (None, None))[-rank:] if rank == r else (None,) * rank))
+    f = 2.0 * math.prod(out) * k
+    return Op(name, "matmul", dims, roles, tuple(dims), ins, flops=f, bwd_flops=2 * f,
+              mem_elems=sum(math.prod(shape(t)) for t in acts) + math.prod(out), tp="a1" if r > 3 else None)
+
+
+def _generic(g, n, name, acts, ws, out, shape, ig) -> Op:
+    r = len(out)
+    dims = {f"a{j}": s for j, s in enumerate(out)}
+    keep_axes = n.op in ELEMENTWISE or n.op in POOLS or n.op in LAST_AXIS or n.op == "Concat"
+    roles: dict[str, str | None] = {}
+    for j in range(r):
+        if j == 0:
+            roles["a0"] = "sample"
+        elif not keep_axes or (n.op in LAST_AXIS and j == r - 1):
+            roles[f"a{j}"] = None
+        elif n.op == "Concat" and j == int(n.a.get("axis", 1)) % r:
+            roles[f"a{j}"] = None
+        else:
+            roles[f"a{j}"] = "attribute"
+    ins = []
+    for t in acts:
+        s = shape(t)
+        if len(s) == r and keep_axes:
+            amap = tuple(f"a{j}" if (s[j] == out[j] or n.op in POOLS) and roles[f"a{j}"] is not None or
+                         (j == 0 and s[0] == out[0]) else None for j in range(r))
+        else:
+            amap = tuple("a0" if j == 0 and s and out and s[0] == out[0] else None for j in range(len(s)))
+        ins.append((t, amap))
+    numel = math.prod(out) if out else 1
+    per = 9.0 if n.op in POOLS else 1.0
+    welems = sum(math.prod(ig.shape[t]) for t in ws)
+    return Op(name, n.op.lower(), dims, roles, tuple(dims), ins, (), welems, per * numel, per * numel,
+              sum(math.prod(shape(t)) for t in acts) + numel)
