@@ -72,3 +72,20 @@ def test_bad_input_exits_2_with_one_sentence(args, msg):
 @pytest.mark.parametrize("model", BUILTIN)
 def test_full_matrix(model, cluster):
     check(model, cluster, 10)
+
+
+def test_measured_db_overrides(tmp_path):
+    from autotune.db import open_database
+    from autotune.search_spaces.parallel.calibration import record
+    from autotune.types import Device
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    db = open_database(url)
+    record(db, Device("Tesla P100-SXM2-16GB", "cuda", {}), collectives=[("allreduce", 16, 1e3, 1.0), ("allreduce", 16, 1e9, 10.0)])
+    db.close()
+    plain = check("rnnlm", "p100-4x4", 0)
+    r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 0, "--measured-db", url, "--json")
+    assert r.exit_code == 0, r.output
+    slow = json.loads(r.stdout.strip().splitlines()[-1])
+    # a measured 16-way all-reduce of >= 1 s makes data parallelism far slower than estimated
+    assert slow["baselines"]["data-parallel"]["iteration_s"] > plain["baselines"]["data-parallel"]["iteration_s"] + 1.0

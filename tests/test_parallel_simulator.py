@@ -159,3 +159,24 @@ class TestSimulatorRunner(RunnerConformance):
         good = [space.initial(), *space.baselines().values()]
         bad = Candidate({"ops": {"lstm0": {"degrees": {"o": 3}}}})
         return runner, space.task, good, bad
+
+
+def test_measurements_from_the_database_override_the_cluster(tmp_path):
+    from autotune.db import open_database
+    from autotune.search_spaces.parallel.calibration import calibrated, record
+    from autotune.types import Device
+
+    db = open_database(f"sqlite:///{tmp_path / 'm.db'}")
+    try:
+        key = Cluster.op_key("linear", {"a0": 2, "o": 64, "i": 64})
+        dev = Device("toy accelerator", "cuda", {})
+        record(db, dev, {key: 1e-3, key + "#bwd": 3e-3}, [("allreduce", 4, 1e3, 1e-4), ("allreduce", 4, 1e5, 1e-2)])
+        record(db, Device("other", "cuda", {}), {key: 1.0})  # another device kind: ignored
+        cl = calibrated(cluster(), db)
+    finally:
+        db.close()
+    assert cl.op_times == {key: 1e-3, key + "#bwd": 3e-3} and len(cl.collectives) == 2
+    g = chain(1, b=8, f=64, width=64)
+    r = Simulator(g, cl).simulate([cfg(g, "x", b=4), cfg(g, "l0", a0=4)])
+    assert r.iteration_s > 4e-3  # measured 1 ms + 3 ms plus the interpolated all-reduce
+    assert Simulator(g, cluster()).simulate([cfg(g, "x", b=4), cfg(g, "l0", a0=4)]).iteration_s < 1e-3

@@ -33,6 +33,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         timeline: Annotated[str | None, typer.Option("--timeline", help="Draw the simulated schedule of the best strategy (PNG)")] = None,
         json: Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of standard output")] = False,
         list_: Annotated[bool, typer.Option("--list", help="List the built-in models and cluster presets")] = False,
+        measured_db: Annotated[str | None, typer.Option("--measured-db", help="Database URL whose measured op and collective times override the estimates")] = None,
+        measured_device: Annotated[str | None, typer.Option("--measured-device", help="Use measurements of devices whose name contains this (default: the cluster's device, e.g. A100)")] = None,
     ) -> None:
         """Find a fast parallelization strategy for training MODEL on CLUSTER; compare it with the baselines."""
         from autotune.search_spaces.parallel.clusters import preset_names
@@ -51,7 +53,18 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             raise UsageError(f"--budget must be >= 0, got {budget}")
         from autotune.search_spaces.parallel.search import parallelize
 
-        r = parallelize(model, cluster, batch, algorithm, budget, seed, time_limit)
+        target = cluster
+        if measured_db:
+            from autotune.db import open_database
+            from autotune.search_spaces.parallel.calibration import calibrated
+            from autotune.search_spaces.parallel.clusters import get_cluster
+
+            db = open_database(measured_db, create=False)
+            try:
+                target = calibrated(get_cluster(cluster), db, measured_device)
+            finally:
+                db.close()
+        r = parallelize(model, target, batch, algorithm, budget, seed, time_limit)
         out = r.to_json()
         if output:
             with open(output, "w") as f:
@@ -74,6 +87,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         if dp:
             typer.echo(f"  speed-up over data parallelism: {dp / out['best']['iteration_s']:.2f}x")
         typer.echo(f"  search: {r.simulations} simulations in {r.search_s:.2f} s ({algorithm})")
+        if measured_db:
+            typer.echo(f"  measured: {len(r.cluster.op_times)} op times, {len(r.cluster.collectives)} collective points")
         if output:
             typer.echo(f"  strategy written to {output}")
         if timeline:
