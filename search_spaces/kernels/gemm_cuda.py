@@ -55,7 +55,7 @@ extern "C" __global__ void __launch_bounds__(NT) kernel(const float *__restrict_
         a_store = " ".join(f"As[kk + {i}][r] = {x};" for i, x in enumerate(_lanes(vec)))
         b_store = " ".join(f"Bs[kk][c + {i}] = {x};" for i, x in enumerate(_lanes(vec)))
         body = f"""  __shared__ float As[BK][BM + 4];
-  __shared__ __align__(16) float Bs[BK][BN];
+  __shared__ float Bs[BK][BN];
   for (int k0 = 0; k0 < K; k0 += BK) {{
     for (int i = tid; i < BM * BK / {vec}; i += NT) {{
       const int r = i / (BK / {vec}), kk = (i % (BK / {vec})) * {vec};
