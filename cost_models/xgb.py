@@ -24,7 +24,8 @@ from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import log_cost, query_order, throughput
 from autotune.cost_models.metrics import quality as _quality
 
-DEFAULTS = {"objective": "rank", "rounds": 60, "max_depth": 6, "eta": 0.3, "min_samples": 8, "seed": 0}
+OBJECTIVES = ("rank", "reg", "reg-tp")
+DEFAULTS = {"objective": "rank", "rounds": 60, "max_depth": 6, "eta": 0.3, "min_samples": 8, "seed": 0, "members": 1}
 
 
 class XGBCostModel(CostModel):
@@ -35,20 +36,26 @@ class XGBCostModel(CostModel):
         if unknown:
             raise ValueError(f"xgb cost model has no option(s) {sorted(unknown)}; valid: {sorted(DEFAULTS)}")
         self.options = {**DEFAULTS, **options}
-        if self.options["objective"] not in ("rank", "reg"):
-            raise ValueError("xgb objective must be 'rank' or 'reg'")
-        self.booster: xgb.Booster | None = None
+        if self.options["objective"] not in OBJECTIVES:
+            raise ValueError(f"xgb objective must be one of {', '.join(OBJECTIVES)}")
+        self.boosters: list[xgb.Booster] = []
         self.n_train = 0
         self._rng = np.random.default_rng(int(self.options["seed"]))
 
     @property
     def trained(self) -> bool:
-        return self.booster is not None
+        return bool(self.boosters)
 
-    def _params(self) -> dict:
+    @property
+    def booster(self) -> xgb.Booster | None:
+        return self.boosters[0] if self.boosters else None
+
+    def _params(self, member: int = 0) -> dict:
         o = self.options
         params = {"nthread": 1, "max_depth": int(o["max_depth"]), "eta": float(o["eta"]),
-                  "seed": int(o["seed"]), "verbosity": 0, "tree_method": "hist"}
+                  "seed": int(o["seed"]) + member, "verbosity": 0, "tree_method": "hist"}
+        if int(o["members"]) > 1:  # an ensemble: each member sees a random 80% of rows and features
+            params.update(subsample=0.8, colsample_bynode=0.8)
         if o["objective"] == "rank":
             params.update(objective="rank:pairwise", lambdarank_pair_method="mean", lambdarank_num_pair_per_sample=8)
         else:
@@ -60,41 +67,58 @@ class XGBCostModel(CostModel):
         y = np.asarray(y, dtype=float)
         self.n_train = int(len(y))
         if int(np.isfinite(y).sum()) < int(self.options["min_samples"]):
-            self.booster = None
+            self.boosters = []
             return self
         order, qid = query_order(groups, len(y))
         if self.options["objective"] == "rank":
             dtrain = xgb.DMatrix(X[order], label=throughput(y, groups)[order], qid=qid, nthread=1)
+        elif self.options["objective"] == "reg-tp":
+            dtrain = xgb.DMatrix(X, label=throughput(y, groups), nthread=1)
         else:
             dtrain = xgb.DMatrix(X, label=log_cost(y, groups), nthread=1)
-        self.booster = xgb.train(self._params(), dtrain, num_boost_round=int(self.options["rounds"]))
+        rounds = int(self.options["rounds"])
+        self.boosters = [xgb.train(self._params(j), dtrain, num_boost_round=rounds)
+                         for j in range(max(1, int(self.options["members"])))]
         return self
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
+    def predict_members(self, X: np.ndarray) -> np.ndarray:
+        """One row of scores per ensemble member (shape members x len(X)); random when untrained."""
         X = np.asarray(X, dtype=np.float32)
-        if self.booster is None:
-            return self._rng.random(len(X))
-        pred = self.booster.inplace_predict(X)
-        return np.asarray(pred if self.options["objective"] == "rank" else -pred, dtype=float)
+        if not self.boosters:
+            return self._rng.random((1, len(X)))
+        pred = np.vstack([b.inplace_predict(X) for b in self.boosters]).astype(float)
+        return -pred if self.options["objective"] == "reg" else pred
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return self.predict_members(X).mean(axis=0)
 
     def quality(self, X_holdout: np.ndarray, y_holdout: np.ndarray, k: int = 10) -> dict:
         """Spearman rank correlation and top-k recall of the predictions on held-out rows."""
         return _quality(np.asarray(y_holdout, dtype=float), self.predict(X_holdout), k)
 
     def save(self) -> bytes:
-        if self.booster is None:
+        """XGBoost's JSON model; an ensemble is a JSON list of its members' XGBoost JSON models."""
+        if not self.boosters:
             return json.dumps({"autotune_xgb": {"options": self.options, "trained": False}}).encode()
-        self.booster.set_attr(autotune_options=json.dumps(self.options), autotune_n_train=str(self.n_train))
-        return bytes(self.booster.save_raw("json"))
+        for b in self.boosters:
+            b.set_attr(autotune_options=json.dumps(self.options), autotune_n_train=str(self.n_train))
+        if len(self.boosters) == 1:
+            return bytes(self.boosters[0].save_raw("json"))
+        members = [json.loads(bytes(b.save_raw("json"))) for b in self.boosters]
+        return json.dumps({"autotune_xgb_ensemble": members}).encode()
 
     @classmethod
     def load(cls, data: bytes) -> Self:
         doc = json.loads(bytes(data).decode())
         if "autotune_xgb" in doc:
             return cls(**doc["autotune_xgb"]["options"])
-        booster = xgb.Booster(params={"nthread": 1})
-        booster.load_model(bytearray(data))
-        model = cls(**json.loads(booster.attr("autotune_options") or "{}"))
-        model.booster = booster
-        model.n_train = int(booster.attr("autotune_n_train") or 0)
+        raw = [json.dumps(m).encode() for m in doc["autotune_xgb_ensemble"]] if "autotune_xgb_ensemble" in doc else [data]
+        boosters = []
+        for blob in raw:
+            b = xgb.Booster(params={"nthread": 1})
+            b.load_model(bytearray(blob))
+            boosters.append(b)
+        model = cls(**json.loads(boosters[0].attr("autotune_options") or "{}"))
+        model.boosters = boosters
+        model.n_train = int(boosters[0].attr("autotune_n_train") or 0)
         return model

@@ -75,6 +75,8 @@ def _plain_cache(path: str) -> str:
 def run_kt(strategy: str, cache, space, seed: int, budget: int, Tracker):
     """Kernel Tuner's ``strategy`` in simulation mode on the cache; the order of its evaluations
     is scored with the counting rule."""
+    import random as _random
+
     import kernel_tuner
 
     path = _plain_cache(cache.path)
@@ -88,24 +90,34 @@ def run_kt(strategy: str, cache, space, seed: int, budget: int, Tracker):
     def restrict(p):
         return tuple(p[n] for n in names) in keys
 
-    np.random.seed(seed)
-    import random as _random
-    _random.seed(seed)
     t = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        logging.disable(logging.WARNING)
-        results, _ = kernel_tuner.tune_kernel(
-            doc.get("kernel_name", "kernel"), "__global__ void k() {}", doc.get("problem_size") or [1],
-            [], {n: cache.param_values[n] for n in names}, restrictions=[restrict],
-            strategy=strategy, strategy_options={"max_fevals": budget}, cache=path,
-            simulation_mode=True, quiet=True, verbose=False, seed=seed,
-        )
-        logging.disable(logging.NOTSET)
+    restart = 0
+    # a strategy that stops before the budget (its own convergence) is restarted with a new seed;
+    # repeats cost nothing under the counting rule, so the restarts just continue the count
+    while not tracker.done and restart < 50:
+        run_seed = seed + 1000 * restart
+        np.random.seed(run_seed)
+        _random.seed(run_seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            logging.disable(logging.WARNING)
+            try:
+                results, _ = kernel_tuner.tune_kernel(
+                    doc.get("kernel_name", "kernel"), "__global__ void k() {}", doc.get("problem_size") or [1],
+                    [], {n: cache.param_values[n] for n in names}, restrictions=[restrict],
+                    strategy=strategy, strategy_options={"max_fevals": budget - len(tracker.trace)}, cache=path,
+                    simulation_mode=True, quiet=True, verbose=False, seed=run_seed,
+                )
+            finally:
+                logging.disable(logging.NOTSET)
+        before = len(tracker.trace)
+        for r in results:
+            values = tuple(r[n] for n in names)
+            c = space._make(dict(zip(names, values)))
+            m = record_measurement(cache, c, cache.records.get(values))
+            tracker.record(c.key, values in keys, m.objective, m.simulated_s)
+        restart += 1
+        if len(tracker.trace) == before:
+            break
     wall = time.perf_counter() - t
-    for r in results:
-        values = tuple(r[n] for n in names)
-        c = space._make(dict(zip(names, values)))
-        m = record_measurement(cache, c, cache.records.get(values))
-        tracker.record(c.key, values in keys, m.objective, m.simulated_s)
     return tracker, wall / max(1, len(tracker.trace))

@@ -95,3 +95,15 @@ def test_options_are_split_between_wrapper_and_inner():
     algo = make_guided("mcmc", t0=0.5, epsilon=0.2)
     assert algo.config["epsilon"] == 0.2 and algo.inner.config["t0"] == 0.5
     assert not math.isnan(algo.config["init"])
+
+
+class TestGuidedWithEnsemble(AlgorithmConformance):
+    def make_algorithm(self):
+        return make_guided("mcmc", init=6, retrain_every=4, cost_model_options={"min_samples": 4, "rounds": 5, "members": 2})
+
+
+def test_select_round_robins_over_members():
+    scores = np.array([[3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 2.0, 3.0]])
+    assert ModelGuided._select(scores, 3) == [0, 3, 1]
+    assert ModelGuided._select(scores[:1], 2) == [0, 1]
+    assert ModelGuided._select(scores, 9) == [0, 3, 1, 2]

@@ -72,3 +72,14 @@ def test_metrics():
     assert top_k_recall(costs, np.array([0, 0, 5, 4, 3.0]), k=2) == 0.0
     q = quality(costs, np.array([5, 4, 3, 2, 1.0]), k=2)
     assert q == {"spearman": 1.0, "top_k_recall": 1.0, "k": 2, "n": 5}
+
+
+def test_ensemble_members_differ_and_round_trip():
+    X, y = data()
+    model = XGBCostModel(members=3, rounds=10).fit(X, y)
+    S = model.predict_members(X)
+    assert S.shape == (3, 200) and not np.allclose(S[0], S[1])
+    np.testing.assert_allclose(model.predict(X), S.mean(axis=0))
+    loaded = XGBCostModel.load(model.save())
+    assert len(loaded.boosters) == 3
+    np.testing.assert_allclose(loaded.predict_members(X), S, rtol=1e-6)

@@ -127,8 +127,14 @@ class ModelGuided(SearchAlgorithm):
             self._all_index = {c.key: i for i, c in enumerate(self._all)}
         idx = np.array([i for i, c in enumerate(self._all) if c.key not in self.seen], dtype=np.int64)
         if len(idx) == 0:
-            return [], np.zeros(0)
-        return [self._all[i] for i in idx], self.cost_model.predict(self._all_X[idx])
+            return [], np.zeros((1, 0))
+        return [self._all[i] for i in idx], self._members(self._all_X[idx])
+
+    def _members(self, X: np.ndarray) -> np.ndarray:
+        """Scores per ensemble member (members x rows); one row for a plain model."""
+        if hasattr(self.cost_model, "predict_members"):
+            return np.atleast_2d(self.cost_model.predict_members(X))
+        return self.cost_model.predict(X)[None, :]
 
     def _scored_by_inner(self) -> tuple[list[Candidate], np.ndarray]:
         inner = type(self.inner)(**self.inner.config)
@@ -149,7 +155,28 @@ class ModelGuided(SearchAlgorithm):
                     found[c.key] = (c, float(s))
         self.inner_state = inner.state_dict()
         cands = [c for c, _ in found.values()]
-        return cands, np.array([s for _, s in found.values()])
+        if not cands:
+            return [], np.zeros((1, 0))
+        return cands, self._members(self._features(cands))
+
+    @staticmethod
+    def _select(scores: np.ndarray, n: int) -> list[int]:
+        """Slot j takes the best-scored candidate of ensemble member j (round robin; Thompson-like
+        sampling that spreads a batch over what the members disagree on); one member = top n."""
+        chosen: list[int] = []
+        if scores.shape[1] == 0:
+            return chosen
+        orders = [np.argsort(-row, kind="stable") for row in scores]
+        pos = [0] * len(orders)
+        taken: set[int] = set()
+        while len(chosen) < min(n, scores.shape[1]):
+            m = len(chosen) % len(orders)
+            while int(orders[m][pos[m]]) in taken:
+                pos[m] += 1
+            i = int(orders[m][pos[m]])
+            taken.add(i)
+            chosen.append(i)
+        return chosen
 
     def ask(self, n: int) -> list[Candidate]:
         out: list[Candidate] = []
@@ -164,9 +191,9 @@ class ModelGuided(SearchAlgorithm):
         if n_model > 0:
             scored = self._scored_all()
             cands, scores = scored if scored is not None else self._scored_by_inner()
-            for i in np.argsort(-scores, kind="stable")[:n_model]:
-                c = cands[int(i)]
-                self.predicted[c.key] = float(scores[int(i)])
+            for i in self._select(scores, n_model):
+                c = cands[i]
+                self.predicted[c.key] = float(scores[:, i].mean())
                 out.append(c)
                 self.seen.add(c.key)
         init = self.space.initial()
