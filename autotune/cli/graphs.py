@@ -14,7 +14,7 @@ from autotune.errors import UsageError
 
 def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str = "backtracking",
                    alpha: float = 1.05, budget: int = 3000, time_limit: float = 45.0, op_cache: str | None = None,
-                   rounds: int = 15, seed: int = 0) -> dict:
+                   rounds: int = 25, seed: int = 0) -> dict:
     if device != "cpu":
         raise UsageError(f"device {device!r} is not available here; valid: cpu (cuda needs a GPU and torch)")
     import onnx

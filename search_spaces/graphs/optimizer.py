@@ -7,6 +7,7 @@ own optimisations on); otherwise the original graph is returned.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -77,7 +78,7 @@ def search(graph: Graph, algorithm: str = "backtracking", alpha: float = 1.05, b
                         time.perf_counter() - t0, algorithm, trace)
 
 
-def finalize(original_model, result: SearchResult, rounds: int = 15, threads: int = 1, tolerance: float = 1e-3):
+def finalize(original_model, result: SearchResult, rounds: int = 25, threads: int = 1, tolerance: float = 1e-3):
     """Numeric check and interleaved end-to-end timing; keeps the original unless the new graph is faster."""
     from autotune.runners.onnx_ops import compare_latency, max_errors
     from autotune.search_spaces.graphs.onnx_io import to_onnx
@@ -89,8 +90,7 @@ def finalize(original_model, result: SearchResult, rounds: int = 15, threads: in
     else:
         lat = compare_latency([original_model], rounds=rounds, threads=threads) * 2
     before, after = lat[0], lat[1]
-    noise = max(before["iqr_s"], after["iqr_s"])
-    faster = after["median_s"] < before["median_s"] - max(noise, 0.01 * before["median_s"])
+    faster, p_value = faster_beyond_noise(before["times"], after["times"])
     kept = bool(result.best.payload) and check["passed"] and faster
     reason = ("faster beyond noise" if kept else "no rewrite found" if not result.best.payload else
               "numeric check failed" if not check["passed"] else "not faster beyond noise")
@@ -98,9 +98,21 @@ def finalize(original_model, result: SearchResult, rounds: int = 15, threads: in
         "check": check, "kept": kept, "reason": reason,
         "latency_before": {k: v for k, v in before.items() if k != "times"},
         "latency_after": {k: v for k, v in after.items() if k != "times"},
-        "measured_speedup": before["median_s"] / after["median_s"] if kept else 1.0,
+        "measured_speedup": before["median_s"] / after["median_s"] if kept else 1.0, "sign_test_p": p_value,
         "candidate_speedup": before["median_s"] / after["median_s"],
     }
+
+
+def faster_beyond_noise(before: list[float], after: list[float], min_gain: float = 0.01, alpha: float = 0.05):
+    """Paired one-sided sign test over interleaved rounds, plus a minimum median gain.
+
+    Interleaving makes round i of both models see the same machine load, so the sign
+    of each paired difference is robust to load drift on a shared machine."""
+    n = len(before)
+    wins = sum(a < b for a, b in zip(after, before))
+    p = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n
+    gain = float(np.median(before)) / float(np.median(after)) - 1.0
+    return bool(p < alpha and gain >= min_gain), p
 
 
 def default_cost_model(cache_path: str | None = None, measure: bool = True, max_measure: int = 400,

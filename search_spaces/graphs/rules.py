@@ -96,6 +96,7 @@ FUNCTIONS = {
     "cols": lambda g, *ws: [g.shape[w][-1] for w in ws],
     "last_axis": lambda g, t: len(g.shape[t]) - 1,
     "kernel": lambda g, a: list(a["kernel_shape"]),
+    "dims": lambda g, v1, i1, v2, i2: [g.shape[v1][i1], g.shape[v2][i2]],
     "compose_perm": lambda g, p1, p2: [p1["perm"][i] for i in p2["perm"]],
 }
 

@@ -1,0 +1,85 @@
+"""Built-in rules preserve the computation at every match; JSON round trip; specific rewrites."""
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from autotune.runners.onnx_ops import max_errors  # noqa: E402
+from autotune.search_spaces.graphs import model_zoo, onnx_io  # noqa: E402
+from autotune.search_spaces.graphs.builtin_rules import BUILTIN, builtin_rules  # noqa: E402
+from autotune.search_spaces.graphs.ir import Graph, Node  # noqa: E402
+from autotune.search_spaces.graphs.rules import Rule  # noqa: E402
+
+
+@pytest.mark.parametrize("name", sorted(model_zoo.MODELS))
+def test_every_rule_application_preserves_outputs(name):
+    model = model_zoo.build(name, small=True)
+    g = onnx_io.from_onnx(model)
+    applied = 0
+    for rule in builtin_rules(include_neutral=True):
+        for match in list(rule.matches(g))[:2]:
+            g2 = rule.apply(g, match)
+            assert g2 is not None, (rule.name, match)
+            err = max_errors(model, onnx_io.to_onnx(g2), trials=1)
+            assert err["max_rel_error"] < 1e-4, (rule.name, err)
+            applied += 1
+    assert applied > 0
+
+
+def test_rules_chain_on_random_walks():
+    from autotune.search_spaces.graphs.space import GraphSpace
+    for name in ("squeezenet11", "bert_base", "inception_v3"):
+        model = model_zoo.build(name, small=True)
+        space = GraphSpace(onnx_io.from_onnx(model))
+        rng = np.random.default_rng(0)
+        c = space.initial()
+        for _ in range(12):
+            c = space.neighbor(c, rng)
+        assert max_errors(model, onnx_io.to_onnx(space.graph(c)), trials=1)["max_rel_error"] < 1e-4
+
+
+def test_rule_json_round_trip():
+    for d in BUILTIN:
+        r = Rule.from_json(json.loads(json.dumps(d)))
+        assert Rule.from_json(r.to_json()).key == r.key
+
+
+def test_conv_bn_folding_removes_the_bn():
+    g = onnx_io.from_onnx(model_zoo.build("resnet50", small=True))
+    rule = Rule.from_json(next(d for d in BUILTIN if d["name"] == "fold_conv_bn"))
+    matches = list(rule.matches(g))
+    assert len(matches) == sum(n.op == "BatchNormalization" for n in g.nodes)
+    g2 = rule.apply(g, matches[0])
+    assert len(g2.runtime_nodes()) == len(g.runtime_nodes()) - 1
+
+
+def test_transpose_cancellation_and_condition():
+    x = {"x": ((2, 3, 4), "float32")}
+    g = Graph([Node.make("Transpose", ["x"], ["t"], {"perm": (1, 0, 2)}),
+               Node.make("Transpose", ["t"], ["u"], {"perm": (1, 0, 2)}), Node.make("Relu", ["u"], ["y"])],
+              x, ["y"], {})
+    rules = {r.name: r for r in builtin_rules()}
+    m = list(rules["transpose_cancel"].matches(g))
+    assert len(m) == 1
+    g2 = rules["transpose_cancel"].apply(g, m[0])
+    assert [n.op for n in g2.nodes] == ["Relu"] and g2.nodes[0].inputs == ("x",)
+    g3 = Graph([Node.make("Transpose", ["x"], ["t"], {"perm": (1, 0, 2)}),
+                Node.make("Transpose", ["t"], ["y"], {"perm": (0, 2, 1)})], x, ["y"], {})
+    assert not list(rules["transpose_cancel"].matches(g3))
+    assert list(rules["transpose_compose"].matches(g3))
+
+
+def test_source_output_used_outside_blocks_the_rule():
+    w = {"w": np.ones((4, 4, 1, 1), np.float32), "b": np.zeros(4, np.float32), "k": np.full((4, 1, 1), 2, np.float32)}
+    nodes = [Node.make("Conv", ["x", "w", "b"], ["c"], {"kernel_shape": (1, 1), "strides": (1, 1), "pads": (0,) * 4,
+                                                          "dilations": (1, 1), "group": 1}),
+             Node.make("Mul", ["c", "k"], ["y"]), Node.make("Relu", ["c"], ["z"])]
+    g = Graph(nodes, {"x": ((1, 4, 3, 3), "float32")}, ["y", "z"], w)
+    rules = {r.name: r for r in builtin_rules()}
+    assert not list(rules["fold_conv_mul"].matches(g))  # c is also read by Relu
+    g2 = Graph(nodes[:2], {"x": ((1, 4, 3, 3), "float32")}, ["y"], w)
+    assert list(rules["fold_conv_mul"].matches(g2))
