@@ -3,7 +3,8 @@ simulations per second, and a scale test (300+ ops on 64 devices).
 
 Models on their papers' clusters (FlexFlow, SysML'19: 4 x 4 P100 and 16 x 4 K80; Unity,
 OSDI'22: here 2 x p3.16xlarge, 16 V100), global batch = per-device batch x devices, fixed
-before running (64 per device; DLRM 256). Published speed-ups over data parallelism: Unity
+before running (64 per device, DLRM 256; FlexFlow's models also at 16 per device, where
+communication is no longer hidden behind computation). Published speed-ups over data parallelism: Unity
 DLRM 3.6x, MLP 2.0x, Inception-v3 1.3x; FlexFlow reports up to 3.8x over the best of data
 and expert-designed strategies. Our clusters and batch sizes are not theirs: compare trends.
 
@@ -24,13 +25,8 @@ CASES = [  # (paper, model, cluster, per-device batch)
     ("unity", "dlrm", "p3.16xlarge-x2", 256),
     ("unity", "mlp-unity", "p3.16xlarge-x2", 64),
     ("unity", "inception-v3", "p3.16xlarge-x2", 64),
-    ("flexflow", "inception-v3", "p100-4x4", 64),
-    ("flexflow", "resnet101", "p100-4x4", 64),
-    ("flexflow", "rnnlm", "p100-4x4", 64),
-    ("flexflow", "nmt", "p100-4x4", 64),
-    ("flexflow", "inception-v3", "k80-16x4", 64),
-    ("flexflow", "rnnlm", "k80-16x4", 64),
-    ("flexflow", "nmt", "k80-16x4", 64),
+    *[("flexflow", m, c, b) for b in (64, 16) for c in ("p100-4x4", "k80-16x4")
+      for m in ("inception-v3", "resnet101", "rnnlm", "nmt")],
 ]
 SCALE = ("gpt-15b", "dgx-a100-x8", 1)  # 437 ops on 64 devices
 
@@ -52,7 +48,6 @@ def row(paper, model, cluster, per_dev, algorithm, budget, seed, time_limit=None
 def delta_speed(model, cluster, per_dev, proposals=30, seed=0):
     """Seconds per simulation: a fresh simulator (every task cost computed) vs delta (one op changed)."""
     import numpy as np
-
     from autotune.search_spaces.parallel.models import get_model
     from autotune.search_spaces.parallel.simulator import Simulator
     from autotune.search_spaces.parallel.space import StrategySpace

@@ -19,7 +19,6 @@ import json
 import time
 
 import numpy as np
-
 from autotune.search_spaces.parallel.clusters import get_cluster
 from autotune.search_spaces.parallel.models import transformer
 from autotune.search_spaces.parallel.simulator import Simulator
@@ -46,7 +45,7 @@ def megatron_flops(batch, layers, hidden):
 
 
 def simulate(row, efficiency=None):
-    size, heads, hidden, layers, t, p, gpus, batch, _ = row
+    size, heads, hidden, layers, t, _p, gpus, batch, _ = row
     cluster = get_cluster(f"dgx-a100-x{gpus // 8}")
     if efficiency is not None:
         cluster.device.gemm_efficiency = efficiency

@@ -3,11 +3,11 @@
 import json
 
 import pytest
+from autotune.search_spaces.parallel.clusters import preset_names
+from autotune.search_spaces.parallel.models import MODELS
 from typer.testing import CliRunner
 
 from autotune.cli.main import app
-from autotune.search_spaces.parallel.clusters import preset_names
-from autotune.search_spaces.parallel.models import MODELS
 
 runner = CliRunner()
 BUILTIN = ["mlp-unity", "bert-large", "gpt-350m", "gpt-1.3b", "gpt-2.6b", "gpt-6.7b", "resnet101", "inception-v3",
@@ -77,6 +77,7 @@ def test_full_matrix(model, cluster):
 def test_measured_db_overrides(tmp_path):
     from autotune.db import open_database
     from autotune.search_spaces.parallel.calibration import record
+
     from autotune.types import Device
 
     url = f"sqlite:///{tmp_path / 'm.db'}"

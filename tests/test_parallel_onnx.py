@@ -4,9 +4,9 @@ import pytest
 
 onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install 'autotune[graphs]')")
 
-from autotune.search_spaces.graphs import model_zoo  # noqa: E402
-from autotune.search_spaces.parallel.models import get_model  # noqa: E402
-from autotune.search_spaces.parallel.search import parallelize  # noqa: E402
+from autotune.search_spaces.graphs import model_zoo
+from autotune.search_spaces.parallel.models import get_model
+from autotune.search_spaces.parallel.search import parallelize
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,13 @@ import math
 
 import numpy as np
 import pytest
-
 from autotune.runners.simulator import SimulatorRunner
 from autotune.search_spaces.parallel.clusters import Cluster, DeviceSpec
 from autotune.search_spaces.parallel.graph import Builder
 from autotune.search_spaces.parallel.simulator import Simulator
 from autotune.search_spaces.parallel.space import StrategySpace
 from autotune.search_spaces.parallel.strategy import OpConfig, data_parallel, model_parallel
+
 from autotune.types import Status
 
 PEAK, INTRA, INTER, LAT_I, LAT_N = 1e12, 1e9, 1e8, 1e-6, 1e-5
@@ -117,8 +117,8 @@ def test_measured_op_times_and_collectives_override_estimates():
 
 
 def test_delta_simulation_matches_a_fresh_simulation():
-    from autotune.search_spaces.parallel.models import get_model
     from autotune.search_spaces.parallel.clusters import get_cluster
+    from autotune.search_spaces.parallel.models import get_model
 
     g, cl = get_model("inception-v3", 32), get_cluster("p100-4x4")
     space = StrategySpace(g, cl)
@@ -145,8 +145,8 @@ def test_timeline_covers_the_iteration():
     assert {res for res, *_ in r.timeline} >= {0, 1}
 
 
-from autotune.testing.runners import RunnerConformance  # noqa: E402
-from autotune.types import Candidate  # noqa: E402
+from autotune.testing.runners import RunnerConformance
+from autotune.types import Candidate
 
 
 class TestSimulatorRunner(RunnerConformance):
@@ -164,6 +164,7 @@ class TestSimulatorRunner(RunnerConformance):
 def test_measurements_from_the_database_override_the_cluster(tmp_path):
     from autotune.db import open_database
     from autotune.search_spaces.parallel.calibration import calibrated, record
+
     from autotune.types import Device
 
     db = open_database(f"sqlite:///{tmp_path / 'm.db'}")

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import copy
 
+from autotune.search_spaces.parallel.clusters import Cluster
 from sqlalchemy import and_, func, select
 
-from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
 

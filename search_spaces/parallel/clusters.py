@@ -77,7 +77,7 @@ class Cluster:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "Cluster":
+    def from_json(cls, d: dict) -> Cluster:
         try:
             dev = d["device"]
             dev = DEVICES[dev] if isinstance(dev, str) else DeviceSpec(**dev)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Op
 from autotune.search_spaces.parallel.strategy import OpConfig

@@ -87,7 +87,7 @@ class Graph:
                 "meta": self.meta, "ops": [asdict(op) for op in self.ops]}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Graph":
+    def from_json(cls, d: dict) -> Graph:
         try:
             ops = [Op(**{**o, "out": tuple(o["out"]), "weight": tuple(o.get("weight", ())),
                          "inputs": [(s, tuple(a)) for s, a in o.get("inputs", [])]}) for o in d["ops"]]

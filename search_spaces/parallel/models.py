@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 
-from autotune.errors import UsageError
 from autotune.search_spaces.parallel.graph import Builder, Graph, Op
+
+from autotune.errors import UsageError
 
 SGD_STATE = 12  # FlexFlow-era fp32 models: weight, gradient and momentum per parameter
 

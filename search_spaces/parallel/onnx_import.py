@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 
-from autotune.errors import UsageError
 from autotune.search_spaces.parallel.graph import Builder, Graph, Op
+
+from autotune.errors import UsageError
 
 ELEMENTWISE = {"Relu", "Add", "Sub", "Mul", "Div", "Sigmoid", "Tanh", "Erf", "Gelu", "Dropout", "Identity", "Clip",
                "LeakyRelu", "Sqrt", "Pow", "Cast", "Neg", "Exp", "BatchNormalization", "HardSigmoid", "Where"}
@@ -130,9 +131,7 @@ def _generic(g, n, name, acts, ws, out, shape, ig) -> Op:
     for j in range(r):
         if j == 0:
             roles["a0"] = "sample"
-        elif not keep_axes or (n.op in LAST_AXIS and j == r - 1):
-            roles[f"a{j}"] = None
-        elif n.op == "Concat" and j == int(n.a.get("axis", 1)) % r:
+        elif not keep_axes or (n.op in LAST_AXIS and j == r - 1) or n.op == "Concat" and j == int(n.a.get("axis", 1)) % r:
             roles[f"a{j}"] = None
         else:
             roles[f"a{j}"] = "attribute"

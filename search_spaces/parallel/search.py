@@ -12,13 +12,13 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from autotune.registry import make_algorithm
 from autotune.runners.simulator import SimulatorRunner
 from autotune.search_spaces.parallel.clusters import Cluster, get_cluster
 from autotune.search_spaces.parallel.graph import Graph
 from autotune.search_spaces.parallel.models import get_model
 from autotune.search_spaces.parallel.space import StrategySpace
+
+from autotune.registry import make_algorithm
 from autotune.types import Measurement
 
 

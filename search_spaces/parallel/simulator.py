@@ -23,7 +23,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from autotune.search_spaces.parallel import costs
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph
@@ -124,7 +123,7 @@ class Simulator:
         hit = self.op_cache.get(key)
         if hit is not None:
             return hit
-        op, g, c, D = self.g.ops[i], self.g, self.c, self.D
+        op, g, c = self.g.ops[i], self.g, self.c
         deg = costs.degree(op, cfg)
         devs = cfg.start + np.arange(cfg.parts)
         f, b = costs.compute_times(op, cfg, c, g.dtype_bytes, g.recompute and not op.keep)
@@ -224,11 +223,9 @@ class Simulator:
                     tl.extend((int(x), s, e, self.names[t]) for x in rs)
             else:
                 e = r + dur[t]
-            if e > end_all:
-                end_all = e
+            end_all = max(end_all, e)
             for v in succ[t]:
-                if e > ready[v]:
-                    ready[v] = e
+                ready[v] = max(ready[v], e)
                 indeg[v] -= 1
                 if indeg[v] == 0:
                     heapq.heappush(heap, (ready[v], v))

@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from autotune.errors import UsageError
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.parallel import strategy as st
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import ROLES, Graph
+
+from autotune.errors import UsageError
 from autotune.types import Candidate, Task
 
 N_FEATURES = 4 + 2 * len(ROLES)
