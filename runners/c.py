@@ -17,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -81,7 +82,7 @@ def _build(cc: list[str], flags: tuple[str, ...], source: str, workdir: Path, ti
         return str(so), "", 0.0
     src = workdir / f"k_{digest}.c"
     src.write_text(source)
-    tmp = workdir / f"k_{digest}.{os.getpid()}.tmp.so"
+    tmp = workdir / f"k_{digest}.{os.getpid()}.{threading.get_ident()}.tmp.so"
     t0 = time.perf_counter()
     try:
         r = subprocess.run([*cc, *flags, "-o", str(tmp), str(src)], capture_output=True, text=True, timeout=timeout_s)

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -60,7 +61,7 @@ class CudaBuilder:
         if cubin.exists():
             return str(cubin), "", 0.0, _resources(log.read_text() if log.exists() else "")
         src.write_text(source)
-        tmp = self.workdir / f"k_{digest}.{os.getpid()}.tmp.cubin"
+        tmp = self.workdir / f"k_{digest}.{os.getpid()}.{threading.get_ident()}.tmp.cubin"
         t0 = time.perf_counter()
         try:
             r = subprocess.run([self.nvcc, "-cubin", f"-arch={self.arch}", *self.flags, "-o", str(tmp), str(src)],

@@ -11,6 +11,7 @@ exits and the runner starts a fresh one. Kernels are timed with CUDA events.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import sys
@@ -33,6 +34,13 @@ class PyCudaBackend:
         self.dev = cuda.Device(index)
         self.ctx = self.dev.make_context()
         self.bufs: list = []
+        atexit.register(self._pop)
+
+    def _pop(self) -> None:
+        try:
+            self.ctx.pop()
+        except Exception:  # noqa: BLE001 - a context ruined by a fatal error cannot be popped cleanly
+            pass
 
     def props(self) -> dict:
         a, cuda, dev = self.cuda.device_attribute, self.cuda, self.dev

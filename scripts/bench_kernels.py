@@ -8,6 +8,7 @@ alternation, --rounds times, under the same protocol; the best median of each is
 kept, and the ratio tuned/BLAS (GFLOP/s over GFLOP/s) printed.
 
     nice -n 10 python scripts/bench_kernels.py                       # the full benchmark
+    python scripts/bench_kernels.py --target cuda                    # on a GPU: tuned gemm 4096^3 vs cuBLAS
     python scripts/bench_kernels.py --sizes 256 --trials 10 --trials-other 0 --threads 1   # a quick look
 """
 
@@ -110,6 +111,63 @@ def compare(n: int, threads: int, cfg: dict, rounds: int, min_time: float):
     return min(tuned), min(blas), t.flops, device
 
 
+CUBLAS_TIMER = r"""
+import json, sys
+n, reps = int(sys.argv[1]), int(sys.argv[2])
+try:
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+    mm, ev, lib = (lambda: torch.matmul(a, b)), (lambda: torch.cuda.Event(enable_timing=True)), "torch.matmul"
+    sync = torch.cuda.synchronize
+except ImportError:
+    import cupy as cp
+    a, b = cp.random.standard_normal((n, n), dtype=cp.float32), cp.random.standard_normal((n, n), dtype=cp.float32)
+    mm, ev, lib = (lambda: cp.matmul(a, b)), cp.cuda.Event, "cupy.matmul"
+    sync = cp.cuda.Device().synchronize
+for _ in range(3):
+    mm()
+sync()
+times = []
+for _ in range(reps):
+    s, e = ev(), ev()
+    s.record(); mm(); e.record(); e.synchronize()
+    times.append((s.elapsed_time(e) if hasattr(s, "elapsed_time") else cp.cuda.get_elapsed_time(s, e)) * 1e-3)
+print(json.dumps({"lib": lib, "times": times}))
+"""
+
+
+def bench_cuda(a, db) -> dict:
+    """Tune fp32 gemm n^3 on GPU 0 and compare with cuBLAS (torch.matmul with TF32 off, else cupy.matmul)."""
+    from autotune.runners.cuda import CudaRunner, probe_cuda_device
+
+    n = a.cuda_size
+    props = probe_cuda_device(0)
+    space, t = kernel_problem("gemm", f"{n},{n},{n}", "cuda", device_props=props)
+    runner = CudaRunner(t, protocol=Protocol(warmup=2, min_repeats=5, max_repeats=50, min_time_s=0.2, budget_s=10))
+    try:
+        default = runner.measure(t.task, [space.initial()])[0]
+        r = Campaign(f"bench-gemm-cuda-{n}-{a.algorithm}-seed{a.seed}", space, make_algorithm(a.algorithm), runner,
+                     db, trials=a.trials, batch=a.batch, seed=a.seed, progress=sys.stderr.isatty()).run()
+        if r.best is None:
+            raise RuntimeError("no CUDA candidate ran successfully")
+        again = runner.measure(t.task, [r.best.candidate])[0]
+        tuned = min(r.best.cost, again.cost if again.ok else r.best.cost)
+    finally:
+        runner.close()
+    out = json.loads(subprocess.run([sys.executable, "-c", CUBLAS_TIMER, str(n), "20"], capture_output=True,
+                                    text=True, check=True).stdout.strip().splitlines()[-1])
+    blas = median(out["times"])
+    row = {"n": n, "gpu": props["name"], "backend": props.get("backend"), "trials": a.trials,
+           "tuned_gflops": t.flops / tuned / 1e9, "cublas_gflops": t.flops / blas / 1e9, "cublas_via": out["lib"],
+           "ratio": blas / tuned, "default_gflops": t.flops / default.cost / 1e9 if default.ok else None,
+           "config": r.best.candidate.payload}
+    print(f"gemm {n}^3 fp32 on {props['name']}: tuned {row['tuned_gflops']:.0f} GFLOP/s, cuBLAS ({out['lib']}, "
+          f"TF32 off) {row['cublas_gflops']:.0f} GFLOP/s, ratio {row['ratio']:.2f}; config {json.dumps(row['config'])}")
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="512,1024,2048", help="square gemm sizes")
@@ -125,7 +183,18 @@ def main(argv=None) -> int:
     ap.add_argument("--min-time", type=float, default=0.3, help="seconds of timed repeats per final measurement")
     ap.add_argument("--db", default="sqlite:///bench_kernels.db")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--target", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--cuda-size", type=int, default=4096, help="--target cuda: the gemm size")
     a = ap.parse_args(argv)
+    if a.target == "cuda":
+        db = open_database(a.db)
+        try:
+            row = bench_cuda(a, db)
+        finally:
+            db.close()
+        if a.json:
+            print(json.dumps(row))
+        return 0
     sizes = [int(s) for s in a.sizes.split(",")]
     cores = os.cpu_count() or 1
     threads = [int(x) for x in a.threads.split(",")] if a.threads else sorted({1, cores})
@@ -166,4 +235,10 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from autotune.errors import AutotuneError
+
+    try:
+        sys.exit(main())
+    except AutotuneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
