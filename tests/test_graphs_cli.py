@@ -1,0 +1,49 @@
+"""`autotune optimize-graph` and `autotune rules generate` end to end (small models)."""
+
+import json
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from autotune.cli.main import app  # noqa: E402
+from autotune.search_spaces.graphs import model_zoo  # noqa: E402
+
+
+def test_optimize_graph_json(tmp_path):
+    src, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    onnx.save(model_zoo.build("resnet50", small=True), src)
+    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--budget", "60", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output.strip().splitlines()[-1])
+    assert d["check"]["passed"] and d["check"]["max_rel_error"] < 1e-3
+    assert d["predicted_cost_after_s"] <= d["predicted_cost_before_s"]
+    assert d["latency_before"]["median_s"] > 0 and "reason" in d
+    onnx.checker.check_model(onnx.load(out))
+
+
+def test_optimize_graph_text_and_errors(tmp_path):
+    src, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    onnx.save(model_zoo.build("squeezenet11", small=True), src)
+    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--budget", "30",
+                                 "--algorithm", "mcmc"])
+    assert r.exit_code == 0, r.output
+    assert "numeric check" in r.output and "predicted cost" in r.output
+    bad = CliRunner().invoke(app, ["optimize-graph", str(tmp_path / "missing.onnx"), "-o", str(out)])
+    assert bad.exit_code == 2 and "cannot read" in bad.output
+    bad = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--algorithm", "nope"])
+    assert bad.exit_code == 2 and "valid" in bad.output
+    bad = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--device", "tpu"])
+    assert bad.exit_code == 2
+
+
+def test_rules_generate(tmp_path):
+    out = tmp_path / "rules.json"
+    r = CliRunner().invoke(app, ["rules", "generate", "--max-ops", "1", "--json", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output.strip().splitlines()[-1])
+    assert d["graphs"] > 0 and d["kept"] == len(json.load(open(out))["rules"])
+    assert CliRunner().invoke(app, ["rules", "generate", "--max-ops", "7"]).exit_code == 2

@@ -1,0 +1,62 @@
+"""Rule generator and verifier: exact fingerprints, pruning, float tests over sizes, z3 proofs."""
+
+import pytest
+
+pytest.importorskip("z3")
+
+from autotune.search_spaces.graphs import generator as G  # noqa: E402
+from autotune.search_spaces.graphs.verify import float_tests, verify_pair, z3_prove  # noqa: E402
+
+MATRIX = next(d for d in G.DOMAINS if d.name == "matrix")
+CONV = next(d for d in G.DOMAINS if d.name == "conv")
+
+
+def op(name, args, out, extra=None):
+    return (name, tuple(args), extra, tuple(out))
+
+
+def test_matmul_associativity_is_proved():
+    g1 = (op("MatMul", "aw", ["t0_0"]), op("MatMul", ["t0_0", "u"], ["t1_0"]))
+    g2 = (op("MatMul", "wu", ["t0_0"]), op("MatMul", ["a", "t0_0"], ["t1_0"]))
+    assert z3_prove(MATRIX, g1, g2, {"t1_0": "t1_0"}) is True
+    assert verify_pair(MATRIX, g1, g2, {"t1_0": "t1_0"}) == "proved"
+
+
+def test_a_false_rule_is_rejected():
+    g1 = (op("MatMul", "aw", ["t0_0"]), op("Relu", ["t0_0"], ["t1_0"]))
+    g2 = (op("Relu", "w", ["t0_0"]), op("MatMul", ["a", "t0_0"], ["t1_0"]))
+    assert not float_tests(MATRIX, g1, g2, {"t1_0": "t1_0"})
+    assert z3_prove(MATRIX, g1, g2, {"t1_0": "t1_0"}) is None
+
+
+def test_shape_specific_pair_is_rejected_by_other_sizes():
+    # at the fingerprint sizes n=2,k=3,m=5: splitting concat(w, v) (k x 2m = 3 x 10) at n+... is size-specific
+    g = (op("Concat1", "wv", ["t0_0"]), op("Split1", ["t0_0"], ["t1_0", "t1_1"], ("m", "m")))
+    bad = (op("Concat1", "wv", ["t0_0"]), op("Split1", ["t0_0"], ["t1_0", "t1_1"], ("k", "p")))  # 3+4 != 10
+    shapes = G.concrete(MATRIX, MATRIX.sizes[0])
+    assert G.shape_of("Split1", ("t0_0",), ("m", "m"), {**shapes, "t0_0": (3, 10)}) == [(3, 5), (3, 5)]
+    assert G.shape_of("Split1", ("t0_0",), ("k", "p"), {**shapes, "t0_0": (3, 10)}) is None
+    assert float_tests(MATRIX, g, g, {"t1_0": "t1_0", "t1_1": "t1_1"})
+    del bad
+
+
+def test_generator_two_ops_finds_associativity_and_reports_counts():
+    rep = G.generate(2, z3_timeout_ms=500, domains=[MATRIX])
+    assert rep["graphs"] > 100 and rep["generated"] >= rep["kept"] > 0
+    assert rep["pruned_common_subgraph"] > 0 and rep["pruned_renaming"] > 0
+    assert rep["proved"] > 0 and rep["classic_found"]["associativity"]
+    assert rep["time_s"] > 0
+
+
+def test_generator_three_ops_finds_conv_merge_and_distributivity():
+    rep = G.generate(3, z3_timeout_ms=500, domains=[CONV])
+    found = rep["classic_found"]
+    assert found["merge_convs"] and found["distributivity"]
+    merge = next(r for r in rep["rules"] if r.name in found["merge_convs"])
+    assert merge.status in ("proved", "tested")
+
+
+@pytest.mark.slow
+def test_generator_three_ops_all_domains_finds_the_classics():
+    rep = G.generate(3, z3_timeout_ms=500)
+    assert all(rep["classic_found"].values()), rep["classic_found"]

@@ -1,0 +1,80 @@
+"""GraphSpace conformance, the op cost model, and search through the engine's algorithms."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from autotune.runners.onnx_ops import OnnxOpRunner, op_spec  # noqa: E402
+from autotune.search_spaces.graphs import model_zoo, onnx_io, optimizer  # noqa: E402
+from autotune.search_spaces.graphs.cost import OpCostCache, OpCostModel  # noqa: E402
+from autotune.search_spaces.graphs.space import GraphSpace  # noqa: E402
+from autotune.testing.runners import RunnerConformance  # noqa: E402
+from autotune.testing.spaces import SpaceConformance  # noqa: E402
+from autotune.types import Candidate, Task  # noqa: E402
+
+
+def small_graph(name="inception_v3"):
+    return onnx_io.from_onnx(model_zoo.build(name, small=True))
+
+
+class TestGraphSpace(SpaceConformance):
+    samples = 10
+
+    def make_space(self):
+        return GraphSpace(small_graph(), cost_model=OpCostModel(runner=None))
+
+
+class TestOnnxOpRunner(RunnerConformance):
+    def make_case(self):
+        good = [Candidate(op_spec("MatMul", {}, [((4, 8), "float32", False), ((8, 16), "float32", True)], [(4, 16)])),
+                Candidate(op_spec("Relu", {}, [((2, 3), "float32", False)], [(2, 3)]))]
+        bad = Candidate(op_spec("MatMul", {}, [((4, 8), "float32", False), ((5, 16), "float32", True)], [(4, 16)]))
+        return OnnxOpRunner(min_time=0.001), Task("op", "mixed"), good, bad
+
+
+def test_space_key_is_structural_hash_and_dedups_orders():
+    space = GraphSpace(small_graph("resnet50"), cost_model=OpCostModel(runner=None))
+    kids = list(space.children(space.initial()))
+    folds = [k for k in kids if k.payload[-1][0] == "fold_conv_bn"][:2]
+    a = space.candidate(folds[0].payload + folds[1].payload)
+    b = space.candidate(folds[1].payload + folds[0].payload)
+    assert a.key == b.key == space.graph(a).structural_hash() and a.payload != b.payload
+    assert space.features([a, b]).shape == (2, space.features([a]).shape[1])
+
+
+def test_cost_model_measures_each_op_key_once_and_uses_the_cache():
+    cache = OpCostCache()
+    cm = OpCostModel(OnnxOpRunner(min_time=0.001), cache)
+    g = small_graph("vgg19")
+    c1 = cm.graph_cost(g)
+    n = cm.measured
+    assert 0 < n <= len(g.runtime_nodes()) and c1 > 0
+    assert cm.graph_cost(g) == c1 and cm.measured == n
+    cm2 = OpCostModel(OnnxOpRunner(), cache)  # a second model with the same cache measures nothing
+    assert cm2.graph_cost(g) == pytest.approx(c1) and cm2.measured == 0
+
+
+def test_analytic_estimate_without_runner_is_positive_and_monotone():
+    cm = OpCostModel(runner=None)
+    g = small_graph("resnet50")
+    convs = sorted((n for n in g.runtime_nodes() if n.op == "Conv"),
+                   key=lambda n: np.prod(g.shape[n.inputs[1]]) * np.prod(g.shape[n.outputs[0]]))
+    assert 0 < cm.op_cost(g, convs[0]) <= cm.op_cost(g, convs[-1])
+
+
+@pytest.mark.parametrize("algorithm", ["backtracking", "mcmc", "evolutionary"])
+def test_search_finds_a_cheaper_graph(algorithm):
+    g = small_graph("resnet50")
+    res = optimizer.search(g, algorithm, budget=150, time_limit=20, cost_model=OpCostModel(runner=None))
+    assert res.cost_after < res.cost_before and res.best.payload
+    assert res.space.contains(res.best)
+
+
+def test_sign_test_keeps_only_clear_wins():
+    before = [1.0 + 0.01 * i for i in range(20)]
+    assert optimizer.faster_beyond_noise(before, [b * 0.9 for b in before])[0]
+    assert not optimizer.faster_beyond_noise(before, [b * 0.999 for b in before])[0]  # < 1% gain
+    noisy = [b * (0.95 if i % 2 else 1.05) for i, b in enumerate(before)]
+    assert not optimizer.faster_beyond_noise(before, noisy)[0]
