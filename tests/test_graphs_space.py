@@ -67,7 +67,7 @@ def test_analytic_estimate_without_runner_is_positive_and_monotone():
 @pytest.mark.parametrize("algorithm", ["backtracking", "mcmc", "evolutionary"])
 def test_search_finds_a_cheaper_graph(algorithm):
     g = small_graph("resnet50")
-    res = optimizer.search(g, algorithm, budget=150, time_limit=20, cost_model=OpCostModel(runner=None))
+    res = optimizer.search(g, algorithm, budget=150, time_limit=20, cost_model=OpCostModel(runner=None, fusion=False))
     assert res.cost_after < res.cost_before and res.best.payload
     assert res.space.contains(res.best)
 
@@ -78,3 +78,16 @@ def test_sign_test_keeps_only_clear_wins():
     assert not optimizer.faster_beyond_noise(before, [b * 0.999 for b in before])[0]  # < 1% gain
     noisy = [b * (0.95 if i % 2 else 1.05) for i, b in enumerate(before)]
     assert not optimizer.faster_beyond_noise(before, noisy)[0]
+
+
+def test_fusion_aware_cost_counts_fused_ops_free():
+    from autotune.search_spaces.graphs.cost import fused_into_producer
+    g = small_graph("resnet50")
+    bns = [n for n in g.runtime_nodes() if n.op == "BatchNormalization"]
+    assert bns and all(fused_into_producer(g, n) for n in bns)
+    relus_after_bn = [n for n in g.runtime_nodes() if n.op == "Relu" and g.producer[n.inputs[0]][0].op != "Add"]
+    assert relus_after_bn and all(fused_into_producer(g, n) for n in relus_after_bn)
+    adds = [n for n in g.runtime_nodes() if n.op == "Add"]  # residual adds of two activations are not fused
+    assert adds and not any(fused_into_producer(g, n) for n in adds)
+    free, full = OpCostModel(runner=None), OpCostModel(runner=None, fusion=False)
+    assert free.graph_cost(g) < full.graph_cost(g)

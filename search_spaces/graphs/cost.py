@@ -1,5 +1,10 @@
 """Per-op costs for graph search: measured once per op key, cached, estimated when not measured.
 
+The graph cost is the sum of its run-time ops' costs; with ``fusion`` on (default),
+ops that onnxruntime fuses into their producer (activation or BatchNormalization
+after a Conv, bias Add after a MatMul...) count as free, so that the search does
+not chase gains the runtime already has, nor break its fusions.
+
 ``OpCostCache`` is the hook for the experiment database: anything with
 ``get(key) -> float | None`` and ``put(key, seconds, measurement)`` works (the lead
 backs it with trials of task kind "op"). ``OpCostModel`` asks the cache, then
@@ -49,7 +54,9 @@ def node_spec(g: Graph, n: Node) -> dict:
 class OpCostModel:
     """Cost of a graph = sum of its run-time ops' costs (weight-only ops are folded: free)."""
 
-    def __init__(self, runner=None, cache=None, max_measure: int = 400, device: str = "cpu", predictor=None):
+    def __init__(self, runner=None, cache=None, max_measure: int = 400, device: str = "cpu", predictor=None,
+                 fusion: bool = True):
+        self.fusion = fusion  # count ops onnxruntime fuses into their producer as free
         self.runner, self.cache = runner, cache if cache is not None else OpCostCache()
         self.max_measure, self.device, self.predictor = max_measure, device, predictor
         self.measured = 0
@@ -100,4 +107,37 @@ class OpCostModel:
         return 2e-6 + max(f / self.rates[0], b / self.rates[1])
 
     def graph_cost(self, g: Graph) -> float:
-        return float(sum(self.op_cost(g, n) for n in g.runtime_nodes()))
+        total = 0.0
+        for n in g.runtime_nodes():
+            if not (self.fusion and fused_into_producer(g, n)):
+                total += self.op_cost(g, n)
+        return float(total)
+
+
+FUSING_PRODUCERS = {"Conv", "Gemm", "MatMul"}
+FUSED_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh"}
+
+
+def fused_into_producer(g: Graph, n: Node, depth: int = 0) -> bool:
+    """Whether onnxruntime's own graph optimisations fuse ``n`` into the op producing its input
+    (Conv/Gemm + activation, Conv + BatchNormalization, Conv + Mul/Add by a constant, MatMul + bias Add)."""
+    src = n.inputs[0] if n.inputs else ""
+    if n.op in ("Add", "Mul") and len(n.inputs) == 2 and g.is_weight.get(n.inputs[0]):
+        src = n.inputs[1]
+    prod = g.producer.get(src)
+    if prod is None or src in g.outputs or len(g.consumers.get(src, ())) != 1:
+        return False
+    if prod[0].op not in FUSING_PRODUCERS:  # look through a node that is itself fused (Conv -> BN -> Relu)
+        if n.op not in FUSED_ACTIVATIONS or depth > 0 or not fused_into_producer(g, prod[0], depth + 1):
+            return False
+        src = prod[0].inputs[0] if not g.is_weight.get(prod[0].inputs[0]) else prod[0].inputs[1]
+        prod = g.producer.get(src)
+    p = prod[0].op
+    if n.op in FUSED_ACTIVATIONS:
+        return p in ("Conv", "Gemm")
+    if n.op == "BatchNormalization":
+        return p == "Conv" and all(g.is_weight[t] for t in n.inputs[1:])
+    if n.op in ("Add", "Mul"):
+        other = n.inputs[1] if src == n.inputs[0] else n.inputs[0]
+        return g.is_weight[other] and (p == "Conv" or (p == "MatMul" and n.op == "Add"))
+    return False
