@@ -1,0 +1,116 @@
+"""Transfer commands: `autotune devices [--similar-to NAME]`, `autotune export-configs`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from autotune.cli.common import DEFAULT_DB, DbOption, emit_json, handle_errors, open_db, print_table
+
+
+def register(app: typer.Typer, tune_app: typer.Typer) -> None:
+    @app.command("devices")
+    @handle_errors
+    def devices_cmd(
+        similar_to: Annotated[str | None, typer.Option("--similar-to", help="List the devices most similar to this one (name or key), and why")] = None,
+        task: Annotated[str | None, typer.Option("--task", help="With --similar-to: compare measured times on this task (key or name)")] = None,
+        json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
+        db: DbOption = DEFAULT_DB,
+    ) -> None:
+        """List devices with their properties, or the devices most similar to one."""
+        import pandas as pd
+
+        from autotune.transfer import store
+        from autotune.transfer.dispatch import as_device
+        from autotune.transfer.similarity import rank_similar
+
+        database = open_db(db)
+        try:
+            devs = store.devices(database)
+            if similar_to is None:
+                rows = [{"name": d.name, "kind": d.kind, "key": d.key, **{k: v for k, v in d.properties.items()
+                                                                           if k != "source"}} for d in devs]
+                if json:
+                    emit_json({"devices": rows})
+                else:
+                    print_table(pd.DataFrame(rows), max_width=40) if rows else typer.echo("no devices yet")
+                return
+            target = as_device(database, similar_to)
+            measured: dict[str, list] = {}
+            mine: list = []
+            if task is not None:
+                t = store.resolve_task(database, task)
+                for key, (_, ms) in store.task_trials(database, t).items():
+                    measured[key] = ms
+                mine = measured.get(target.key, [])
+            else:  # every task both measured: the task with the most common trials decides
+                measured, mine = _best_shared_task(database, target)
+            ranked = rank_similar(target, devs, measured, mine)
+        finally:
+            database.close()
+        rows = [s.to_json() for s in ranked]
+        if json:
+            emit_json({"device": target.name, "similar": rows})
+        elif rows:
+            print_table(pd.DataFrame(rows)[["device", "score", "property_score", "rank_correlation", "common_configs", "why"]],
+                        title=f"devices similar to {target.name}", max_width=120)
+        else:
+            typer.echo("no other devices in the database")
+
+    @app.command("export-configs")
+    @handle_errors
+    def export_cmd(
+        task: Annotated[str, typer.Option("--task", help="Task key or name")],
+        devices: Annotated[list[str] | None, typer.Option("--devices", help="Device names or keys (repeat, or comma-separated; default: every device that measured the task)")] = None,
+        format: Annotated[str, typer.Option("--format", "-f", help="json or c-header")] = "json",
+        output: Annotated[str | None, typer.Option("--output", "-o", help="Write to this file instead of standard output")] = None,
+        prefix: Annotated[str | None, typer.Option("--prefix", help="Macro prefix of the C header (default: the task name)")] = None,
+        db: DbOption = DEFAULT_DB,
+    ) -> None:
+        """Write the best configuration per device, plus a fallback good on all of them, as JSON or a C header."""
+        import json as _json
+        from pathlib import Path
+
+        from autotune.errors import UsageError
+        from autotune.transfer.export import c_header, export_configs
+
+        if format not in ("json", "c-header"):
+            raise UsageError(f"unknown format {format!r}; valid: json, c-header")
+        names = [n.strip() for d in (devices or []) for n in d.split(",") if n.strip()] or None
+        database = open_db(db)
+        try:
+            doc = export_configs(database, task, names)
+        finally:
+            database.close()
+        text = _json.dumps(doc, indent=1, default=str) + "\n" if format == "json" else c_header(doc, prefix)
+        if output:
+            try:
+                Path(output).write_text(text)
+            except OSError as exc:
+                raise UsageError(f"cannot write {output!r}: {exc.strerror}") from None
+            typer.echo(f"wrote {len(doc['devices'])} device(s) and a fallback to {output}", err=True)
+        else:
+            typer.echo(text, nl=False)
+
+
+def _best_shared_task(database, target):
+    """(measurements by device key, the target's) of the task the target shares most with others."""
+    from sqlalchemy import select
+
+    from autotune.db.models import DeviceRow, TaskRow, TrialRow
+    from autotune.transfer import store
+
+    with database.session() as s:
+        tasks = s.execute(select(TaskRow).join(TrialRow, TrialRow.task_id == TaskRow.id)
+                          .join(DeviceRow, DeviceRow.id == TrialRow.device_id)
+                          .where(DeviceRow.key == target.key).distinct()).scalars().all()
+        tasks = [store.Task(t.kind, t.name, dict(t.params or {})) for t in tasks]
+    best: tuple[int, dict, list] = (-1, {}, [])
+    for t in tasks:
+        trials = {k: ms for k, (_, ms) in store.task_trials(database, t).items()}
+        mine = trials.get(target.key, [])
+        shared = sum(1 for k in trials if k != target.key)
+        if shared > best[0]:
+            best = (shared, trials, mine)
+    return best[1], best[2]

@@ -1,0 +1,108 @@
+"""best_config(task, device, db=...): the configuration to use for a task on a device.
+
+1. the device measured the task: its best measured configuration (``source="measured"``);
+2. else the configuration expected best from the most similar devices that measured it
+   (``source="transfer"``, with the devices, their similarity and why);
+3. else the task's default, where the caller knows it (``source="default"``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autotune.errors import UsageError
+from autotune.transfer import store
+from autotune.transfer.similarity import rank_similar
+from autotune.types import Device, Measurement, Task
+
+
+@dataclass
+class BestConfig:
+    task: Task
+    device: Device
+    config: dict | None
+    source: str  # measured, transfer, default
+    cost: float | None = None  # measured on the device itself (source measured)
+    from_devices: list[dict] = field(default_factory=list)  # similar devices the config came from
+
+    def to_json(self) -> dict:
+        return {"task": self.task.name, "task_key": self.task.key, "device": self.device.name,
+                "config": self.config, "source": self.source, "cost": self.cost, "from": self.from_devices}
+
+
+def as_device(db, device: Device | str) -> Device:
+    """A Device object as is; a name or key from the database, else a GPU named in the known table."""
+    if isinstance(device, Device):
+        return device
+    found = store.find_device(db, device)
+    if found is not None:
+        return found
+    from autotune.transfer.gpus import gpu_properties
+
+    props = gpu_properties(device)
+    return Device(device, "cuda" if props else "unknown", props)
+
+
+def _best(ms: list[Measurement]) -> Measurement | None:
+    ok = [m for m in ms if m.ok]
+    return min(ok, key=lambda m: m.cost) if ok else None
+
+
+def consensus(per_device: list[tuple[list[Measurement], float]]) -> tuple[dict, dict] | None:
+    """The configuration with the best weighted mean of -log(cost/best) over the devices that
+    measured it, among those measured by every device (else by the most devices)."""
+    scores: dict[str, list[tuple[float, float]]] = {}
+    payload: dict[str, dict] = {}
+    for ms, w in per_device:
+        best = _best(ms)
+        if best is None:
+            continue
+        for m in ms:
+            if m.ok:
+                scores.setdefault(m.candidate.key, []).append((w, -math.log(m.cost / best.cost)))
+                payload[m.candidate.key] = m.candidate.payload
+    if not scores:
+        return None
+    most = max(len(v) for v in scores.values())
+    key = max((k for k, v in scores.items() if len(v) == most),
+              key=lambda k: (np.average([s for _, s in scores[k]], weights=[max(w, 1e-9) for w, _ in scores[k]]), k))
+    return payload[key], {"devices_measured": most}
+
+
+def best_config(task: Task | str, device: Device | str, db=None, sources: int = 3, margin: float = 0.05,
+                default: dict | None = None) -> BestConfig:
+    """The best configuration for ``task`` on ``device``; ``db`` a Database or URL (default sqlite:///autotune.db).
+
+    Without measurements of its own, the device borrows from the most similar tuned devices:
+    the most similar one and any within ``margin`` of its similarity (at most ``sources``)."""
+    own = db is None or isinstance(db, str)
+    if own:
+        from autotune.db import open_database
+
+        db = open_database(db or "sqlite:///autotune.db")
+    try:
+        task = store.resolve_task(db, task)
+        device = as_device(db, device)
+        trials = store.task_trials(db, task)
+        mine = trials.get(device.key, (device, []))[1]
+        best = _best(mine)
+        if best is not None:
+            return BestConfig(task, device, dict(best.candidate.payload), "measured", best.cost)
+        tuned = {k: v for k, v in trials.items() if k != device.key and _best(v[1]) is not None}
+        if tuned:
+            ranked = rank_similar(device, [d for d, _ in tuned.values()], {k: v[1] for k, v in tuned.items()}, mine)
+            top = [s for s in ranked if s.score >= ranked[0].score - margin][: max(1, sources)]
+            picked = consensus([(tuned[s.device.key][1], s.score) for s in top])
+            if picked is not None:
+                return BestConfig(task, device, dict(picked[0]), "transfer",
+                                  from_devices=[s.to_json() for s in top])
+        if default is not None:
+            return BestConfig(task, device, dict(default), "default")
+        raise UsageError(f"no device has a successful measurement of task {task.name!r} ({task.key}) and no "
+                         "default configuration was given")
+    finally:
+        if own:
+            db.close()

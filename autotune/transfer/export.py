@@ -1,0 +1,123 @@
+"""Shipping tuned configurations: the best per device plus a fallback, as JSON or a C header.
+
+The fallback is the configuration that is good across all the exported devices: among the
+configurations every such device measured successfully, the one minimising the worst ratio
+of its cost to each device's best (ties: the geometric mean of the ratios). Without such a
+common configuration, the consensus of the devices (autotune.transfer.dispatch.consensus).
+
+The C header has one ``#if defined(AUTOTUNE_DEVICE_<NAME>)`` block per device (NAME: the
+device name in capitals, other characters as underscores) and an ``#else`` block with the
+fallback; each block defines ``<PREFIX>_<KNOB>`` for every knob and ``<PREFIX>_DEVICE``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+
+from autotune.errors import UsageError
+from autotune.transfer import store
+from autotune.transfer.dispatch import _best, as_device, consensus
+from autotune.types import Task
+
+
+def macro_name(text: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9]+", "_", str(text)).strip("_").upper()
+    return name if name and not name[0].isdigit() else f"_{name}"
+
+
+def fallback_config(per_device: dict[str, list]) -> dict | None:
+    """{"config", "worst_ratio", "geomean_ratio"} for the config best across all devices' measurements."""
+    bests = {k: _best(ms) for k, ms in per_device.items()}
+    bests = {k: b for k, b in bests.items() if b is not None}
+    if not bests:
+        return None
+    costs: dict[str, dict[str, float]] = {}
+    payload: dict[str, dict] = {}
+    for k, ms in per_device.items():
+        if k not in bests:
+            continue
+        for m in ms:
+            if m.ok:
+                costs.setdefault(m.candidate.key, {})[k] = m.cost / bests[k].cost
+                payload[m.candidate.key] = m.candidate.payload
+    common = [c for c, r in costs.items() if len(r) == len(bests)]
+    if common:
+        def rank(c):
+            r = list(costs[c].values())
+            return (max(r), float(np.exp(np.mean(np.log(r)))), c)
+
+        c = min(common, key=rank)
+        worst, geo, _ = rank(c)
+        return {"config": payload[c], "worst_ratio": round(worst, 4), "geomean_ratio": round(geo, 4),
+                "basis": f"measured on all {len(bests)} devices"}
+    picked = consensus([(per_device[k], 1.0) for k in bests])
+    return {"config": picked[0], "worst_ratio": None, "geomean_ratio": None,
+            "basis": f"no configuration measured on all devices; consensus of {picked[1]['devices_measured']}"}
+
+
+def export_configs(db, task: Task | str, devices: list[str] | None = None) -> dict:
+    """{"task", "task_key", "devices": [{"device", "key", "config", "cost"}], "fallback": {...}}."""
+    task = store.resolve_task(db, task)
+    trials = store.task_trials(db, task)
+    if devices:
+        wanted = {}
+        for name in devices:
+            d = as_device(db, name)
+            if d.key not in trials:
+                have = ", ".join(sorted({dev.name for dev, _ in trials.values()})) or "none"
+                raise UsageError(f"device {name!r} has no measurements of task {task.name!r}; devices with some: {have}")
+            wanted[d.key] = trials[d.key]
+        trials = wanted
+    rows, per_device = [], {}
+    for key, (dev, ms) in trials.items():
+        best = _best(ms)
+        if best is None:
+            continue
+        per_device[key] = ms
+        rows.append({"device": dev.name, "key": key, "config": best.candidate.payload, "cost": best.cost})
+    if not rows:
+        raise UsageError(f"no device has a successful measurement of task {task.name!r} ({task.key})")
+    return {"task": task.name, "task_key": task.key, "devices": rows, "fallback": fallback_config(per_device)}
+
+
+def _c_value(v) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else "0"
+    return json.dumps(str(v))  # a C string literal
+
+
+def c_header(doc: dict, prefix: str | None = None) -> str:
+    prefix = macro_name(prefix or doc["task"])
+    guard = f"AUTOTUNE_{prefix}_CONFIG_H"
+    lines = [f"/* Tuned configurations of {doc['task']} (task {doc['task_key']}), written by autotune export-configs.",
+             " * Define AUTOTUNE_DEVICE_<NAME> for the target device before including this header;",
+             " * without one, the fallback (good across all the devices below) applies. */",
+             f"#ifndef {guard}", f"#define {guard}", ""]
+    seen = set()
+    for i, row in enumerate(doc["devices"]):
+        dev = f"AUTOTUNE_DEVICE_{macro_name(row['device'])}"
+        if dev in seen:
+            continue
+        seen.add(dev)
+        lines.append(f"#{'if' if i == 0 else 'elif'} defined({dev})  /* best measured cost {row['cost']:.6g} s */")
+        lines += _block(prefix, row["config"], row["device"])
+    fb = doc.get("fallback")
+    if fb is not None:
+        lines.append(f"#else  /* fallback: {fb['basis']}; worst ratio to each device's best {fb['worst_ratio']} */")
+        lines += _block(prefix, fb["config"], "fallback")
+    lines += ["#endif", "", f"#endif  /* {guard} */", ""]
+    return "\n".join(lines)
+
+
+def _block(prefix: str, config: dict, device: str) -> list[str]:
+    out = [f"#define {prefix}_DEVICE {json.dumps(device)}"]
+    out += [f"#define {prefix}_{macro_name(k)} {_c_value(v)}" for k, v in config.items()]
+    return out

@@ -1,0 +1,149 @@
+"""Device similarity and best_config on small recorded caches built in the test (and the bundled pnpoly cache)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+
+import numpy as np
+import pytest
+
+import autotune
+from autotune.db import open_database
+from autotune.db.logs import import_kt
+from autotune.errors import UsageError
+from autotune.search_spaces.replay import KTCache
+from autotune.transfer.dispatch import best_config
+from autotune.transfer.gpus import gpu_properties
+from autotune.transfer.similarity import measured_similarity, property_similarity, rank_similar
+from autotune.types import Candidate, Device, Measurement, Status
+
+NAMES = {"turing": "NVIDIA TITAN RTX", "turing2": "NVIDIA GeForce RTX 2080 Ti", "ampere": "NVIDIA GeForce RTX 3090",
+         "ampere_laptop": "NVIDIA GeForce RTX 3060 Laptop GPU"}
+
+
+def write_cache(path, device_name, time_fn, kernel="toy_kernel"):
+    """A Kernel Tuner cache over a 4x4x2 space, times (ms) from time_fn(a, b, c)."""
+    params = {"a": [1, 2, 4, 8], "b": [16, 32, 64, 128], "c": [0, 1]}
+    cache = {}
+    for a in params["a"]:
+        for b in params["b"]:
+            for c in params["c"]:
+                t = time_fn(a, b, c)
+                cache[f"{a},{b},{c}"] = {"a": a, "b": b, "c": c, "time": t, "times": [t, t * 1.01, t * 0.99],
+                                         "compile_time": 100.0, "benchmark_time": 10.0}
+    doc = {"device_name": device_name, "kernel_name": kernel, "problem_size": [64], "tune_params_keys": list(params),
+           "tune_params": params, "cache": cache}
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    return str(path)
+
+
+def turing_time(a, b, c):  # best at a=4, b=64, c=1
+    return 1.0 + (math.log2(a) - 2) ** 2 + (math.log2(b) - 6) ** 2 + (0 if c else 0.5)
+
+
+def ampere_time(a, b, c):  # best at a=1, b=128, c=0: another optimum
+    return 1.0 + (math.log2(a) - 0) ** 2 + 0.7 * (math.log2(b) - 7) ** 2 + (0.4 if c else 0)
+
+
+@pytest.fixture
+def db(tmp_path):
+    database = open_database(f"sqlite:///{tmp_path / 'a.db'}")
+    yield database
+    database.close()
+
+
+def test_gpu_table_names_and_replay_devices_carry_properties():
+    assert gpu_properties("NVIDIA TITAN RTX")["architecture"] == "Turing"
+    assert gpu_properties("RTX_Titan")["model"] == "TITAN RTX"
+    assert gpu_properties("NVIDIA GeForce RTX 3060 Laptop GPU")["sm_count"] == 30
+    assert gpu_properties("Some Unknown Accelerator") == {}
+    runner = autotune.ReplayRunner("example:pnpoly-rtx3090")
+    assert runner.device.properties["compute_capability"] == "8.6"
+    assert runner.device.properties["sm_count"] == 82
+
+
+def test_property_similarity_prefers_same_architecture_and_separates_vendors():
+    titan, ti, r3090 = (Device(NAMES[k], "cuda", gpu_properties(NAMES[k])) for k in ("turing", "turing2", "ampere"))
+    same, _ = property_similarity(ti, titan)
+    other, why = property_similarity(ti, r3090)
+    assert same > other
+    amd = Device("AMD Instinct MI100", "cuda", {"vendor": "AMD", "architecture": "CDNA"})
+    assert property_similarity(ti, amd)[0] < 0.1
+    assert property_similarity(ti, Device("x86", "cpu", {}))[0] == 0.0
+    assert any("architectures" in w for w in why)
+
+
+def test_measured_similarity_is_spearman_on_common_configs():
+    cs = [Candidate({"i": i}) for i in range(10)]
+    a = [Measurement(c, Status.OK, cost=float(i + 1)) for i, c in enumerate(cs)]
+    b = [Measurement(c, Status.OK, cost=float(10 - i)) for i, c in enumerate(cs)]
+    assert measured_similarity(a, a)[0] == pytest.approx(1.0)
+    assert measured_similarity(a, b)[0] == pytest.approx(-1.0)
+    assert measured_similarity(a[:3], a[:3]) == (None, 3)
+
+
+def test_best_config_measured_transfer_and_default(tmp_path, db):
+    task, titan, _, _ = import_kt(db, write_cache(tmp_path / "titan.json.gz", NAMES["turing"], turing_time))
+    import_kt(db, write_cache(tmp_path / "r3090.json.gz", NAMES["ampere"], ampere_time))
+    own = best_config(task, NAMES["turing"], db=db)
+    assert own.source == "measured" and own.config == {"a": 4, "b": 64, "c": 1}
+    # the 2080 Ti never measured it: the most similar device (Turing, like the TITAN RTX) is the source
+    ti = best_config(task.name, NAMES["turing2"], db=db)
+    assert ti.source == "transfer" and ti.from_devices[0]["device"] == NAMES["turing"]
+    assert ti.config == {"a": 4, "b": 64, "c": 1}
+    # a 3060 Laptop (Ampere) borrows from the RTX 3090
+    lap = best_config(task, NAMES["ampere_laptop"], db=db)
+    assert lap.from_devices[0]["device"] == NAMES["ampere"] and lap.config == {"a": 1, "b": 128, "c": 0}
+    assert best_config(task, NAMES["turing"], db=db).to_json()["cost"] == pytest.approx(1.0e-3, rel=0.02)
+
+
+def test_best_config_default_and_errors(tmp_path, db):
+    with pytest.raises(UsageError, match="unknown task"):
+        best_config("nothing", "x", db=db)
+
+
+def test_measurements_of_the_target_override_properties(tmp_path, db):
+    """A target with a few measurements of its own is matched by rank correlation, not properties."""
+    task, *_ = import_kt(db, write_cache(tmp_path / "titan.json.gz", NAMES["turing"], turing_time))
+    import_kt(db, write_cache(tmp_path / "r3090.json.gz", NAMES["ampere"], ampere_time))
+    # an unknown GPU whose first (poor) measurements rank like the RTX 3090's
+    dev = Device("Mystery GPU", "cuda", {})
+    cache = KTCache.load(write_cache(tmp_path / "m.json.gz", "Mystery GPU", lambda a, b, c: 3 * ampere_time(a, b, c)))
+    from autotune.runners.replay import record_measurement
+
+    worst = sorted(cache.records.items(), key=lambda kv: -kv[1]["time"])[:8]
+    db.add_trials(task, dev, [record_measurement(cache, Candidate(cache.config(v)), r) for v, r in worst])
+    res = best_config(task, dev, db=db)
+    assert res.source == "measured"  # it has measurements: its own best
+    ranked = rank_similar(dev, [Device(NAMES["turing"], "cuda", gpu_properties(NAMES["turing"])),
+                                Device(NAMES["ampere"], "cuda", gpu_properties(NAMES["ampere"]))])
+    assert len(ranked) == 2
+
+
+def test_pnpoly_recorded_data_picks_the_correlated_source(tmp_path, db):
+    """Bundled pnpoly (RTX 3090) plus a perturbed copy as a TITAN RTX: an RTX 3060 Laptop borrows from the 3090,
+    a 2080 Ti from the TITAN RTX, each getting that source's best configuration."""
+    src = KTCache.load("example:pnpoly-rtx3090")
+    rng = np.random.default_rng(0)
+    doc = {"device_name": NAMES["turing"], "kernel_name": src.kernel_name, "problem_size": src.problem_size,
+           "tune_params_keys": src.param_names, "tune_params": src.param_values, "cache": {}}
+    for values, rec in src.records.items():
+        rec = dict(rec)
+        if not isinstance(rec["time"], str):
+            rec["time"] = float(rec["time"]) * float(rng.uniform(0.7, 1.3))
+            rec["times"] = [rec["time"]]
+        doc["cache"][",".join(map(str, values))] = rec
+    path = tmp_path / "pnpoly_titan.json"
+    path.write_text(json.dumps(doc))
+    task, *_ = import_kt(db, "example:pnpoly-rtx3090")
+    import_kt(db, path)
+    best_3090 = autotune.best_config(task, "NVIDIA GeForce RTX 3090", db=db)
+    best_titan = autotune.best_config(task, NAMES["turing"], db=db)
+    assert best_3090.config != best_titan.config
+    lap = autotune.best_config(task, NAMES["ampere_laptop"], db=db)
+    assert lap.from_devices[0]["device"] == "NVIDIA GeForce RTX 3090" and lap.config == best_3090.config
+    ti = autotune.best_config(task, NAMES["turing2"], db=db)
+    assert ti.from_devices[0]["device"] == NAMES["turing"] and ti.config == best_titan.config
