@@ -23,6 +23,7 @@ _LAZY = {
     "ReplaySpace": "autotune.search_spaces.replay",
     "ReplayRunner": "autotune.runners.replay",
     "make_algorithm": "autotune.registry",
+    "best_config": "autotune.transfer.dispatch",
 }
 
 __all__ = ["Candidate", "Device", "Measurement", "Status", "Task", *_LAZY]

@@ -17,7 +17,10 @@ MS = 1e-3
 
 
 def replay_device(cache: KTCache) -> Device:
-    return Device(cache.device_name, "cuda", {"source": "kernel_tuner_cache"})
+    """The recorded GPU, with its known properties (autotune.transfer.gpus) where the name is known."""
+    from autotune.transfer.gpus import gpu_properties
+
+    return Device(cache.device_name, "cuda", {"source": "kernel_tuner_cache", **gpu_properties(cache.device_name)})
 
 
 def record_measurement(cache: KTCache, candidate: Candidate, rec: dict | None) -> Measurement:

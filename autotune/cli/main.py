@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "autotune.cli.models",
     "autotune.cli.parallelize",
     "autotune.cli.graphs",
+    "autotune.cli.transfer",
 ]
 
 for _name in COMMAND_MODULES:
