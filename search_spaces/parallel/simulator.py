@@ -208,25 +208,38 @@ class Simulator:
         free = np.zeros(2 * self.D + self.c.nodes)
         ready = [0.0] * len(self.names)
         indeg = self.indeg.copy().tolist()
-        heap = [(0.0, t) for t in self.sources]
-        heapq.heapify(heap)
         dur, res, succ = self.dur, self.res, self.succ
+        busy = [d > 0 and len(r) > 0 for d, r in zip(dur, res)]
+        heap = [(0.0, t) for t in self.sources if busy[t]]
+        heapq.heapify(heap)
+        stack = [(t, 0.0) for t in self.sources if not busy[t]]  # no resources: run at once, in any order
+        pop, push = heapq.heappop, heapq.heappush
         end_all, tl = 0.0, []
-        while heap:
-            r, t = heapq.heappop(heap)
-            rs = res[t]
-            if dur[t] > 0 and len(rs):
-                s = max(r, float(free[rs].max()))
+        while heap or stack:
+            if stack:
+                t, r = stack.pop()
+            else:
+                r, t = pop(heap)
+            if busy[t]:
+                rs = res[t]
+                s = float(free[rs].max())
+                if r > s:
+                    s = r
                 e = s + dur[t]
                 free[rs] = e
-                if timeline and dur[t] > 0:
+                if timeline:
                     tl.extend((int(x), s, e, self.names[t]) for x in rs)
             else:
                 e = r + dur[t]
-            end_all = max(end_all, e)
+            if e > end_all:
+                end_all = e
             for v in succ[t]:
-                ready[v] = max(ready[v], e)
+                if e > ready[v]:
+                    ready[v] = e
                 indeg[v] -= 1
                 if indeg[v] == 0:
-                    heapq.heappush(heap, (ready[v], v))
+                    if busy[v]:
+                        push(heap, (ready[v], v))
+                    else:
+                        stack.append((v, ready[v]))
         return SimResult(end_all, self.memory(strategy), self.c.device.memory_bytes, tl)
