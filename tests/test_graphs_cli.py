@@ -7,10 +7,10 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from typer.testing import CliRunner  # noqa: E402
+from autotune.search_spaces.graphs import model_zoo
+from typer.testing import CliRunner
 
-from autotune.cli.main import app  # noqa: E402
-from autotune.search_spaces.graphs import model_zoo  # noqa: E402
+from autotune.cli.main import app
 
 
 def test_optimize_graph_json(tmp_path):
@@ -45,5 +45,6 @@ def test_rules_generate(tmp_path):
     r = CliRunner().invoke(app, ["rules", "generate", "--max-ops", "1", "--json", "-o", str(out)])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output.strip().splitlines()[-1])
-    assert d["graphs"] > 0 and d["kept"] == len(json.load(open(out))["rules"])
+    with open(out) as f:
+        assert d["graphs"] > 0 and d["kept"] == len(json.load(f)["rules"])
     assert CliRunner().invoke(app, ["rules", "generate", "--max-ops", "7"]).exit_code == 2

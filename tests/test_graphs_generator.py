@@ -4,8 +4,8 @@ import pytest
 
 pytest.importorskip("z3")
 
-from autotune.search_spaces.graphs import generator as G  # noqa: E402
-from autotune.search_spaces.graphs.verify import float_tests, verify_pair, z3_prove  # noqa: E402
+from autotune.search_spaces.graphs import generator as G
+from autotune.search_spaces.graphs.verify import float_tests, verify_pair, z3_prove
 
 MATRIX = next(d for d in G.DOMAINS if d.name == "matrix")
 CONV = next(d for d in G.DOMAINS if d.name == "conv")

@@ -6,13 +6,14 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from autotune.runners.onnx_ops import OnnxOpRunner, op_spec  # noqa: E402
-from autotune.search_spaces.graphs import model_zoo, onnx_io, optimizer  # noqa: E402
-from autotune.search_spaces.graphs.cost import OpCostCache, OpCostModel  # noqa: E402
-from autotune.search_spaces.graphs.space import GraphSpace  # noqa: E402
-from autotune.testing.runners import RunnerConformance  # noqa: E402
-from autotune.testing.spaces import SpaceConformance  # noqa: E402
-from autotune.types import Candidate, Task  # noqa: E402
+from autotune.runners.onnx_ops import OnnxOpRunner, op_spec
+from autotune.search_spaces.graphs import model_zoo, onnx_io, optimizer
+from autotune.search_spaces.graphs.cost import OpCostCache, OpCostModel
+from autotune.search_spaces.graphs.space import GraphSpace
+
+from autotune.testing.runners import RunnerConformance
+from autotune.testing.spaces import SpaceConformance
+from autotune.types import Candidate, Task
 
 
 def small_graph(name="inception_v3"):

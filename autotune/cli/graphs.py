@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -14,7 +14,7 @@ from autotune.errors import UsageError
 
 def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str = "backtracking",
                    alpha: float = 1.05, budget: int = 3000, time_limit: float = 45.0, op_cache: str | None = None,
-                   rounds: int = 25, seed: int = 0) -> dict:
+                   rounds: int = 25, seed: int = 0, rules_file: str | None = None) -> dict:
     if device != "cpu":
         raise UsageError(f"device {device!r} is not available here; valid: cpu (cuda needs a GPU and torch)")
     import onnx
@@ -22,12 +22,15 @@ def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str 
     from autotune.search_spaces.graphs import onnx_io, optimizer
     try:
         original = onnx.load(model)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is a usage error
         raise UsageError(f"cannot read ONNX model {model!r}: {exc}") from None
+    from autotune.search_spaces.graphs.builtin_rules import builtin_rules
+    from autotune.search_spaces.graphs.rules import load_rules
     graph = onnx_io.from_onnx(original)
+    rules = builtin_rules() + (load_rules(rules_file) if rules_file else [])
     cm = optimizer.default_cost_model(op_cache)
     t0 = time.perf_counter()
-    res = optimizer.search(graph, algorithm, alpha, budget, time_limit, cost_model=cm, seed=seed)
+    res = optimizer.search(graph, algorithm, alpha, budget, time_limit, rules=rules, cost_model=cm, seed=seed)
     out_model, rep = optimizer.finalize(original, res, rounds=rounds)
     onnx.save(out_model, output)
     cm.cache.save() if hasattr(cm.cache, "save") else None
@@ -54,11 +57,12 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         alpha: Annotated[float, typer.Option(help="backtracking relaxation: queue graphs up to alpha x best")] = 1.05,
         budget: Annotated[int, typer.Option(help="graphs evaluated by predicted cost")] = 3000,
         time_limit: Annotated[float, typer.Option(help="search time limit, seconds")] = 45.0,
-        op_cache: Annotated[Optional[str], typer.Option(help="JSON file caching measured op costs")] = None,
+        op_cache: Annotated[str | None, typer.Option(help="JSON file caching measured op costs")] = None,
+        rules: Annotated[str | None, typer.Option(help="extra rules JSON (e.g. from rules generate)")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     ):
         """Rewrite an ONNX graph with verified substitutions searched by measured per-op cost."""
-        r = optimize_graph(model, output, device, algorithm, alpha, budget, time_limit, op_cache)
+        r = optimize_graph(model, output, device, algorithm, alpha, budget, time_limit, op_cache, rules_file=rules)
         if json_out:
             emit_json(r)
             return
@@ -79,7 +83,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @handle_errors
     def generate_cmd(
         max_ops: Annotated[int, typer.Option("--max-ops", help="largest graph size enumerated (1-3)")] = 2,
-        output: Annotated[Optional[str], typer.Option("-o", "--output", help="write the kept rules as JSON")] = None,
+        output: Annotated[str | None, typer.Option("-o", "--output", help="write the kept rules as JSON")] = None,
         z3_timeout_ms: Annotated[int, typer.Option(help="z3 timeout per rule, ms")] = 2000,
         json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     ):

@@ -10,6 +10,7 @@ Used when the engine's registry has no "backtracking" algorithm.
 from __future__ import annotations
 
 import heapq
+from typing import ClassVar
 
 from autotune.algorithms.base import Option, SearchAlgorithm
 from autotune.types import Candidate, Measurement
@@ -20,7 +21,8 @@ class Backtracking(SearchAlgorithm):
     description = "TASO cost-based backtracking with alpha relaxation over Space.children"
     needs = ("children",)
     no_repeats = True
-    options = {"alpha": Option(1.05, "queue candidates costing up to alpha x the best so far")}
+    options: ClassVar[dict[str, Option]] = {
+        "alpha": Option(1.05, "queue candidates costing up to alpha x the best so far")}
 
     def setup(self) -> None:
         self.seen: set[str] = set()

@@ -13,7 +13,7 @@ from autotune.search_spaces.graphs.ir import Graph, Node
 from autotune.search_spaces.graphs.rules import Rule
 
 
-def N(op, ins, outs, attrs=None):  # noqa: N802
+def N(op, ins, outs, attrs=None):
     d = {"op": op, "in": ins, "out": outs}
     if attrs is not None:
         d["attrs"] = attrs

@@ -18,9 +18,9 @@ import json
 import os
 
 import numpy as np
-
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.ir import Graph, Node
+
 from autotune.types import Candidate, Task, stable_key
 
 

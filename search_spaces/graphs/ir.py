@@ -11,9 +11,9 @@ import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
+from autotune.search_spaces.graphs import ops
 
 from autotune.errors import UsageError
-from autotune.search_spaces.graphs import ops
 
 
 def freeze(value):
@@ -48,7 +48,7 @@ class Node:
 class Graph:
     """An immutable DAG. Build a changed copy with :meth:`replace`."""
 
-    def __init__(self, nodes, inputs: dict, outputs, weights: dict, name: str = "graph", parent: "Graph | None" = None):
+    def __init__(self, nodes, inputs: dict, outputs, weights: dict, name: str = "graph", parent: Graph | None = None):
         self.name = name
         self.inputs = dict(inputs)  # name -> (shape, dtype)
         self.outputs = tuple(outputs)
@@ -132,7 +132,7 @@ class Graph:
                 vals = [self.weights.get(t) for t in n.inputs]
                 try:
                     shapes = ops.infer(n.op, [self.shape[t] for t in ins], n.a, vals)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - reported with the node
                     raise UsageError(f"shape inference failed at node {n.op} ({n.outputs[0]}): {exc}") from None
                 d = self.dtype[ins[0]] if ins else "float32"
                 outs = [(tuple(int(v) for v in s), d) for s in shapes]
@@ -169,7 +169,7 @@ class Graph:
 
     # -- rewriting ------------------------------------------------------------
     def replace(self, remove: list[Node], add: list[Node], rename: dict[str, str] | None = None,
-                new_weights: dict | None = None) -> "Graph":
+                new_weights: dict | None = None) -> Graph:
         """A new graph without ``remove``, with ``add``, and reads of ``rename`` keys redirected."""
         gone = {id(n) for n in remove}
         nodes = [n for n in self.nodes if id(n) not in gone]
@@ -184,7 +184,7 @@ class Graph:
         weights = self.weights if not new_weights else {**self.weights, **new_weights}
         return Graph(nodes + list(add), self.inputs, outputs, weights, self.name, parent=self)
 
-    def folded(self) -> "Graph":
+    def folded(self) -> Graph:
         """Evaluate every weight-only node with its numpy reference; the result has no such nodes."""
         vals = dict(self.weights)
         keep = []

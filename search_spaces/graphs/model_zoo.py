@@ -82,7 +82,7 @@ def resnet(small=False, groups=1, width_per_group=64, name="resnet50"):
     for stage, n in enumerate(blocks):
         planes = base * 2 ** stage
         mid = planes if groups == 1 else (width_per_group * groups * 2 ** stage * base) // 64 // 1
-        mid = max(mid // (1 if not small else 1), groups)
+        mid = max(mid, groups)
         for i in range(n):
             stride = 2 if i == 0 and stage > 0 else 1
             t = b.conv(y, cin, mid, 1)
@@ -101,7 +101,7 @@ def resnext(small=False):
 def vgg19(small=False):
     b, res = Builder("vgg19"), 16 if small else 64
     cfg = [[8], [8]] if small else [[64] * 2, [128] * 2, [256] * 4, [512] * 4, [512] * 4]
-    x = y = b.input((1, 3, res, res))
+    y = b.input((1, 3, res, res))
     cin = 3
     for stage in cfg:
         for c in stage:
@@ -137,7 +137,7 @@ def squeezenet(small=False):
 def inception_v3(small=False):
     b, res = Builder("inception_v3"), 75 if small else 139
     d = 4 if small else 1  # width divisor
-    c = lambda n: max(n // d, 4)  # noqa: E731
+    c = lambda n: max(n // d, 4)
     x = b.input((1, 3, res, res))
     y = b.conv(x, 3, c(32), 3, 2, pad=0)
     y = b.conv(y, c(32), c(64), 3)
@@ -178,10 +178,10 @@ def bert(small=False, layers=None):
     seq, hid, heads = (8, 32, 2) if small else (128, 768, 12)
     layers = layers or (1 if small else 2)
     x = b.input((1, seq, hid))
-    shape = lambda s: b.weight(np.array(s, dtype=np.int64), "shape")  # noqa: E731
+    shape = lambda s: b.weight(np.array(s, dtype=np.int64), "shape")
     for _ in range(layers):
         q, k, v = (b.linear(x, hid, hid) for _ in range(3))
-        split = lambda t: b.op("Reshape", [t, shape([1, seq, heads, hid // heads])])  # noqa: E731
+        split = lambda t: b.op("Reshape", [t, shape([1, seq, heads, hid // heads])])
         q = b.op("Transpose", [split(q)], perm=[0, 2, 1, 3])
         k = b.op("Transpose", [split(k)], perm=[0, 2, 3, 1])
         v = b.op("Transpose", [split(v)], perm=[0, 2, 1, 3])

@@ -4,10 +4,10 @@ unsupported constructs rejected naming node and op) and export loadable by onnxr
 from __future__ import annotations
 
 import numpy as np
-
-from autotune.errors import MissingDependencyError, UsageError
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.ir import Graph, Node
+
+from autotune.errors import MissingDependencyError, UsageError
 
 EXPORT_OPSET = 17
 EXPORT_IR_VERSION = 8  # onnxruntime >= 1.14 loads IR 8 / opset 17
@@ -81,13 +81,13 @@ def from_onnx(model, name: str | None = None) -> Graph:
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
         try:
             model = onnx.load(str(model))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             raise UsageError(f"cannot read ONNX model {str(model)!r}: {exc}") from None
     name = name or model.graph.name or "graph"
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:
+    except Exception:  # noqa: BLE001 - opaque ops without inferred shapes are rejected later
         inferred = model
     g = model.graph
     weights = {t.name: numpy_helper.to_array(t) for t in g.initializer}

@@ -9,8 +9,8 @@ at import and its cost is measured like any other op.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -137,7 +137,6 @@ def conv_ref(x, w, b=None, *, strides=None, pads=None, dilations=None, group=1, 
     strides, dilations = strides or (1,) * sp, dilations or (1,) * sp
     pads = pads or (0,) * (2 * sp)
     x = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[sp + i]) for i in range(sp)])
-    n, c = x.shape[:2]
     m, cg = w.shape[:2]
     outs = []
     for g in range(group):

@@ -12,13 +12,13 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from autotune import registry
-from autotune.errors import UsageError
 from autotune.search_spaces.graphs.backtracking import Backtracking
 from autotune.search_spaces.graphs.cost import OpCostCache, OpCostModel
 from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphCostRunner, GraphSpace
+
+from autotune import registry
+from autotune.errors import UsageError
 from autotune.types import Candidate
 
 ALGORITHMS = ("backtracking", "mcmc", "evolutionary", "random")

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
+from autotune.search_spaces.graphs.ir import Graph, Node
 
 from autotune.errors import UsageError
-from autotune.search_spaces.graphs.ir import Graph, Node
 
 
 def _shape(g, t):
@@ -113,7 +113,7 @@ class Rule:
     neutral: bool = False  # never changes the cost by itself (commutativity...)
 
     @classmethod
-    def from_json(cls, d: dict) -> "Rule":
+    def from_json(cls, d: dict) -> Rule:
         for c in d.get("conditions", []):
             if c[0] not in PREDICATES:
                 raise UsageError(f"rule {d.get('name')!r}: unknown condition {c[0]!r}; valid: {', '.join(PREDICATES)}")
