@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from autotune.algorithms.base import SearchAlgorithm
 from autotune.types import Candidate, Measurement
 
@@ -15,28 +17,32 @@ class RandomSearch(SearchAlgorithm):
         self.seen: set[str] = set()
         self.pos = 0
         size = self.space.size()
-        # an indexable space is walked in a random permutation: exact sampling without replacement
-        self.perm = self.rng.permutation(size) if size is not None and hasattr(self.space, "point") else None
+        # an indexable space is walked in a fixed order of its points (for random search, a permutation)
+        self.order = self._order(size) if size is not None and hasattr(self.space, "point") else None
+
+    def _order(self, size: int) -> np.ndarray:
+        return self.rng.permutation(size)
+
+    def _unseen(self, c: Candidate, out: list[Candidate]) -> bool:
+        if c.key in self.seen:
+            return False
+        self.seen.add(c.key)
+        out.append(c)
+        return True
 
     def ask(self, n: int) -> list[Candidate]:
         out: list[Candidate] = []
-        if self.perm is not None:
-            while len(out) < n and self.pos < len(self.perm):
-                c = self.space.point(int(self.perm[self.pos]))
+        if self.order is not None:
+            while len(out) < n and self.pos < len(self.order):
+                self._unseen(self.space.point(int(self.order[self.pos])), out)
                 self.pos += 1
-                if c.key not in self.seen:
-                    self.seen.add(c.key)
-                    out.append(c)
             return out
+        return self._ask_unindexed(n, out)
+
+    def _ask_unindexed(self, n: int, out: list[Candidate]) -> list[Candidate]:
         misses = 0
         while len(out) < n and misses < 1000:
-            c = self.space.sample(self.rng)
-            if c.key in self.seen:
-                misses += 1
-                continue
-            misses = 0
-            self.seen.add(c.key)
-            out.append(c)
+            misses = 0 if self._unseen(self.space.sample(self.rng), out) else misses + 1
         return out
 
     def tell(self, results: list[Measurement]) -> None:
