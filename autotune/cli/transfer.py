@@ -31,10 +31,12 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             if similar_to is None:
                 rows = [{"name": d.name, "kind": d.kind, "key": d.key, **{k: v for k, v in d.properties.items()
                                                                            if k != "source"}} for d in devs]
+                shown = ["name", "kind", "architecture", "compute_capability", "sm_count", "memory_bandwidth_gbs",
+                         "boost_clock_mhz", "l2_kib", "key"]
                 if json:
                     emit_json({"devices": rows})
                 else:
-                    print_table(pd.DataFrame(rows), max_width=40) if rows else typer.echo("no devices yet")
+                    print_table(pd.DataFrame(rows).reindex(columns=shown), max_width=40) if rows else typer.echo("no devices yet")
                 return
             target = as_device(database, similar_to)
             measured: dict[str, list] = {}

@@ -1,0 +1,98 @@
+"""Export of tuned configurations (JSON, C header compiled with gcc) and the transfer CLI commands."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+from typer.testing import CliRunner
+
+from autotune.cli.main import app
+from autotune.db import open_database, queries
+from autotune.db.logs import import_kt
+from autotune.transfer.export import c_header, export_configs, fallback_config, macro_name
+from autotune.types import Candidate, Measurement, Status
+
+from test_transfer_dispatch import NAMES, ampere_time, turing_time, write_cache
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    db = open_database(url)
+    task, *_ = import_kt(db, write_cache(tmp_path / "titan.json.gz", NAMES["turing"], turing_time))
+    import_kt(db, write_cache(tmp_path / "r3090.json.gz", NAMES["ampere"], ampere_time))
+    yield db, url, task, tmp_path
+    db.close()
+
+
+def test_fallback_minimises_the_worst_ratio():
+    c = [Candidate({"v": i}) for i in range(3)]
+    # device A: 1, 2, 1.5; device B: 3, 1, 1.5 -> ratios A (1, 2, 1.5), B (3, 1, 1.5): worst 3, 2, 1.5
+    a = [Measurement(c[0], Status.OK, cost=1.0), Measurement(c[1], Status.OK, cost=2.0), Measurement(c[2], Status.OK, cost=1.5)]
+    b = [Measurement(c[0], Status.OK, cost=3.0), Measurement(c[1], Status.OK, cost=1.0), Measurement(c[2], Status.OK, cost=1.5)]
+    fb = fallback_config({"a": a, "b": b})
+    assert fb["config"] == {"v": 2} and fb["worst_ratio"] == 1.5
+
+
+def test_c_header_compiles_and_matches_the_database_best(recorded):
+    db, _, task, tmp = recorded
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    doc = export_configs(db, task)
+    header = tmp / "cfg.h"
+    header.write_text(c_header(doc))
+    prog = tmp / "main.c"
+    prefix = macro_name(task.name)
+    prog.write_text(f'#include <stdio.h>\n#include "cfg.h"\nint main(void) {{ printf("%s %d %d %d\\n", {prefix}_DEVICE, '
+                    f'{prefix}_A, {prefix}_B, {prefix}_C); return 0; }}\n')
+    best = queries.best(db, task=task.key)
+    assert len(best) == 2
+    for _, row in best.iterrows():
+        exe = tmp / f"main_{macro_name(row['device'])}"
+        subprocess.run(["gcc", "-Wall", "-Werror", f"-DAUTOTUNE_DEVICE_{macro_name(row['device'])}", "-I", str(tmp),
+                        str(prog), "-o", str(exe)], check=True)
+        out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
+        assert out[0] == row["device"].split()[0]
+        cfg = row["config"]
+        assert [int(x) for x in out[-3:]] == [cfg["a"], cfg["b"], cfg["c"]]
+    subprocess.run(["gcc", "-Wall", "-Werror", "-I", str(tmp), str(prog), "-o", str(tmp / "fb")], check=True)
+    out = subprocess.run([str(tmp / "fb")], capture_output=True, text=True, check=True).stdout.split()
+    fb = doc["fallback"]["config"]
+    assert out[0] == "fallback" and [int(x) for x in out[1:]] == [fb["a"], fb["b"], fb["c"]]
+
+
+def test_cli_export_devices_best_and_tune_with_transfer(recorded):
+    db, url, task, tmp = recorded
+    cli = CliRunner()
+    res = cli.invoke(app, ["export-configs", "--task", task.name, "--format", "json", "--db", url])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert {d["device"] for d in doc["devices"]} == {NAMES["turing"], NAMES["ampere"]}
+    res = cli.invoke(app, ["export-configs", "--task", task.name, "--devices", NAMES["turing"], "--format", "c-header",
+                           "-o", str(tmp / "one.h"), "--db", url])
+    assert res.exit_code == 0 and "AUTOTUNE_DEVICE_NVIDIA_TITAN_RTX" in (tmp / "one.h").read_text()
+    res = cli.invoke(app, ["export-configs", "--task", task.name, "--format", "yaml", "--db", url])
+    assert res.exit_code == 2 and "unknown format" in res.output
+    res = cli.invoke(app, ["devices", "--json", "--db", url])
+    assert res.exit_code == 0 and len(json.loads(res.stdout)["devices"]) == 2
+    res = cli.invoke(app, ["devices", "--similar-to", NAMES["turing2"], "--json", "--db", url])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["similar"][0]["device"] == NAMES["turing"]
+    res = cli.invoke(app, ["best", "--task", task.name, "--device", NAMES["turing2"], "--format", "json", "--db", url])
+    assert res.exit_code == 0, res.output
+    row = json.loads(res.stdout)[0]
+    assert row["source"] == "transfer" and NAMES["turing"] in row["from"] and row["config"] == {"a": 4, "b": 64, "c": 1}
+    # tuning the 2080 Ti warm-started from the TITAN RTX measures the TITAN's best first
+    cache = write_cache(tmp / "ti.json.gz", NAMES["turing2"], lambda a, b, c: 2 * turing_time(a, b, c))
+    res = cli.invoke(app, ["tune", "replay", "--cache", cache, "--transfer-from", "auto", "--trials", "4", "--batch", "2",
+                           "--no-progress", "--json", "--db", url])
+    assert res.exit_code == 0, res.output
+    assert "warm start from: " + NAMES["turing"] in res.output
+    trials = queries.trials(db, device=NAMES["turing2"])
+    assert trials.iloc[0]["config"] == {"a": 4, "b": 64, "c": 1}
+    res = cli.invoke(app, ["tune", "replay", "--cache", cache, "--transfer-from", "No Such GPU", "--trials", "2",
+                           "--no-progress", "--db", url])
+    assert res.exit_code == 2 and "no successful measurement" in res.output
