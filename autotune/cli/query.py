@@ -67,7 +67,16 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         _check_format(format)
         if k <= 0:
             raise UsageError(f"--k must be positive, not {k}")
-        df = queries.best(open_db(db), task=task, device=device, k=k)
+        database = open_db(db)
+        df = queries.best(database, task=task, device=device, k=k)
+        if df.empty and task and device:  # a device never tuned: the config expected best from similar devices
+            import pandas as pd
+
+            from autotune.transfer.dispatch import best_config
+
+            res = best_config(task, device, db=database).to_json()
+            res["from"] = ", ".join(f"{d['device']} (similarity {d['score']})" for d in res["from"])
+            df = pd.DataFrame([res])[["task", "task_key", "device", "source", "from", "config"]]
         if df.empty:
             raise UsageError("no successful trial matches" + (f" task {task!r}" if task else "") + (f" device {device!r}" if device else ""))
         write_frame(df, format)

@@ -18,6 +18,8 @@ BatchOption = Annotated[int, typer.Option("--batch", help="Candidates asked for 
 CampaignOption = Annotated[str | None, typer.Option("--campaign", help="Campaign name; an existing name resumes it (default: derived from the inputs)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of standard output")]
 CostModelOption = Annotated[str | None, typer.Option("--cost-model", help="Guide the algorithm with a cost model (xgb): it searches the model's predictions and only the most promising candidates are measured")]
+TransferOption = Annotated[str | None, typer.Option("--transfer-from", help="Warm-start from other devices' measurements of this task in the database: DEVICE[,DEVICE...] or auto (the most similar)")]
+TransferTopOption = Annotated[int, typer.Option("--transfer-top", help="With --transfer-from: the sources' best configurations measured first")]
 ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")]
 
 
@@ -37,6 +39,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         db: DbOption = DEFAULT_DB,
         json: JsonOption = False,
         progress: ProgressOption = True,
+        transfer_from: TransferOption = None,
+        transfer_top: TransferTopOption = 8,
     ) -> None:
         """Tune a recorded space: measurements are answered from the cache and charged to a simulated clock."""
         from autotune.campaign import Campaign
@@ -51,6 +55,14 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         runner = ReplayRunner(space.cache)
         name = campaign or f"replay-{cache_label(cache)}-{algo.name}-seed{seed}"
         database = open_db(db)
+        if transfer_from:
+            from autotune.transfer.sources import warm_start_search
+
+            warm, sources = warm_start_search(database, space.task, runner.device, algorithm, transfer_from, transfer_top)
+            if warm is not None:
+                algo = warm
+                name = campaign or f"replay-{cache_label(cache)}-{algo.name}-seed{seed}"
+            typer.echo("warm start from: " + (", ".join(s.device.name for s in sources) or "no similar device measured this task; ordinary search"), err=True)
         try:
             result = Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget,
                               simulated_budget=simulated_budget, batch=batch, seed=seed, progress=progress).run()
