@@ -8,11 +8,11 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from autotune.runners.onnx_ops import max_errors  # noqa: E402
-from autotune.search_spaces.graphs import model_zoo, onnx_io  # noqa: E402
-from autotune.search_spaces.graphs.builtin_rules import BUILTIN, builtin_rules  # noqa: E402
-from autotune.search_spaces.graphs.ir import Graph, Node  # noqa: E402
-from autotune.search_spaces.graphs.rules import Rule  # noqa: E402
+from autotune.runners.onnx_ops import max_errors
+from autotune.search_spaces.graphs import model_zoo, onnx_io
+from autotune.search_spaces.graphs.builtin_rules import BUILTIN, builtin_rules
+from autotune.search_spaces.graphs.ir import Graph, Node
+from autotune.search_spaces.graphs.rules import Rule
 
 
 @pytest.mark.parametrize("name", sorted(model_zoo.MODELS))
@@ -83,3 +83,18 @@ def test_source_output_used_outside_blocks_the_rule():
     assert not list(rules["fold_conv_mul"].matches(g))  # c is also read by Relu
     g2 = Graph(nodes[:2], {"x": ((1, 4, 3, 3), "float32")}, ["y"], w)
     assert list(rules["fold_conv_mul"].matches(g2))
+
+
+def test_nary_merge_then_activation_move_preserves_outputs():
+    model = model_zoo.build("inception_v3", small=True)
+    g = onnx_io.from_onnx(model)
+    rules = {r.name: r for r in builtin_rules()}
+    for name in ("fold_conv_bn", "merge_all_convs", "split_activation_merge"):
+        before = len(g.runtime_nodes())
+        for _ in range(100):
+            m = next(iter(rules[name].matches(g)), None)
+            if m is None:
+                break
+            g = rules[name].apply(g, m)
+        assert len(g.runtime_nodes()) < before, name
+    assert max_errors(model, onnx_io.to_onnx(g), trials=1)["max_rel_error"] < 1e-4

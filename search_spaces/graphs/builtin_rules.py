@@ -211,7 +211,39 @@ class MergeSiblings(CodeRule):
         return g.replace(grp, add)
 
 
+class SplitActivation(CodeRule):
+    """Split whose every output feeds only the same activation -> activation once before the split
+    (n-ary form of split_relu_merge; keeps the activation fusable into the producer of the split input)."""
+
+    name = "split_activation_merge"
+    ACTS = ("Relu", "Sigmoid", "Tanh")
+
+    def _acts(self, g: Graph, split: Node):
+        acts = []
+        for t in split.outputs:
+            users = g.consumers.get(t, [])
+            if len(users) != 1 or t in g.outputs or users[0].op not in self.ACTS:
+                return None
+            acts.append(users[0])
+        return acts if len({a.op for a in acts}) == 1 else None
+
+    def matches(self, g):
+        for n in g.by_op.get("Split", []):
+            if len(n.outputs) > 2 and self._acts(g, n):  # two-way splits: the pattern rules
+                yield (n.outputs[0],)
+
+    def apply(self, g, match):
+        split = g.producer.get(match[0], (None,))[0]
+        acts = self._acts(g, split) if split is not None and split.op == "Split" else None
+        if not acts:
+            return None
+        r = f"{match[0]}_{self.name}"
+        add = [Node.make(acts[0].op, [split.inputs[0]], [r]),
+               Node(split.op, (r,), tuple(a.outputs[0] for a in acts), split.attrs)]
+        return g.replace([split, *acts], add)
+
+
 def builtin_rules(include_neutral: bool = False) -> list:
     rules = [Rule.from_json(d) for d in BUILTIN]
     rules = [r for r in rules if include_neutral or not r.neutral]
-    return rules + [CSE(), MergeSiblings("Conv"), MergeSiblings("MatMul")]
+    return rules + [CSE(), MergeSiblings("Conv"), MergeSiblings("MatMul"), SplitActivation()]
