@@ -69,8 +69,8 @@ def cold_algorithm(seed: int):
     return ModelGuided(make_algorithm("evolutionary"), XGBCostModel(seed=seed))
 
 
-def warm_algorithm(source: SourceData, seed: int, **options):
-    return WarmStart(make_algorithm("evolutionary"), [source], **options)
+def warm_algorithm(source: SourceData, seed: int, target_device=None, **options):
+    return WarmStart(make_algorithm("evolutionary"), [source], target_device=target_device, **options)
 
 
 def median_capped(values: list[int | None], cap: int) -> int | None:
@@ -91,7 +91,7 @@ def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=p
             cold_cache[tgt] = [trials_to_target(cold_algorithm(s), space, ReplayRunner(caches[tgt]), goal,
                                                 max_trials, batch, s) for s in range(seeds)]
         source = SourceData(replay_device(caches[src]), data[src])
-        warm = [trials_to_target(warm_algorithm(source, s, **(warm_options or {})), space,
+        warm = [trials_to_target(warm_algorithm(source, s, replay_device(caches[tgt]), **(warm_options or {})), space,
                                  ReplayRunner(caches[tgt]), goal, max_trials, batch, s) for s in range(seeds)]
         by_key = {m.candidate.key: m for m in data[tgt]}
         # the source's best among the target's configurations (a target may hold fewer)

@@ -91,3 +91,34 @@ def test_prior_uses_exact_source_scores_and_a_model_elsewhere():
     s = half(X)
     assert s[0] == pytest.approx(-np.log(y[0] / y[::2].min()))
     assert agreement(s[1::2], y[1::2]) > 0.5  # unmeasured points: predicted by the source's model
+
+
+class TestWarmStartPropertiesConformance(AlgorithmConformance):
+    def make_algorithm(self):
+        return WarmStart(RandomSearch(), [source_data(small_knob_space())], top_k=3, init=2, mode="properties",
+                         target_device=Device("NVIDIA GeForce RTX 3090", "cuda", {}))
+
+
+def test_auto_sources_skip_other_vendors_and_named_sources_must_exist(tmp_path):
+    from autotune.db import open_database
+    from autotune.errors import UsageError
+    from autotune.transfer.sources import choose_sources, warm_start_search
+
+    space = small_knob_space()
+    ms = FakeRunner(space).measure(space.task, list(space.enumerate()))
+    db = open_database(f"sqlite:///{tmp_path / 'w.db'}")
+    try:
+        amd = Device("AMD Instinct MI100", "cuda", {"vendor": "AMD", "architecture": "CDNA"})
+        titan = Device("NVIDIA TITAN RTX", "cuda", {})
+        db.add_trials(space.task, amd, ms)
+        target = Device("NVIDIA GeForce RTX 2080 Ti", "cuda", {})
+        assert choose_sources(db, space.task, target, "auto") == []
+        assert warm_start_search(db, space.task, target, "random", "auto") == (None, [])
+        db.add_trials(space.task, titan, ms)
+        assert [s.device.name for s in choose_sources(db, space.task, target, "auto")] == ["NVIDIA TITAN RTX"]
+        named = choose_sources(db, space.task, target, "AMD Instinct MI100")
+        assert [s.device.name for s in named] == ["AMD Instinct MI100"]
+        with pytest.raises(UsageError, match="no successful measurement"):
+            choose_sources(db, space.task, target, "NVIDIA GeForce RTX 3090")
+    finally:
+        db.close()

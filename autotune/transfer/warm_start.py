@@ -59,12 +59,14 @@ class WarmStart(SearchAlgorithm):
         "epsilon": Option(0.1, "share of each model-guided batch given to random points"),
         "retrain_every": Option(4, "retrain the model after this many new results"),
         "rounds": Option(30, "boosting rounds of the target correction"),
-        "mode": Option("topk", "margin: boost from the source scores; feature: source score as an extra feature; topk: the source's top-k only, then target-only model"),
+        "mode": Option("topk", "topk: the sources' top-k, then a target-only model; margin: boost from the source scores; feature: source score as an extra feature; properties: one model on all devices' rows with device properties as features"),
         "init": Option(8, "random points measured after the top-k, before the model is used"),
     }
 
-    def __init__(self, inner: SearchAlgorithm, sources: list[SourceData], **kwargs):
+    def __init__(self, inner: SearchAlgorithm, sources: list[SourceData], target_device: Device | None = None,
+                 **kwargs):
         super().__init__(**kwargs)
+        self.target_device = target_device
         self.inner = inner
         self.sources = list(sources)
         self.name = f"warm-start+{inner.name}"
@@ -88,15 +90,23 @@ class WarmStart(SearchAlgorithm):
         space = self.space
         usable = [s for s in self.sources if s.measurements]
         prior = None
-        if usable and self.config["mode"] != "topk":
+        if usable and self.config["mode"] in ("margin", "feature"):
             data = []
             for s in usable:
                 X = np.asarray(space.features([m.candidate for m in s.measurements]), dtype=float)
                 data.append((X, np.array([m.objective for m in s.measurements])))
             prior = SourcePrior(data, [s.weight for s in usable])
-        model = TransferModel(prior, min_rho=float(self.config["min_rho"]),
-                              check_after=int(self.config["check_after"]), rounds=int(self.config["rounds"]),
-                              seed=int(self.rng.integers(2**31)), mode=str(self.config["mode"]))
+        if self.config["mode"] == "properties" and usable:
+            from autotune.transfer.pooled import PooledModel, device_vector
+
+            rows = [(np.asarray(space.features([m.candidate for m in s.measurements]), dtype=float),
+                     np.array([m.objective for m in s.measurements]), device_vector(s.device)) for s in usable]
+            model = PooledModel(rows, device_vector(self.target_device) if self.target_device else
+                                np.full(len(rows[0][2]), np.nan), seed=int(self.rng.integers(2**31)))
+        else:
+            model = TransferModel(prior, min_rho=float(self.config["min_rho"]),
+                                  check_after=int(self.config["check_after"]), rounds=int(self.config["rounds"]),
+                                  seed=int(self.rng.integers(2**31)), mode=str(self.config["mode"]))
         self.queue: list[Candidate] = self._top_configs(usable, prior)
         self.guided = ModelGuided(self.inner, model, init=max(1, len(self.queue) + int(self.config["init"])), epsilon=float(self.config["epsilon"]),
                                   retrain_every=int(self.config["retrain_every"]), holdout=0.0)
@@ -147,8 +157,9 @@ class WarmStart(SearchAlgorithm):
     @property
     def transfer_info(self) -> dict:
         m = self.cost_model
-        return {"sources": [s.device.name for s in self.sources], "prior_active": bool(m.active) if m else None,
-                "rho": None if m is None or not np.isfinite(m.rho) else round(float(m.rho), 4)}
+        rho = getattr(m, "rho", float("nan"))
+        return {"sources": [s.device.name for s in self.sources], "mode": self.config["mode"],
+                "prior_active": bool(getattr(m, "active", False)), "rho": None if not np.isfinite(rho) else round(float(rho), 4)}
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "queue": [c.payload for c in self.queue], "told": self.told,

@@ -1,0 +1,95 @@
+"""PooledModel: one XGBoost ranking model over every device's rows, device properties as extra
+features (the "device properties as features" transfer; measured against the others in
+scripts/bench_transfer.py, see autotune/transfer/warm_start.py).
+
+Each device is one ranking group (labels best/cost within the device); the target's group is
+weighted up so that its pairs count as much as all the sources' together. Source rows are
+subsampled (the fastest ``keep_top`` plus random others, ``max_source_rows`` in all) to keep
+retraining cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+import numpy as np
+import xgboost as xgb
+
+from autotune.cost_models.base import CostModel
+from autotune.cost_models.features import throughput
+from autotune.cost_models.xgb import XGBCostModel
+from autotune.types import Device
+
+PROPS = ("sm_count", "memory_bandwidth_gbs", "boost_clock_mhz", "l2_kib", "fp32_tflops", "compute_capability")
+
+
+def device_vector(d: Device) -> np.ndarray:
+    from autotune.transfer.similarity import _props
+
+    p = _props(d)
+    out = []
+    for k in PROPS:
+        v = p.get(k)
+        try:
+            out.append(float(v))
+        except (TypeError, ValueError):
+            out.append(np.nan)
+    return np.array(out)
+
+
+class PooledModel(CostModel):
+    name = "xgb-pooled"
+
+    def __init__(self, sources: list[tuple[np.ndarray, np.ndarray, np.ndarray]], target: np.ndarray,
+                 seed: int = 0, rounds: int = 60, max_source_rows: int = 3000, keep_top: int = 500):
+        rng = np.random.default_rng(seed)
+        self.target = np.asarray(target, dtype=float)
+        self.seed, self.rounds = seed, rounds
+        self.src_X, self.src_y, self.src_g = [], [], []
+        for g, (X, y, vec) in enumerate(sources):
+            X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+            order = np.argsort(y, kind="stable")
+            keep = order[:keep_top]
+            rest = order[keep_top:]
+            extra = rng.choice(rest, min(len(rest), max(0, max_source_rows - len(keep))), replace=False) if len(rest) else rest
+            idx = np.concatenate([keep, extra]).astype(int)
+            self.src_X.append(np.column_stack([X[idx], np.tile(vec, (len(idx), 1))]))
+            self.src_y.append(throughput(y[idx]))
+            self.src_g.append(np.full(len(idx), g + 1))
+        self.booster: xgb.Booster | None = None
+        self.n_train = 0
+
+    @property
+    def trained(self) -> bool:
+        return self.booster is not None or bool(self.src_X)
+
+    def fit(self, X: np.ndarray, y: np.ndarray, groups=None) -> Self:
+        X = np.asarray(X, dtype=float)
+        y = np.asarray(y, dtype=float)
+        self.n_train = len(y)
+        tX = np.column_stack([X, np.tile(self.target, (len(X), 1))])
+        Xs = np.vstack([tX, *self.src_X])
+        labels = np.concatenate([throughput(y), *self.src_y])
+        qid = np.concatenate([np.zeros(len(X), dtype=int), *self.src_g])
+        n_src = sum(len(s) for s in self.src_y)
+        weights = np.array(([max(1.0, n_src / len(X))] if len(X) else []) + [1.0] * len(self.src_y))
+        d = xgb.DMatrix(Xs.astype(np.float32), label=labels, qid=qid, weight=weights, nthread=1)
+        params = {"nthread": 1, "objective": "rank:pairwise", "lambdarank_pair_method": "mean",
+                  "lambdarank_num_pair_per_sample": 8, "max_depth": 6, "eta": 0.3, "seed": self.seed,
+                  "verbosity": 0, "tree_method": "hist"}
+        self.booster = xgb.train(params, d, self.rounds)
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=float)
+        if self.booster is None:
+            self.fit(X[:0], np.zeros(0))
+        tX = np.column_stack([X, np.tile(self.target, (len(X), 1))])
+        return np.asarray(self.booster.inplace_predict(tX.astype(np.float32)), dtype=float)
+
+    def save(self) -> bytes:
+        return bytes(self.booster.save_raw("json")) if self.booster is not None else XGBCostModel().save()
+
+    @classmethod
+    def load(cls, data: bytes) -> Self:
+        return cls([], np.zeros(len(PROPS)))
