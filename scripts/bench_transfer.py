@@ -28,12 +28,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from autotune.algorithms.model_guided import ModelGuided
 from autotune.cost_models.xgb import XGBCostModel
-from autotune.registry import make_algorithm
 from autotune.runners.replay import ReplayRunner, record_measurement, replay_device
 from autotune.search_spaces.replay import KTCache, ReplaySpace, cache_label
+
+from autotune.algorithms.model_guided import ModelGuided
+from autotune.registry import make_algorithm
 from autotune.transfer.warm_start import SourceData, WarmStart
 from autotune.types import Candidate
 

@@ -101,6 +101,7 @@ class TestWarmStartPropertiesConformance(AlgorithmConformance):
 
 def test_auto_sources_skip_other_vendors_and_named_sources_must_exist(tmp_path):
     from autotune.db import open_database
+
     from autotune.errors import UsageError
     from autotune.transfer.sources import choose_sources, warm_start_search
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from autotune.types import Device, Measurement
 
+
 def spearman(x, y) -> float:
     """Spearman rank correlation (ties get their average rank); nan when either side is constant."""
     import pandas as pd
