@@ -22,7 +22,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @app.command("parallelize")
     @handle_errors
     def parallelize_cmd(
-        model: Annotated[str | None, typer.Option("--model", "-m", help="Built-in model name or a .json graph")] = None,
+        model: Annotated[str | None, typer.Option("--model", "-m", help="Built-in model name (see --list), an .onnx file or a .json graph")] = None,
         cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster preset (e.g. dgx-a100-x2) or .json/.yaml file")] = None,
         batch: Annotated[int | None, typer.Option("--batch", "-b", help="Global batch size (default: the model's)")] = None,
         algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (mcmc, evolutionary, random, ...)")] = "mcmc",
