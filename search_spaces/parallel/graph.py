@@ -212,10 +212,13 @@ class Builder:
                            mem_elems=b * s * (h3 + h) + 2 * b * heads * s * s, tp="n", keep=False))
 
     def lstm(self, x: str, hidden: int, name: str) -> str:
-        """One LSTM layer over the whole sequence [b, t, i] -> [b, t, h] (time steps are sequential)."""
+        """One LSTM layer over the whole sequence [b, t, i] -> [b, t, h].
+
+        Only the batch is partitionable: the time steps are sequential, and splitting the
+        hidden or input features would need a collective at every step (not modelled)."""
         (_, b, _), (_, t, _), (_, i, _) = self.shape(x)
         dims = {"b": b, "t": t, "o": hidden, "i": i}
-        roles = {"b": "sample", "t": None, "o": "parameter", "i": "reduction"}
+        roles = {"b": "sample", "t": None, "o": None, "i": None}
         f = 2.0 * b * t * 4 * hidden * (i + hidden)
         return self.add(Op(self._uniq(name), "lstm", dims, roles, ("b", "t", "o"), [(x, ("b", "t", "i"))],
                            ("i", "o"), 4 * hidden * (i + hidden), f, 2 * f,
