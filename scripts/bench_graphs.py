@@ -28,12 +28,15 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=25)
     ap.add_argument("--small", action="store_true", help="tiny model versions (smoke test)")
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
+    ap.add_argument("--no-fusion", action="store_true",
+                    help="plain sum of per-op costs (TASO's cost), without onnxruntime's fusions counted free")
     args = ap.parse_args(argv)
     rows = []
     for name in args.models.split(","):
         model = model_zoo.build(name, small=args.small)
         graph = onnx_io.from_onnx(model)
         cm = optimizer.default_cost_model()
+        cm.fusion = not args.no_fusion
         res = optimizer.search(graph, args.algorithm, budget=args.budget, time_limit=args.time_limit, cost_model=cm)
         t0 = time.perf_counter()
         _, rep = optimizer.finalize(model, res, rounds=args.rounds)
