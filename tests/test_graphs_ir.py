@@ -6,12 +6,12 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from onnx import TensorProto, helper  # noqa: E402
+from autotune.runners.onnx_ops import max_errors
+from autotune.search_spaces.graphs import model_zoo, onnx_io
+from autotune.search_spaces.graphs.ir import Graph, Node
+from onnx import TensorProto, helper
 
-from autotune.errors import UsageError  # noqa: E402
-from autotune.runners.onnx_ops import max_errors  # noqa: E402
-from autotune.search_spaces.graphs import model_zoo, onnx_io  # noqa: E402
-from autotune.search_spaces.graphs.ir import Graph, Node  # noqa: E402
+from autotune.errors import UsageError
 
 
 @pytest.mark.parametrize("name", sorted(model_zoo.MODELS))
