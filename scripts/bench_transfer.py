@@ -84,14 +84,14 @@ def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=p
     cold_cache: dict[str, list] = {}
     pairs = []
     for src, tgt in itertools.permutations(caches, 2):
-        space = ReplaySpace(caches[tgt])
         best = optimum(data[tgt])
         goal = best * 1.05
         if tgt not in cold_cache:
-            cold_cache[tgt] = [trials_to_target(cold_algorithm(s), space, ReplayRunner(caches[tgt]), goal,
+            cold_cache[tgt] = [trials_to_target(cold_algorithm(s), ReplaySpace(caches[tgt]), ReplayRunner(caches[tgt]), goal,
                                                 max_trials, batch, s) for s in range(seeds)]
         source = SourceData(replay_device(caches[src]), data[src])
-        warm = [trials_to_target(warm_algorithm(source, s, replay_device(caches[tgt]), **(warm_options or {})), space,
+        # a fresh space per run: a space samples differently once enumerated, so sharing one makes runs order-dependent
+        warm = [trials_to_target(warm_algorithm(source, s, replay_device(caches[tgt]), **(warm_options or {})), ReplaySpace(caches[tgt]),
                                  ReplayRunner(caches[tgt]), goal, max_trials, batch, s) for s in range(seeds)]
         by_key = {m.candidate.key: m for m in data[tgt]}
         # the source's best among the target's configurations (a target may hold fewer)

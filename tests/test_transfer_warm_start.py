@@ -123,3 +123,19 @@ def test_auto_sources_skip_other_vendors_and_named_sources_must_exist(tmp_path):
             choose_sources(db, space.task, target, "NVIDIA GeForce RTX 3090")
     finally:
         db.close()
+
+
+def test_pooled_model_drops_a_misleading_source():
+    from autotune.transfer.pooled import PooledModel
+
+    space = small_knob_space()
+    pts = list(space.enumerate())
+    X = space.features(pts)
+    y = np.array([m.cost for m in FakeRunner(space).measure(space.task, pts)])
+    idx = np.random.default_rng(2).choice(len(pts), 12, replace=False)
+    vec = np.ones(6)
+    good = PooledModel([(X, y, vec)], vec * 2, check_after=8).fit(X[idx], y[idx])
+    bad = PooledModel([(X, 1.0 / y, vec)], vec * 2, check_after=8).fit(X[idx], y[idx])
+    assert good.active and good.rho > 0.5
+    assert not bad.active and bad.rho < 0
+    assert int(np.argmin(y)) in np.argsort(-good.predict(X))[:5].tolist()

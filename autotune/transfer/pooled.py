@@ -6,6 +6,10 @@ Each device is one ranking group (labels best/cost within the device); the targe
 weighted up so that its pairs count as much as all the sources' together. Source rows are
 subsampled (the fastest ``keep_top`` plus random others, ``max_source_rows`` in all) to keep
 retraining cheap.
+
+Safety: after ``check_after`` successful target results, the sources-only model's ranking of
+the target's measured rows is compared with the measurements (Spearman); below ``min_rho``
+the source rows are left out (an ordinary target-only model) until the agreement recovers.
 """
 
 from __future__ import annotations
@@ -41,7 +45,12 @@ class PooledModel(CostModel):
     name = "xgb-pooled"
 
     def __init__(self, sources: list[tuple[np.ndarray, np.ndarray, np.ndarray]], target: np.ndarray,
-                 seed: int = 0, rounds: int = 60, max_source_rows: int = 3000, keep_top: int = 500):
+                 seed: int = 0, rounds: int = 60, max_source_rows: int = 3000, keep_top: int = 500,
+                 min_rho: float = 0.2, check_after: int = 8):
+        self.min_rho, self.check_after = min_rho, check_after
+        self.active = bool(sources)
+        self.rho = float("nan")
+        self._source_only: xgb.Booster | None = None
         rng = np.random.default_rng(seed)
         self.target = np.asarray(target, dtype=float)
         self.seed, self.rounds = seed, rounds
@@ -61,29 +70,40 @@ class PooledModel(CostModel):
 
     @property
     def trained(self) -> bool:
-        return self.booster is not None or bool(self.src_X)
+        return self.booster is not None
 
     def fit(self, X: np.ndarray, y: np.ndarray, groups=None) -> Self:
         X = np.asarray(X, dtype=float)
         y = np.asarray(y, dtype=float)
         self.n_train = len(y)
         tX = np.column_stack([X, np.tile(self.target, (len(X), 1))])
-        Xs = np.vstack([tX, *self.src_X])
-        labels = np.concatenate([throughput(y), *self.src_y])
-        qid = np.concatenate([np.zeros(len(X), dtype=int), *self.src_g])
-        n_src = sum(len(s) for s in self.src_y)
-        weights = np.array(([max(1.0, n_src / len(X))] if len(X) else []) + [1.0] * len(self.src_y))
-        d = xgb.DMatrix(Xs.astype(np.float32), label=labels, qid=qid, weight=weights, nthread=1)
+        if self.src_X and int(np.isfinite(y).sum()) >= self.check_after:
+            if self._source_only is None:
+                self._source_only = self._train([], [], [])
+            from autotune.transfer.prior import agreement
+
+            self.rho = agreement(self._source_only.inplace_predict(tX.astype(np.float32)), y)
+            self.active = not (self.rho < self.min_rho)
+        self.booster = self._train([tX], [throughput(y)], [np.zeros(len(X), dtype=int)], sources=self.active)
+        return self
+
+    def _train(self, Xs: list, ys: list, gs: list, sources: bool = True) -> xgb.Booster:
+        if sources:
+            Xs, ys, gs = Xs + self.src_X, ys + self.src_y, gs + self.src_g
+        n_target = sum(len(g) for g in gs if len(g) and g[0] == 0)
+        n_src = sum(len(s) for s in self.src_y) if sources else 0
+        weights = ([max(1.0, n_src / n_target)] if n_target else []) + [1.0] * (len(self.src_y) if sources else 0)
+        d = xgb.DMatrix(np.vstack(Xs).astype(np.float32), label=np.concatenate(ys), qid=np.concatenate(gs),
+                        weight=np.array(weights), nthread=1)
         params = {"nthread": 1, "objective": "rank:pairwise", "lambdarank_pair_method": "mean",
                   "lambdarank_num_pair_per_sample": 8, "max_depth": 6, "eta": 0.3, "seed": self.seed,
                   "verbosity": 0, "tree_method": "hist"}
-        self.booster = xgb.train(params, d, self.rounds)
-        return self
+        return xgb.train(params, d, self.rounds)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=float)
         if self.booster is None:
-            self.fit(X[:0], np.zeros(0))
+            return np.zeros(len(X))
         tX = np.column_stack([X, np.tile(self.target, (len(X), 1))])
         return np.asarray(self.booster.inplace_predict(tX.astype(np.float32)), dtype=float)
 

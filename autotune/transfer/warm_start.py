@@ -3,21 +3,26 @@
 1. The sources' best configurations (``top_k`` of them, round-robin over the sources'
    rankings, those that are points of the target space) are measured first;
 2. then ``init`` random points, and a :class:`~autotune.algorithms.model_guided.ModelGuided`
-   search whose XGBoost model learns from the target's results.
+   search whose XGBoost model learns from the target's results and, depending on ``mode``,
+   from the sources' data.
 
-What the sources contribute beyond the top-k is the ``mode`` (scripts/bench_transfer.py,
-gemm on RTX 3090 / 2080 Ti / TITAN RTX, 4 seeds, measurements to 5% of the optimum):
-- ``topk`` (default): the top-k only; the model is target-only XGBoost trained on the top-k
-  (good points) plus random ones. Best on every pair measured, e.g. 3090 -> 2080 Ti 24
-  against 76 cold.
+The modes, measured with scripts/bench_transfer.py (gemm on RTX 3090 / 2080 Ti / TITAN RTX,
+5 seeds, target measurements to 5% of the optimum, median; cold: 95 for the 2080 Ti, 83 for
+the 3090, 25 for the TITAN RTX):
+- ``properties`` (default): one pooled XGBoost ranking model over the sources' rows and the
+  target's (each device a ranking group, the target weighted as much as all sources) with
+  the device properties as extra features (:class:`~autotune.transfer.pooled.PooledModel`):
+  3090->2080 Ti 22, 2080 Ti->3090 34, TITAN->3090 33, 3090->TITAN 20.
+- ``topk``: the top-k only, then a target-only model: 24, 57, 41, 23.
 - ``feature``: the sources' score (:class:`~autotune.transfer.prior.SourcePrior`) as an extra
-  feature of the target model: 112 (init 8) and 178 (init 16) on 3090 -> 2080 Ti.
-- ``margin``: XGBoost boosted from the sources' scores (base margin; the source's influence
-  decays as target data arrives): 326 on 3090 -> 2080 Ti: the source keeps the search in its
-  own favourite region, which is about 1.2x off the target's optimum.
-Safety: a poor source costs at most the ``top_k`` probes (the model is the target's own); in
-the prior modes, the prior is dropped while its Spearman with the target's results is below
-``min_rho``.
+  feature of the target model: 112 on 3090->2080 Ti (4 seeds, cold 76).
+- ``margin``: XGBoost boosted from the sources' scores (the source's influence decays as target
+  data arrives): 326 on 3090->2080 Ti: it keeps the search in the source's favourite region,
+  which is 1.2x off the target's optimum.
+Safety: after ``check_after`` target results, the sources-only ranking of the target's measured
+points is compared with the measurements (Spearman); below ``min_rho`` the source data is left
+out of the model (ordinary target-only model-guided search), so a poor source costs about the
+``top_k`` probes.
 
 ``sources`` is a list of :class:`SourceData` (a device's measurements, and a weight).
 """
@@ -59,7 +64,7 @@ class WarmStart(SearchAlgorithm):
         "epsilon": Option(0.1, "share of each model-guided batch given to random points"),
         "retrain_every": Option(4, "retrain the model after this many new results"),
         "rounds": Option(30, "boosting rounds of the target correction"),
-        "mode": Option("topk", "topk: the sources' top-k, then a target-only model; margin: boost from the source scores; feature: source score as an extra feature; properties: one model on all devices' rows with device properties as features"),
+        "mode": Option("properties", "topk: the sources' top-k, then a target-only model; margin: boost from the source scores; feature: source score as an extra feature; properties: one model on all devices' rows with device properties as features"),
         "init": Option(8, "random points measured after the top-k, before the model is used"),
     }
 
@@ -102,7 +107,8 @@ class WarmStart(SearchAlgorithm):
             rows = [(np.asarray(space.features([m.candidate for m in s.measurements]), dtype=float),
                      np.array([m.objective for m in s.measurements]), device_vector(s.device)) for s in usable]
             model = PooledModel(rows, device_vector(self.target_device) if self.target_device else
-                                np.full(len(rows[0][2]), np.nan), seed=int(self.rng.integers(2**31)))
+                                np.full(len(rows[0][2]), np.nan), seed=int(self.rng.integers(2**31)),
+                                min_rho=float(self.config["min_rho"]), check_after=int(self.config["check_after"]))
         else:
             model = TransferModel(prior, min_rho=float(self.config["min_rho"]),
                                   check_after=int(self.config["check_after"]), rounds=int(self.config["rounds"]),
