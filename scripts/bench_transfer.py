@@ -78,7 +78,16 @@ def median_capped(values: list[int | None], cap: int) -> int | None:
     return None if med > cap else int(round(med))
 
 
-def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=print, warm_options=None) -> list[dict]:
+def misleading(source: SourceData) -> SourceData:
+    """The source with its times inverted (its best becomes its worst): a deliberately poor guide."""
+    from autotune.types import Measurement, Status
+
+    ms = [Measurement(m.candidate, Status.OK, cost=1.0 / m.cost) if m.ok else m for m in source.measurements]
+    return SourceData(source.device, ms)
+
+
+def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=print, warm_options=None,
+                adversarial: bool = False) -> list[dict]:
     caches = {cache_label(p): KTCache.load(p) for p in paths}
     data = {name: all_measurements(c) for name, c in caches.items()}
     cold_cache: dict[str, list] = {}
@@ -90,6 +99,8 @@ def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=p
             cold_cache[tgt] = [trials_to_target(cold_algorithm(s), ReplaySpace(caches[tgt]), ReplayRunner(caches[tgt]), goal,
                                                 max_trials, batch, s) for s in range(seeds)]
         source = SourceData(replay_device(caches[src]), data[src])
+        if adversarial:
+            source = misleading(source)
         # a fresh space per run: a space samples differently once enumerated, so sharing one makes runs order-dependent
         warm = [trials_to_target(warm_algorithm(source, s, replay_device(caches[tgt]), **(warm_options or {})), ReplaySpace(caches[tgt]),
                                  ReplayRunner(caches[tgt]), goal, max_trials, batch, s) for s in range(seeds)]
@@ -136,6 +147,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--kernels", nargs="+", help="only these kernel folders (default: all)")
     ap.add_argument("--json", help="write the results as JSON to this file")
+    ap.add_argument("--adversarial", action="store_true",
+                    help="invert each source's times (a deliberately misleading source) to check the fallback")
     ap.add_argument("--warm", nargs="*", default=[], metavar="OPTION=VALUE", help="WarmStart options (e.g. mode=feature)")
     args = ap.parse_args(argv)
     if args.cache:
@@ -152,7 +165,7 @@ def main(argv=None) -> int:
         print(f"{kernel}: {len(paths)} GPUs", file=sys.stderr)
         warm_options = dict(o.split("=", 1) for o in args.warm)
         pairs = bench_group(paths, args.seeds, args.max_trials, args.batch, log=lambda s: print(s, file=sys.stderr),
-                            warm_options=warm_options)
+                            warm_options=warm_options, adversarial=args.adversarial)
         for p in pairs:
             p["kernel"] = kernel
         groups.append((kernel, pairs))
