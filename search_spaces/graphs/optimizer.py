@@ -91,6 +91,14 @@ def finalize(original_model, result: SearchResult, rounds: int = 25, threads: in
         lat = compare_latency([original_model], rounds=rounds, threads=threads) * 2
     before, after = lat[0], lat[1]
     faster, p_value = faster_beyond_noise(before["times"], after["times"])
+    if faster and result.best.payload and check["passed"]:
+        # confirm on fresh rounds: load drift on a shared machine can fake one significant run
+        again = compare_latency([original_model, new_model], rounds=rounds, threads=threads)
+        faster, p2 = faster_beyond_noise(again[0]["times"], again[1]["times"])
+        p_value = max(p_value, p2)
+        if faster:
+            before, after = ({"times": a["times"] + b["times"], **_stats(a["times"] + b["times"])}
+                             for a, b in ((lat[0], again[0]), (lat[1], again[1])))
     kept = bool(result.best.payload) and check["passed"] and faster
     reason = ("faster beyond noise" if kept else "no rewrite found" if not result.best.payload else
               "numeric check failed" if not check["passed"] else "not faster beyond noise")
@@ -101,6 +109,11 @@ def finalize(original_model, result: SearchResult, rounds: int = 25, threads: in
         "measured_speedup": before["median_s"] / after["median_s"] if kept else 1.0, "sign_test_p": p_value,
         "candidate_speedup": before["median_s"] / after["median_s"],
     }
+
+
+def _stats(ts):
+    q1, q3 = np.percentile(ts, [25, 75])
+    return {"median_s": float(np.median(ts)), "iqr_s": float(q3 - q1), "min_s": min(ts)}
 
 
 def faster_beyond_noise(before: list[float], after: list[float], min_gain: float = 0.01, alpha: float = 0.05):
