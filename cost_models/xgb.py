@@ -25,7 +25,7 @@ from autotune.cost_models.features import log_cost, query_order, throughput
 from autotune.cost_models.metrics import quality as _quality
 
 OBJECTIVES = ("rank", "reg", "reg-tp")
-DEFAULTS = {"objective": "rank", "rounds": 60, "max_depth": 6, "eta": 0.3, "min_samples": 8, "seed": 0, "members": 1}
+DEFAULTS = {"objective": "rank", "rounds": 60, "max_depth": 4, "eta": 0.3, "min_samples": 8, "seed": 0, "members": 8}
 
 
 class XGBCostModel(CostModel):

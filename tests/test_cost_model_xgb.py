@@ -42,7 +42,7 @@ def test_random_scores_below_min_samples():
 @pytest.mark.parametrize("objective", ["rank", "reg"])
 def test_save_load_round_trip_without_pickle(objective):
     X, y = data()
-    model = XGBCostModel(objective=objective, rounds=10).fit(X, y)
+    model = XGBCostModel(objective=objective, rounds=10, members=1).fit(X, y)
     blob = model.save()
     assert isinstance(blob, bytes)
     doc = json.loads(blob)  # xgboost's own JSON document

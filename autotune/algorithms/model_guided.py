@@ -3,7 +3,8 @@ promising unmeasured candidates are measured (TVM Ansor/MetaSchedule style).
 
 Each ``ask(n)``:
 1. until ``init`` points were measured: random samples (the space's initial point first);
-2. the model is retrained when ``retrain_every`` new results arrived since the last training;
+2. the model is retrained when ``retrain_every`` new results (or ``retrain_growth`` times the
+   results it was trained on, if more: retraining gets rarer as the history grows) arrived;
 3. candidates are scored by the model: a space of at most ``score_all`` points is enumerated
    once and *every* unmeasured point is scored (exact argmax of the model, cheap with
    XGBoost); a larger space is searched by a fresh copy of the inner algorithm, bound to the
@@ -30,7 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 from autotune.algorithms.base import Option, SearchAlgorithm
-from autotune.algorithms.support import exhausted, fresh_sample
+from autotune.algorithms.support import exhausted, fresh_sample, fresh_walk
 from autotune.cost_models.base import CostModel
 from autotune.types import Candidate, Measurement, Status
 
@@ -40,9 +41,11 @@ class ModelGuided(SearchAlgorithm):
     description = "any algorithm searching against a cost model; the best unmeasured candidates are measured"
     no_repeats = True
     options = {
-        "init": Option(16, "random points measured before the model is used"),
-        "epsilon": Option(0.1, "share of each batch given to random points (exploration)"),
+        "init": Option(8, "random points measured before the model is used"),
+        "epsilon": Option(0.1, "share of each batch given to exploration (random points, or local moves)"),
+        "local": Option(0.0, "share of the exploration slots that are unseen neighbors of the best measured point"),
         "retrain_every": Option(8, "retrain the model after this many new results"),
+        "retrain_growth": Option(0.05, "...or after this share of the results it was trained on, if more"),
         "pool": Option(2000, "model evaluations by the inner search per batch (spaces above score_all)"),
         "inner_batch": Option(32, "candidates the inner search proposes per simulated step"),
         "score_all": Option(50000, "spaces with at most this many points are scored exhaustively"),
@@ -112,7 +115,8 @@ class ModelGuided(SearchAlgorithm):
         n = len(self.history)
         if n < int(self.config["init"]):
             return False
-        if self.trained_on == 0 or n - self.trained_on >= int(self.config["retrain_every"]):
+        every = max(int(self.config["retrain_every"]), int(float(self.config["retrain_growth"]) * self.trained_on))
+        if self.trained_on == 0 or n - self.trained_on >= every:
             self._train(n)
         return getattr(self.cost_model, "trained", True)
 
@@ -197,10 +201,14 @@ class ModelGuided(SearchAlgorithm):
                 out.append(c)
                 self.seen.add(c.key)
         init = self.space.initial()
+        best = min((m for m in self.history if m.ok), key=lambda m: m.cost, default=None) if n_model else None
         while len(out) < n:
+            c = None
             if init is not None and init.key not in self.seen and self.space.contains(init):
                 c = init
-            else:
+            elif best is not None and self.rng.random() < float(self.config["local"]):
+                c = fresh_walk(self.space, best.candidate, self.rng, self.seen)
+            if c is None:
                 c = fresh_sample(self.space, self.rng, self.seen)
             if c is None:
                 break
