@@ -40,3 +40,34 @@ def test_node_cost_is_the_best_linked_completion():
     for k in leaf_keys:
         leaf = next(m.candidate for m in res if m.candidate.key == k)
         assert all(leaf.payload[key] == v for key, v in node.payload.items())
+
+
+
+def test_walks_rewrites_when_every_node_is_complete():
+    from autotune.search_spaces.base import Space
+    from autotune.types import Candidate, Measurement, Status
+
+    class Rewrites(Space):
+        def sample(self, rng):
+            return Candidate({"x": int(rng.integers(0, 20))})
+
+        def children(self, c):
+            x = 0 if c is None else c.payload["x"]
+            for d in (1, 2):
+                if x + d < 20:
+                    yield Candidate({"x": x + d})
+
+        def features(self, cs):
+            return np.array([[c.payload["x"]] for c in cs], dtype=float)
+
+        def size(self):
+            return 20
+
+    space = Rewrites()
+    algo = make_algorithm("backtracking", alpha=1.0).bind(space, np.random.default_rng(0), [])
+    proposed = []
+    for _ in range(6):
+        batch = algo.ask(2)
+        proposed.extend(c.payload["x"] for c in batch)
+        algo.tell([Measurement(c, Status.OK, times=[abs(c.payload["x"] - 7) + 1.0]) for c in batch])
+    assert 7 in proposed[:10]  # follows the cheapest rewrites straight to the optimum

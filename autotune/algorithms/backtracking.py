@@ -7,16 +7,21 @@ any later space that offers ``children`` works the same way.
 **Where a partial node's cost comes from.** A partial point cannot be measured, so each partial
 node, when it enters the frontier, gets one *rollout*: a random descent through ``children``
 to a complete point, which is proposed for measurement (or, when already known, costs nothing).
-A node's cost is the best cost of the complete points linked to it (its rollouts and its
-complete children), so it is a measured upper bound of its subtree's best. Under
+A node's cost is the best cost of the complete points linked to it (its rollouts, its
+complete children, itself when complete), so it is a measured upper bound of its subtree's
+best. Complete nodes enter the frontier too: on spaces where every point is complete and
+``children`` are rewrites of it (graph substitutions, as in TASO), the search walks the
+rewrites of the cheapest graphs. Under
 ``ModelGuided`` the "measurements" the inner search sees are the cost model's predictions,
 so there a node's cost is the model's predicted best rollout: the model guides the tree.
 
 **Search.** Best-first: the frontier node with the lowest cost is expanded when its cost is
-below ``alpha`` times the best cost found (TASO's relaxation; the others are pruned); its
+at most ``alpha`` times the best cost found (TASO's relaxation; the others wait); its
 complete children are proposed directly, its partial children enter the frontier with a
 rollout each. The frontier keeps the ``beam`` lowest-cost nodes (nodes still waiting for
-their rollout's result are kept). After ``max_nodes`` expansions, or when the frontier is
+their rollout's result are kept). When no node is within alpha of the best, the lowest-cost
+node gets one more rollout (a single rollout is a noisy cost), which backtracks to it once a
+rollout finds a cost within alpha. After ``max_nodes`` expansions, or when the frontier is
 empty, proposals are random samples, so ``ask`` only returns [] when the space is exhausted.
 """
 
@@ -78,6 +83,10 @@ class Backtracking(SearchAlgorithm):
             if self.space.is_complete(child):
                 if node is not None:
                     self.links.setdefault(node.key, []).append(child.key)
+                if next(iter(self.space.children(child)), None) is not None:
+                    # a complete point with children of its own (graph rewrites) is a node too
+                    self.links.setdefault(child.key, []).append(child.key)
+                    self.frontier.append(child)
                 self._propose(child)
                 continue
             leaf = self._rollout(child)
@@ -87,16 +96,36 @@ class Backtracking(SearchAlgorithm):
                 self._propose(leaf)
 
     def _pop(self) -> Candidate | None:
-        """The lowest-cost frontier node within alpha of the best; prunes the others and trims the beam."""
+        """The lowest-cost frontier node within alpha of the best (None if there is none); the
+        frontier is trimmed to the ``beam`` lowest-cost nodes (nodes waiting for results stay)."""
         scored = [(self._cost(c), i, c) for i, c in enumerate(self.frontier)]
         known = sorted(((s, i, c) for s, i, c in scored if s is not None), key=lambda t: (t[0], t[1]))
+        known = known[: max(1, int(self.config["beam"]))]
         waiting = [c for s, _, c in scored if s is None]
         limit = float(self.config["alpha"]) * self.best if math.isfinite(self.best) else math.inf
-        keep = [(s, i, c) for s, i, c in known if s < limit or not math.isfinite(self.best)]
-        keep = keep[: max(1, int(self.config["beam"]))]
-        node = keep[0][2] if keep else None
-        self.frontier = [c for _, _, c in keep[1:]] + waiting
-        return node
+        if known and known[0][0] <= limit:
+            self.frontier = [c for _, _, c in known[1:]] + waiting
+            return known[0][2]
+        self.frontier = [c for _, _, c in known] + waiting
+        return None
+
+    def _refine(self) -> bool:
+        """No node is within alpha of the best: one more rollout from the lowest-cost node refines
+        its cost (a single rollout is a noisy estimate); a node without new completions is dropped."""
+        while self.frontier:
+            scored = [(s, i) for i, c in enumerate(self.frontier) if (s := self._cost(c)) is not None]
+            if not scored:
+                return False
+            _, i = min(scored)
+            node = self.frontier[i]
+            for _ in range(8):
+                leaf = self._rollout(node)
+                if leaf is not None and leaf.key not in self.seen and self.space.contains(leaf):
+                    self.links[node.key].append(leaf.key)
+                    self._propose(leaf)
+                    return True
+            self.frontier.pop(i)
+        return False
 
     # -- ask / tell ------------------------------------------------------------------
     def ask(self, n: int) -> list[Candidate]:
@@ -113,6 +142,8 @@ class Backtracking(SearchAlgorithm):
             node = self._pop() if self.expanded < int(self.config["max_nodes"]) else None
             if node is not None:
                 self._expand(node)
+                continue
+            if self.expanded < int(self.config["max_nodes"]) and self._refine():
                 continue
             if out and any(self._cost(c) is None for c in self.frontier):
                 break  # wait for the rollouts' results before expanding further
