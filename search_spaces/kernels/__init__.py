@@ -28,4 +28,10 @@ def kernel_problem(name: str, shape: Mapping | str, target: str = "cpu", device_
     return template.space(), template
 
 
-__all__ = ["TEMPLATES", "KernelTemplate", "Gemm", "Conv2d", "Softmax", "kernel_problem", "cpu_props"]
+def space_for_task(task) -> KnobSpace:
+    """The knob space of a stored kernel task (for ranking its configurations with a stored cost model)."""
+    p = task.params
+    return kernel_problem(task.name, p["shape"], p["target"], threads=p.get("threads"))[0]
+
+
+__all__ = ["space_for_task", "TEMPLATES", "KernelTemplate", "Gemm", "Conv2d", "Softmax", "kernel_problem", "cpu_props"]
