@@ -75,6 +75,8 @@ class ModelGuided(SearchAlgorithm):
         self._all: list[Candidate] | None = None
         self._all_X: np.ndarray | None = None
         self._all_index: dict[str, int] = {}
+        self._all_scores: np.ndarray | None = None
+        self._all_scored_at = -1
         self._calib = (-1.0, 0.0)
 
     # -- the model -------------------------------------------------------------------
@@ -132,7 +134,10 @@ class ModelGuided(SearchAlgorithm):
         idx = np.array([i for i, c in enumerate(self._all) if c.key not in self.seen], dtype=np.int64)
         if len(idx) == 0:
             return [], np.zeros((1, 0))
-        return [self._all[i] for i in idx], self._members(self._all_X[idx])
+        if self._all_scored_at != self.retrains:  # predictions change only when the model does
+            self._all_scores = self._members(self._all_X)
+            self._all_scored_at = self.retrains
+        return [self._all[i] for i in idx], self._all_scores[:, idx]
 
     def _members(self, X: np.ndarray) -> np.ndarray:
         """Scores per ensemble member (members x rows); one row for a plain model."""

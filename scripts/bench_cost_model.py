@@ -1,0 +1,65 @@
+"""Compare the xgb cost model's objectives on recorded spaces: train on N random measurements,
+rank the rest of the space, report Spearman and top-k recall (median over seeds), and the time
+to train.
+
+    python scripts/bench_cost_model.py --train 100 --seeds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import time
+from pathlib import Path
+
+import numpy as np
+
+from autotune.cost_models.metrics import quality
+from autotune.cost_models.xgb import OBJECTIVES, XGBCostModel
+from autotune.runners.replay import ReplayRunner
+from autotune.search_spaces.replay import ReplaySpace
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cache", nargs="+", default=None)
+    ap.add_argument("--train", type=int, default=100, help="training measurements")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--k", type=int, default=50, help="k of the top-k recall")
+    ap.add_argument("--objectives", nargs="+", default=list(OBJECTIVES))
+    ap.add_argument("--members", type=int, default=None, help="ensemble members (default: the model's default)")
+    args = ap.parse_args(argv)
+    caches = args.cache or sorted(glob.glob("/work/shared/datasets/replay/*/*.json.gz"))
+    extra = {} if args.members is None else {"members": args.members}
+    print("| space | " + " | ".join(f"{o} spearman | {o} recall@{args.k} | {o} fit ms" for o in args.objectives) + " |")
+    print("|---|" + "---|---|---|" * len(args.objectives))
+    totals = {o: [] for o in args.objectives}
+    for path in caches:
+        space = ReplaySpace(path)
+        cs = list(space.enumerate())
+        X = space.features(cs)
+        y = np.array([m.objective for m in ReplayRunner(space.cache).measure(space.task, cs)])
+        cells = []
+        for obj in args.objectives:
+            sp, rec, fit = [], [], []
+            for seed in range(args.seeds):
+                idx = np.random.default_rng(seed).permutation(len(cs))
+                tr, te = idx[: args.train], idx[args.train:]
+                t = time.perf_counter()
+                model = XGBCostModel(objective=obj, **extra).fit(X[tr], y[tr])
+                fit.append(time.perf_counter() - t)
+                q = quality(y[te], model.predict(X[te]), k=args.k)
+                sp.append(q["spearman"] or 0.0)
+                rec.append(q["top_k_recall"] or 0.0)
+            totals[obj].append((np.median(sp), np.median(rec)))
+            cells.append(f"{np.median(sp):.3f} | {np.median(rec):.3f} | {1e3 * np.median(fit):.0f}")
+        label = f"{Path(path).parent.name}/{space.cache.label}"
+        print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
+    for obj, v in totals.items():
+        a = np.array(v)
+        print(f"{obj}: mean Spearman {a[:, 0].mean():.3f}, mean recall@{args.k} {a[:, 1].mean():.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
