@@ -54,6 +54,21 @@ def test_generator_three_ops_finds_conv_merge_and_distributivity():
     assert found["merge_convs"] and found["distributivity"]
     merge = next(r for r in rep["rules"] if r.name in found["merge_convs"])
     assert merge.status in ("proved", "tested")
+    # the merge direction is written too, and it applies to a real graph and preserves its outputs
+    import numpy as np
+    pytest.importorskip("onnxruntime")
+    from autotune.runners.onnx_ops import max_errors
+    from autotune.search_spaces.graphs.ir import Graph, Node
+    from autotune.search_spaces.graphs.onnx_io import to_onnx
+    rule = next(r for r in rep["rules"] if r.name.endswith("_rev") and sorted(n["op"] for n in r.source) == ["Conv", "Conv"])
+    rng = np.random.default_rng(0)
+    w = {k: rng.standard_normal((4, 3, 3, 3)).astype(np.float32) for k in ("k1", "k2")}
+    g = Graph([Node.make("Conv", ["x", "k1"], ["y1"], G.CONV_ATTRS), Node.make("Conv", ["x", "k2"], ["y2"], G.CONV_ATTRS)],
+              {"x": ((1, 3, 6, 6), "float32")}, ["y1", "y2"], w)
+    match = next(iter(rule.matches(g)))
+    g2 = rule.apply(g, match)
+    assert sorted(n.op for n in g2.runtime_nodes()) == ["Conv", "Split"]
+    assert max_errors(to_onnx(g), to_onnx(g2), trials=1)["max_rel_error"] < 1e-5
 
 
 @pytest.mark.slow

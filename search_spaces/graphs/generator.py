@@ -290,12 +290,17 @@ def generate(max_ops: int = 2, z3_timeout_ms: int = 2000, output: str | None = N
             report["kept"] += 1
             report["proved"] += status == "proved"
             report["z3_unknown_or_timeout"] += status == "tested"
-            rule = to_rule(domain, g1, g2, mapping, f"gen_{domain.name}_{len(rules)}", status)
+            name = f"gen_{domain.name}_{report['kept']}"
+            rule = to_rule(domain, g1, g2, mapping, name, status)
+            back = to_rule(domain, g2, g1, {b: a for a, b in mapping.items()}, name + "_rev", status)
             if rule is None:
                 report["not_expressible"] = report.get("not_expressible", 0) + 1
                 continue
             rules.append(rule)
+            if back is not None and not any(n["op"] == "Split" for n in back.source):
+                rules.append(back)  # the other direction (e.g. the merge itself), when its source is matchable
     report["time_s"] = round(time.perf_counter() - t0, 2)
+    report["rules_written"] = len(rules)
     report["rules"] = rules
     report["classic_found"] = classic_found(rules)
     if output:
