@@ -43,4 +43,4 @@ def quality(costs: np.ndarray, scores: np.ndarray, k: int = 10) -> dict:
         return None if x is None or not math.isfinite(x) else round(float(x), 4)
 
     return {"spearman": clean(spearman(costs, scores)), "top_k_recall": clean(top_k_recall(costs, scores, k)),
-            "k": min(k, len(costs)), "n": int(len(costs))}
+            "k": min(k, len(costs)), "n": len(costs)}

@@ -19,7 +19,6 @@ from typing import Self
 
 import numpy as np
 import xgboost as xgb
-
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import log_cost, query_order, throughput
 from autotune.cost_models.metrics import quality as _quality
@@ -65,7 +64,7 @@ class XGBCostModel(CostModel):
     def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> Self:
         X = np.asarray(X, dtype=np.float32)
         y = np.asarray(y, dtype=float)
-        self.n_train = int(len(y))
+        self.n_train = len(y)
         if int(np.isfinite(y).sum()) < int(self.options["min_samples"]):
             self.boosters = []
             return self

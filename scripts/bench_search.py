@@ -29,12 +29,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_peers import kt_available, run_kt, run_optuna_direct  # noqa: E402
+from autotune.runners.replay import ReplayRunner
+from autotune.search_spaces.replay import KTCache, ReplaySpace
+from bench_peers import kt_available, run_kt, run_optuna_direct
 
-from autotune.algorithms.model_guided import make_guided  # noqa: E402
-from autotune.registry import make_algorithm  # noqa: E402
-from autotune.runners.replay import ReplayRunner  # noqa: E402
-from autotune.search_spaces.replay import KTCache, ReplaySpace  # noqa: E402
+from autotune.algorithms.model_guided import make_guided
+from autotune.registry import make_algorithm
 
 DEFAULT_ALGORITHM = "evolutionary+xgb"
 DEFAULT_CACHES = "/work/shared/datasets/replay/*/*.json.gz"
@@ -135,7 +135,7 @@ def summarise(trackers: list[Tracker], optimum: float) -> dict:
         # median over seeds, a miss counting as worse than any hit (None when half or more missed)
         ranked = sorted(h if h is not None else math.inf for h in hits)
         med = ranked[(len(ranked) - 1) // 2] if len(ranked) % 2 else 0.5 * (ranked[len(ranked) // 2 - 1] + ranked[len(ranked) // 2])
-        out[f"to_{label}_median"] = None if not math.isfinite(med) else int(math.ceil(med))
+        out[f"to_{label}_median"] = None if not math.isfinite(med) else math.ceil(med)
         out[f"success_{label}"] = round(sum(h is not None for h in hits) / len(hits), 3)
         if label == "5pct":
             sims = sorted(tr.sim[h - 1] if h else math.inf for tr, h in zip(trackers, hits))

@@ -3,9 +3,9 @@ import math
 
 import numpy as np
 import pytest
+from autotune.cost_models.xgb import XGBCostModel
 
 from autotune.algorithms.model_guided import ModelGuided, make_guided
-from autotune.cost_models.xgb import XGBCostModel
 from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
 

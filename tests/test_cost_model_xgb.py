@@ -3,10 +3,10 @@ import math
 
 import numpy as np
 import pytest
-
 from autotune.cost_models.features import log_cost, throughput
 from autotune.cost_models.metrics import quality, spearman, top_k_recall
 from autotune.cost_models.xgb import XGBCostModel
+
 from autotune.registry import cost_model_class
 
 

@@ -17,7 +17,13 @@ import math
 
 from autotune.algorithms.base import Option, SearchAlgorithm
 from autotune.algorithms.support import (
-    cand_from_json, cand_to_json, exhausted, finite, fresh_sample, fresh_walk, unfinite,
+    cand_from_json,
+    cand_to_json,
+    exhausted,
+    finite,
+    fresh_sample,
+    fresh_walk,
+    unfinite,
 )
 from autotune.types import Candidate, Measurement
 
