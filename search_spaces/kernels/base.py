@@ -80,19 +80,21 @@ def cpu_props() -> dict:
              "avx512": "avx512f" in flags, "l1d_bytes": 32 * 1024, "l2_bytes": 512 * 1024}
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
-        for idx in os.listdir(base):
+        entries = [e for e in os.listdir(base) if e.startswith("index")]
+    except OSError:
+        entries = []
+    for idx in entries:
+        try:
             d = os.path.join(base, idx)
-            level = open(os.path.join(d, "level")).read().strip()
-            kind = open(os.path.join(d, "type")).read().strip()
-            size = open(os.path.join(d, "size")).read().strip()
+            level, kind, size = (open(os.path.join(d, f)).read().strip() for f in ("level", "type", "size"))
             mult = 1024 * 1024 if size.endswith("M") else 1024 if size.endswith("K") else 1
             val = int(size.rstrip("KM")) * mult
-            if level == "1" and kind == "Data":
-                props["l1d_bytes"] = val
-            elif level == "2":
-                props["l2_bytes"] = val
-    except (OSError, ValueError):
-        pass
+        except (OSError, ValueError):
+            continue
+        if level == "1" and kind == "Data":
+            props["l1d_bytes"] = val
+        elif level == "2":
+            props["l2_bytes"] = val
     return props
 
 
