@@ -23,13 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-
-from autotune.errors import MissingDependencyError, UsageError
 from autotune.runners.base import Runner
 from autotune.runners.child import run_shared_object
 from autotune.runners.timing import Protocol
 from autotune.runners.workers import IsolatedWorker
 from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props
+
+from autotune.errors import MissingDependencyError, UsageError
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
 DEFAULT_FLAGS = ("-O3", "-march=native", "-fopenmp", "-std=gnu11", "-shared", "-fPIC")
@@ -46,7 +46,7 @@ def compiler_command() -> list[str]:
 
 def compiler_version(cc: list[str]) -> str:
     try:
-        out = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=10, check=False).stdout
         return out.splitlines()[0].strip() if out else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -85,7 +85,7 @@ def _build(cc: list[str], flags: tuple[str, ...], source: str, workdir: Path, ti
     tmp = workdir / f"k_{digest}.{os.getpid()}.{threading.get_ident()}.tmp.so"
     t0 = time.perf_counter()
     try:
-        r = subprocess.run([*cc, *flags, "-o", str(tmp), str(src)], capture_output=True, text=True, timeout=timeout_s)
+        r = subprocess.run([*cc, *flags, "-o", str(tmp), str(src)], capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         return None, f"compilation did not finish within {timeout_s:g} s", time.perf_counter() - t0
     except OSError as exc:

@@ -11,11 +11,10 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import ctypes  # noqa: E402
+import ctypes
 
-import numpy as np  # noqa: E402
-
-from autotune.runners.timing import Protocol, time_calls  # noqa: E402
+import numpy as np
+from autotune.runners.timing import Protocol, time_calls
 
 
 def run_shared_object(so_path: str, symbol: str, inputs: list[np.ndarray], out_shape: tuple[int, ...],

@@ -23,11 +23,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from autotune.errors import MissingDependencyError, UsageError
 from autotune.runners.base import Runner
 from autotune.runners.timing import Protocol
 from autotune.runners.workers import read_frame, write_frame
 from autotune.search_spaces.kernels.base import KernelTemplate
+
+from autotune.errors import MissingDependencyError, UsageError
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
 NVCC_FLAGS = ("-O3", "-std=c++17", "--resource-usage")
@@ -65,7 +66,7 @@ class CudaBuilder:
         t0 = time.perf_counter()
         try:
             r = subprocess.run([self.nvcc, "-cubin", f"-arch={self.arch}", *self.flags, "-o", str(tmp), str(src)],
-                               capture_output=True, text=True, timeout=self.timeout_s)
+                               capture_output=True, text=True, timeout=self.timeout_s, check=False)
         except subprocess.TimeoutExpired:
             return None, f"nvcc did not finish within {self.timeout_s:g} s", time.perf_counter() - t0, {}
         spent = time.perf_counter() - t0

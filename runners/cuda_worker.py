@@ -18,7 +18,6 @@ import sys
 import traceback
 
 import numpy as np
-
 from autotune.runners.timing import Protocol, repeat
 from autotune.runners.workers import read_frame, write_frame
 
@@ -39,7 +38,7 @@ class PyCudaBackend:
     def _pop(self) -> None:
         try:
             self.ctx.pop()
-        except Exception:  # noqa: BLE001 - a context ruined by a fatal error cannot be popped cleanly
+        except Exception:  # noqa: BLE001, S110 - a context ruined by a fatal error cannot be popped cleanly
             pass
 
     def props(self) -> dict:
@@ -156,7 +155,7 @@ def make_backend(index: int, preference: str = "auto"):
 
 
 def serve(index: int, preference: str, inp: int, out: int) -> int:
-    send = lambda obj: write_frame(out, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))  # noqa: E731
+    send = lambda obj: write_frame(out, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
     try:
         be = make_backend(index, preference)
         send(("ready", be.props()))

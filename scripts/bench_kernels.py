@@ -21,12 +21,13 @@ import subprocess
 import sys
 import time
 
-from autotune.campaign import Campaign
 from autotune.db import open_database
-from autotune.registry import make_algorithm
 from autotune.runners.c import CRunner
 from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels import kernel_problem
+
+from autotune.campaign import Campaign
+from autotune.registry import make_algorithm
 
 NUMPY_TIMER = r"""
 import json, sys, time
@@ -207,7 +208,7 @@ def main(argv=None) -> int:
             for n in order:
                 trials = a.trials if n == a.tune_size else a.trials_other
                 t0 = time.perf_counter()
-                cost, cfg, default_cost, name = tune(db, n, th, trials, a.algorithm, a.seed, a.batch,
+                _, cfg, default_cost, name = tune(db, n, th, trials, a.algorithm, a.seed, a.batch,
                                                      seeds if n != a.tune_size else [])
                 tune_s = time.perf_counter() - t0
                 if n == a.tune_size:

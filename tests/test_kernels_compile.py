@@ -4,7 +4,6 @@ import shutil
 
 import numpy as np
 import pytest
-
 from autotune.runners.c import CRunner
 from autotune.search_spaces.kernels import TEMPLATES, kernel_problem
 

@@ -15,7 +15,6 @@ import subprocess
 
 import numpy as np
 import pytest
-
 from autotune.search_spaces.kernels import kernel_problem
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
@@ -89,7 +88,7 @@ def emulate(template, config, workdir):
     cpp, so = workdir / f"e_{digest}.cpp", workdir / f"e_{digest}.so"
     cpp.write_text(text)
     r = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-shared", "-fPIC", "-pthread", "-o", str(so), str(cpp)],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     lib = ctypes.CDLL(str(so))
     inputs = template.make_inputs(0)

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from autotune.search_spaces.kernels import TEMPLATES, Conv2d, Gemm, Softmax, kernel_problem
 
 from autotune.errors import UsageError
-from autotune.search_spaces.kernels import TEMPLATES, Conv2d, Gemm, Softmax, kernel_problem
 from autotune.testing.spaces import SpaceConformance
 
 CPU_PROPS = {"cores": 4, "avx2": True, "avx512": True, "l1d_bytes": 48 * 1024, "l2_bytes": 1 << 20}
@@ -70,7 +70,7 @@ def test_task_and_default(name, target):
 
 @pytest.mark.parametrize("name", list(TEMPLATES))
 def test_source_refuses_invalid_configs(name):
-    space, t = kernel_problem(name, SHAPES[name], "cpu", CPU_PROPS)
+    _, t = kernel_problem(name, SHAPES[name], "cpu", CPU_PROPS)
     cfg = t.default_config()
     knob = next(iter(cfg))
     with pytest.raises(UsageError):
@@ -81,7 +81,7 @@ def test_source_refuses_invalid_configs(name):
 
 def test_gemm_register_constraint_follows_the_cpu():
     avx2 = {**CPU_PROPS, "avx512": False}
-    space, t = kernel_problem("gemm", "256,256,256", "cpu", avx2)
+    space, _ = kernel_problem("gemm", "256,256,256", "cpu", avx2)
     assert 16 not in space.values[space.names.index("VW")]
     rng = np.random.default_rng(0)
     for _ in range(50):
@@ -91,7 +91,7 @@ def test_gemm_register_constraint_follows_the_cpu():
 
 def test_cuda_space_respects_device_limits():
     props = {"max_threads_per_block": 256, "max_shared_per_block": 16 * 1024, "cc": [7, 5]}
-    space, t = kernel_problem("gemm", "512,512,510", "cuda", props)
+    space, _ = kernel_problem("gemm", "512,512,510", "cuda", props)
     assert 4 not in space.values[space.names.index("VEC")]  # 510 is not a multiple of 4
     for c in space.enumerate():
         p = c.payload

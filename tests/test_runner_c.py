@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 import pytest
-
-from autotune.errors import UsageError
 from autotune.runners.c import CRunner
 from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels import Softmax, kernel_problem
+
+from autotune.errors import UsageError
 from autotune.testing.runners import RunnerConformance
 from autotune.types import Candidate, Status
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from autotune.errors import UsageError
 from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props
 from autotune.search_spaces.kernels.conv2d import Conv2d
 from autotune.search_spaces.kernels.gemm import Gemm
 from autotune.search_spaces.kernels.softmax import Softmax
 from autotune.search_spaces.knobs import KnobSpace
+
+from autotune.errors import UsageError
 
 TEMPLATES: dict[str, type[KernelTemplate]] = {"gemm": Gemm, "conv2d": Conv2d, "softmax": Softmax}
 
@@ -34,4 +35,4 @@ def space_for_task(task) -> KnobSpace:
     return kernel_problem(task.name, p["shape"], p["target"], threads=p.get("threads"))[0]
 
 
-__all__ = ["space_for_task", "TEMPLATES", "KernelTemplate", "Gemm", "Conv2d", "Softmax", "kernel_problem", "cpu_props"]
+__all__ = ["TEMPLATES", "Conv2d", "Gemm", "KernelTemplate", "Softmax", "cpu_props", "kernel_problem", "space_for_task"]

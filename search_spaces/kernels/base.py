@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import ClassVar
 
 import numpy as np
+from autotune.search_spaces.knobs import KnobSpace
 
 from autotune.errors import UsageError
-from autotune.search_spaces.knobs import KnobSpace
 from autotune.types import Task
 
 TARGETS = ("cpu", "cuda")
@@ -65,6 +66,11 @@ def parse_shape(shape: Mapping | str, names: tuple[str, ...], optional: Mapping[
     return result
 
 
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read().strip()
+
+
 def cpu_props() -> dict:
     """Enough of the host CPU for knob ranges: cores, vector flags, cache sizes."""
     flags: set[str] = set()
@@ -86,7 +92,7 @@ def cpu_props() -> dict:
     for idx in entries:
         try:
             d = os.path.join(base, idx)
-            level, kind, size = (open(os.path.join(d, f)).read().strip() for f in ("level", "type", "size"))
+            level, kind, size = (_read(os.path.join(d, f)) for f in ("level", "type", "size"))
             mult = 1024 * 1024 if size.endswith("M") else 1024 if size.endswith("K") else 1
             val = int(size.rstrip("KM")) * mult
         except (OSError, ValueError):
@@ -106,7 +112,7 @@ DEFAULT_CUDA_PROPS = {"max_threads_per_block": 1024, "max_shared_per_block": 48 
 class KernelTemplate:
     name = "kernel"
     shape_names: tuple[str, ...] = ()
-    shape_optional: dict[str, int] = {}
+    shape_optional: ClassVar[dict[str, int]] = {}
     n_inputs = 2
     rtol = 1e-4
     atol = 1e-4

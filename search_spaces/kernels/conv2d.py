@@ -8,10 +8,12 @@ one output row; optionally the block stages its weights in shared memory per CB 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
+from autotune.search_spaces.kernels.base import KernelTemplate
 
 from autotune.errors import UsageError
-from autotune.search_spaces.kernels.base import KernelTemplate
 
 
 def _next_pow2(n: int) -> int:
@@ -21,7 +23,7 @@ def _next_pow2(n: int) -> int:
 class Conv2d(KernelTemplate):
     name = "conv2d"
     shape_names = ("N", "C", "H", "W", "K", "R", "S")
-    shape_optional = {"stride": 1, "pad": 0}
+    shape_optional: ClassVar[dict[str, int]] = {"stride": 1, "pad": 0}
     rtol = 1e-4
 
     def check_shape(self):
@@ -64,7 +66,7 @@ class Conv2d(KernelTemplate):
 
     def knobs(self):
         s = self.shape
-        oh, ow = self.out_hw
+        ow = self.out_hw[1]
         if self.target == "cpu":
             cores = int(self.props.get("cores", 1))
             threads = [self.threads] if self.threads else sorted({1, cores})

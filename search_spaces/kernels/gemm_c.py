@@ -24,8 +24,8 @@ def _vec_types(vw: int) -> str:
 
 def _microkernel(mr: int, nv: int, vw: int, simd: str, unroll: int) -> str:
     nr = nv * vw
-    lines = ["static inline __attribute__((always_inline)) void ukernel(long kc, const float *restrict a, "
-             "const float *restrict b, float *restrict c, long ldc, int first) {"]
+    lines = [("static inline __attribute__((always_inline)) void ukernel(long kc, const float *restrict a, "
+              "const float *restrict b, float *restrict c, long ldc, int first) {")]
     if simd == "intrin":
         t, p = ("__m512", "_mm512") if vw == 16 else ("__m256", "_mm256")
         for i in range(mr):
