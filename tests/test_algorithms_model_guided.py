@@ -64,6 +64,9 @@ def test_on_retrain_gets_metrics_and_model_bytes():
     assert len(calls) >= 3
     metrics, blob = calls[-1]
     assert metrics["n_train"] >= 24 and metrics["spearman"] is not None and 0 <= metrics["top_k_recall"] <= 1
+    assert metrics["holdout"].startswith("random")
+    preq = [m for m, _ in calls if m.get("holdout") == "new results"]
+    assert preq and all(m["n"] >= 3 for m in preq)
     assert np.isfinite(XGBCostModel.load(blob).predict(space.features([space.initial()]))).all()
     assert algo.last_metrics == metrics
 

@@ -11,14 +11,17 @@ Each ``ask(n)``:
    real measurements (so it starts from the best measured points), told the model's predicted
    costs for ``pool`` proposals;
 4. the ``n - round(epsilon * n)`` best-scored unseen candidates are returned plus random ones
-   (the epsilon share, carried over between batches so small batches get their share too).
+   (the epsilon share, carried over between batches so small batches get their share too);
+   with an ensemble model (``predict_members``), slot j takes the best candidate of member
+   j mod m, a Thompson-like choice that spreads the batch where the members disagree.
 
-After every retrain the model's quality (Spearman and top-k recall of a model trained on a
-random 80% of the measurements, on the other 20%; recomputed every ``quality_every``
-retrains since it costs a second fit) is in ``last_metrics`` and, with the serialised model,
-passed to ``on_retrain(metrics, model_bytes)`` when set. ``state_dict``
-holds the rng, the epsilon carry, the pending proposals, the number of results the model was
-last trained on, and the last inner state; ``load_state_dict`` retrains the model from the
+After every retrain the model's quality is in ``last_metrics`` and, with the serialised model,
+passed to ``on_retrain(metrics, model_bytes)`` when set: Spearman and top-k recall
+(k = a quarter of them) of the *previous* model on the results measured since it was trained
+(held out by construction, no extra fit); with ``quality_every`` > 0, also those of a model
+fitted on a random 80% of the measurements, on the other 20%, every that many retrains.
+``state_dict`` holds the rng, the epsilon carry, the pending proposals, the number of results
+the model was last trained on, and the last inner state; ``load_state_dict`` retrains the model from the
 history given to ``bind`` (its first ``trained_on`` results), so a resumed campaign has its
 model again before the first batch and continues the same search.
 """
@@ -33,6 +36,7 @@ import numpy as np
 from autotune.algorithms.base import Option, SearchAlgorithm
 from autotune.algorithms.support import exhausted, fresh_sample, fresh_walk
 from autotune.cost_models.base import CostModel
+from autotune.cost_models.metrics import quality
 from autotune.types import Candidate, Measurement, Status
 
 
@@ -49,8 +53,8 @@ class ModelGuided(SearchAlgorithm):
         "pool": Option(2000, "model evaluations by the inner search per batch (spaces above score_all)"),
         "inner_batch": Option(32, "candidates the inner search proposes per simulated step"),
         "score_all": Option(50000, "spaces with at most this many points are scored exhaustively"),
-        "holdout": Option(0.2, "share of measurements held out to compute the model quality (0: none)"),
-        "quality_every": Option(4, "compute the held-out quality every this many retrains (it costs a second fit)"),
+        "quality_every": Option(0, "every this many retrains, also measure quality with a second fit on 80% (0: never)"),
+        "holdout": Option(0.2, "share held out by that quality fit"),
     }
 
     def __init__(self, inner: SearchAlgorithm, cost_model: CostModel, **kwargs):
@@ -88,17 +92,21 @@ class ModelGuided(SearchAlgorithm):
     def _train(self, upto: int) -> None:
         X = np.vstack(self.rows[:upto])
         y = np.array([m.objective for m in self.history[:upto]])
-        metrics = {"n_train": int(upto)}
-        frac = float(self.config["holdout"])
-        n_hold = int(upto * frac)
+        metrics: dict = {"n_train": int(upto)}
         self.retrains += 1
-        due = (self.retrains - 1) % max(1, int(self.config["quality_every"])) == 0
-        if due and n_hold >= 5 and upto - n_hold >= 5:
+        fresh = upto - self.trained_on
+        if self.trained_on > 0 and fresh >= 3 and getattr(self.cost_model, "trained", True):
+            # prequential: the results measured since the last training, which that model never saw
+            metrics.update(quality(y[self.trained_on:upto], self.cost_model.predict(X[self.trained_on:upto]),
+                                   k=max(1, fresh // 4)), holdout="new results")
+        every = int(self.config["quality_every"])
+        n_hold = int(upto * float(self.config["holdout"]))
+        if every > 0 and (self.retrains - 1) % every == 0 and n_hold >= 5 and upto - n_hold >= 5:
             perm = np.random.default_rng(upto).permutation(upto)  # own rng: the search rng is untouched
             hold, train = perm[:n_hold], perm[n_hold:]
             probe = type(self.cost_model).load(self.cost_model.save()).fit(X[train], y[train])
             if getattr(probe, "trained", True):
-                metrics.update(probe.quality(X[hold], y[hold]) if hasattr(probe, "quality") else {})
+                metrics.update(quality(y[hold], probe.predict(X[hold])), holdout=f"random {n_hold}")
         self.cost_model.fit(X, y)
         self.trained_on = upto
         ok = np.isfinite(y)
@@ -106,10 +114,7 @@ class ModelGuided(SearchAlgorithm):
             s = self.cost_model.predict(X[ok])
             a, b = np.polyfit(s, np.log(y[ok]), 1) if np.ptp(s) > 0 else (0.0, 0.0)
             self._calib = (a, b) if a < 0 else (-1.0, float(np.log(np.min(y[ok]))) + float(np.max(s)))
-        if len(metrics) > 1 or self.last_metrics is None:
-            self.last_metrics = metrics
-        else:
-            self.last_metrics = {**self.last_metrics, "n_train": int(upto)}
+        self.last_metrics = metrics
         if self.on_retrain is not None:
             self.on_retrain(metrics, self.cost_model.save())
 
