@@ -138,7 +138,8 @@ def load_cost_model(db: Database, model_id: int | None = None, campaign: str | N
 
     if (model_id is None) == (campaign is None):
         raise UsageError("name a stored model with exactly one of --model ID or --campaign NAME")
-    query = select(CostModelRow, TaskRow).outerjoin(TaskRow, TaskRow.id == CostModelRow.task_id)
+    query = (select(CostModelRow, TaskRow, DeviceRow).outerjoin(TaskRow, TaskRow.id == CostModelRow.task_id)
+             .outerjoin(DeviceRow, DeviceRow.id == CostModelRow.device_id))
     if model_id is not None:
         query = query.where(CostModelRow.id == model_id)
     else:
@@ -148,7 +149,9 @@ def load_cost_model(db: Database, model_id: int | None = None, campaign: str | N
     if found is None:
         what = f"model {model_id}" if model_id is not None else f"model of campaign {campaign!r}"
         raise UsageError(f"no stored {what}; `autotune models` lists them (campaigns run with --cost-model store one)")
-    row, task_row = found
+    row, task_row, device_row = found
     model = cost_model_class(row.name).load(row.data)
     task = Task(task_row.kind, task_row.name, task_row.params)
-    return model, task, {"id": row.id, "name": row.name, "n_samples": row.n_samples, "metrics": row.metrics}
+    props = device_row.properties if device_row is not None else None
+    return model, task, {"id": row.id, "name": row.name, "n_samples": row.n_samples, "metrics": row.metrics,
+                         "device_properties": props}

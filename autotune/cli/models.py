@@ -12,7 +12,7 @@ import typer
 from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, print_table, write_frame
 
 
-def space_for_task(task):
+def space_for_task(task, device_props: dict | None = None):
     """A knob space whose features match those the task's campaigns trained on."""
     from autotune.errors import UsageError
     from autotune.search_spaces.knobs import KnobSpace
@@ -22,7 +22,7 @@ def space_for_task(task):
     if task.kind == "kernel":
         from autotune.search_spaces.kernels import space_for_task as kernel_space
 
-        return kernel_space(task)
+        return kernel_space(task, device_props)
     raise UsageError(f"predict ranks configurations of knob tasks (replay, kernel), not of a {task.kind!r} task")
 
 
@@ -60,7 +60,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         database = open_db(db)
         cost_model, task, info = load_cost_model(database, model_id=model, campaign=campaign)
-        space = space_for_task(task)
+        space = space_for_task(task, info["device_properties"])
         given = [json.loads(c) for c in (config or [])]
         if configs is not None:
             text = sys.stdin.read() if str(configs) == "-" else configs.read_text()

@@ -29,10 +29,11 @@ def kernel_problem(name: str, shape: Mapping | str, target: str = "cpu", device_
     return template.space(), template
 
 
-def space_for_task(task) -> KnobSpace:
-    """The knob space of a stored kernel task (for ranking its configurations with a stored cost model)."""
+def space_for_task(task, device_props: Mapping | None = None) -> KnobSpace:
+    """The knob space of a stored kernel task on a device (for ranking configurations with a stored model)."""
     p = task.params
-    return kernel_problem(task.name, p["shape"], p["target"], threads=p.get("threads"))[0]
+    props = device_props if p["target"] == "cuda" and device_props else None
+    return kernel_problem(task.name, p["shape"], p["target"], device_props=props, threads=p.get("threads"))[0]
 
 
 __all__ = ["TEMPLATES", "Conv2d", "Gemm", "KernelTemplate", "Softmax", "cpu_props", "kernel_problem", "space_for_task"]
