@@ -100,3 +100,25 @@ def test_every_command_has_help():
         r = run(*cmd, "--help")
         assert r.exit_code == 0 and "Usage" in r.output, cmd
     assert "random" in run("algorithms").stdout
+
+
+def test_cost_model_campaign_stores_models_and_predict_ranks(url):
+    r = run("tune", "replay", "--cache", EXAMPLE, "--algorithm", "mcmc", "--cost-model", "xgb", "--trials", 40,
+            "--db", url, "--json", "--no-progress")
+    assert r.exit_code == 0, r.output
+    name = json.loads(r.stdout.strip().splitlines()[-1])["campaign"]
+    assert name.endswith("mcmc+xgb-seed0")
+    models = json.loads(run("models", "--format", "json", "--db", url).stdout)
+    assert models and all(m["campaign"] == name and m["model"] == "xgb" and m["bytes"] > 0 for m in models)
+    assert models[-1]["n_samples"] > models[0]["n_samples"] > 0
+    r = run("predict", "--campaign", name, "--top", 5, "--format", "json", "--db", url)
+    ranked = json.loads(r.stdout)
+    assert len(ranked) == 5 and [x["score"] for x in ranked] == sorted((x["score"] for x in ranked), reverse=True)
+    # the top of the whole space also wins when given again among others
+    given = [json.dumps(ranked[4]["config"]), json.dumps(ranked[0]["config"])]
+    r = run("predict", "--model", models[-1]["id"], "--config", given[0], "--config", given[1], "--format", "json", "--db", url)
+    assert json.loads(r.stdout)[0]["config"] == ranked[0]["config"]
+    r = run("predict", "--campaign", name, "--config", '{"between_method": 99}', "--db", url)
+    assert r.exit_code == 2 and "does not match the knobs" in r.stderr
+    r = run("tune", "replay", "--cache", EXAMPLE, "--cost-model", "nope", "--db", url)
+    assert r.exit_code == 2 and "unknown cost model 'nope'" in r.stderr
