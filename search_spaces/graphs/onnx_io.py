@@ -168,7 +168,7 @@ def _attr_value(v):
 def to_onnx(graph: Graph):
     """Export (after folding weight-only subgraphs) as an ONNX ModelProto onnxruntime loads."""
     _onnx()
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     g = graph.folded()
     inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in g.weights.items()]
     nodes = []
@@ -190,7 +190,6 @@ def to_onnx(graph: Graph):
     og = helper.make_graph(nodes, g.name, [vi(t) for t in g.inputs], [vi(t) for t in g.outputs], inits)
     model = helper.make_model(og, opset_imports=[helper.make_opsetid("", EXPORT_OPSET)], producer_name="autotune")
     model.ir_version = EXPORT_IR_VERSION
-    del TensorProto
     return model
 
 
