@@ -49,6 +49,7 @@ class PooledModel(CostModel):
                  min_rho: float = 0.2, check_after: int = 8):
         self.min_rho, self.check_after = min_rho, check_after
         self.active = bool(sources)
+        self.exclude: set[bytes] = set()  # feature rows of the source probes (set by WarmStart)
         self.rho = float("nan")
         self._source_only: xgb.Booster | None = None
         rng = np.random.default_rng(seed)
@@ -84,7 +85,15 @@ class PooledModel(CostModel):
 
             self.rho = agreement(self._source_only.inplace_predict(tX.astype(np.float32)), y)
             self.active = not (self.rho < self.min_rho)
-        self.booster = self._train([tX], [throughput(y)], [np.zeros(len(X), dtype=int)], sources=self.active)
+        if not self.active:  # the sources' probes stay out of a target-only model (see prior.TransferModel)
+            from autotune.transfer.prior import kept_rows
+
+            keep = kept_rows(X, self.exclude)
+            tX, y = tX[keep], y[keep]
+            if int(np.isfinite(y).sum()) < 2:
+                self.booster = None
+                return self
+        self.booster = self._train([tX], [throughput(y)], [np.zeros(len(tX), dtype=int)], sources=self.active)
         return self
 
     def _train(self, Xs: list, ys: list, gs: list, sources: bool = True) -> xgb.Booster:

@@ -35,6 +35,11 @@ def _row_keys(X: np.ndarray) -> list[bytes]:
     return [r.tobytes() for r in np.ascontiguousarray(np.asarray(X, dtype=np.float64))]
 
 
+def kept_rows(X: np.ndarray, exclude: set[bytes]) -> np.ndarray:
+    """Mask of the rows of X not in ``exclude`` (row bytes, see ``_row_keys``)."""
+    return np.array([k not in exclude for k in _row_keys(X)], dtype=bool) if exclude else np.ones(len(X), dtype=bool)
+
+
 class SourcePrior:
     """Scores (higher = faster) of feature rows from one or more sources' (X, costs)."""
 
@@ -93,6 +98,7 @@ class TransferModel(CostModel):
         self.options = {"min_rho": min_rho, "check_after": check_after, "rounds": rounds,
                         "max_depth": max_depth, "eta": eta, "seed": seed, "mode": mode}
         self.ranker = XGBCostModel(seed=seed)
+        self.exclude: set[bytes] = set()  # feature rows of the source probes (set by WarmStart)
         self.booster: xgb.Booster | None = None
         self.fallback = XGBCostModel(seed=seed)
         self.active = prior is not None
@@ -115,7 +121,10 @@ class TransferModel(CostModel):
             checked = int(np.isfinite(y).sum()) >= int(self.options["check_after"])
             self.active = not (checked and not (self.rho >= float(self.options["min_rho"])))
         if not self.active:
-            self.fallback.fit(X, y)
+            # a dropped source's probes (its top-k, measured first) stay out of the target's model:
+            # a misleading source's picks are outliers that otherwise mislead the ranking model
+            keep = kept_rows(X, self.exclude) if self.prior is not None else np.ones(len(X), dtype=bool)
+            self.fallback.fit(X[keep], y[keep])
             return self
         self.booster = None
         if self.mode == "feature":

@@ -114,6 +114,10 @@ class WarmStart(SearchAlgorithm):
                                   check_after=int(self.config["check_after"]), rounds=int(self.config["rounds"]),
                                   seed=int(self.rng.integers(2**31)), mode=str(self.config["mode"]))
         self.queue: list[Candidate] = self._top_configs(usable, prior)
+        if self.queue:
+            from autotune.transfer.prior import _row_keys
+
+            model.exclude = set(_row_keys(np.asarray(space.features(self.queue), dtype=float)))
         self.guided = ModelGuided(self.inner, model, init=max(1, len(self.queue) + int(self.config["init"])), epsilon=float(self.config["epsilon"]),
                                   retrain_every=int(self.config["retrain_every"]), holdout=0.0)
         self.guided.on_retrain = getattr(self, "_on_retrain", None)
