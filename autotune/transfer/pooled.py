@@ -50,6 +50,7 @@ class PooledModel(CostModel):
         self.min_rho, self.check_after = min_rho, check_after
         self.active = bool(sources)
         self.exclude: set[bytes] = set()  # feature rows of the source probes (set by WarmStart)
+        self.fallback = XGBCostModel(seed=seed)
         self.rho = float("nan")
         self._source_only: xgb.Booster | None = None
         rng = np.random.default_rng(seed)
@@ -71,7 +72,7 @@ class PooledModel(CostModel):
 
     @property
     def trained(self) -> bool:
-        return self.booster is not None
+        return self.booster is not None if self.active else self.fallback.trained
 
     def fit(self, X: np.ndarray, y: np.ndarray, groups=None) -> Self:
         X = np.asarray(X, dtype=float)
@@ -85,14 +86,12 @@ class PooledModel(CostModel):
 
             self.rho = agreement(self._source_only.inplace_predict(tX.astype(np.float32)), y)
             self.active = not (self.rho < self.min_rho)
-        if not self.active:  # the sources' probes stay out of a target-only model (see prior.TransferModel)
+        if not self.active:  # the ordinary target-only model, without the sources' probes (see prior.TransferModel)
             from autotune.transfer.prior import kept_rows
 
             keep = kept_rows(X, self.exclude)
-            tX, y = tX[keep], y[keep]
-            if int(np.isfinite(y).sum()) < 2:
-                self.booster = None
-                return self
+            self.fallback.fit(X[keep], y[keep])
+            return self
         self.booster = self._train([tX], [throughput(y)], [np.zeros(len(tX), dtype=int)], sources=self.active)
         return self
 
@@ -111,12 +110,16 @@ class PooledModel(CostModel):
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=float)
+        if not self.active:
+            return self.fallback.predict(X)
         if self.booster is None:
             return np.zeros(len(X))
         tX = np.column_stack([X, np.tile(self.target, (len(X), 1))])
         return np.asarray(self.booster.inplace_predict(tX.astype(np.float32)), dtype=float)
 
     def save(self) -> bytes:
+        if not self.active:
+            return self.fallback.save()
         return bytes(self.booster.save_raw("json")) if self.booster is not None else XGBCostModel().save()
 
     @classmethod
