@@ -151,3 +151,11 @@ def test_pnpoly_recorded_data_picks_the_correlated_source(tmp_path, db):
     assert lap.from_devices[0]["device"] == "NVIDIA GeForce RTX 3090" and lap.config == best_3090.config
     ti = autotune.best_config(task, NAMES["turing2"], db=db)
     assert ti.from_devices[0]["device"] == NAMES["turing"] and ti.config == best_titan.config
+
+
+def test_probed_cuda_properties_are_understood():
+    """Devices from runners/cuda.py carry sms/cc/clock_khz: same-architecture GPUs come out closest."""
+    a = Device("Probed A", "cuda", {"cc": [8, 6], "sms": 80, "clock_khz": 1700000})
+    b = Device("Probed B", "cuda", {"cc": [8, 6], "sms": 84, "clock_khz": 1650000})
+    c = Device("Probed C", "cuda", {"cc": [7, 5], "sms": 30, "clock_khz": 1200000})
+    assert property_similarity(a, b)[0] > property_similarity(a, c)[0]

@@ -33,6 +33,16 @@ NUMERIC = ("sm_count", "memory_bandwidth_gbs", "boost_clock_mhz", "l2_kib", "fp3
 
 def _props(d: Device) -> dict:
     props = dict(d.properties or {})
+    # the keys runners/cuda.py probes (sms, cc, clock_khz) in this module's names
+    if "sms" in props and "sm_count" not in props:
+        props["sm_count"] = props["sms"]
+    cc = props.get("cc")
+    if isinstance(cc, (list, tuple)) and len(cc) == 2 and "compute_capability" not in props:
+        props["compute_capability"] = f"{cc[0]}.{cc[1]}"
+    if isinstance(props.get("clock_khz"), (int, float)) and "boost_clock_mhz" not in props:
+        props["boost_clock_mhz"] = props["clock_khz"] / 1000.0
+    if isinstance(props.get("l2_bytes"), (int, float)) and "l2_kib" not in props:
+        props["l2_kib"] = props["l2_bytes"] / 1024.0
     if "architecture" not in props and d.kind == "cuda":  # a device row from before the GPU table
         from autotune.transfer.gpus import gpu_properties
 
