@@ -21,7 +21,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.db.models import (
-    AlgorithmStateRow, CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, TaskRow, TrialRow, utcnow,
+    AlgorithmStateRow, CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, RuleRow, TaskRow, TrialRow, utcnow,
 )
 from autotune.errors import DatabaseError, UsageError
 from autotune.types import Candidate, Device, Measurement, Task
@@ -280,3 +280,16 @@ class Database:
             s.add(row)
             s.flush()
             return row.id
+
+    # -- graph rules --------------------------------------------------------------------
+    def save_rules(self, rules: list[dict]) -> int:
+        """Store rules (each with key, name, provenance, status); a stored rule gets the newer status.
+        Returns how many were new."""
+        table = RuleRow.__table__
+        with self.session() as s:
+            known = set(s.scalars(select(table.c.key).where(table.c.key.in_([r["key"] for r in rules]))).all())
+            for r in rules:
+                values = {"name": r["name"], "provenance": r["provenance"], "status": r["status"], "rule": r}
+                s.execute(self._insert(table).values(key=r["key"], created=utcnow(), **values)
+                          .on_conflict_do_update(index_elements=["key"], set_=values))
+        return len({r["key"] for r in rules} - known)

@@ -108,3 +108,16 @@ class CostModelRow(Base):
     data: Mapped[bytes] = mapped_column(LargeBinary)  # the library's own format (xgboost UBJ), never pickle
     format: Mapped[str] = mapped_column(String(32), default="ubj")
     created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class RuleRow(Base):
+    """A graph substitution rule (JSON) with its provenance and verification status."""
+
+    __tablename__ = "rules"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)  # content hash of the patterns
+    name: Mapped[str] = mapped_column(String(200))
+    provenance: Mapped[str] = mapped_column(String(100))  # builtin, generated:<domain>
+    status: Mapped[str] = mapped_column(String(32))  # hand-written, proved, tested
+    rule: Mapped[dict] = mapped_column(JSON)
+    created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -7,7 +7,7 @@ import pandas as pd
 from sqlalchemy import and_, func, or_, select
 
 from autotune.db.database import Database
-from autotune.db.models import CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, TaskRow, TrialRow
+from autotune.db.models import CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, RuleRow, TaskRow, TrialRow
 from autotune.errors import UsageError
 from autotune.types import Status
 
@@ -155,3 +155,23 @@ def load_cost_model(db: Database, model_id: int | None = None, campaign: str | N
     props = device_row.properties if device_row is not None else None
     return model, task, {"id": row.id, "name": row.name, "n_samples": row.n_samples, "metrics": row.metrics,
                          "device_properties": props}
+
+
+def costs_by_key(db: Database, task_kind: str, device_id: int) -> dict[str, float]:
+    """Cost of every OK trial of tasks of one kind on one device, by candidate key (e.g. graph op costs)."""
+    with db.session() as s:
+        rows = s.execute(
+            select(TrialRow.candidate_key, TrialRow.cost).join(TaskRow, TaskRow.id == TrialRow.task_id)
+            .where(TaskRow.kind == task_kind, TrialRow.device_id == device_id, TrialRow.cost.is_not(None))
+        ).all()
+    return dict(rows)
+
+
+def rules(db: Database, status: str | None = None, provenance: str | None = None) -> pd.DataFrame:
+    """Stored graph substitution rules with their provenance and verification status."""
+    conds = [RuleRow.status == status if status else True,
+             RuleRow.provenance.like(f"{provenance}%") if provenance else True]
+    with db.session() as s:
+        rows = s.execute(select(RuleRow.key, RuleRow.name, RuleRow.provenance, RuleRow.status, RuleRow.rule,
+                                RuleRow.created).where(and_(*conds)).order_by(RuleRow.id)).all()
+    return pd.DataFrame(rows, columns=["key", "name", "provenance", "status", "rule", "created"])

@@ -104,13 +104,19 @@ def test_bad_import_lines_are_rejected_with_the_line(db, tmp_path):
         import_file(db, bad)
 
 
-def test_outdated_schema_says_how_to_upgrade(sqlite_url, monkeypatch):
-    open_database(sqlite_url).close()
-    import autotune.db.migrate as migrate
+def test_outdated_schema_says_how_to_upgrade_and_upgrade_works(sqlite_url):
+    from sqlalchemy import create_engine
+    from typer.testing import CliRunner
 
-    monkeypatch.setattr(migrate, "head_revision", lambda: "9999")
-    with pytest.raises(UsageError, match="autotune db upgrade --db"):
+    from autotune.cli.main import app
+    from autotune.db.migrate import upgrade
+
+    upgrade(create_engine(sqlite_url), "0001")  # a database made by an older autotune
+    with pytest.raises(UsageError, match="older than .*autotune db upgrade --db"):
         open_database(sqlite_url)
+    r = CliRunner().invoke(app, ["db", "upgrade", "--db", sqlite_url])
+    assert r.exit_code == 0 and "0001 -> 0002" in r.stdout
+    open_database(sqlite_url).close()
 
 
 @pytest.mark.parametrize("url,match", [

@@ -8,13 +8,22 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.common import emit_json, handle_errors
+from autotune.cli.common import DEFAULT_DB, DbOption, emit_json, handle_errors, open_db, write_frame
 from autotune.errors import UsageError
+
+
+def rule_record(rule) -> dict:
+    """A rule as stored in the database: its JSON plus a content key (code rules are keyed by their JSON)."""
+    from autotune.types import stable_key
+
+    d = rule.to_json()
+    return {**d, "key": getattr(rule, "key", None) or stable_key(d, 12)}
 
 
 def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str = "backtracking",
                    alpha: float = 1.05, budget: int = 3000, time_limit: float = 45.0, op_cache: str | None = None,
-                   rounds: int = 25, seed: int = 0, rules_file: str | None = None) -> dict:
+                   rounds: int = 25, seed: int = 0, rules_file: str | None = None, db: str | None = None) -> dict:
+    """Optimize an ONNX model; op costs are logged to the database ``db`` (URL) unless a JSON ``op_cache`` is named."""
     if device != "cpu":
         raise UsageError(f"device {device!r} is not available here; valid: cpu (cuda needs a GPU and torch)")
     import onnx
@@ -28,7 +37,10 @@ def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str 
     from autotune.search_spaces.graphs.rules import load_rules
     graph = onnx_io.from_onnx(original)
     rules = builtin_rules() + (load_rules(rules_file) if rules_file else [])
-    cm = optimizer.default_cost_model(op_cache)
+    database = open_db(db) if db and not op_cache else None
+    if database is not None:
+        database.save_rules([rule_record(r) for r in rules])
+    cm = optimizer.default_cost_model(op_cache, db=database)
     t0 = time.perf_counter()
     res = optimizer.search(graph, algorithm, alpha, budget, time_limit, rules=rules, cost_model=cm, seed=seed)
     out_model, rep = optimizer.finalize(original, res, rounds=rounds)
@@ -57,12 +69,14 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         alpha: Annotated[float, typer.Option(help="backtracking relaxation: queue graphs up to alpha x best")] = 1.05,
         budget: Annotated[int, typer.Option(help="graphs evaluated by predicted cost")] = 3000,
         time_limit: Annotated[float, typer.Option(help="search time limit, seconds")] = 45.0,
-        op_cache: Annotated[str | None, typer.Option(help="JSON file caching measured op costs")] = None,
+        op_cache: Annotated[str | None, typer.Option(help="JSON file caching measured op costs (instead of the database)")] = None,
         rules: Annotated[str | None, typer.Option(help="extra rules JSON (e.g. from rules generate)")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        db: DbOption = DEFAULT_DB,
     ):
-        """Rewrite an ONNX graph with verified substitutions searched by measured per-op cost."""
-        r = optimize_graph(model, output, device, algorithm, alpha, budget, time_limit, op_cache, rules_file=rules)
+        """Rewrite an ONNX graph with verified substitutions searched by measured per-op cost.
+        Each distinct op is timed once per device and logged to the database as a trial of task kind "op"."""
+        r = optimize_graph(model, output, device, algorithm, alpha, budget, time_limit, op_cache, rules_file=rules, db=db)
         if json_out:
             emit_json(r)
             return
@@ -86,15 +100,32 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         output: Annotated[str | None, typer.Option("-o", "--output", help="write the kept rules as JSON")] = None,
         z3_timeout_ms: Annotated[int, typer.Option(help="z3 timeout per rule, ms")] = 2000,
         json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        db: DbOption = DEFAULT_DB,
     ):
-        """Enumerate small graphs, find equal pairs by exact fingerprints, verify, keep the non-redundant rules."""
+        """Enumerate small graphs, find equal pairs by exact fingerprints, verify, keep the non-redundant rules
+        (stored in the database with their provenance and verification status, and with -o as JSON)."""
         from autotune.search_spaces.graphs.generator import generate
         if not 1 <= max_ops <= 3:
             raise UsageError(f"--max-ops must be 1, 2 or 3 (got {max_ops})")
         rep = generate(max_ops, z3_timeout_ms=z3_timeout_ms, output=output)
+        rep["stored_new"] = open_db(db).save_rules([rule_record(r) for r in rep["rules"]])
         if json_out:
             emit_json({k: v for k, v in rep.items() if k != "rules"})
             return
         for k, v in rep.items():
             if k != "rules":
                 typer.echo(f"{k}: {v}")
+
+    @rules_app.command("list")
+    @handle_errors
+    def list_cmd(
+        status: Annotated[str | None, typer.Option(help="hand-written, proved or tested")] = None,
+        provenance: Annotated[str | None, typer.Option(help="builtin or generated (prefix)")] = None,
+        format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json")] = "table",
+        db: DbOption = DEFAULT_DB,
+    ):
+        """List the rules stored in the database with their provenance and verification status."""
+        from autotune.db.queries import rules as rules_query
+
+        df = rules_query(open_db(db), status=status, provenance=provenance)
+        write_frame(df.drop(columns=["rule"]) if format == "table" else df, format)

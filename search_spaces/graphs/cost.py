@@ -45,6 +45,26 @@ class OpCostCache:
                 json.dump(self.costs, f)
 
 
+class DatabaseOpCostCache:
+    """Op costs as trials of task kind "op" in the experiment database: an op key is measured once
+    per device, ever, and every measurement is a trial like any other (queryable, exportable)."""
+
+    def __init__(self, db, device, device_label: str = "cpu"):
+        from autotune.db.queries import costs_by_key
+
+        self.db, self.device, self.label = db, device, device_label
+        self.costs = costs_by_key(db, "op", db.device_id(device))
+
+    def get(self, key: str) -> float | None:
+        return self.costs.get(key)
+
+    def put(self, key: str, seconds: float, measurement=None) -> None:
+        self.costs[key] = seconds
+        if measurement is not None:
+            op = measurement.candidate.payload.get("op", "op")
+            self.db.add_trials(Task("op", op, {"device": self.label}), self.device, [measurement])
+
+
 def node_spec(g: Graph, n: Node) -> dict:
     from autotune.runners.onnx_ops import op_spec
     ins = [(g.shape[t], g.dtype[t], g.is_weight[t]) if t else None for t in n.inputs]

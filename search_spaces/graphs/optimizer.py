@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from autotune.search_spaces.graphs.backtracking import Backtracking
-from autotune.search_spaces.graphs.cost import OpCostCache, OpCostModel
+from autotune.search_spaces.graphs.cost import DatabaseOpCostCache, OpCostCache, OpCostModel
 from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphCostRunner, GraphSpace
 
@@ -131,9 +131,11 @@ def faster_beyond_noise(before: list[float], after: list[float], min_gain: float
 
 
 def default_cost_model(cache_path: str | None = None, measure: bool = True, max_measure: int = 400,
-                       threads: int = 1) -> OpCostModel:
-    runner = None
-    if measure:
-        from autotune.runners.onnx_ops import OnnxOpRunner
-        runner = OnnxOpRunner(threads=threads)
-    return OpCostModel(runner, OpCostCache(cache_path), max_measure=max_measure)
+                       threads: int = 1, db=None) -> OpCostModel:
+    """Per-op costs measured with onnxruntime, cached in the experiment database ``db`` when given
+    (as trials of task kind "op"), else in memory or the JSON file ``cache_path``."""
+    from autotune.runners.onnx_ops import OnnxOpRunner
+
+    runner = OnnxOpRunner(threads=threads) if measure or db is not None else None
+    cache = DatabaseOpCostCache(db, runner.device) if db is not None else OpCostCache(cache_path)
+    return OpCostModel(runner if measure else None, cache, max_measure=max_measure)
