@@ -1,0 +1,44 @@
+"""Choosing the source devices of a warm start: named ones, or `auto` (the most similar that measured the task)."""
+
+from __future__ import annotations
+
+from autotune.errors import UsageError
+from autotune.transfer import store
+from autotune.transfer.similarity import rank_similar
+from autotune.transfer.warm_start import SourceData, WarmStart
+from autotune.types import Device, Task
+
+
+def choose_sources(db, task: Task, target: Device, spec: str, max_auto: int = 2, min_score: float = 0.3) -> list[SourceData]:
+    """``spec``: "auto" or comma-separated device names/keys. Sources are other devices with
+    successful measurements of ``task``; auto keeps the most similar (at most ``max_auto``,
+    similarity at least ``min_score``: never another vendor or kind)."""
+    trials = store.task_trials(db, task)
+    others = {k: v for k, v in trials.items() if k != target.key and any(m.ok for m in v[1])}
+    mine = trials.get(target.key, (target, []))[1]
+    ranked = rank_similar(target, [d for d, _ in others.values()], {k: v[1] for k, v in others.items()}, mine)
+    if spec.strip().lower() == "auto":
+        picked = [s for s in ranked if s.score >= min_score][:max_auto]
+    else:
+        names = [n.strip() for n in spec.split(",") if n.strip()]
+        picked = []
+        for n in names:
+            hit = [s for s in ranked if n in (s.device.name, s.device.key)]
+            if not hit:
+                have = ", ".join(sorted({s.device.name for s in ranked})) or "none"
+                raise UsageError(f"--transfer-from: device {n!r} has no successful measurement of task {task.name!r}; "
+                                 f"devices with some: {have}")
+            picked.append(hit[0])
+    return [SourceData(s.device, others[s.device.key][1], weight=max(s.score, 0.05), info=s.to_json()) for s in picked]
+
+
+def warm_start_search(db, task: Task, target: Device, algorithm: str, spec: str, top_k: int = 8,
+                      **options) -> tuple[WarmStart | None, list[SourceData]]:
+    """A WarmStart around the registered ``algorithm`` from the sources ``spec`` names; (None, [])
+    for ``auto`` when no device qualifies (the caller runs its ordinary search)."""
+    from autotune.registry import make_algorithm
+
+    sources = choose_sources(db, task, target, spec)
+    if not sources:
+        return None, []
+    return WarmStart(make_algorithm(algorithm), sources, target_device=target, top_k=top_k, **options), sources
