@@ -58,3 +58,17 @@ def test_python_entry_point_tunes_gemm(url):
     assert result.trials == 4 and result.best is not None
     assert extra["gflops"] > 0 and extra["default_cost"] > 0
     assert "void kernel(" in template.source(result.best.candidate.payload)
+
+
+def test_tune_kernel_model_guided_and_transfer_options(url):
+    from autotune.db import open_database, queries
+
+    r = run("tune", "kernel", "softmax", "--shape", "16,96", "--trials", 12, "--batch", 4, "--algorithm", "mcmc",
+            "--cost-model", "xgb", "--db", url, "--json", "--no-progress")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert "mcmc+xgb" in out["campaign"] and out["trials"] == 12
+    assert not queries.cost_models(open_database(url)).empty
+    r = run("tune", "kernel", "softmax", "--shape", "16,96", "--trials", 4, "--transfer-from", "No Such GPU",
+            "--db", url, "--no-progress")
+    assert r.exit_code == 2 and "No Such GPU" in r.stderr

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, report
+from autotune.cli.tune_replay import CostModelOption, TransferOption, TransferTopOption
 from autotune.errors import UsageError
 
 DEFAULT_SHAPES = {"gemm": "1024,1024,1024", "conv2d": "1,64,56,56,64,3,3,stride=1,pad=1", "softmax": "4096,4096"}
@@ -57,20 +58,28 @@ def default_measurement(database, template, runner):
 def tune_kernel(name: str, shape=None, target: str = "cpu", algorithm: str = "random", trials: int | None = 100,
                 time_budget: float | None = None, seed: int = 0, batch: int = 8, campaign: str | None = None,
                 db: str = DEFAULT_DB, threads: int | None = None, device_index: int = 0, backend: str = "auto",
-                progress: bool = False):
+                progress: bool = False, cost_model: str | None = None, transfer_from: str | None = None,
+                transfer_top: int = 8):
     """Run (or resume) a kernel tuning campaign; (CampaignResult, template, extra summary keys)."""
     from autotune.campaign import Campaign
-    from autotune.registry import make_algorithm
+    from autotune.registry import make_search
     from autotune.search_spaces.kernels import TEMPLATES
 
     if name not in TEMPLATES:
         raise UsageError(f"unknown kernel {name!r}; valid: {', '.join(TEMPLATES)}")
-    algo = make_algorithm(algorithm)
+    algo = make_search(algorithm, cost_model)
     shape = shape or DEFAULT_SHAPES[name]
     space, template, runner = make_runner(name, shape, target, threads, device_index, backend, seed)
     label = "x".join(str(v) for v in template.shape.values())
-    cname = campaign or f"kernel-{name}-{target}-{label}{f'-t{threads}' if threads else ''}-{algorithm}-seed{seed}"
     database = open_db(db)
+    if transfer_from:
+        from autotune.transfer.sources import warm_start_search
+
+        warm, sources = warm_start_search(database, template.task, runner.device, algorithm, transfer_from, transfer_top)
+        algo = warm if warm is not None else algo
+        typer.echo("warm start from: " + (", ".join(s.device.name for s in sources)
+                                          or "no similar device measured this task; ordinary search"), err=True)
+    cname = campaign or f"kernel-{name}-{target}-{label}{f'-t{threads}' if threads else ''}-{algo.name}-seed{seed}"
     try:
         base = default_measurement(database, template, runner)
         result = Campaign(cname, space, algo, runner, database, trials=trials, time_budget=time_budget,
@@ -98,6 +107,9 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         shape: Annotated[str | None, typer.Option("--shape", help=SHAPE_HELP)] = None,
         target: Annotated[str, typer.Option("--target", help="cpu (C via gcc) or cuda (nvcc + pycuda/CuPy)")] = "cpu",
         algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (see `autotune algorithms`)")] = "random",
+        cost_model: CostModelOption = None,
+        transfer_from: TransferOption = None,
+        transfer_top: TransferTopOption = 8,
         trials: Annotated[int | None, typer.Option("--trials", "-n", help="Measurements (over all runs of the campaign); default 100")] = None,
         time_budget: Annotated[float | None, typer.Option("--time-budget", help="Wall-clock seconds for this run")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Random seed")] = 0,
@@ -115,7 +127,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         if trials is None and time_budget is None:
             trials = 100
         result, template, extra = tune_kernel(name, shape, target, algorithm, trials, time_budget, seed, batch,
-                                              campaign, db, threads, device_index, backend, progress)
+                                              campaign, db, threads, device_index, backend, progress,
+                                              cost_model, transfer_from, transfer_top)
         if source and result.best is not None:
             with open(source, "w") as f:
                 f.write(template.source(result.best.candidate.payload))
