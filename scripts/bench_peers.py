@@ -78,6 +78,7 @@ def run_kt(strategy: str, cache, space, seed: int, budget: int, Tracker):
     import random as _random
 
     import kernel_tuner
+    from kernel_tuner.util import StopCriterionReached
 
     path = _plain_cache(cache.path)
     with open(path) as f:
@@ -102,12 +103,16 @@ def run_kt(strategy: str, cache, space, seed: int, budget: int, Tracker):
             warnings.simplefilter("ignore")
             logging.disable(logging.WARNING)
             try:
+                results = []
                 results, _ = kernel_tuner.tune_kernel(
                     doc.get("kernel_name", "kernel"), "__global__ void k() {}", doc.get("problem_size") or [1],
                     [], {n: cache.param_values[n] for n in names}, restrictions=[restrict],
-                    strategy=strategy, strategy_options={"max_fevals": budget - len(tracker.trace)}, cache=path,
+                    strategy=strategy, strategy_options={"max_fevals": max(20, budget - len(tracker.trace))},
+                    cache=path,
                     simulation_mode=True, quiet=True, verbose=False, seed=run_seed,
                 )
+            except StopCriterionReached:  # raised by some strategies' first evaluation of a restart
+                break
             finally:
                 logging.disable(logging.NOTSET)
         before = len(tracker.trace)
