@@ -13,7 +13,7 @@ from autotune.campaign import Campaign
 from autotune.db import open_database, queries
 from autotune.db.models import CampaignTrialRow, TrialRow
 from autotune.errors import UsageError
-from autotune.registry import make_algorithm
+from autotune.registry import make_algorithm, make_search
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace
 from autotune.testing.fakes import FakeRunner, small_knob_space
@@ -139,6 +139,7 @@ KILL_SCRIPT = """
 import sys, time
 from autotune.campaign import Campaign
 from autotune.db import open_database
+from autotune.registry import make_search
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace
 
@@ -147,31 +148,43 @@ class SlowReplay(ReplayRunner):
         time.sleep(0.02)
         return super().measure(task, cands)
 
+name, _, model = sys.argv[2].partition("+")
 space = ReplaySpace("example:pnpoly-rtx3090")
-Campaign("k", space, sys.argv[2], SlowReplay(space.cache), open_database(sys.argv[1]), trials=400, batch=3, seed=11).run()
+Campaign("k", space, make_search(name, model or None), SlowReplay(space.cache), open_database(sys.argv[1]),
+         trials=int(sys.argv[3]), batch=3, seed=11).run()
 """
 
 
-@pytest.mark.parametrize("algorithm", ["random", "grid"])
-def test_sigkill_then_resume_loses_nothing_and_measures_nothing_twice(tmp_path, replay, algorithm):
+def _search(spec):
+    name, _, model = spec.partition("+")
+    return make_search(name, model or None)
+
+
+@pytest.mark.parametrize("algorithm,trials", [
+    ("random", 400), ("grid", 400), ("mcmc", 150), ("evolutionary", 150), ("backtracking", 150),
+    ("optuna-tpe", 60), ("bandit", 150), ("evolutionary+xgb", 60),
+])
+def test_sigkill_then_resume_loses_nothing_and_measures_nothing_twice(tmp_path, replay, algorithm, trials):
+    """Killed mid-campaign and resumed, a campaign keeps what it committed, measures nothing twice and
+    ends with exactly the trials of an uninterrupted run (the algorithm's state is restored)."""
     space, runner = replay
     url = f"sqlite:///{tmp_path / 'k.db'}"
     db = open_database(url)
-    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, url, algorithm])
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if db.count_trials() >= 60:
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, url, algorithm, str(trials)])
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if db.count_trials() >= trials // 3:
             break
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     committed = _keys(db, "k")
-    assert 60 <= len(committed) < 400
-    Campaign("k", space, algorithm, runner, db, trials=400, batch=3, seed=11).run()
+    assert trials // 3 <= len(committed) < trials
+    Campaign("k", space, _search(algorithm), runner, db, trials=trials, batch=3, seed=11).run()
     after = _keys(db, "k")
-    assert after[: len(committed)] == committed and len(after) == len(set(after)) == 400
+    assert after[: len(committed)] == committed and len(after) == len(set(after)) == trials
     ref = open_database(f"sqlite:///{tmp_path / 'ref.db'}")
-    Campaign("k", space, algorithm, runner, ref, trials=400, batch=3, seed=11).run()
+    Campaign("k", space, _search(algorithm), runner, ref, trials=trials, batch=3, seed=11).run()
     assert sorted(after) == sorted(_keys(ref, "k"))
 
 
