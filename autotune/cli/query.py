@@ -98,4 +98,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                 continue
             opts = "; ".join(f"{k}={o.default!r}: {o.help}" for k, o in cls.options.items())
             rows.append((name, cls.description, opts))
+        from autotune.algorithms.model_guided import ModelGuided
+
+        opts = "; ".join(f"{k}={o.default!r}: {o.help}" for k, o in ModelGuided.options.items())
+        rows.append(("ALGORITHM --cost-model xgb", ModelGuided.description, opts))
         print_table(pd.DataFrame(rows, columns=["algorithm", "description", "options"]), max_width=400)
