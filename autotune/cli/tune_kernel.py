@@ -14,7 +14,9 @@ from typing import Annotated
 import typer
 
 from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, report
-from autotune.cli.tune_replay import CostModelOption, TransferOption, TransferTopOption
+from autotune.cli.tune_replay import (
+    DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, CostModelOption, TransferOption, TransferTopOption,
+)
 from autotune.errors import UsageError
 
 DEFAULT_SHAPES = {"gemm": "1024,1024,1024", "conv2d": "1,64,56,56,64,3,3,stride=1,pad=1", "softmax": "4096,4096"}
@@ -55,10 +57,10 @@ def default_measurement(database, template, runner):
     return m
 
 
-def tune_kernel(name: str, shape=None, target: str = "cpu", algorithm: str = "random", trials: int | None = 100,
+def tune_kernel(name: str, shape=None, target: str = "cpu", algorithm: str = DEFAULT_ALGORITHM, trials: int | None = 100,
                 time_budget: float | None = None, seed: int = 0, batch: int = 8, campaign: str | None = None,
                 db: str = DEFAULT_DB, threads: int | None = None, device_index: int = 0, backend: str = "auto",
-                progress: bool = False, cost_model: str | None = None, transfer_from: str | None = None,
+                progress: bool = False, cost_model: str | None = DEFAULT_COST_MODEL, transfer_from: str | None = None,
                 transfer_top: int = 8):
     """Run (or resume) a kernel tuning campaign; (CampaignResult, template, extra summary keys)."""
     from autotune.campaign import Campaign
@@ -106,8 +108,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         name: Annotated[str, typer.Argument(help="Kernel template: gemm, conv2d or softmax")],
         shape: Annotated[str | None, typer.Option("--shape", help=SHAPE_HELP)] = None,
         target: Annotated[str, typer.Option("--target", help="cpu (C via gcc) or cuda (nvcc + pycuda/CuPy)")] = "cpu",
-        algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (see `autotune algorithms`)")] = "random",
-        cost_model: CostModelOption = None,
+        algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (see `autotune algorithms`)")] = DEFAULT_ALGORITHM,
+        cost_model: CostModelOption = DEFAULT_COST_MODEL,
         transfer_from: TransferOption = None,
         transfer_top: TransferTopOption = 8,
         trials: Annotated[int | None, typer.Option("--trials", "-n", help="Measurements (over all runs of the campaign); default 100")] = None,

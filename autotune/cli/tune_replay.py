@@ -17,7 +17,9 @@ SeedOption = Annotated[int, typer.Option("--seed", help="Random seed")]
 BatchOption = Annotated[int, typer.Option("--batch", help="Candidates asked for and committed together")]
 CampaignOption = Annotated[str | None, typer.Option("--campaign", help="Campaign name; an existing name resumes it (default: derived from the inputs)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of standard output")]
-CostModelOption = Annotated[str | None, typer.Option("--cost-model", help="Guide the algorithm with a cost model (xgb): it searches the model's predictions and only the most promising candidates are measured")]
+CostModelOption = Annotated[str | None, typer.Option("--cost-model", help="Guide the algorithm with a cost model (xgb, the default): it searches the model's predictions and only the most promising candidates are measured; none turns it off")]
+# the default search, chosen from scripts/bench_search.py (README, Search algorithms)
+DEFAULT_ALGORITHM, DEFAULT_COST_MODEL = "evolutionary", "xgb"
 TransferOption = Annotated[str | None, typer.Option("--transfer-from", help="Warm-start from other devices' measurements of this task in the database: DEVICE[,DEVICE...] or auto (the most similar)")]
 TransferTopOption = Annotated[int, typer.Option("--transfer-top", help="With --transfer-from: the sources' best configurations measured first")]
 ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")]
@@ -28,8 +30,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @handle_errors
     def tune_replay(
         cache: CacheOption,
-        algorithm: AlgorithmOption = "random",
-        cost_model: CostModelOption = None,
+        algorithm: AlgorithmOption = DEFAULT_ALGORITHM,
+        cost_model: CostModelOption = DEFAULT_COST_MODEL,
         trials: TrialsOption = None,
         time_budget: TimeOption = None,
         simulated_budget: SimOption = None,
