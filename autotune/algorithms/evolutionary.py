@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 
 from autotune.algorithms.base import Option, SearchAlgorithm
-from autotune.algorithms.support import exhausted, fresh_sample, fresh_walk
+from autotune.algorithms.support import start_point, exhausted, fresh_sample, fresh_walk
 from autotune.types import Candidate, Measurement
 
 
@@ -47,10 +47,7 @@ class Evolutionary(SearchAlgorithm):
     def _child(self) -> Candidate | None:
         space, rng = self.space, self.rng
         if self.told + len(self.pending) < int(self.config["init"]) or len(self.pop) < 2:
-            init = space.initial()
-            if init is not None and init.key not in self.seen and space.contains(init):
-                return init
-            return fresh_sample(space, rng, self.seen)
+            return start_point(space, rng, self.seen)
         a = self._select()
         child = a
         if rng.random() < float(self.config["crossover_rate"]):

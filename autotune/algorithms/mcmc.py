@@ -23,6 +23,7 @@ from autotune.algorithms.support import (
     finite,
     fresh_sample,
     fresh_walk,
+    start_point,
     unfinite,
 )
 from autotune.types import Candidate, Measurement
@@ -53,10 +54,7 @@ class MCMC(SearchAlgorithm):
 
     # -- proposals -------------------------------------------------------------------
     def _start(self) -> Candidate | None:
-        init = self.space.initial()
-        if init is not None and init.key not in self.seen and self.space.contains(init):
-            return init
-        return fresh_sample(self.space, self.rng, self.seen)
+        return start_point(self.space, self.rng, self.seen)
 
     def ask(self, n: int) -> list[Candidate]:
         out: list[Candidate] = []

@@ -25,6 +25,14 @@ def fresh_sample(space: Space, rng: np.random.Generator, seen: set[str], tries: 
     return None
 
 
+def start_point(space: Space, rng: np.random.Generator, seen: set[str]) -> Candidate | None:
+    """The space's initial (default) point if it is new and valid, else a fresh random one."""
+    init = space.initial()
+    if init is not None and init.key not in seen and space.contains(init):
+        return init
+    return fresh_sample(space, rng, seen)
+
+
 def fresh_walk(space: Space, start: Candidate, rng: np.random.Generator, seen: set[str],
                tries: int = 64) -> Candidate | None:
     """A not-yet-seen point reached by a short random walk of neighbor moves from ``start``.
