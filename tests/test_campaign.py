@@ -176,6 +176,7 @@ def test_sigkill_then_resume_loses_nothing_and_measures_nothing_twice(tmp_path, 
         if db.count_trials() >= trials // 3:
             break
         time.sleep(0.05)
+    assert proc.poll() is None, "the campaign ended before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     committed = _keys(db, "k")
