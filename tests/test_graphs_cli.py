@@ -63,3 +63,13 @@ def test_rules_generate(tmp_path):
     with open(out) as f:
         assert d["graphs"] > 0 and d["rules_written"] == len(json.load(f)["rules"]) >= d["kept"]
     assert CliRunner().invoke(app, ["rules", "generate", "--max-ops", "7"]).exit_code == 2
+
+
+def test_optimize_graph_predicts_beyond_the_measurement_cap(tmp_path):
+    src, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    onnx.save(model_zoo.build("inception_v3", small=True), src)
+    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--budget", "40", "--max-measure", "20",
+                                 "--json", "--db", f"sqlite:///{tmp_path / 'g.db'}"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output.strip().splitlines()[-1])
+    assert d["ops_estimated"] > 0 and d["ops_confirmed"] > 0 and d["check"]["passed"]

@@ -92,3 +92,39 @@ def test_fusion_aware_cost_counts_fused_ops_free():
     assert adds and not any(fused_into_producer(g, n) for n in adds)
     free, full = OpCostModel(runner=None), OpCostModel(runner=None, fusion=False)
     assert free.graph_cost(g) < full.graph_cost(g)
+
+
+class FakeOpRunner:
+    """Unit-test fake: an op's time is a smooth function of its FLOPs and bytes (no onnxruntime)."""
+
+    def __init__(self):
+        from autotune.types import Device
+
+        self.device = Device("fake-op-runner", "simulated", {"fake": True})
+        self.calls = 0
+
+    def measure(self, task, candidates):
+        from autotune.types import Measurement
+
+        out = []
+        for c in candidates:
+            self.calls += 1
+            p = c.payload
+            elems = sum(int(np.prod(s)) for s in p["outputs"])
+            t = 1e-6 * (2 + elems / 1e3 * (4 if p["op"] in ("Conv", "MatMul", "Gemm") else 1))
+            out.append(Measurement(c, "OK", times=[t]))
+        return out
+
+
+def test_unmeasured_ops_are_predicted_by_xgboost_and_confirmed_when_relied_on():
+    g = small_graph("inception_v3")
+    runner = FakeOpRunner()
+    cm = OpCostModel(runner, max_measure=24)
+    total = cm.graph_cost(g)
+    assert cm.measured == 24 and cm.estimated > 0 and cm.predictor.model is not None
+    truth = OpCostModel(FakeOpRunner(), max_measure=10_000, predictor=False)
+    exact = truth.graph_cost(g)
+    assert 0.5 < total / exact < 2.0  # the predicted remainder is in the right range
+    measured_more = cm.confirm(g)
+    assert measured_more > 0 and cm.confirm(g) == 0
+    assert cm.graph_cost(g) == pytest.approx(exact, rel=1e-9)  # now every op it relies on is measured

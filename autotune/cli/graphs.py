@@ -22,7 +22,8 @@ def rule_record(rule) -> dict:
 
 def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str = "backtracking",
                    alpha: float = 1.05, budget: int = 3000, time_limit: float = 45.0, op_cache: str | None = None,
-                   rounds: int = 25, seed: int = 0, rules_file: str | None = None, db: str | None = None) -> dict:
+                   rounds: int = 25, seed: int = 0, rules_file: str | None = None, db: str | None = None,
+                   max_measure: int = 400) -> dict:
     """Optimize an ONNX model; op costs are logged to the database ``db`` (URL) unless a JSON ``op_cache`` is named."""
     if device != "cpu":
         raise UsageError(f"device {device!r} is not available here; valid: cpu (cuda needs a GPU and torch)")
@@ -40,9 +41,13 @@ def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str 
     database = open_db(db) if db and not op_cache else None
     if database is not None:
         database.save_rules([rule_record(r) for r in rules])
-    cm = optimizer.default_cost_model(op_cache, db=database)
+    cm = optimizer.default_cost_model(op_cache, db=database, max_measure=max_measure)
     t0 = time.perf_counter()
     res = optimizer.search(graph, algorithm, alpha, budget, time_limit, rules=rules, cost_model=cm, seed=seed)
+    # ops whose cost the result relies on but that were only predicted (beyond the measurement cap) get measured
+    confirmed = cm.confirm(graph) + cm.confirm(res.graph)
+    if confirmed:
+        res.cost_before, res.cost_after = cm.graph_cost(graph), cm.graph_cost(res.graph)
     out_model, rep = optimizer.finalize(original, res, rounds=rounds)
     onnx.save(out_model, output)
     cm.cache.save() if hasattr(cm.cache, "save") else None
@@ -52,6 +57,7 @@ def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str 
             "predicted_cost_before_s": res.cost_before, "predicted_cost_after_s": res.cost_after,
             "predicted_speedup": res.cost_before / res.cost_after, "evaluated": res.evaluated,
             "search_s": res.search_s, "ops_measured": cm.measured, "ops_estimated": cm.estimated,
+            "ops_confirmed": confirmed,
             "total_s": time.perf_counter() - t0, **rep}
 
 
@@ -71,12 +77,14 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         time_limit: Annotated[float, typer.Option(help="search time limit, seconds")] = 45.0,
         op_cache: Annotated[str | None, typer.Option(help="JSON file caching measured op costs (instead of the database)")] = None,
         rules: Annotated[str | None, typer.Option(help="extra rules JSON (e.g. from rules generate)")] = None,
+        max_measure: Annotated[int, typer.Option(help="distinct ops timed during the search; the rest are predicted by XGBoost, and those the result relies on are timed at the end")] = 400,
         json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
         db: DbOption = DEFAULT_DB,
     ):
         """Rewrite an ONNX graph with verified substitutions searched by measured per-op cost.
         Each distinct op is timed once per device and logged to the database as a trial of task kind "op"."""
-        r = optimize_graph(model, output, device, algorithm, alpha, budget, time_limit, op_cache, rules_file=rules, db=db)
+        r = optimize_graph(model, output, device, algorithm, alpha, budget, time_limit, op_cache, rules_file=rules, db=db,
+                           max_measure=max_measure)
         if json_out:
             emit_json(r)
             return

@@ -65,6 +65,44 @@ class DatabaseOpCostCache:
             self.db.add_trials(Task("op", op, {"device": self.label}), self.device, [measurement])
 
 
+def op_features(g: Graph, n: Node) -> list[float]:
+    """Cost-model row of one op: its type, log2 FLOPs, bytes and output size, kernel area, stride, groups."""
+    ins = [g.shape[t] for t in n.inputs if t]
+    outs = [g.shape[t] for t in n.outputs]
+    kernel = n.a.get("kernel_shape") or (ins[1][2:] if n.op == "Conv" and len(ins) > 1 else [1])
+    return [float(OP_IDS.get(n.op, len(OP_IDS))), np.log2(1 + ops.flops(n.op, ins, outs, n.a)),
+            np.log2(1 + ops.bytes_moved(ins, outs)), np.log2(1 + sum(int(np.prod(o)) for o in outs)),
+            float(np.prod(kernel)), float(np.prod(n.a.get("strides") or [1])), float(n.a.get("group", 1))]
+
+
+class OpCostPredictor:
+    """XGBoost regression of log op time on ``op_features``, for ops the search has not measured:
+    trained on the measured ops once there are ``min_samples``, retrained as more arrive."""
+
+    def __init__(self, min_samples: int = 16, retrain_every: int = 8):
+        self.X: list[list[float]] = []
+        self.y: list[float] = []
+        self.min_samples, self.retrain_every = min_samples, retrain_every
+        self.model, self.trained_on = None, 0
+
+    def add(self, features: list[float], seconds: float) -> None:
+        if seconds > 0:
+            self.X.append(features)
+            self.y.append(float(np.log(seconds)))
+
+    def predict(self, features: list[float]) -> float | None:
+        n = len(self.y)
+        if n < self.min_samples:
+            return None
+        if self.model is None or n - self.trained_on >= self.retrain_every:
+            import xgboost
+
+            self.model = xgboost.XGBRegressor(n_estimators=80, max_depth=4, learning_rate=0.2, nthread=1)
+            self.model.fit(np.asarray(self.X), np.asarray(self.y))
+            self.trained_on = n
+        return float(np.exp(self.model.predict(np.asarray([features]))[0]))
+
+
 def node_spec(g: Graph, n: Node) -> dict:
     from autotune.runners.onnx_ops import op_spec
     ins = [(g.shape[t], g.dtype[t], g.is_weight[t]) if t else None for t in n.inputs]
@@ -78,7 +116,9 @@ class OpCostModel:
                  fusion: bool = True):
         self.fusion = fusion  # count ops onnxruntime fuses into their producer as free
         self.runner, self.cache = runner, cache if cache is not None else OpCostCache()
-        self.max_measure, self.device, self.predictor = max_measure, device, predictor
+        self.max_measure, self.device = max_measure, device
+        self.predictor = OpCostPredictor() if predictor is None else (predictor or None)  # False: none
+        self.predicted_keys: set = set()
         self.measured = 0
         self.memo: dict[tuple, float] = {}
         self.calib: list[tuple[float, float, float]] = []  # (flops, bytes, seconds)
@@ -104,7 +144,10 @@ class OpCostModel:
             outs = [g.shape[t] for t in n.outputs]
             self.calib.append((ops.flops(n.op, ins, outs, n.a), ops.bytes_moved(ins, outs), cost))
             self.rates = None
+            if self.predictor is not None:
+                self.predictor.add(op_features(g, n), cost)
         else:
+            self.predicted_keys.add(k)
             cost = self.estimate(g, n)
             self.estimated += 1
             return cost  # not memoised: a later calibration may change it
@@ -112,7 +155,12 @@ class OpCostModel:
         return cost
 
     def estimate(self, g: Graph, n: Node) -> float:
-        """Analytic estimate: FLOPs and bytes at rates fitted on the measured ops (plus an overhead)."""
+        """An op not measured (yet): the XGBoost predictor's cost once it has enough measured ops,
+        else FLOPs and bytes at rates fitted on the measured ops (plus an overhead)."""
+        if self.predictor is not None:
+            predicted = self.predictor.predict(op_features(g, n))
+            if predicted is not None:
+                return predicted
         ins = [g.shape[t] for t in n.inputs if t]
         outs = [g.shape[t] for t in n.outputs]
         f, b = ops.flops(n.op, ins, outs, n.a), ops.bytes_moved(ins, outs)
@@ -126,6 +174,20 @@ class OpCostModel:
                 self.rates = (2e10, 5e9)  # ~one core: 20 GFLOP/s, 5 GB/s
         return 2e-6 + max(f / self.rates[0], b / self.rates[1])
 
+    def confirm(self, g: Graph) -> int:
+        """Measure the ops of ``g`` whose cost was only predicted (the ones a search result relies on),
+        beyond ``max_measure``; returns how many were measured. ``graph_cost(g)`` is then all measured."""
+        todo = [n for n in g.runtime_nodes() if g.op_key(n) in self.predicted_keys and g.op_key(n) not in self.memo]
+        if self.runner is None or not todo:
+            return 0
+        cap, self.max_measure = self.max_measure, self.measured + len(todo)
+        try:
+            for n in todo:
+                self.op_cost(g, n)
+        finally:
+            self.max_measure = cap
+        return len(todo)
+
     def graph_cost(self, g: Graph) -> float:
         """Sum of the run-time ops' costs, plus a 1 ns tie-breaker per op (equal cost: fewer ops)."""
         total = 0.0
@@ -136,6 +198,7 @@ class OpCostModel:
 
 
 TIE_BREAK_S = 1e-9
+OP_IDS = {op: i for i, op in enumerate(sorted(ops.OPS))}
 FUSING_PRODUCERS = {"Conv", "Gemm", "MatMul"}
 FUSED_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh"}
 
