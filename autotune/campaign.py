@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from rich.console import Console
@@ -40,7 +40,6 @@ class CampaignResult:
     simulated_s: float
     wall_s: float
     resumed: bool = False
-    extra: dict = field(default_factory=dict)
 
     @property
     def best_cost(self) -> float | None:
@@ -51,7 +50,7 @@ class CampaignResult:
         return {
             "campaign": self.campaign, "task": self.task.key, "device": self.device.name, "trials": self.trials,
             "best_cost": self.best_cost, "best_config": self.best.candidate.payload if self.best else None,
-            "simulated_s": round(self.simulated_s, 6), "wall_s": round(self.wall_s, 6), **self.extra,
+            "simulated_s": round(self.simulated_s, 6), "wall_s": round(self.wall_s, 6),
         }
 
 

@@ -186,15 +186,20 @@ class Database:
     # -- trials -------------------------------------------------------------------------
     def lookup(self, task_id: int, device_id: int, keys: Iterable[str]) -> dict[str, Measurement]:
         """Known measurements of these candidate keys on this task and device."""
-        keys = list(dict.fromkeys(keys))
-        out: dict[str, Measurement] = {}
-        table = TrialRow.__table__
         with self.engine.connect() as conn:
-            for i in range(0, len(keys), CHUNK):
-                rows = conn.execute(select(table).where(
-                    table.c.task_id == task_id, table.c.device_id == device_id,
-                    table.c.candidate_key.in_(keys[i:i + CHUNK]))).all()
-                out.update((r.candidate_key, row_to_measurement(r)) for r in rows)
+            rows = self._rows_for_keys(conn, [TrialRow.__table__], task_id, device_id, keys)
+            return {r.candidate_key: row_to_measurement(r) for r in rows}
+
+    @staticmethod
+    def _rows_for_keys(conn, columns: list, task_id: int, device_id: int, keys: Iterable[str]) -> list:
+        """Rows (of ``columns``) of the trials with these candidate keys on one task and device, in chunks."""
+        table = TrialRow.__table__
+        uniq = list(dict.fromkeys(keys))
+        out = []
+        for i in range(0, len(uniq), CHUNK):
+            out.extend(conn.execute(select(*columns).where(
+                table.c.task_id == task_id, table.c.device_id == device_id,
+                table.c.candidate_key.in_(uniq[i:i + CHUNK]))).all())
         return out
 
     def record_batch(
@@ -206,7 +211,7 @@ class Database:
         now, counting every worker's)."""
         worker = worker or worker_id()
         with self.session() as s:
-            inserted = self._insert_trials(s, task_id, device_id, campaign_id, measured, worker)
+            inserted = self.insert_rows(s, [measurement_row(m, task_id, device_id, campaign_id, worker) for m in measured])
             if campaign_id is None:
                 return inserted, 0
             order = [(m.candidate.key, False) for m in measured] + [(m.candidate.key, True) for m in reused]
@@ -222,9 +227,6 @@ class Database:
             s.execute(update(CampaignRow.__table__).where(CampaignRow.__table__.c.id == campaign_id).values(updated=now))
             total = s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
         return inserted, total
-
-    def _insert_trials(self, s: Session, task_id, device_id, campaign_id, measured, worker) -> int:
-        return self.insert_rows(s, [measurement_row(m, task_id, device_id, campaign_id, worker) for m in measured])
 
     def insert_rows(self, s: Session, rows: list[dict]) -> int:
         """Insert trial rows, skipping any (task, device, candidate) already stored; returns how many were new."""
@@ -244,25 +246,13 @@ class Database:
             s.execute(self._insert(table).on_conflict_do_nothing(index_elements=["campaign_id", "trial_id"]), links)
 
     def trial_ids(self, s: Session, task_id: int, device_id: int, keys: list[str]) -> dict[str, int]:
-        ids: dict[str, int] = {}
-        uniq = list(dict.fromkeys(keys))
-        for i in range(0, len(uniq), CHUNK):
-            ids.update(s.execute(
-                select(TrialRow.candidate_key, TrialRow.id).where(
-                    TrialRow.task_id == task_id, TrialRow.device_id == device_id,
-                    TrialRow.candidate_key.in_(uniq[i:i + CHUNK]))
-            ).all())
-        return ids
+        table = TrialRow.__table__
+        return dict(self._rows_for_keys(s, [table.c.candidate_key, table.c.id], task_id, device_id, keys))
 
     def add_trials(self, task: Task, device: Device, measured: list[Measurement], campaign_id: int | None = None,
                    worker: str | None = None) -> int:
         """Store measurements outside any campaign loop (imports, op costs). Returns how many were new."""
         return self.record_batch(self.task_id(task), self.device_id(device), campaign_id, measured, worker=worker)[0]
-
-    def campaign_trial_count(self, campaign_id: int) -> int:
-        """Trials measured by a campaign, by every worker that runs it."""
-        with self.session() as s:
-            return s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
 
     def count_trials(self) -> int:
         with self.session() as s:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sqlalchemy import and_, select
 
-from autotune.db.database import Database, measurement_row
+from autotune.db.database import Database
 from autotune.db.models import CampaignRow, DeviceRow, TaskRow, TrialRow
 from autotune.db.queries import _device_filter, _task_filter
 from autotune.errors import UsageError
@@ -129,15 +129,8 @@ def import_kt(db: Database, spec: str | Path, batch: int = 5000) -> tuple[Task, 
 
     cache = KTCache.load(spec)
     task, device = cache.task(), replay_device(cache)
-    tid, did = db.task_id(task), db.device_id(device)
     worker = f"import-kt:{Path(cache.path).name}"
-    rows = [
-        measurement_row(record_measurement(cache, Candidate(cache.config(values)), rec), tid, did, None, worker)
-        for values, rec in cache.records.items()
-    ]
-    added = 0
-    for i in range(0, len(rows), batch):
-        with db.session() as s:
-            added += db.insert_rows(s, rows[i:i + batch])
-    return task, device, len(rows), added
+    ms = [record_measurement(cache, Candidate(cache.config(values)), rec) for values, rec in cache.records.items()]
+    added = sum(db.add_trials(task, device, ms[i:i + batch], worker=worker) for i in range(0, len(ms), batch))
+    return task, device, len(ms), added
 

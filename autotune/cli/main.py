@@ -37,12 +37,6 @@ for _name in COMMAND_MODULES:
     importlib.import_module(_name).register(app, tune_app)
 
 
-def fail(message: str) -> None:
-    """Print one clear sentence to stderr and exit with status 2."""
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
-
-
 def main() -> None:
     try:
         app()
