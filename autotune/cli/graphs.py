@@ -24,12 +24,12 @@ def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str 
                    alpha: float = 1.05, budget: int = 3000, time_limit: float = 45.0, op_cache: str | None = None,
                    rounds: int = 25, seed: int = 0, rules_file: str | None = None, db: str | None = None,
                    max_measure: int = 400) -> dict:
-    """Optimize an ONNX model; op costs are logged to the database ``db`` (URL) unless a JSON ``op_cache`` is named."""
-    if device != "cpu":
-        raise UsageError(f"device {device!r} is not available here; valid: cpu (cuda needs a GPU and torch)")
+    """Optimize an ONNX model; op costs are logged to the database ``db`` (URL) unless a JSON ``op_cache`` is named.
+    ``device``: cpu (onnxruntime), cuda (torch on the GPU) or torch-cpu (the torch path on the CPU, for tests)."""
+    from autotune.search_spaces.graphs import onnx_io, optimizer
+    optimizer.check_device(device)
     import onnx
 
-    from autotune.search_spaces.graphs import onnx_io, optimizer
     try:
         original = onnx.load(model)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is a usage error
@@ -37,21 +37,27 @@ def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str 
     from autotune.search_spaces.graphs.builtin_rules import builtin_rules
     from autotune.search_spaces.graphs.rules import load_rules
     graph = onnx_io.from_onnx(original)
+    if device != "cpu":  # an op torch cannot run would fail the end-to-end check: say so before searching
+        from autotune.runners.torch_ops import check_op
+        for n in graph.runtime_nodes():
+            check_op(n.op, f" (node {n.outputs[0]!r})")
     rules = builtin_rules() + (load_rules(rules_file) if rules_file else [])
     database = open_db(db) if db and not op_cache else None
     if database is not None:
         database.save_rules([rule_record(r) for r in rules])
-    cm = optimizer.default_cost_model(op_cache, db=database, max_measure=max_measure)
+    cm = optimizer.default_cost_model(op_cache, db=database, max_measure=max_measure, device=device)
     t0 = time.perf_counter()
     res = optimizer.search(graph, algorithm, alpha, budget, time_limit, rules=rules, cost_model=cm, seed=seed)
     # ops whose cost the result relies on but that were only predicted (beyond the measurement cap) get measured
     confirmed = cm.confirm(graph) + cm.confirm(res.graph)
     if confirmed:
         res.cost_before, res.cost_after = cm.graph_cost(graph), cm.graph_cost(res.graph)
-    out_model, rep = optimizer.finalize(original, res, rounds=rounds)
+    out_model, rep = optimizer.finalize(original, res, rounds=rounds, device=device)
     onnx.save(out_model, output)
     cm.cache.save() if hasattr(cm.cache, "save") else None
-    return {"model": model, "output": output, "algorithm": algorithm, "rules_applied": res.applied,
+    return {"model": model, "output": output, "device": device, "op_device": cm.device,
+            "backend": "onnxruntime" if device == "cpu" else "torch", "algorithm": algorithm,
+            "rules_applied": res.applied,
             "rule_counts": dict(Counter(res.applied)), "nodes_before": len(graph.runtime_nodes()),
             "nodes_after": len(res.graph.runtime_nodes()) if rep["kept"] else len(graph.runtime_nodes()),
             "predicted_cost_before_s": res.cost_before, "predicted_cost_after_s": res.cost_after,
@@ -70,7 +76,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     def optimize_graph_cmd(
         model: Annotated[str, typer.Argument(help="input ONNX model (static shapes)")],
         output: Annotated[str, typer.Option("-o", "--output", help="where to write the optimized ONNX model")],
-        device: Annotated[str, typer.Option(help="cpu or cuda")] = "cpu",
+        device: Annotated[str, typer.Option(help="cpu (onnxruntime) or cuda (PyTorch on the GPU; needs the torch extra)")] = "cpu",
         algorithm: Annotated[str, typer.Option(help="backtracking (TASO), engine-backtracking, mcmc, evolutionary or random")] = "backtracking",
         alpha: Annotated[float, typer.Option(help="backtracking relaxation: queue graphs up to alpha x best")] = 1.05,
         budget: Annotated[int, typer.Option(help="graphs evaluated by predicted cost")] = 3000,
@@ -94,7 +100,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         typer.echo(f"predicted cost {r['predicted_cost_before_s'] * 1e3:.3f} ms -> "
                    f"{r['predicted_cost_after_s'] * 1e3:.3f} ms (x{r['predicted_speedup']:.3f})")
         lb, la = r["latency_before"], r["latency_after"]
-        typer.echo(f"onnxruntime (all optimisations) median {lb['median_s'] * 1e3:.3f} ms (IQR {lb['iqr_s'] * 1e3:.3f})"
+        runtime = "onnxruntime (all optimisations)" if r["backend"] == "onnxruntime" else f"torch on {r['op_device']}"
+        typer.echo(f"{runtime} median {lb['median_s'] * 1e3:.3f} ms (IQR {lb['iqr_s'] * 1e3:.3f})"
                    f" -> {la['median_s'] * 1e3:.3f} ms (IQR {la['iqr_s'] * 1e3:.3f})")
         c = r["check"]
         typer.echo(f"numeric check: max abs error {c['max_abs_error']:.3g}, max rel error {c['max_rel_error']:.3g} "

@@ -1,8 +1,10 @@
 """optimize(): search a GraphSpace by predicted cost, then check and measure the winner end to end.
 
 The final graph is returned only when it passes the numeric check and is faster
-than the original beyond measurement noise (both under onnxruntime with all of its
-own optimisations on); otherwise the original graph is returned.
+than the original beyond measurement noise; otherwise the original graph is returned.
+The device picks the backend that times ops and whole models: "cpu" is onnxruntime
+(all of its own optimisations on), "cuda" is eager PyTorch on the GPU, and
+"torch-cpu" the same torch path on the CPU (for tests).
 """
 
 from __future__ import annotations
@@ -22,6 +24,29 @@ from autotune.errors import UsageError
 from autotune.types import Candidate
 
 ALGORITHMS = ("backtracking", "engine-backtracking", "mcmc", "evolutionary", "random")
+TORCH_DEVICES = {"cuda": "cuda", "torch-cpu": "cpu"}  # optimizer device -> torch device
+
+
+def check_device(device: str) -> None:
+    """Raise one clear error when ``device`` is unknown or cannot run here (no torch, no GPU)."""
+    if device == "cpu":
+        return
+    if device not in TORCH_DEVICES:
+        raise UsageError(f"unknown device {device!r}; valid: cpu, cuda")
+    from autotune.runners.torch_ops import resolve_device
+    resolve_device(TORCH_DEVICES[device])
+
+
+def latency_backend(device: str = "cpu", threads: int = 1):
+    """(compare_latency, max_errors) of a device, both called as fn(models, rounds=...) and fn(ref, new)."""
+    from functools import partial
+    if device == "cpu":
+        from autotune.runners import onnx_ops
+        return partial(onnx_ops.compare_latency, threads=threads), onnx_ops.max_errors
+    check_device(device)
+    from autotune.runners import torch_ops
+    dev = TORCH_DEVICES[device]
+    return partial(torch_ops.compare_latency, device=dev), partial(torch_ops.max_errors, device=dev)
 
 
 @dataclass
@@ -80,22 +105,24 @@ def search(graph: Graph, algorithm: str = "backtracking", alpha: float = 1.05, b
                         time.perf_counter() - t0, algorithm, trace)
 
 
-def finalize(original_model, result: SearchResult, rounds: int = 25, threads: int = 1, tolerance: float = 1e-3):
-    """Numeric check and interleaved end-to-end timing; keeps the original unless the new graph is faster."""
-    from autotune.runners.onnx_ops import compare_latency, max_errors
+def finalize(original_model, result: SearchResult, rounds: int = 25, threads: int = 1, tolerance: float = 1e-3,
+             device: str = "cpu"):
+    """Numeric check and interleaved end-to-end timing on ``device``; keeps the original unless the new graph
+    is faster."""
     from autotune.search_spaces.graphs.onnx_io import to_onnx
+    latency, max_errors = latency_backend(device, threads)
     new_model = to_onnx(result.graph)
     check = max_errors(original_model, new_model)
     check["passed"] = check["max_rel_error"] <= tolerance
     if result.best.payload:
-        lat = compare_latency([original_model, new_model], rounds=rounds, threads=threads)
+        lat = latency([original_model, new_model], rounds=rounds)
     else:
-        lat = compare_latency([original_model], rounds=rounds, threads=threads) * 2
+        lat = latency([original_model], rounds=rounds) * 2
     before, after = lat[0], lat[1]
     faster, p_value = faster_beyond_noise(before["times"], after["times"])
     if faster and result.best.payload and check["passed"]:
         # confirm on fresh rounds: load drift on a shared machine can fake one significant run
-        again = compare_latency([original_model, new_model], rounds=rounds, threads=threads)
+        again = latency([original_model, new_model], rounds=rounds)
         faster, p2 = faster_beyond_noise(again[0]["times"], again[1]["times"])
         p_value = max(p_value, p2)
         if faster:
@@ -131,11 +158,20 @@ def faster_beyond_noise(before: list[float], after: list[float], min_gain: float
 
 
 def default_cost_model(cache_path: str | None = None, measure: bool = True, max_measure: int = 400,
-                       threads: int = 1, db=None) -> OpCostModel:
-    """Per-op costs measured with onnxruntime, cached in the experiment database ``db`` when given
-    (as trials of task kind "op"), else in memory or the JSON file ``cache_path``."""
-    from autotune.runners.onnx_ops import OnnxOpRunner
-
-    runner = OnnxOpRunner(threads=threads) if measure or db is not None else None
-    cache = DatabaseOpCostCache(db, runner.device) if db is not None else OpCostCache(cache_path)
-    return OpCostModel(runner if measure else None, cache, max_measure=max_measure)
+                       threads: int = 1, db=None, device: str = "cpu") -> OpCostModel:
+    """Per-op costs measured on ``device`` (onnxruntime on "cpu", torch otherwise), cached in the experiment
+    database ``db`` when given (as trials of task kind "op" under the runner's device), else in memory or the
+    JSON file ``cache_path``. Eager torch fuses nothing, so its graph cost is the plain sum of op costs."""
+    runner, label = None, "cpu"
+    if device == "cpu":
+        from autotune.runners.onnx_ops import OnnxOpRunner
+        if measure or db is not None:
+            runner = OnnxOpRunner(threads=threads)
+    else:
+        check_device(device)
+        from autotune.runners.torch_ops import TorchOpRunner
+        runner = TorchOpRunner(TORCH_DEVICES[device])
+        label = runner.device.name
+    cache = DatabaseOpCostCache(db, runner.device, label) if db is not None else OpCostCache(cache_path)
+    return OpCostModel(runner if measure else None, cache, max_measure=max_measure, device=label,
+                       fusion=device == "cpu")
