@@ -94,13 +94,13 @@ class OpCostPredictor:
         n = len(self.y)
         if n < self.min_samples:
             return None
-        if self.model is None or n - self.trained_on >= self.retrain_every:
-            import xgboost
+        import xgboost  # the native API: XGBRegressor would need scikit-learn
 
-            self.model = xgboost.XGBRegressor(n_estimators=80, max_depth=4, learning_rate=0.2, nthread=1)
-            self.model.fit(np.asarray(self.X), np.asarray(self.y))
+        if self.model is None or n - self.trained_on >= self.retrain_every:
+            data = xgboost.DMatrix(np.asarray(self.X), label=np.asarray(self.y), nthread=1)
+            self.model = xgboost.train({"max_depth": 4, "eta": 0.2, "nthread": 1}, data, num_boost_round=80)
             self.trained_on = n
-        return float(np.exp(self.model.predict(np.asarray([features]))[0]))
+        return float(np.exp(self.model.predict(xgboost.DMatrix(np.asarray([features]), nthread=1))[0]))
 
 
 def node_spec(g: Graph, n: Node) -> dict:
