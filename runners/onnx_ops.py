@@ -7,7 +7,7 @@
   optimisations on) and reports median and spread per model.
 * :func:`max_errors` runs two models on the same random inputs.
 
-A torch/CUDA op path is not implemented here (no GPU on this machine).
+The GPU path (eager PyTorch, ``--device cuda``) is :mod:`autotune.runners.torch_ops`.
 """
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ import contextlib
 import time
 
 import numpy as np
-
-from autotune.errors import MissingDependencyError, UsageError
 from autotune.runners.base import Runner
 from autotune.runners.timing import Protocol, repeat
+
+from autotune.errors import MissingDependencyError, UsageError
 from autotune.types import Candidate, Device, Measurement, Status, median
 
 
@@ -239,28 +239,25 @@ class TorchOpRunner(Runner):
         self.device = device_info(self.dev)
 
     def measure(self, task, candidates: list[Candidate]) -> list[Measurement]:
-        out = []
         with _running(self.torch):
-            for c in candidates:
-                spec = c.payload
-                t0 = time.perf_counter()
-                try:
-                    check_op(spec["op"])
-                    ins = spec_inputs(spec, self.dev)
-                    outs = spec["outputs"]
-                    build = time.perf_counter() - t0
-                    times = repeat(_timer(self.torch, lambda: run_op(spec["op"], ins, spec["attrs"], outs),
-                                          self.dev), self.protocol)
-                    # CPU: the fastest repeat (the least disturbed on a shared machine); GPU: the median
-                    cost = median(times) if self.dev.type == "cuda" else min(times)
-                    out.append(Measurement(c, Status.OK, times, cost=cost, build_s=build, run_s=sum(times),
-                                           meta={"protocol": f"torch eager on {self.dev.type}, "
-                                                             f"{'CUDA events' if self.dev.type == 'cuda' else 'wall clock'}, "
-                                                             f"cost = {'median' if self.dev.type == 'cuda' else 'min'}",
-                                                 **self.protocol.to_json()}))
-                except Exception as exc:  # noqa: BLE001 - errors are data (an unsupported op names itself)
-                    out.append(Measurement(c, Status.RUNTIME_ERROR, error=f"{type(exc).__name__}: {exc}"[:500]))
-        return out
+            return [self._one(c) for c in candidates]
+
+    def _one(self, c: Candidate) -> Measurement:
+        spec, cuda = c.payload, self.dev.type == "cuda"
+        t0 = time.perf_counter()
+        try:
+            check_op(spec["op"])
+            ins = spec_inputs(spec, self.dev)
+            build = time.perf_counter() - t0
+            times = repeat(_timer(self.torch, lambda: run_op(spec["op"], ins, spec["attrs"], spec["outputs"]),
+                                  self.dev), self.protocol)
+        except Exception as exc:  # noqa: BLE001 - errors are data (an unsupported op names itself)
+            return Measurement(c, Status.RUNTIME_ERROR, error=f"{type(exc).__name__}: {exc}"[:500])
+        # CPU: the fastest repeat (the least disturbed on a shared machine); GPU: the median
+        return Measurement(c, Status.OK, times, cost=median(times) if cuda else min(times), build_s=build,
+                           run_s=sum(times), meta={"protocol": f"torch eager on {self.dev.type}, " + (
+                               "CUDA events, cost = median" if cuda else "wall clock, cost = min"),
+                               **self.protocol.to_json()})
 
 
 # ---- whole graphs -------------------------------------------------------------
