@@ -181,3 +181,30 @@ def test_measurements_from_the_database_override_the_cluster(tmp_path):
     r = Simulator(g, cl).simulate([cfg(g, "x", b=4), cfg(g, "l0", a0=4)])
     assert r.iteration_s > 4e-3  # measured 1 ms + 3 ms plus the interpolated all-reduce
     assert Simulator(g, cluster()).simulate([cfg(g, "x", b=4), cfg(g, "l0", a0=4)]).iteration_s < 1e-3
+
+
+def test_small_gemms_lose_efficiency_by_wave_and_reduction_length():
+    from autotune.search_spaces.parallel.costs import gemm_efficiency
+
+    dev = DeviceSpec("toy", PEAK, PEAK, 1e12, math.inf, sm_count=4, gemm_k_half=64)
+    # 5 tiles of 128x128 on 4 multiprocessors: two waves, the second one quarter full
+    assert gemm_efficiency(5 * 128, 128, 64, 1, dev) == pytest.approx(5 / 8 * 0.5)
+    assert gemm_efficiency(4 * 128, 128, 192, 1, dev) == pytest.approx(0.75)
+    plain = DeviceSpec("toy", PEAK, PEAK, 1e12, math.inf)
+    assert gemm_efficiency(1, 1, 1, 1, plain) == 1.0
+    # in the simulator: one linear op with k = 64 on a device of 1 multiprocessor runs at half the rate
+    g = chain(1, b=128, f=64, width=128)
+    c = cluster(per_node=1)
+    c.device.gemm_k_half, c.device.sm_count = 64.0, 1
+    r = Simulator(g, c).simulate([cfg(g, "x"), cfg(g, "l0")])
+    assert r.iteration_s == pytest.approx(3 * 2 * 128 * 64 * 128 / (PEAK * 0.5))
+
+
+def test_embedding_gradients_are_synchronised_sparsely():
+    g = Builder("emb", 8)
+    ids = g.input("ids", {"b": 8}, {"b": "sample"})
+    g.embedding(ids, 100_000, 4, "emb")
+    g = g.build(state_bytes_per_param=16)
+    r = Simulator(g, cluster(per_node=4)).simulate(data_parallel(g, cluster(per_node=4)))
+    looked_up = 8 * 4 * 4  # every sample's row (4 floats) from each of the 4 replicas, not the 1.6 MB table
+    assert r.iteration_s == pytest.approx(2 * 3 / 4 * looked_up / INTRA + 2 * 3 * LAT_I)

@@ -26,8 +26,10 @@ class DeviceSpec:
     flops_fp16: float
     memory_bytes: float
     mem_bandwidth: float  # bytes/s
-    gemm_efficiency: float = 0.6  # achieved share of peak on large matmuls (calibrated)
+    gemm_efficiency: float = 0.6  # achieved share of peak on large, well-shaped matmuls (calibrated)
     launch_s: float = 5e-6  # fixed cost per kernel
+    sm_count: int = 0  # multiprocessors, for wave quantization of GEMM tiles (0: not modelled)
+    gemm_k_half: float = 0.0  # reduction length at which a GEMM reaches half its efficiency (0: not modelled)
 
 
 @dataclass
@@ -91,12 +93,13 @@ class Cluster:
 
 
 G = 1e9
+K_HALF = 64.0
 DEVICES = {
-    "P100": DeviceSpec("P100", 10.6e12, 21.2e12, 16 * 2**30, 732 * G, 0.65),
-    "K80": DeviceSpec("K80", 4.37e12, 4.37e12, 12 * 2**30, 240 * G, 0.6),
-    "V100": DeviceSpec("V100", 15.7e12, 125e12, 16 * 2**30, 900 * G, 0.6),
-    "A100": DeviceSpec("A100", 19.5e12, 312e12, 80 * 2**30, 2039 * G, 0.5),
-    "H100": DeviceSpec("H100", 67e12, 989e12, 80 * 2**30, 3350 * G, 0.5),
+    "P100": DeviceSpec("P100", 10.6e12, 21.2e12, 16 * 2**30, 732 * G, 0.65, sm_count=56, gemm_k_half=K_HALF),
+    "K80": DeviceSpec("K80", 4.37e12, 4.37e12, 12 * 2**30, 240 * G, 0.6, sm_count=13, gemm_k_half=K_HALF),
+    "V100": DeviceSpec("V100", 15.7e12, 125e12, 16 * 2**30, 900 * G, 0.6, sm_count=80, gemm_k_half=K_HALF),
+    "A100": DeviceSpec("A100", 19.5e12, 312e12, 80 * 2**30, 2039 * G, 0.63, sm_count=108, gemm_k_half=K_HALF),
+    "H100": DeviceSpec("H100", 67e12, 989e12, 80 * 2**30, 3350 * G, 0.5, sm_count=132, gemm_k_half=K_HALF),
 }
 
 # name pattern -> (device, devices per node, intra bw, intra latency, inter bw per node, inter latency, fixed nodes)

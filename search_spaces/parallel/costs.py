@@ -28,18 +28,57 @@ def degree(op: Op, cfg: OpConfig) -> dict[str, int]:
     return dict(zip(op.parallel_dims, cfg.degrees))
 
 
+TILE = 128  # output tile edge of a typical tensor-core GEMM kernel
+
+
+def gemm_efficiency(m: float, n: float, k: float, batch: float, dev) -> float:
+    """Share of the device's large-GEMM rate an [m, k] x [k, n] GEMM (``batch`` of them) reaches.
+
+    Two effects of small shapes (NVIDIA's GEMM performance guide): wave quantization (output tiles
+    fill the multiprocessors in whole waves) and the fixed prologue/epilogue per tile, which a
+    short reduction does not amortise (``k / (k + gemm_k_half)``). A device with neither
+    figure set runs every GEMM at ``gemm_efficiency``.
+    """
+    eff = 1.0
+    if dev.sm_count:
+        tiles = batch * math.ceil(m / TILE) * math.ceil(n / TILE)
+        eff *= tiles / (math.ceil(tiles / dev.sm_count) * dev.sm_count)
+    if dev.gemm_k_half:
+        eff *= k / (k + dev.gemm_k_half)
+    return eff
+
+
+def shape_efficiency(op: Op, part: dict[str, int], parts: int, dev) -> float:
+    """:func:`gemm_efficiency` of one partition of a compute-bound op, from its per-partition dims."""
+    if not (dev.sm_count or dev.gemm_k_half) or not op.flops:
+        return 1.0
+    if op.type == "attention":  # per (sample, head): scores [s, d] x [d, s], then context [s, s] x [s, d]
+        s, batch = op.dims["s"], part["b"] * part["n"]
+        d = op.flops / (4.0 * op.dims["b"] * s * s * op.dims["n"])
+        return (gemm_efficiency(s, s, d, batch, dev) + gemm_efficiency(s, d, s, batch, dev)) / 2
+    if op.type == "lstm":  # one step: [b, i + h] x [i + h, 4h], steps in sequence
+        return gemm_efficiency(part["b"], 4 * part["o"], part["i"] + part["o"], 1, dev)
+    n = math.prod(part[d] for d, r in op.roles.items() if r == "parameter")
+    m = math.prod(part[d] for d, r in op.roles.items() if r in ("sample", "attribute") or (r is None and d in op.out))
+    k = op.flops / parts / (2.0 * m * n)
+    return gemm_efficiency(m, n, k, 1, dev)
+
+
 def compute_times(op: Op, cfg: OpConfig, cluster: Cluster, dtype_bytes: int, recompute: bool) -> tuple[float, float]:
     """Forward and backward time of one partition (all partitions are equal)."""
     if op.type == "input":
         return 0.0, 0.0
     dev, p = cluster.device, cfg.parts
     deg = degree(op, cfg)
-    key = cluster.op_key(op.type, {d: n // deg.get(d, 1) for d, n in op.dims.items()})
+    part = {d: n // deg.get(d, 1) for d, n in op.dims.items()}
+    key = cluster.op_key(op.type, part)
     if key in cluster.op_times:
         f = cluster.op_times[key]
         b = cluster.op_times.get(key + "#bwd", f * (op.bwd_flops / op.flops if op.flops else 1.0))
     else:
         rate = cluster.peak(dtype_bytes) * dev.gemm_efficiency
+        if op.type in COMPUTE_BOUND:
+            rate *= shape_efficiency(op, part, p, dev)
         mem = op.mem_elems * dtype_bytes / p / dev.mem_bandwidth
         cf = op.flops / p / rate if op.type in COMPUTE_BOUND else 0.0
         cb = op.bwd_flops / p / rate if op.type in COMPUTE_BOUND else 0.0

@@ -20,6 +20,9 @@ from dataclasses import asdict, dataclass, field
 from autotune.errors import UsageError
 
 ROLES = ("sample", "attribute", "parameter", "reduction")
+# [s, s] score-sized passes of unfused (2021, pre-FlashAttention) attention, forward: scores written,
+# scale-mask-softmax read + written, dropout read + written + its byte mask, read by the context GEMM
+SCORE_PASSES = 6.5
 
 
 @dataclass
@@ -209,7 +212,7 @@ class Builder:
         f = 4.0 * b * s * s * h
         return self.add(Op(self._uniq(name), "attention", dims, roles, ("b", "s", "n"),
                            [(qkv, ("b", "s", "n"))], flops=f, bwd_flops=2 * f,
-                           mem_elems=b * s * (h3 + h) + 2 * b * heads * s * s, tp="n", keep=False))
+                           mem_elems=b * s * (h3 + h) + SCORE_PASSES * b * heads * s * s, tp="n", keep=False))
 
     def lstm(self, x: str, hidden: int, name: str) -> str:
         """One LSTM layer over the whole sequence [b, t, i] -> [b, t, h].

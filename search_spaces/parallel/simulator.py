@@ -4,7 +4,8 @@ Task graph (fixed per model; a strategy sets durations and resources):
   per op: F (forward of its partitions on its block), AO (all-reduce of partial
   outputs when a dim missing from the output is split), B (backward), AI_k
   (all-reduce of partial input gradients when input k is replicated across
-  partitions), GS (weight-gradient all-reduce across weight replicas), U (optimizer);
+  partitions), GS (weight-gradient all-reduce across weight replicas; an embedding
+  table's gradient is sparse, so only the rows the replicas looked up), U (optimizer);
   per edge: X (forward transfer of the needed sub-rectangles) and XB (its gradient).
 The partitions of an op are one gang task on its block of devices (they are equal).
 An event-driven run takes tasks in order of readiness; each task waits for its
@@ -143,7 +144,10 @@ class Simulator:
             ai.append(costs.allreduce(c, devs[costs.groups(op, cfg, rep)], producer.out_elems * frac * g.dtype_bytes))
         w_shard = op.weight_elems / math.prod(deg.get(d, 1) for d in op.weight) if op.weight_elems else 0.0
         wrep = [d for d in split if d not in op.weight]
-        gs = (costs.allreduce(c, devs[costs.groups(op, cfg, wrep)], w_shard * g.dtype_bytes)
+        synced = w_shard
+        if op.type == "embedding" and wrep:  # sparse gradients: only the rows the group looked up
+            synced = min(w_shard, out_part * math.prod(deg[d] for d in wrep))
+        gs = (costs.allreduce(c, devs[costs.groups(op, cfg, wrep)], synced * g.dtype_bytes)
               if w_shard and wrep else (0.0, costs.EMPTY))
         upd = w_shard * g.state_bytes_per_param * 2 / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
         act = out_part * g.dtype_bytes if (op.keep or not g.recompute) else 0.0
