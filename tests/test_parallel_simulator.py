@@ -84,9 +84,9 @@ def test_megatron_pair_needs_only_the_output_allreduce():
     flops = 2 * 8 * 64 * 64 / 2
     out_ar = 2 * 1 / 2 * (8 * 64 * 4) / INTRA + 2 * LAT_I
     x_to_l0 = 8 * 64 * 4 / INTRA + LAT_I  # the input lives on device 0; device 1 needs a copy
-    # forward: x->l0 copy, l0, l1, all-reduce of l1's partial sums; backward: l1, l0 (its input
-    # gradient all-reduce is skipped: x is data), the gradient of the copy back to x
-    expected = x_to_l0 + flops / PEAK * 2 + out_ar + 2 * flops / PEAK * 2 + x_to_l0
+    # forward: x->l0 copy, l0, l1, all-reduce of l1's partial sums; backward: l1, l0 (x is data:
+    # neither an input-gradient all-reduce nor a gradient sent back)
+    expected = x_to_l0 + flops / PEAK * 2 + out_ar + 2 * flops / PEAK * 2
     assert r.iteration_s == pytest.approx(expected)
     e = g.edges.index((1, 2, 0))
     assert sim.dur[sim.X[e]] == 0.0  # l1's input slices are on the devices that produced them
@@ -208,3 +208,22 @@ def test_embedding_gradients_are_synchronised_sparsely():
     r = Simulator(g, cluster(per_node=4)).simulate(data_parallel(g, cluster(per_node=4)))
     looked_up = 8 * 4 * 4  # every sample's row (4 floats) from each of the 4 replicas, not the 1.6 MB table
     assert r.iteration_s == pytest.approx(2 * 3 / 4 * looked_up / INTRA + 2 * 3 * LAT_I)
+
+
+def test_replicated_op_computes_whole_on_each_copy_and_feeds_local_consumers():
+    from autotune.search_spaces.parallel import strategy as st
+
+    g = chain(2, width=16)
+    c = cluster(per_node=2)
+    flops = 2 * 8 * 16 * 16
+    # l0 whole on both devices; l1 split by samples over them: each half is already local
+    s = [OpConfig((1,), 0, replicas=2), OpConfig((1, 1, 1), 0, replicas=2), cfg(g, "l1", a0=2)]
+    sim = Simulator(g, c)
+    r = sim.simulate(s)
+    gs = 2 * (1 / 2) * 16 * 16 * 4 / INTRA + 2 * LAT_I  # l1's weight gradient, all-reduced after its backward
+    assert r.iteration_s == pytest.approx(flops / PEAK + 3 * flops / 2 / PEAK + gs)
+    weights = 16 * 16 * 16
+    assert np.all(r.memory >= weights)  # both copies hold l0's weights
+    # round trip through JSON keeps the copies; a block that does not fit is refused
+    assert st.from_json(g, st.to_json(g, s, 2), 2) == s
+    assert "copies" in st.check_config(g.ops[1], OpConfig((1, 1, 1), 0, replicas=4), 2)

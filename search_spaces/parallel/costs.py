@@ -133,7 +133,8 @@ def allreduce(cluster: Cluster, device_groups: np.ndarray, nbytes: float) -> tup
 
 def transfer(src: Op, scfg: OpConfig, dst: Op, dcfg: OpConfig, axes: tuple, cluster: Cluster,
              dtype_bytes: int) -> tuple[float, np.ndarray, float]:
-    """Moving ``src``'s output to the partitions of ``dst`` that need it (forward; backward is the same).
+    """Moving ``src``'s output to the partitions of ``dst`` that need it (forward; backward is charged the same:
+    an approximation where several copies of one producer rectangle each need its whole gradient).
 
     Each consumer partition needs the sub-rectangle its dims select; it is served by the
     replica of the producer's rectangle on its own device, else on its node, else any.
@@ -157,8 +158,12 @@ def transfer(src: Op, scfg: OpConfig, dst: Op, dcfg: OpConfig, axes: tuple, clus
         ov *= np.clip(hi - lo, 0.0, None)
         if ks > 1:
             gkey = gkey * ks + sidx[a]
-    sdev = scfg.start + np.arange(ps)
-    ddev = dcfg.start + np.arange(pd)
+    if scfg.replicas > 1:  # every copy of a partition holds its rectangle, every copy needs its input
+        ov, gkey = np.repeat(ov, scfg.replicas, axis=0), np.repeat(gkey, scfg.replicas)
+    if dcfg.replicas > 1:
+        ov = np.repeat(ov, dcfg.replicas, axis=1)
+    sdev = scfg.start + np.arange(scfg.span)
+    ddev = dcfg.start + np.arange(dcfg.span)
     snode, dnode = sdev // cluster.per_node, ddev // cluster.per_node
     _, rep, gid = np.unique(gkey, return_index=True, return_inverse=True)
     G = len(rep)

@@ -40,6 +40,7 @@ class Op:
     mem_elems: float = 0.0  # elements read + written in the forward pass (memory-bound ops)
     tp: str | None = None  # the dim Megatron-style tensor parallelism splits
     keep: bool = True  # whether the output is stashed for backward under recomputation
+    out_scale: int = 1  # elements per output index (attention: the head size along the heads dim)
 
     @property
     def parallel_dims(self) -> tuple[str, ...]:
@@ -47,7 +48,7 @@ class Op:
 
     @property
     def out_elems(self) -> int:
-        return math.prod(self.dims[d] for d in self.out)
+        return math.prod(self.dims[d] for d in self.out) * self.out_scale
 
     def signature(self) -> tuple:
         return (tuple(self.dims.items()), tuple(self.roles.items()))
@@ -148,14 +149,15 @@ class Builder:
         sh = self.shape(x)
         dims = {f"a{i}": n for i, (_, n, _) in enumerate(sh[:-1])}
         roles = {f"a{i}": r for i, (_, _, r) in enumerate(sh[:-1])}
-        dims.update(o=n_out, i=sh[-1][1])
+        n_in = sh[-1][1] * self.by_name[x].out_scale  # the heads of an attention output hold h/heads each
+        dims.update(o=n_out, i=n_in)
         roles.update(o="parameter", i="reduction")
         lead = tuple(d for d in dims if d.startswith("a"))
         m = math.prod(dims[d] for d in lead)
-        f = 2.0 * m * sh[-1][1] * n_out
+        f = 2.0 * m * n_in * n_out
         return self.add(Op(self._uniq(name), "linear", dims, roles, lead + ("o",), [(x, lead + ("i",))],
-                           ("i", "o"), sh[-1][1] * n_out, f + extra_flops, 2 * f + extra_flops,
-                           m * (sh[-1][1] + n_out) + sh[-1][1] * n_out, tp))
+                           ("i", "o"), n_in * n_out, f + extra_flops, 2 * f + extra_flops,
+                           m * (n_in + n_out) + n_in * n_out, tp))
 
     def conv(self, x: str, c_out: int, k: int | tuple[int, int], name: str, stride: int = 1) -> str:
         """2-D convolution (+ fused batch norm and ReLU), NCHW, 'same' padding."""
@@ -212,7 +214,8 @@ class Builder:
         f = 4.0 * b * s * s * h
         return self.add(Op(self._uniq(name), "attention", dims, roles, ("b", "s", "n"),
                            [(qkv, ("b", "s", "n"))], flops=f, bwd_flops=2 * f,
-                           mem_elems=b * s * (h3 + h) + SCORE_PASSES * b * heads * s * s, tp="n", keep=False))
+                           mem_elems=b * s * (h3 + h) + SCORE_PASSES * b * heads * s * s, tp="n", keep=False,
+                           out_scale=h // heads))
 
     def lstm(self, x: str, hidden: int, name: str) -> str:
         """One LSTM layer over the whole sequence [b, t, i] -> [b, t, h].

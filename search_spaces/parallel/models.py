@@ -45,6 +45,7 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
             g.by_name[n].keep = False
     x = g.elementwise(x, "ln_f", "layernorm", 8.0, frozen=(2,))
     x = g.linear(x, vocab, "lm_head" if causal_lm else "mlm_head", tp="o")
+    g.by_name["embed"].weight_elems = 0  # tied with the head: its (dense) gradient and state are the head's
     g.loss(x)
     graph = g.build(recompute=recompute)
     graph.meta.update(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab)

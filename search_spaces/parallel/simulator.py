@@ -126,13 +126,20 @@ class Simulator:
             return hit
         op, g, c = self.g.ops[i], self.g, self.c
         deg = costs.degree(op, cfg)
-        devs = cfg.start + np.arange(cfg.parts)
+        devs = cfg.start + np.arange(cfg.span)
+        first = cfg.start + np.arange(cfg.parts) * cfg.replicas  # each partition's first copy
+
+        def members(varying: list[str]) -> np.ndarray:  # collective groups; every copy has its own
+            rows = first[costs.groups(op, cfg, varying)]
+            return np.concatenate([rows + k for k in range(cfg.replicas)]) if cfg.replicas > 1 else rows
         f, b = costs.compute_times(op, cfg, c, g.dtype_bytes, g.recompute and not op.keep)
         split = [d for d in op.parallel_dims if deg[d] > 1]
         # all-reduce of partial outputs (a split dim the output does not span)
         red = [d for d in split if d not in op.out]
         out_part = op.out_elems / math.prod(deg.get(d, 1) for d in op.out)
-        ao = costs.allreduce(c, devs[costs.groups(op, cfg, red)], out_part * g.dtype_bytes) if red else (0.0, costs.EMPTY)
+        ao = costs.allreduce(c, members(red), out_part * g.dtype_bytes) if red else (0.0, costs.EMPTY)
+        if g.recompute and not op.keep:  # the recomputed forward repeats the all-reduce before the backward
+            b += ao[0]
         ai = []
         for src, axes in op.inputs:
             rep = [d for d in split if d not in axes]
@@ -141,13 +148,13 @@ class Simulator:
                 ai.append((0.0, costs.EMPTY))
                 continue
             frac = math.prod(1 / deg.get(a, 1) for a in axes if a is not None)
-            ai.append(costs.allreduce(c, devs[costs.groups(op, cfg, rep)], producer.out_elems * frac * g.dtype_bytes))
+            ai.append(costs.allreduce(c, members(rep), producer.out_elems * frac * g.dtype_bytes))
         w_shard = op.weight_elems / math.prod(deg.get(d, 1) for d in op.weight) if op.weight_elems else 0.0
         wrep = [d for d in split if d not in op.weight]
         synced = w_shard
         if op.type == "embedding" and wrep:  # sparse gradients: only the rows the group looked up
             synced = min(w_shard, out_part * math.prod(deg[d] for d in wrep))
-        gs = (costs.allreduce(c, devs[costs.groups(op, cfg, wrep)], synced * g.dtype_bytes)
+        gs = (costs.allreduce(c, members(wrep), synced * g.dtype_bytes)
               if w_shard and wrep else (0.0, costs.EMPTY))
         upd = w_shard * g.state_bytes_per_param * 2 / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
         act = out_part * g.dtype_bytes if (op.keep or not g.recompute) else 0.0
@@ -180,8 +187,9 @@ class Simulator:
     def _set_edge(self, e: int, strategy: Strategy) -> None:
         p, c, _ = self.g.edges[e]
         t, res, _ = self._edge_costs(e, strategy[p], strategy[c])
-        self.dur[self.X[e]] = self.dur[self.XB[e]] = t
-        self.res[self.X[e]] = self.res[self.XB[e]] = res
+        self.dur[self.X[e]], self.res[self.X[e]] = t, res
+        if self.g.ops[p].type != "input":  # inputs take no gradient
+            self.dur[self.XB[e]], self.res[self.XB[e]] = t, res
 
     def load(self, strategy: Strategy) -> int:
         """Set task costs for ``strategy``; only changed ops and their edges are recomputed. Returns #changed."""
@@ -203,7 +211,7 @@ class Simulator:
     def memory(self, strategy: Strategy) -> np.ndarray:
         mem = np.zeros(self.D)
         for i, cfg in enumerate(strategy):
-            mem[cfg.start:cfg.start + cfg.parts] += self.mem_part[i]
+            mem[cfg.start:cfg.start + cfg.span] += self.mem_part[i]
         return mem
 
     def simulate(self, strategy: Strategy, timeline: bool = False) -> SimResult:

@@ -1,10 +1,12 @@
 """Parallelization strategies: for each op a degree per partitionable dim and a block of devices.
 
-An op with degrees (k1, k2, ...) has P = k1*k2*... partitions, one per device of the
-aligned block ``start .. start+P-1`` (``start`` a multiple of P, P divides the device
-count), partition index row-major over the op's dims. Baselines: ``data-parallel``,
-``megatron`` (tensor parallel inside a node on each op's marked dim, data parallel
-across nodes) and ``model-parallel`` (every op whole on one device, layers spread
+An op with degrees (k1, k2, ...) has P = k1*k2*... partitions, partition index row-major
+over the op's dims, each computed by ``replicas`` R devices (the same work on each copy);
+partition j's copies run on devices ``start + j*R .. start + j*R + R-1`` of the aligned
+block ``start .. start+P*R-1`` (``start`` a multiple of P*R, P*R divides the device
+count). Baselines: ``data-parallel``, ``megatron`` (tensor parallel inside a node on each
+op's marked dim, data parallel across nodes; layer norms and residual additions replicated
+on the tensor-parallel group, as Megatron-LM does) and ``model-parallel`` (every op whole on one device, layers spread
 over the devices in FLOP-balanced contiguous chunks).
 """
 
@@ -24,10 +26,16 @@ from autotune.errors import UsageError
 class OpConfig:
     degrees: tuple[int, ...]  # aligned with op.parallel_dims
     start: int = 0
+    replicas: int = 1  # copies of each partition, on consecutive devices
 
     @property
     def parts(self) -> int:
         return math.prod(self.degrees)
+
+    @property
+    def span(self) -> int:
+        """Devices the op occupies."""
+        return self.parts * self.replicas
 
 
 Strategy = list[OpConfig]  # aligned with graph.ops
@@ -66,9 +74,11 @@ def check_config(op: Op, cfg: OpConfig, devices: int) -> str | None:
     for d, k in zip(dims, cfg.degrees):
         if k < 1 or op.dims[d] % k:
             return f"op {op.name!r}: degree {k} does not divide dim {d}={op.dims[d]}"
-    p = cfg.parts
+    if cfg.replicas < 1:
+        return f"op {op.name!r}: replicas must be >= 1, got {cfg.replicas}"
+    p = cfg.span
     if devices % p:
-        return f"op {op.name!r}: {p} partitions do not divide {devices} devices"
+        return f"op {op.name!r}: {p} partition copies do not divide {devices} devices"
     if cfg.start < 0 or cfg.start % p or cfg.start + p > devices:
         return f"op {op.name!r}: block start {cfg.start} is not an aligned block of {p} in {devices} devices"
     return None
@@ -88,6 +98,8 @@ def to_json(graph: Graph, strategy: Strategy, devices: int) -> dict:
     for op, cfg in zip(graph.ops, strategy):
         degrees = {d: k for d, k in zip(op.parallel_dims, cfg.degrees) if k > 1}
         ops[op.name] = {"degrees": degrees, "start": cfg.start}
+        if cfg.replicas > 1:
+            ops[op.name]["replicas"] = cfg.replicas
     return {"model": graph.name, "devices": devices, "ops": ops}
 
 
@@ -106,7 +118,8 @@ def from_json(graph: Graph, d: dict, devices: int) -> Strategy:
         extra = set(e.get("degrees", {})) - set(op.parallel_dims)
         if extra:
             raise UsageError(f"op {op.name!r} has no partitionable dim(s) {', '.join(sorted(extra))}")
-        cfg = OpConfig(tuple(int(e.get("degrees", {}).get(dim, 1)) for dim in op.parallel_dims), int(e.get("start", 0)))
+        cfg = OpConfig(tuple(int(e.get("degrees", {}).get(dim, 1)) for dim in op.parallel_dims), int(e.get("start", 0)),
+                       int(e.get("replicas", 1)))
         if (why := check_config(op, cfg, devices)) is not None:
             raise UsageError(why)
         out.append(cfg)
@@ -117,8 +130,11 @@ def _largest_degree(size: int, limit: int, devices: int) -> int:
     return max(k for k in _divisors(math.gcd(size, limit)) if devices % k == 0)
 
 
-def _config(op: Op, want: dict[str, int]) -> OpConfig:
-    return OpConfig(tuple(want.get(d, 1) for d in op.parallel_dims), 0)
+def _config(op: Op, want: dict[str, int], replicas: int = 1) -> OpConfig:
+    return OpConfig(tuple(want.get(d, 1) for d in op.parallel_dims), 0, replicas)
+
+
+REPLICATED_IN_TP = ("layernorm", "add")  # Megatron-LM (2021) runs these whole on every tensor-parallel rank
 
 
 def _sample_dim(op: Op) -> str | None:
@@ -145,6 +161,10 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None) -> Strat
             want[op.tp] = t = _largest_degree(op.dims[op.tp], t_max, D)
             if s:
                 want[s] = _largest_degree(op.dims[s], D // t, D // t)
+        elif s and op.type in REPLICATED_IN_TP and t_max > 1 and D % t_max == 0:
+            want[s] = _largest_degree(op.dims[s], D // t_max, D // t_max)
+            out.append(_config(op, want, D // want[s]))
+            continue
         elif s:
             want[s] = _largest_degree(op.dims[s], D, D)
         out.append(_config(op, want))
