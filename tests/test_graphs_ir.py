@@ -83,3 +83,19 @@ def test_unsorted_onnx_nodes_are_sorted():
     assert [n.op for n in g.nodes] == ["Relu", "Sigmoid"]
     out = onnx_io.to_onnx(g)
     onnx.checker.check_model(out)
+
+
+@pytest.mark.parametrize("include_pad", [0, 1])
+def test_padded_average_pool_reference_matches_onnxruntime(include_pad):
+    import onnxruntime as ort
+    from autotune.search_spaces.graphs import ops
+
+    x = np.random.default_rng(0).random((1, 2, 6, 6), dtype=np.float32)
+    a = {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (1, 0, 1, 2), "count_include_pad": include_pad}
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 0, 1, 2],
+                            count_include_pad=include_pad)
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ops.evaluate("AveragePool", [x], a)[0], want, rtol=1e-6)

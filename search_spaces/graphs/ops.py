@@ -159,10 +159,16 @@ def _pool_ref(x, a, fn):
     k, s = a["kernel_shape"], a.get("strides", (1,) * sp)
     p = a.get("pads", (0,) * (2 * sp))
     fill = -np.inf if fn is np.max else 0.0
-    x = np.pad(x, [(0, 0), (0, 0)] + [(p[i], p[sp + i]) for i in range(sp)], constant_values=fill)
-    win = sliding_window_view(x, tuple(k), axis=tuple(range(2, 2 + sp)))
-    win = win[(slice(None), slice(None)) + tuple(slice(None, None, st) for st in s)]
-    return fn(win, axis=tuple(range(-sp, 0)))
+    pad = [(0, 0), (0, 0)] + [(p[i], p[sp + i]) for i in range(sp)]
+
+    def windows(t):
+        win = sliding_window_view(np.pad(t, pad, constant_values=fill), tuple(k), axis=tuple(range(2, 2 + sp)))
+        return win[(slice(None), slice(None)) + tuple(slice(None, None, st) for st in s)]
+
+    if fn is np.mean and not a.get("count_include_pad", 0) and any(p):  # ONNX: padding is not counted
+        axes = tuple(range(-sp, 0))
+        return (windows(x).sum(axis=axes) / windows(np.ones_like(x)).sum(axis=axes)).astype(x.dtype)
+    return fn(windows(x), axis=tuple(range(-sp, 0)))
 
 
 def _split_ref(x, a):
