@@ -69,6 +69,13 @@ def test_generator_three_ops_finds_conv_merge_and_distributivity():
     g2 = rule.apply(g, match)
     assert sorted(n.op for n in g2.runtime_nodes()) == ["Conv", "Split"]
     assert max_errors(to_onnx(g), to_onnx(g2), trials=1)["max_rel_error"] < 1e-5
+    # on an imported model, whose bias-free Convs get an explicit zero bias, the generated merge applies too
+    from autotune.search_spaces.graphs.onnx_io import from_onnx
+    imported = from_onnx(to_onnx(g))
+    assert all(len(n.inputs) == 3 for n in imported.runtime_nodes())
+    g3 = rule.apply(imported, next(iter(rule.matches(imported))))
+    assert sorted(n.op for n in g3.runtime_nodes()) == ["Conv", "Split"]
+    assert max_errors(to_onnx(g), to_onnx(g3), trials=1)["max_rel_error"] < 1e-5
 
 
 @pytest.mark.slow

@@ -150,13 +150,16 @@ class Rule:
         else:
             cands = g.by_op.get(pn["op"], [])
         for n in cands:
-            if n.op != pn["op"] or len(n.inputs) != len(pn["in"]) or len(n.outputs) != len(pn["out"]):
+            if n.op != pn["op"] or len(n.outputs) != len(pn["out"]) or any(n is m for m in nodes):
                 continue
-            if any(n is m for m in nodes):
+            ins = n.inputs
+            if len(ins) == len(pn["in"]) + 1 and n.op == "Conv" and _zero_weight(g, ins[-1]):
+                ins = ins[:-1]  # a bias-free pattern (as generated) matches a Conv with an all-zero bias
+            if len(ins) != len(pn["in"]):
                 continue
             new = dict(bind)
             ok = True
-            for v, t in list(zip(pn["in"], n.inputs)) + list(zip(pn["out"], n.outputs)):
+            for v, t in list(zip(pn["in"], ins)) + list(zip(pn["out"], n.outputs)):
                 if new.setdefault(v, t) != t:
                     ok = False
                     break
@@ -231,6 +234,11 @@ class Rule:
             else:
                 out[k] = v
         return out
+
+
+def _zero_weight(g, t) -> bool:
+    w = g.weights.get(t)
+    return w is not None and not np.any(w)
 
 
 def _frz(v):
