@@ -15,6 +15,11 @@ BUILTIN = ["mlp-unity", "bert-large", "gpt-350m", "gpt-1.3b", "gpt-2.6b", "gpt-6
 PRESETS = ["p100-4x4", "k80-16x4", "p3.16xlarge-x2", "dgx-a100-x2", "dgx-h100-x1"]
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default --db is autotune.db in the working directory
+
+
 def run(*args):
     return runner.invoke(app, ["parallelize", *map(str, args)])
 
@@ -90,3 +95,21 @@ def test_measured_db_overrides(tmp_path):
     slow = json.loads(r.stdout.strip().splitlines()[-1])
     # a measured 16-way all-reduce of >= 1 s makes data parallelism far slower than estimated
     assert slow["baselines"]["data-parallel"]["iteration_s"] > plain["baselines"]["data-parallel"]["iteration_s"] + 1.0
+
+
+def test_search_is_logged_as_a_resumable_campaign(tmp_path):
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    args = ("--model", "rnnlm", "--cluster", "p100-4x4", "--budget", 20, "--campaign", "rnn", "--db", db, "--json")
+    first = json.loads(run(*args).stdout.strip().splitlines()[-1])
+    assert first["campaign"] == "rnn"
+    r = runner.invoke(app, ["trials", "--campaign", "rnn", "--db", db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    trials = json.loads(r.stdout)
+    assert 3 < len(trials) <= 23  # the three baselines, then up to 20 new strategies (repeats are looked up)
+    best = min(t["cost"] for t in trials if t["status"] == "OK")
+    assert best == pytest.approx(first["best"]["iteration_s"])
+    # the same name resumes: the budget is spent, so nothing more is simulated
+    again = json.loads(run(*args).stdout.strip().splitlines()[-1])
+    assert again["best"]["iteration_s"] == pytest.approx(first["best"]["iteration_s"])
+    r = runner.invoke(app, ["trials", "--campaign", "rnn", "--db", db, "--format", "json"])
+    assert len(json.loads(r.stdout)) == len(trials)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.common import emit_json, handle_errors
+from autotune.cli.common import DEFAULT_DB, DbOption, emit_json, handle_errors, open_db
 from autotune.errors import UsageError
 
 
@@ -35,8 +35,15 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         list_: Annotated[bool, typer.Option("--list", help="List the built-in models and cluster presets")] = False,
         measured_db: Annotated[str | None, typer.Option("--measured-db", help="Database URL whose measured op and collective times override the estimates")] = None,
         measured_device: Annotated[str | None, typer.Option("--measured-device", help="Use measurements of devices whose name contains this (default: the cluster's device, e.g. A100)")] = None,
+        db: DbOption = DEFAULT_DB,
+        campaign: Annotated[str | None, typer.Option("--campaign", help="Campaign name the search is logged under (a known name resumes it; default: model, cluster, batch, algorithm, seed and a hash of the cluster figures)")] = None,
+        progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")] = False,
     ) -> None:
-        """Find a fast parallelization strategy for training MODEL on CLUSTER; compare it with the baselines."""
+        """Find a fast parallelization strategy for training MODEL on CLUSTER; compare it with the baselines.
+
+        The search runs as a campaign logged to --db (every simulated strategy is a trial of task kind
+        "parallel"): `autotune trials --campaign NAME` and `autotune plot convergence` show how it went,
+        and rerunning with the same --campaign resumes it."""
         from autotune.search_spaces.parallel.clusters import preset_names
         from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS
 
@@ -59,12 +66,17 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             from autotune.search_spaces.parallel.calibration import calibrated
             from autotune.search_spaces.parallel.clusters import get_cluster
 
-            db = open_database(measured_db, create=False)
+            mdb = open_database(measured_db, create=False)
             try:
-                target = calibrated(get_cluster(cluster), db, measured_device)
+                target = calibrated(get_cluster(cluster), mdb, measured_device)
             finally:
-                db.close()
-        r = parallelize(model, target, batch, algorithm, budget, seed, time_limit)
+                mdb.close()
+        database = open_db(db)
+        try:
+            r = parallelize(model, target, batch, algorithm, budget, seed, time_limit, db=database, campaign=campaign,
+                            progress=progress)
+        finally:
+            database.close()
         out = r.to_json()
         if output:
             with open(output, "w") as f:
@@ -86,7 +98,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         dp = out["baselines"]["data-parallel"]["iteration_s"]
         if dp:
             typer.echo(f"  speed-up over data parallelism: {dp / out['best']['iteration_s']:.2f}x")
-        typer.echo(f"  search: {r.simulations} simulations in {r.search_s:.2f} s ({algorithm})")
+        typer.echo(f"  search: {r.simulations} simulations in {r.search_s:.2f} s ({algorithm}), "
+                   f"logged as campaign {r.campaign!r} in {db}")
         if measured_db:
             typer.echo(f"  measured: {len(r.cluster.op_times)} op times, {len(r.cluster.collectives)} collective points")
         if output:

@@ -1,13 +1,16 @@
 """parallelize(): search the strategy space of a model on a cluster with any registered algorithm.
 
-Every evaluation is a Measurement from :class:`SimulatorRunner`. The baselines are
-measured first and told to the algorithm as history (data parallelism first, so
-MCMC starts from it as FlexFlow does); the result is the best of the search and
-the baselines, so it is never worse than the best valid baseline.
+Every evaluation is a Measurement from :class:`SimulatorRunner`, run as an engine
+:class:`Campaign` (so the search is logged and resumable). The baselines are measured
+first and recorded as the campaign's first trials, which the algorithm gets as history
+(data parallelism first, so MCMC starts from it as FlexFlow does); the result is the best
+of the search and the baselines, so it is never worse than the best valid baseline.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -18,6 +21,8 @@ from autotune.search_spaces.parallel.graph import Graph
 from autotune.search_spaces.parallel.models import get_model
 from autotune.search_spaces.parallel.space import StrategySpace
 
+from autotune.campaign import Campaign
+from autotune.db import open_database
 from autotune.registry import make_algorithm
 from autotune.types import Measurement
 
@@ -34,6 +39,7 @@ class ParallelizeResult:
     search_s: float
     simulations: int
     trace: list[float] = field(default_factory=list)  # best cost after each evaluation
+    campaign: str = ""
 
     def summary(self, m: Measurement) -> dict:
         return {"iteration_s": m.cost, "status": m.status.value,
@@ -45,37 +51,51 @@ class ParallelizeResult:
                 "batch": self.model.batch,
                 "best": {**self.summary(self.best), "source": self.best_source, "strategy": self.best.candidate.payload},
                 "baselines": {n: self.summary(m) for n, m in self.baselines.items()},
-                "search_s": self.search_s, "simulations": self.simulations}
+                "search_s": self.search_s, "simulations": self.simulations, "campaign": self.campaign}
 
 
 def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = None, algorithm: str = "mcmc",
                 budget: int = 1000, seed: int = 0, time_limit: float | None = None,
-                options: dict | None = None) -> ParallelizeResult:
+                options: dict | None = None, db=None, campaign: str | None = None,
+                progress: bool = False) -> ParallelizeResult:
+    """Search as a campaign of the engine: every simulated strategy is a trial in ``db`` (a
+    throw-away SQLite file when None), so a named campaign resumes and `autotune trials` shows it."""
     graph = model if isinstance(model, Graph) else get_model(model, batch)
     cl = cluster if isinstance(cluster, Cluster) else get_cluster(cluster)
     t0 = time.perf_counter()
     space = StrategySpace(graph, cl)
     runner = SimulatorRunner(graph, cl, space)
-    baselines = {name: runner.measure_one(c) for name, c in space.baselines().items()}
+    with tempfile.TemporaryDirectory(prefix="autotune-parallelize-") as tmp:
+        database = db or open_database(f"sqlite:///{os.path.join(tmp, 'search.db')}")
+        try:
+            return _search(graph, cl, space, runner, database, algorithm, budget, seed, time_limit, options,
+                           campaign or f"parallelize-{space.task.name}-b{graph.batch}-{algorithm}-s{seed}-{runner.device.key[:6]}",
+                           progress, t0)
+        finally:
+            if db is None:
+                database.close()
+
+
+def _search(graph, cl, space, runner, db, algorithm, budget, seed, time_limit, options, name, progress, t0):
+    baselines = {n: runner.measure_one(c) for n, c in space.baselines().items()}
     algo = make_algorithm(algorithm, **(options or {}))
-    algo.bind(space, np.random.default_rng(seed), history=list(baselines.values()))
-    best, source = None, ""
-    for name, m in baselines.items():
-        if best is None or m.objective < best.objective:
-            best, source = m, name
-    trace: list[float] = []
+    row, _ = db.open_campaign(name, space.task, runner.device, algo.name or algorithm, {})
+    tid, did = db.task_id(space.task), db.device_id(runner.device)
+    if not db.campaign_history(row.id):  # the baselines open the campaign (MCMC starts from data parallelism)
+        known = db.lookup(tid, did, [m.candidate.key for m in baselines.values()])
+        db.record_batch(tid, did, row.id, [m for m in baselines.values() if m.candidate.key not in known],
+                        [known[m.candidate.key] for m in baselines.values() if m.candidate.key in known])
     step = 1 if algorithm in ("mcmc", "annealing") else 8
-    done = 0
-    while done < budget and (time_limit is None or time.perf_counter() - t0 < time_limit):
-        batch_c = algo.ask(min(step, budget - done))
-        if not batch_c:
-            break
-        ms = runner.measure(space.task, batch_c)
-        algo.tell(ms)
-        done += len(ms)
-        for m in ms:
-            if m.objective < best.objective:
-                best, source = m, "search"
-            trace.append(best.objective)
-    return ParallelizeResult(graph, cl, space, runner, best, source, baselines, time.perf_counter() - t0,
-                             runner.sim.simulations, trace)
+    left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 1e-3)
+    Campaign(name, space, algo, runner, db, trials=budget + len(baselines), time_budget=left, batch=step,
+             seed=seed, progress=progress).run()
+    history = [m for m, _ in db.campaign_history(row.id)]
+    best, source, trace = None, "", []
+    names = {m.candidate.key: n for n, m in baselines.items()}
+    for m in history:
+        if m.ok and (best is None or m.objective < best.objective):
+            best, source = m, names.get(m.candidate.key, "search")
+        trace.append(best.objective if best else float("inf"))
+    best = best or min(baselines.values(), key=lambda m: m.objective)
+    return ParallelizeResult(graph, cl, space, runner, best, source or "search", baselines,
+                             time.perf_counter() - t0, runner.sim.simulations, trace[len(baselines):], name)
