@@ -27,10 +27,11 @@ def cluster_device(cluster: Cluster) -> Device:
 
 
 class SimulatorRunner(Runner):
-    def __init__(self, model: Graph, cluster: Cluster, space: StrategySpace | None = None):
-        self.model, self.cluster = model, cluster
-        self.space = space or StrategySpace(model, cluster)
-        self.sim = Simulator(model, cluster)
+    def __init__(self, model: Graph, cluster: Cluster, space: StrategySpace | None = None, microbatches: int = 1):
+        """``model`` is one micro-batch; an iteration runs ``microbatches`` of them."""
+        self.model, self.cluster, self.microbatches = model, cluster, microbatches
+        self.space = space or StrategySpace(model, cluster, microbatches=microbatches)
+        self.sim = Simulator(model, cluster, microbatches)
         self.device = cluster_device(cluster)
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
@@ -45,7 +46,7 @@ class SimulatorRunner(Runner):
         r = self.sim.simulate(strategy, timeline=timeline)
         run_s = time.perf_counter() - t0
         meta = {"peak_memory_bytes": r.peak_memory, "capacity_bytes": r.capacity,
-                "throughput": self.model.batch / r.iteration_s if r.iteration_s > 0 else None}
+                "throughput": self.model.batch * self.microbatches / r.iteration_s if r.iteration_s > 0 else None}
         if timeline:
             meta["timeline"] = r.timeline
         if not r.fits:

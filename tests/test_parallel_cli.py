@@ -113,3 +113,15 @@ def test_search_is_logged_as_a_resumable_campaign(tmp_path):
     assert again["best"]["iteration_s"] == pytest.approx(first["best"]["iteration_s"])
     r = runner.invoke(app, ["trials", "--campaign", "rnn", "--db", db, "--format", "json"])
     assert len(json.loads(r.stdout)) == len(trials)
+
+
+def test_microbatches_add_a_pipeline_baseline_and_reject_uneven_splits():
+    r = run("--model", "gpt-350m", "--cluster", "dgx-a100-x2", "--batch", 64, "--microbatches", 8, "--budget", 5,
+            "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["batch"] == 64 and out["microbatches"] == 8
+    assert out["baselines"]["megatron-pipeline"]["iteration_s"] > 0
+    assert out["best"]["iteration_s"] <= min(b["iteration_s"] for b in out["baselines"].values() if b["iteration_s"])
+    r = run("--model", "gpt-350m", "--cluster", "dgx-a100-x2", "--batch", 64, "--microbatches", 3)
+    assert r.exit_code == 2 and "micro-batches" in r.output

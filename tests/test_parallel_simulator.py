@@ -227,3 +227,38 @@ def test_replicated_op_computes_whole_on_each_copy_and_feeds_local_consumers():
     # round trip through JSON keeps the copies; a block that does not fit is refused
     assert st.from_json(g, st.to_json(g, s, 2), 2) == s
     assert "copies" in st.check_config(g.ops[1], OpConfig((1, 1, 1), 0, replicas=4), 2)
+
+
+def test_pipeline_of_two_stages_streams_microbatches_at_the_busiest_stage_rate():
+    g = chain(2, width=16)  # each "micro-batch" is the chain's batch of 8
+    flops = 2 * 8 * 16 * 16
+    f = flops / PEAK
+    x = 8 * 16 * 4 / INTRA + LAT_I  # l0's output to the other device, and its gradient back
+    s = [cfg(g, "x"), cfg(g, "l0", start=0), cfg(g, "l1", start=1)]
+    one = Simulator(g, cluster(per_node=2)).simulate(s).iteration_s
+    assert one == pytest.approx(6 * f + 2 * x)
+    r = Simulator(g, cluster(per_node=2), microbatches=4).simulate(s)
+    # the first micro-batch fills and drains the pipeline; three more follow, one per busiest-stage time
+    assert r.iteration_s == pytest.approx(6 * f + 2 * x + 3 * (3 * f + 2 * x))
+    # gradient accumulation on one device: micro-batches run back to back
+    whole = [cfg(g, "x"), cfg(g, "l0"), cfg(g, "l1")]
+    assert Simulator(g, cluster(per_node=2), microbatches=4).simulate(whole).iteration_s == pytest.approx(4 * 6 * f)
+
+
+def test_pipeline_stashes_activations_of_micro_batches_in_flight():
+    g = chain(2, width=16)
+    s = [cfg(g, "x"), cfg(g, "l0", start=0), cfg(g, "l1", start=1)]
+    weights = 16 * 16 * 16
+    act = 8 * 16 * 4
+    for m, in_flight in ((1, 1), (2, 2), (8, 2)):  # two stages: at most two micro-batches in flight
+        mem = Simulator(g, cluster(per_node=2), microbatches=m).simulate(s).memory
+        assert mem[1] == pytest.approx(weights + in_flight * act)
+
+
+def test_megatron_pipeline_baseline_cuts_layers_into_stage_blocks():
+    from autotune.search_spaces.parallel.strategy import megatron
+
+    g = chain(4, b=8, f=16, width=16)
+    s = megatron(g, cluster(per_node=2, nodes=2), tensor=2, pipeline=2)
+    starts = [cfg.start for cfg in s[1:]]
+    assert starts == [0, 0, 2, 2] and all(cfg.span == 2 for cfg in s[1:])

@@ -25,6 +25,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         model: Annotated[str | None, typer.Option("--model", "-m", help="Built-in model name (see --list), an .onnx file or a .json graph")] = None,
         cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster preset (e.g. dgx-a100-x2) or .json/.yaml file")] = None,
         batch: Annotated[int | None, typer.Option("--batch", "-b", help="Global batch size (default: the model's)")] = None,
+        microbatches: Annotated[int, typer.Option("--microbatches", help="Split each iteration's batch into this many micro-batches (gradient accumulation; a pipeline where ops sit on different device blocks, 1F1B)")] = 1,
         algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (mcmc, evolutionary, random, ...)")] = "mcmc",
         budget: Annotated[int, typer.Option("--budget", "-n", help="Simulations the search may run")] = 1000,
         time_limit: Annotated[float | None, typer.Option("--time-limit", help="Stop the search after this many seconds")] = None,
@@ -74,7 +75,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         database = open_db(db)
         try:
             r = parallelize(model, target, batch, algorithm, budget, seed, time_limit, db=database, campaign=campaign,
-                            progress=progress)
+                            progress=progress, microbatches=microbatches)
         finally:
             database.close()
         out = r.to_json()
@@ -91,7 +92,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             emit_json(out)
             return
         typer.echo(f"{r.model.name} ({len(r.model.ops)} ops, {r.model.parameters / 1e6:.1f}M parameters, "
-                   f"batch {r.model.batch}) on {r.cluster.name} ({r.cluster.devices} x {r.cluster.device.name})")
+                   f"batch {out['batch']}{f' in {microbatches} micro-batches' if microbatches > 1 else ''}) "
+                   f"on {r.cluster.name} ({r.cluster.devices} x {r.cluster.device.name})")
         typer.echo(f"  {'best (' + out['best']['source'] + ')':22s}{_fmt(out['best'])}")
         for name, s in out["baselines"].items():
             typer.echo(f"  {name:22s}{_fmt(s)}")

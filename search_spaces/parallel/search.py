@@ -18,11 +18,12 @@ import numpy as np
 from autotune.runners.simulator import SimulatorRunner
 from autotune.search_spaces.parallel.clusters import Cluster, get_cluster
 from autotune.search_spaces.parallel.graph import Graph
-from autotune.search_spaces.parallel.models import get_model
+from autotune.search_spaces.parallel.models import DEFAULT_BATCH, get_model
 from autotune.search_spaces.parallel.space import StrategySpace
 
 from autotune.campaign import Campaign
 from autotune.db import open_database
+from autotune.errors import UsageError
 from autotune.registry import make_algorithm
 from autotune.types import Measurement
 
@@ -48,28 +49,42 @@ class ParallelizeResult:
 
     def to_json(self) -> dict:
         return {"model": self.model.name, "cluster": self.cluster.name, "devices": self.cluster.devices,
-                "batch": self.model.batch,
+                "batch": self.model.batch * self.runner.microbatches, "microbatches": self.runner.microbatches,
                 "best": {**self.summary(self.best), "source": self.best_source, "strategy": self.best.candidate.payload},
                 "baselines": {n: self.summary(m) for n, m in self.baselines.items()},
                 "search_s": self.search_s, "simulations": self.simulations, "campaign": self.campaign}
 
 
+def micro_batch(model: str, batch: int | None, microbatches: int) -> int | None:
+    """The batch of one micro-batch (a file model's own batch is taken as one micro-batch)."""
+    if microbatches < 1:
+        raise UsageError(f"--microbatches must be >= 1, got {microbatches}")
+    if batch is None:
+        batch = DEFAULT_BATCH.get(model)
+        if batch is None:
+            return None
+    if batch % microbatches:
+        raise UsageError(f"batch {batch} does not split into {microbatches} equal micro-batches")
+    return batch // microbatches
+
+
 def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = None, algorithm: str = "mcmc",
                 budget: int = 1000, seed: int = 0, time_limit: float | None = None,
                 options: dict | None = None, db=None, campaign: str | None = None,
-                progress: bool = False) -> ParallelizeResult:
+                progress: bool = False, microbatches: int = 1) -> ParallelizeResult:
     """Search as a campaign of the engine: every simulated strategy is a trial in ``db`` (a
     throw-away SQLite file when None), so a named campaign resumes and `autotune trials` shows it."""
-    graph = model if isinstance(model, Graph) else get_model(model, batch)
+    graph = model if isinstance(model, Graph) else get_model(model, micro_batch(model, batch, microbatches))
     cl = cluster if isinstance(cluster, Cluster) else get_cluster(cluster)
     t0 = time.perf_counter()
-    space = StrategySpace(graph, cl)
-    runner = SimulatorRunner(graph, cl, space)
+    space = StrategySpace(graph, cl, microbatches=microbatches)
+    runner = SimulatorRunner(graph, cl, space, microbatches)
     with tempfile.TemporaryDirectory(prefix="autotune-parallelize-") as tmp:
         database = db or open_database(f"sqlite:///{os.path.join(tmp, 'search.db')}")
         try:
             return _search(graph, cl, space, runner, database, algorithm, budget, seed, time_limit, options,
-                           campaign or f"parallelize-{space.task.name}-b{graph.batch}-{algorithm}-s{seed}-{runner.device.key[:6]}",
+                           campaign or f"parallelize-{space.task.name}-b{space.task.params['batch']}"
+                           f"{f'-m{microbatches}' if microbatches > 1 else ''}-{algorithm}-s{seed}-{runner.device.key[:6]}",
                            progress, t0)
         finally:
             if db is None:

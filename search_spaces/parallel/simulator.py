@@ -47,8 +47,13 @@ class SimResult:
 
 
 class Simulator:
-    def __init__(self, graph: Graph, cluster: Cluster):
-        self.g, self.c = graph, cluster
+    """``graph`` is one micro-batch; ``microbatches`` of them make an iteration (gradient accumulation, and a
+    pipeline where ops sit on different device blocks)."""
+
+    def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1):
+        if microbatches < 1:
+            raise ValueError(f"microbatches must be >= 1, got {microbatches}")
+        self.g, self.c, self.microbatches = graph, cluster, int(microbatches)
         self.D = cluster.devices
         self.op_cache: dict[tuple, tuple] = {}
         self.edge_cache: dict[tuple, tuple] = {}
@@ -95,6 +100,10 @@ class Simulator:
             dep(self.B[i], self.GS[i])
             dep(self.GS[i], self.U[i])
         self.consumers = consumers
+        # tasks repeated for every micro-batch (all but the once-per-iteration gradient sync and update)
+        once = set(self.GS) | set(self.U)
+        self.per_microbatch = [t for t in range(len(names)) if t not in once]
+        self.once = sorted(once)
         self.names = names
         self.succ = succ
         self.indeg = np.zeros(len(names), dtype=np.int64)
@@ -108,7 +117,7 @@ class Simulator:
         self.edge_sig = [(self.op_sig[p], self.op_sig[c], ops[c].inputs[k][1]) for p, c, k in self.g.edges]
         self.dur = [0.0] * len(names)
         self.res: list[np.ndarray] = [costs.EMPTY] * len(names)
-        self.mem_part = [0.0] * len(ops)
+        self.mem_part = [(0.0, 0.0)] * len(ops)  # per device: (weights and optimizer state, stashed activations)
 
     def _signature(self, i: int) -> tuple:
         op = self.g.ops[i]
@@ -158,7 +167,7 @@ class Simulator:
               if w_shard and wrep else (0.0, costs.EMPTY))
         upd = w_shard * g.state_bytes_per_param * 2 / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
         act = out_part * g.dtype_bytes if (op.keep or not g.recompute) else 0.0
-        mem = w_shard * g.state_bytes_per_param + act
+        mem = (w_shard * g.state_bytes_per_param, act)
         hit = (f, b, ao, ai, gs, upd, mem, devs)
         self.op_cache[key] = hit
         return hit
@@ -209,10 +218,24 @@ class Simulator:
 
     # -- run -----------------------------------------------------------------------
     def memory(self, strategy: Strategy) -> np.ndarray:
-        mem = np.zeros(self.D)
+        """Bytes per device; a pipeline of S stages (device blocks) stashes up to min(S, micro-batches)
+        micro-batches' activations at once (1F1B)."""
+        weights, acts = np.zeros(self.D), np.zeros(self.D)
         for i, cfg in enumerate(strategy):
-            mem[cfg.start:cfg.start + cfg.span] += self.mem_part[i]
-        return mem
+            w, a = self.mem_part[i]
+            weights[cfg.start:cfg.start + cfg.span] += w
+            acts[cfg.start:cfg.start + cfg.span] += a
+        in_flight = min(self.microbatches, len({(cfg.start, cfg.span) for cfg in strategy}))
+        return weights + acts * in_flight
+
+    def busiest(self, tasks: list[int]) -> float:
+        """The most work ``tasks`` give one device (its compute queue plus its link port: transfers and
+        collectives it waits for) or one node's network port."""
+        busy = np.zeros(2 * self.D + self.c.nodes)
+        for t in tasks:
+            if self.dur[t] > 0 and len(self.res[t]):
+                busy[self.res[t]] += self.dur[t]
+        return float(max((busy[:self.D] + busy[self.D:2 * self.D]).max(), busy[2 * self.D:].max(initial=0.0)))
 
     def simulate(self, strategy: Strategy, timeline: bool = False) -> SimResult:
         self.load(strategy)
@@ -221,6 +244,10 @@ class Simulator:
         ready = [0.0] * len(self.names)
         indeg = self.indeg.copy().tolist()
         dur, res, succ = self.dur, self.res, self.succ
+        if self.microbatches > 1:  # first the forward and backward of one micro-batch: syncs and updates come last
+            dur = list(dur)
+            for t in self.once:
+                dur[t] = 0.0
         busy = [d > 0 and len(r) > 0 for d, r in zip(dur, res)]
         heap = [(0.0, t) for t in self.sources if busy[t]]
         heapq.heapify(heap)
@@ -254,4 +281,7 @@ class Simulator:
                         push(heap, (ready[v], v))
                     else:
                         stack.append((v, ready[v]))
+        if self.microbatches > 1:  # the other micro-batches stream behind the first at the busiest device's
+            # rate (1F1B), then the weight-gradient syncs and updates run once
+            end_all += (self.microbatches - 1) * self.busiest(self.per_microbatch) + self.busiest(self.once)
         return SimResult(end_all, self.memory(strategy), self.c.device.memory_bytes, tl)

@@ -26,15 +26,17 @@ N_FEATURES = 4 + 2 * len(ROLES)
 
 
 class StrategySpace(Space):
-    def __init__(self, graph: Graph, cluster: Cluster, copy_prob: float = 0.5, tie_prob: float = 0.2):
-        self.graph, self.cluster, self.D = graph, cluster, cluster.devices
+    def __init__(self, graph: Graph, cluster: Cluster, copy_prob: float = 0.5, tie_prob: float = 0.2,
+                 microbatches: int = 1):
+        self.graph, self.cluster, self.D, self.microbatches = graph, cluster, cluster.devices, microbatches
         self.copy_prob, self.tie_prob = copy_prob, tie_prob
         groups: dict[tuple, list[int]] = {}
         for i, op in enumerate(graph.ops):
             groups.setdefault((op.type, tuple(op.dims.items()), tuple(op.roles.items())), []).append(i)
         self.alike = [groups[(op.type, tuple(op.dims.items()), tuple(op.roles.items()))] for op in graph.ops]
         self.task = Task("parallel", f"{graph.name}@{cluster.name}",
-                         {"model": graph.name, "cluster": cluster.name, "batch": graph.batch, "devices": self.D})
+                         {"model": graph.name, "cluster": cluster.name, "batch": graph.batch * microbatches,
+                          "devices": self.D, **({"microbatches": microbatches} if microbatches > 1 else {})})
         self.choices = [st.degree_choices(op, self.D) for op in graph.ops]
         self.neighbors: list[list[int]] = [[] for _ in graph.ops]
         for p, c, _ in graph.edges:
@@ -121,7 +123,10 @@ class StrategySpace(Space):
         return self.wrap(st.data_parallel(self.graph, self.cluster))
 
     def baselines(self) -> dict[str, Candidate]:
-        return {name: self.wrap(fn(self.graph, self.cluster)) for name, fn in st.BASELINES.items()}
+        out = {name: self.wrap(fn(self.graph, self.cluster)) for name, fn in st.BASELINES.items()}
+        if self.microbatches > 1 and self.cluster.nodes > 1:  # micro-batches make a pipeline worth trying
+            out["megatron-pipeline"] = self.wrap(st.megatron(self.graph, self.cluster, pipeline=self.cluster.nodes))
+        return out
 
     # -- cost-model rows -------------------------------------------------------------
     def features(self, cs: list[Candidate]) -> np.ndarray:

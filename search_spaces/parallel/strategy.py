@@ -6,7 +6,8 @@ partition j's copies run on devices ``start + j*R .. start + j*R + R-1`` of the 
 block ``start .. start+P*R-1`` (``start`` a multiple of P*R, P*R divides the device
 count). Baselines: ``data-parallel``, ``megatron`` (tensor parallel inside a node on each
 op's marked dim, data parallel across nodes; layer norms and residual additions replicated
-on the tensor-parallel group, as Megatron-LM does) and ``model-parallel`` (every op whole on one device, layers spread
+on the tensor-parallel group, as Megatron-LM does; optionally cut into pipeline stages) and
+``model-parallel`` (every op whole on one device, layers spread
 over the devices in FLOP-balanced contiguous chunks).
 """
 
@@ -150,24 +151,33 @@ def data_parallel(graph: Graph, cluster: Cluster) -> Strategy:
     return out
 
 
-def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None) -> Strategy:
-    """Tensor parallelism of degree ``tensor`` (default: a node) on each op's marked dim, data parallel on the rest."""
+def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline: int = 1) -> Strategy:
+    """Tensor parallelism of degree ``tensor`` (default: a node) on each op's marked dim, data parallel on the
+    rest; with ``pipeline`` > 1 the layers are cut into that many FLOP-balanced stages, each on its own block
+    of devices (run with micro-batches: ``Simulator(..., microbatches=M)``)."""
     D, t_max = cluster.devices, tensor or cluster.per_node
-    out = []
+    if pipeline < 1 or D % pipeline:
+        raise UsageError(f"pipeline degree {pipeline} does not divide {D} devices")
+    block = D // pipeline
+    total = sum(op.flops for op in graph.ops) or 1.0
+    out, acc = [], 0.0
     for op in graph.ops:
+        stage = min(pipeline - 1, int(pipeline * (acc + op.flops / 2) / total))
+        acc += op.flops
         s = _sample_dim(op)
         want: dict[str, int] = {}
+        replicas = 1
         if op.tp in op.parallel_dims:
-            want[op.tp] = t = _largest_degree(op.dims[op.tp], t_max, D)
+            want[op.tp] = t = _largest_degree(op.dims[op.tp], t_max, block)
             if s:
-                want[s] = _largest_degree(op.dims[s], D // t, D // t)
-        elif s and op.type in REPLICATED_IN_TP and t_max > 1 and D % t_max == 0:
-            want[s] = _largest_degree(op.dims[s], D // t_max, D // t_max)
-            out.append(_config(op, want, D // want[s]))
-            continue
+                want[s] = _largest_degree(op.dims[s], block // t, block // t)
+        elif s and op.type in REPLICATED_IN_TP and t_max > 1 and block % t_max == 0:
+            want[s] = _largest_degree(op.dims[s], block // t_max, block // t_max)
+            replicas = block // want[s]
         elif s:
-            want[s] = _largest_degree(op.dims[s], D, D)
-        out.append(_config(op, want))
+            want[s] = _largest_degree(op.dims[s], block, block)
+        cfg = _config(op, want, replicas)
+        out.append(OpConfig(cfg.degrees, stage * block, replicas))
     return out
 
 
