@@ -16,9 +16,10 @@ import time
 
 import numpy as np
 from autotune.runners.base import Runner
+from autotune.runners.timing import interleaved
 
 from autotune.errors import MissingDependencyError
-from autotune.types import Candidate, Device, Measurement, Status, median
+from autotune.types import Candidate, Device, Measurement, Status
 
 
 def _ort():
@@ -146,31 +147,30 @@ def compare_latency(models: list, rounds: int = 15, threads: int = 1, min_time: 
     """Interleaved end-to-end timing: each round runs every model once. Median and spread (IQR) per model."""
     sessions = [session(m, threads) for m in models]
     feeds = random_feeds(sessions[0])
-    for s in sessions:
-        for _ in range(2):
-            s.run(None, feeds)
-    times = [[] for _ in sessions]
-    for r in range(rounds):
-        order = list(enumerate(sessions))
-        for i, s in (order if r % 2 == 0 else order[::-1]):  # alternate who runs first
+
+    def timer(s):
+        def run() -> float:
             t0 = time.perf_counter()
             s.run(None, feeds)
-            times[i].append(time.perf_counter() - t0)
-    out = []
-    for ts in times:
-        q1, q3 = np.percentile(ts, [25, 75])
-        out.append({"median_s": median(ts), "iqr_s": float(q3 - q1), "min_s": min(ts), "times": ts})
-    return out
+            return time.perf_counter() - t0
+        return run
+
+    return interleaved([timer(s) for s in sessions], rounds)
 
 
 def max_errors(ref_model, new_model, trials: int = 3) -> dict:
     """Largest absolute and relative output difference over ``trials`` random inputs."""
     a, b = session(ref_model, level="none"), session(new_model, level="none")
+    pairs = (pair for seed in range(trials) for feeds in [random_feeds(a, seed)]
+             for pair in zip(a.run(None, feeds), b.run(None, feeds)))
+    return {**output_errors(pairs), "trials": trials}
+
+
+def output_errors(pairs) -> dict:
+    """Largest absolute and relative difference over (reference, new) output arrays."""
     abs_err = rel_err = 0.0
-    for seed in range(trials):
-        feeds = random_feeds(a, seed)
-        for x, y in zip(a.run(None, feeds), b.run(None, feeds)):
-            d = float(np.abs(x - y).max())
-            abs_err = max(abs_err, d)
-            rel_err = max(rel_err, d / (float(np.abs(x).max()) + 1e-12))
-    return {"max_abs_error": abs_err, "max_rel_error": rel_err, "trials": trials}
+    for x, y in pairs:
+        d = float(np.abs(x - y).max())
+        abs_err = max(abs_err, d)
+        rel_err = max(rel_err, d / (float(np.abs(x).max()) + 1e-12))
+    return {"max_abs_error": abs_err, "max_rel_error": rel_err}

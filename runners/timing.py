@@ -7,6 +7,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
+from autotune.types import median
+
 
 @dataclass(frozen=True)
 class Protocol:
@@ -49,3 +53,21 @@ def time_calls(call: Callable[[], object], protocol: Protocol) -> list[float]:
         return time.perf_counter() - t0
 
     return repeat(timed, protocol)
+
+
+def interleaved(timed: list[Callable[[], float]], rounds: int, warmup: int = 2) -> list[dict]:
+    """Compare several callables (each runs once and returns its seconds): warm each up, then in every
+    round run each once, alternating who goes first. Median, spread (IQR), minimum and every time per callable."""
+    for t in timed:
+        for _ in range(warmup):
+            t()
+    times: list[list[float]] = [[] for _ in timed]
+    for r in range(rounds):
+        order = list(enumerate(timed))
+        for i, t in (order if r % 2 == 0 else order[::-1]):
+            times[i].append(t())
+    out = []
+    for ts in times:
+        q1, q3 = np.percentile(ts, [25, 75])
+        out.append({"median_s": median(ts), "iqr_s": float(q3 - q1), "min_s": min(ts), "times": ts})
+    return out

@@ -20,7 +20,8 @@ import time
 
 import numpy as np
 from autotune.runners.base import Runner
-from autotune.runners.timing import Protocol, repeat
+from autotune.runners.onnx_ops import output_errors
+from autotune.runners.timing import Protocol, interleaved, repeat
 
 from autotune.errors import MissingDependencyError, UsageError
 from autotune.types import Candidate, Device, Measurement, Status, median
@@ -304,21 +305,8 @@ def compare_latency(models: list, rounds: int = 15, device: str = "cuda") -> lis
     dev = resolve_device(device)
     graphs = [TorchGraph(m, dev) for m in models]
     feeds = graphs[0].feeds()
-    times = [[] for _ in graphs]
     with _running(torch):
-        timers = [_timer(torch, lambda g=g: g(feeds), dev) for g in graphs]
-        for t in timers:
-            for _ in range(2):
-                t()
-        for r in range(rounds):
-            order = list(enumerate(timers))
-            for i, t in (order if r % 2 == 0 else order[::-1]):  # alternate who runs first
-                times[i].append(t())
-    out = []
-    for ts in times:
-        q1, q3 = np.percentile(ts, [25, 75])
-        out.append({"median_s": median(ts), "iqr_s": float(q3 - q1), "min_s": min(ts), "times": ts})
-    return out
+        return interleaved([_timer(torch, lambda g=g: g(feeds), dev) for g in graphs], rounds)
 
 
 def max_errors(ref_model, new_model, trials: int = 3, device: str = "cuda") -> dict:
@@ -326,13 +314,7 @@ def max_errors(ref_model, new_model, trials: int = 3, device: str = "cuda") -> d
     torch = _torch()
     dev = resolve_device(device)
     a, b = TorchGraph(ref_model, dev), TorchGraph(new_model, dev)
-    abs_err = rel_err = 0.0
     with _running(torch):
-        for seed in range(trials):
-            feeds = a.feeds(seed)
-            for x, y in zip(a(feeds), b(feeds)):
-                x, y = x.double().cpu().numpy(), y.double().cpu().numpy()
-                d = float(np.abs(x - y).max())
-                abs_err = max(abs_err, d)
-                rel_err = max(rel_err, d / (float(np.abs(x).max()) + 1e-12))
-    return {"max_abs_error": abs_err, "max_rel_error": rel_err, "trials": trials}
+        pairs = [(x.double().cpu().numpy(), y.double().cpu().numpy())
+                 for seed in range(trials) for feeds in [a.feeds(seed)] for x, y in zip(a(feeds), b(feeds))]
+    return {**output_errors(pairs), "trials": trials}

@@ -131,8 +131,8 @@ def _largest_degree(size: int, limit: int, devices: int) -> int:
     return max(k for k in _divisors(math.gcd(size, limit)) if devices % k == 0)
 
 
-def _config(op: Op, want: dict[str, int], replicas: int = 1) -> OpConfig:
-    return OpConfig(tuple(want.get(d, 1) for d in op.parallel_dims), 0, replicas)
+def _config(op: Op, want: dict[str, int], replicas: int = 1, start: int = 0) -> OpConfig:
+    return OpConfig(tuple(want.get(d, 1) for d in op.parallel_dims), start, replicas)
 
 
 REPLICATED_IN_TP = ("layernorm", "add")  # Megatron-LM (2021) runs these whole on every tensor-parallel rank
@@ -176,8 +176,7 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
             replicas = block // want[s]
         elif s:
             want[s] = _largest_degree(op.dims[s], block, block)
-        cfg = _config(op, want, replicas)
-        out.append(OpConfig(cfg.degrees, stage * block, replicas))
+        out.append(_config(op, want, replicas, stage * block))
     return out
 
 
