@@ -1,10 +1,11 @@
 """Generated code compiles: every knob value of every C template (gcc), and CUDA templates to cubin (nvcc, no GPU needed)."""
 
+import platform
 import shutil
 
 import numpy as np
 import pytest
-from autotune.runners.c import CRunner
+from autotune.runners.c import DEFAULT_FLAGS, CRunner
 from autotune.search_spaces.kernels import TEMPLATES, kernel_problem
 
 SHAPES = {"gemm": "100,130,70", "conv2d": "2,64,11,70,20,3,3,stride=1,pad=1", "softmax": "5,130"}
@@ -27,18 +28,58 @@ def covering_configs(space, samples=400, seed=0):
     return chosen, todo
 
 
+# Simulated hosts: knob values that depend on the CPU are derived from these properties, and the
+# generated code is compiled for the matching x86-64 level, so every host kind is checked whatever
+# the machine running the tests has.
+SIMULATED_HOSTS = {
+    "avx512": ({"cores": 8, "avx2": True, "avx512": True, "l1d_bytes": 48 * 1024, "l2_bytes": 2 << 20},
+               "-march=x86-64-v4"),
+    "avx2": ({"cores": 4, "avx2": True, "avx512": False, "l1d_bytes": 32 * 1024, "l2_bytes": 1 << 20},
+             "-march=x86-64-v3"),
+    "sse-only": ({"cores": 2, "avx2": False, "avx512": False, "l1d_bytes": 32 * 1024, "l2_bytes": 256 << 10},
+                 "-march=x86-64"),
+}
+x86_only = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
+                              reason="simulated x86-64 hosts are compiled with x86-64 -march levels")
+
+
+def compile_all(template, configs, flags):
+    runner = CRunner(template, flags=flags)
+    try:
+        builds = list(runner._pool.map(runner.build, [c.payload for c in configs]))
+        return [(c.payload, err[:500]) for c, (so, err, _) in zip(configs, builds) if so is None]
+    finally:
+        runner.close()
+
+
+@x86_only
+@pytest.mark.parametrize("host", list(SIMULATED_HOSTS))
 @pytest.mark.parametrize("name", list(TEMPLATES))
-def test_every_c_knob_value_compiles(name):
+def test_every_c_knob_value_compiles_on_each_host_kind(name, host):
+    props, march = SIMULATED_HOSTS[host]
+    space, t = kernel_problem(name, SHAPES[name], "cpu", props)
+    configs, uncovered = covering_configs(space)
+    assert not uncovered, f"no valid point on a {host} host uses {sorted(uncovered)}"
+    flags = tuple(march if f == "-march=native" else f for f in DEFAULT_FLAGS)
+    assert not compile_all(t, configs, flags)
+
+
+def test_gemm_register_tiles_follow_the_host():
+    """AVX-512's 32 vector registers allow 4 vectors per row; AVX2 and SSE's 16 do not."""
+    spaces = {h: kernel_problem("gemm", "64,64,64", "cpu", p)[0] for h, (p, _) in SIMULATED_HOSTS.items()}
+    knob = {h: dict(zip(s.names, s.values)) for h, s in spaces.items()}
+    assert knob["avx512"]["NV"] == [1, 2, 3, 4] and knob["avx512"]["VW"] == [4, 8, 16]
+    assert knob["avx2"]["NV"] == [1, 2, 3] and knob["avx2"]["VW"] == [4, 8]
+    assert knob["sse-only"]["NV"] == [1, 2, 3] and knob["sse-only"]["VW"] == [4]
+    assert knob["sse-only"]["simd"] == ["vecext"]
+
+
+@pytest.mark.parametrize("name", list(TEMPLATES))
+def test_every_c_knob_value_compiles_on_this_host(name):
     space, t = kernel_problem(name, SHAPES[name], "cpu")
     configs, uncovered = covering_configs(space)
     assert not uncovered, f"no sampled point uses {sorted(uncovered)}"
-    runner = CRunner(t)
-    try:
-        builds = list(runner._pool.map(runner.build, [c.payload for c in configs]))
-        failed = [(c.payload, err[:500]) for c, (so, err, _) in zip(configs, builds) if so is None]
-        assert not failed
-    finally:
-        runner.close()
+    assert not compile_all(t, configs, DEFAULT_FLAGS)
 
 
 @needs_nvcc

@@ -48,10 +48,16 @@ class Gemm(KernelTemplate):
         regs = 32 if p.get("avx512") else 16
         cores = int(p.get("cores", 1))
         threads = [self.threads] if self.threads else sorted({1, *range(2, cores + 1, max(1, cores // 4))} | {cores})
+        # Register-tile knobs are derived from the host's vector register count, so every listed
+        # value fits the register file with at least one partner value (16 registers on AVX2 and
+        # SSE leave NV <= 3; AVX-512's 32 allow NV = 4).
+        fits = lambda mr, nv: mr * nv + nv + 1 <= regs  # noqa: E731
+        mrs = [m for m in (4, 6, 8, 12, 14) if fits(m, 1)]
+        nvs = [n for n in (1, 2, 3, 4) if fits(min(mrs), n)]
         knobs = {
             "VW": vws,                                   # floats per vector register
-            "NV": [1, 2, 3, 4],                          # vectors per micro-tile row: NR = NV * VW
-            "MR": [4, 6, 8, 12, 14],                     # micro-tile rows
+            "NV": nvs,                                   # vectors per micro-tile row: NR = NV * VW
+            "MR": mrs,                                   # micro-tile rows
             "KC": [64, 128, 192, 256, 384, 512],         # shared-dimension cache block (B panel in L1)
             "MC": [32, 48, 64, 96, 128, 192, 256],       # rows of A per cache block (in L2)
             "NC": [256, 512, 1024, 2048, 4096],          # columns of B per cache block (in L3)
