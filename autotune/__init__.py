@@ -22,7 +22,7 @@ _LAZY = {
     "KnobSpace": "autotune.search_spaces.knobs",
     "ReplaySpace": "autotune.search_spaces.replay",
     "ReplayRunner": "autotune.runners.replay",
-    "make_algorithm": "autotune.registry",
+    "make_algorithm": "autotune.algorithms.registry",
     "best_config": "autotune.transfer.dispatch",
 }
 

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from autotune.algorithms.base import SearchAlgorithm
 from autotune.db.database import Database, worker_id
 from autotune.errors import UsageError
-from autotune.registry import make_algorithm
+from autotune.algorithms.registry import make_algorithm
 from autotune.runners.base import Runner
 from autotune.search_spaces.base import Space
 from autotune.types import Device, Measurement, Task

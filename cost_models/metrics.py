@@ -44,3 +44,13 @@ def quality(costs: np.ndarray, scores: np.ndarray, k: int = 10) -> dict:
 
     return {"spearman": clean(spearman(costs, scores)), "top_k_recall": clean(top_k_recall(costs, scores, k)),
             "k": min(k, len(costs)), "n": len(costs)}
+
+
+def rank_correlation(x, y) -> float:
+    """Spearman rank correlation (ties get their average rank); nan when either side is constant."""
+    import pandas as pd
+
+    rx, ry = pd.Series(np.asarray(x, dtype=float)).rank().to_numpy(), pd.Series(np.asarray(y, dtype=float)).rank().to_numpy()
+    if np.ptp(rx) == 0 or np.ptp(ry) == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])

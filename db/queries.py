@@ -133,7 +133,7 @@ def cost_models(db: Database, task: str | None = None, device: str | None = None
 
 def load_cost_model(db: Database, model_id: int | None = None, campaign: str | None = None):
     """A stored model (by id, or a campaign's latest) loaded with its class; returns (model, task, info)."""
-    from autotune.registry import cost_model_class
+    from autotune.cost_models.registry import cost_model_class
     from autotune.types import Task
 
     if (model_id is None) == (campaign is None):

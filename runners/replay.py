@@ -17,8 +17,8 @@ MS = 1e-3
 
 
 def replay_device(cache: KTCache) -> Device:
-    """The recorded GPU, with its known properties (autotune.transfer.gpus) where the name is known."""
-    from autotune.transfer.gpus import gpu_properties
+    """The recorded GPU, with its known properties (autotune.gpus) where the name is known."""
+    from autotune.gpus import gpu_properties
 
     return Device(cache.device_name, "cuda", {"source": "kernel_tuner_cache", **gpu_properties(cache.device_name)})
 

@@ -18,7 +18,8 @@ import sys
 import time
 from collections import Counter
 
-from autotune.search_spaces.graphs import model_zoo, onnx_io, optimizer
+from autotune.drivers import graph as optimizer
+from autotune.search_spaces.graphs import model_zoo, onnx_io
 
 from autotune.errors import AutotuneError
 

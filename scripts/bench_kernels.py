@@ -27,7 +27,7 @@ from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels import kernel_problem
 
 from autotune.campaign import Campaign
-from autotune.registry import make_algorithm
+from autotune.algorithms.registry import make_algorithm
 
 NUMPY_TIMER = r"""
 import json, sys, time

@@ -19,7 +19,7 @@ import json
 import time
 
 from autotune.search_spaces.parallel.clusters import get_cluster
-from autotune.search_spaces.parallel.search import parallelize
+from autotune.drivers.parallel import parallelize
 
 PUBLISHED = {("unity", "dlrm"): 3.6, ("unity", "mlp-unity"): 2.0, ("unity", "inception-v3"): 1.3}
 CASES = [  # (paper, model, cluster, per-device batch)
@@ -50,7 +50,7 @@ def delta_speed(model, cluster, per_dev, proposals=30, seed=0):
     """Seconds per simulation: a fresh simulator (every task cost computed) vs delta (one op changed)."""
     import numpy as np
     from autotune.search_spaces.parallel.models import get_model
-    from autotune.search_spaces.parallel.simulator import Simulator
+    from autotune.runners.simulator.engine import Simulator
     from autotune.search_spaces.parallel.space import StrategySpace
 
     cl = get_cluster(cluster)

@@ -34,7 +34,7 @@ from autotune.search_spaces.replay import KTCache, ReplaySpace
 from bench_peers import kt_available, run_kt, run_optuna_direct
 
 from autotune.algorithms.model_guided import make_guided
-from autotune.registry import make_algorithm
+from autotune.algorithms.registry import make_algorithm
 
 DEFAULT_ALGORITHM = "evolutionary+xgb"
 DEFAULT_CACHES = "/work/shared/datasets/replay/*/*.json.gz"

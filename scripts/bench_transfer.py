@@ -33,8 +33,8 @@ from autotune.runners.replay import ReplayRunner, record_measurement, replay_dev
 from autotune.search_spaces.replay import KTCache, ReplaySpace, cache_label
 
 from autotune.algorithms.model_guided import ModelGuided
-from autotune.registry import make_algorithm
-from autotune.transfer.warm_start import SourceData, WarmStart
+from autotune.algorithms.registry import make_algorithm
+from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.types import Candidate
 
 REPLAY_DIR = Path(os.environ.get("AUTOTUNE_REPLAY_DIR", "/work/shared/datasets/replay"))

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from autotune.search_spaces.parallel.clusters import get_cluster
 from autotune.search_spaces.parallel.models import transformer
-from autotune.search_spaces.parallel.simulator import Simulator
+from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel.strategy import megatron
 
 # (params B, heads, hidden, layers, t, p, GPUs, batch, published TFLOP/s per GPU) - Table 1 of arXiv:2104.04473

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from autotune.errors import UsageError
-from autotune.registry import make_algorithm
+from autotune.algorithms.registry import make_algorithm
 from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
 

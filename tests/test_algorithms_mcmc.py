@@ -2,7 +2,7 @@ import math
 
 import numpy as np
 
-from autotune.registry import make_algorithm
+from autotune.algorithms.registry import make_algorithm
 from autotune.testing.algorithms import AlgorithmConformance, drive
 from autotune.testing.fakes import FakeRunner, small_knob_space
 from autotune.types import Measurement, Status

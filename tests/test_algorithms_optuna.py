@@ -5,7 +5,7 @@ import pytest
 from autotune.search_spaces.base import Space
 
 from autotune.errors import MissingDependencyError, UsageError
-from autotune.registry import make_algorithm
+from autotune.algorithms.registry import make_algorithm
 from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
 from autotune.types import Candidate

@@ -1,4 +1,4 @@
-from autotune.registry import make_algorithm
+from autotune.algorithms.registry import make_algorithm
 from autotune.testing.algorithms import AlgorithmConformance
 
 

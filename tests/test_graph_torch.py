@@ -42,7 +42,7 @@ def test_device_cuda_without_gpu_exits_2_with_one_sentence(tmp_path):
 
 
 def test_missing_torch_names_the_extra(monkeypatch):
-    from autotune.search_spaces.graphs import optimizer
+    from autotune.drivers import graph as optimizer
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
     with pytest.raises(MissingDependencyError, match=r"autotune\[torch\]"):
         optimizer.check_device("cuda")

@@ -7,7 +7,8 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 from autotune.runners.onnx_ops import OnnxOpRunner, op_spec
-from autotune.search_spaces.graphs import model_zoo, onnx_io, optimizer
+from autotune.drivers import graph as optimizer
+from autotune.search_spaces.graphs import model_zoo, onnx_io
 from autotune.search_spaces.graphs.cost import OpCostCache, OpCostModel
 from autotune.search_spaces.graphs.space import GraphSpace
 

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from autotune.cli.main import app
-from autotune.cli.tune_kernel import tune_kernel
+from autotune.drivers.kernel import tune_template
 
 cli = CliRunner()
 KEYS = {"campaign", "task", "device", "trials", "best_cost", "best_config", "simulated_s", "wall_s",
@@ -54,7 +54,7 @@ def test_bad_input_exits_2_with_one_sentence(url, args, word):
 
 
 def test_python_entry_point_tunes_gemm(url):
-    result, template, extra = tune_kernel("gemm", "48,40,24", "cpu", trials=4, batch=4, db=url, threads=1)
+    result, template, extra = tune_template("gemm", "48,40,24", "cpu", trials=4, batch=4, db=url, threads=1)
     assert result.trials == 4 and result.best is not None
     assert extra["gflops"] > 0 and extra["default_cost"] > 0
     assert "void kernel(" in template.source(result.best.candidate.payload)

@@ -81,7 +81,7 @@ def test_full_matrix(model, cluster):
 
 def test_measured_db_overrides(tmp_path):
     from autotune.db import open_database
-    from autotune.search_spaces.parallel.calibration import record
+    from autotune.db.calibration import record
 
     from autotune.types import Device
 

@@ -6,7 +6,7 @@ onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install 'a
 
 from autotune.search_spaces.graphs import model_zoo
 from autotune.search_spaces.parallel.models import get_model
-from autotune.search_spaces.parallel.search import parallelize
+from autotune.drivers.parallel import parallelize
 
 
 @pytest.fixture(scope="module")

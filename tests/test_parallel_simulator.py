@@ -7,7 +7,7 @@ import pytest
 from autotune.runners.simulator import SimulatorRunner
 from autotune.search_spaces.parallel.clusters import Cluster, DeviceSpec
 from autotune.search_spaces.parallel.graph import Builder
-from autotune.search_spaces.parallel.simulator import Simulator
+from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel.space import StrategySpace
 from autotune.search_spaces.parallel.strategy import OpConfig, data_parallel, model_parallel
 
@@ -163,7 +163,8 @@ class TestSimulatorRunner(RunnerConformance):
 
 def test_measurements_from_the_database_override_the_cluster(tmp_path):
     from autotune.db import open_database
-    from autotune.search_spaces.parallel.calibration import calibrated, record
+    from autotune.db.calibration import measured, record
+    from autotune.runners.simulator.calibration import calibrated
 
     from autotune.types import Device
 
@@ -173,7 +174,7 @@ def test_measurements_from_the_database_override_the_cluster(tmp_path):
         dev = Device("toy accelerator", "cuda", {})
         record(db, dev, {key: 1e-3, key + "#bwd": 3e-3}, [("allreduce", 4, 1e3, 1e-4), ("allreduce", 4, 1e5, 1e-2)])
         record(db, Device("other", "cuda", {}), {key: 1.0})  # another device kind: ignored
-        cl = calibrated(cluster(), db)
+        cl = calibrated(cluster(), *measured(db, cluster().device.name))
     finally:
         db.close()
     assert cl.op_times == {key: 1e-3, key + "#bwd": 3e-3} and len(cl.collectives) == 2
@@ -184,7 +185,7 @@ def test_measurements_from_the_database_override_the_cluster(tmp_path):
 
 
 def test_small_gemms_lose_efficiency_by_wave_and_reduction_length():
-    from autotune.search_spaces.parallel.costs import gemm_efficiency
+    from autotune.runners.simulator.costs import gemm_efficiency
 
     dev = DeviceSpec("toy", PEAK, PEAK, 1e12, math.inf, sm_count=4, gemm_k_half=64)
     # 5 tiles of 128x128 on 4 multiprocessors: two waves, the second one quarter full

@@ -7,7 +7,7 @@ import pytest
 from autotune.search_spaces.parallel import strategy as st
 from autotune.search_spaces.parallel.clusters import get_cluster
 from autotune.search_spaces.parallel.models import MODELS, get_model
-from autotune.search_spaces.parallel.search import parallelize
+from autotune.drivers.parallel import parallelize
 from autotune.search_spaces.parallel.space import StrategySpace
 
 from autotune.errors import MissingDependencyError, UsageError

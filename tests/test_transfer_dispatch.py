@@ -15,7 +15,7 @@ from autotune.search_spaces.replay import KTCache
 import autotune
 from autotune.errors import UsageError
 from autotune.transfer.dispatch import best_config
-from autotune.transfer.gpus import gpu_properties
+from autotune.gpus import gpu_properties
 from autotune.transfer.similarity import measured_similarity, property_similarity, rank_similar
 from autotune.types import Candidate, Device, Measurement, Status
 
@@ -118,7 +118,7 @@ def test_measurements_of_the_target_override_properties(tmp_path, db):
     db.add_trials(task, dev, [record_measurement(cache, Candidate(cache.config(v)), r) for v, r in worst])
     res = best_config(task, dev, db=db)
     assert res.source == "measured"  # it has measurements: its own best
-    from autotune.transfer import store
+    from autotune.db import transfer as store
 
     trials = store.task_trials(db, task)
     others = [d for d, _ in trials.values() if d.key != dev.key]

@@ -8,8 +8,8 @@ import pytest
 from autotune.algorithms.random_search import RandomSearch
 from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
-from autotune.transfer.prior import SourcePrior, TransferModel, agreement
-from autotune.transfer.warm_start import SourceData, WarmStart
+from autotune.cost_models.prior import SourcePrior, TransferModel, agreement
+from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.types import Device, Measurement, Status
 
 SRC = Device("source-gpu", "cuda", {})
@@ -126,7 +126,7 @@ def test_auto_sources_skip_other_vendors_and_named_sources_must_exist(tmp_path):
 
 
 def test_pooled_model_drops_a_misleading_source():
-    from autotune.transfer.pooled import PooledModel
+    from autotune.cost_models.pooled import PooledModel
 
     space = small_knob_space()
     pts = list(space.enumerate())

@@ -33,7 +33,7 @@ class AUCBandit(SearchAlgorithm):
     }
 
     def setup(self) -> None:
-        from autotune.registry import make_algorithm
+        from autotune.algorithms.registry import make_algorithm
 
         names = [n.strip() for n in str(self.config["algorithms"]).split(",") if n.strip()]
         if not names or "bandit" in names or len(set(names)) != len(names):

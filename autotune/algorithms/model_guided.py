@@ -266,7 +266,7 @@ def make_guided(algorithm_name: str, cost_model_name: str = "xgb", cost_model_op
                 **options) -> ModelGuided:
     """``ModelGuided`` around the registered algorithm ``algorithm_name``: options that ModelGuided
     declares go to it, the others to the inner algorithm; ``cost_model_options`` to the model."""
-    from autotune.registry import cost_model_class, make_algorithm
+    from autotune.algorithms.registry import cost_model_class, make_algorithm
 
     guided = {k: v for k, v in options.items() if k in ModelGuided.options}
     inner = make_algorithm(algorithm_name, **{k: v for k, v in options.items() if k not in guided})

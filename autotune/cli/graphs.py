@@ -26,7 +26,8 @@ def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str 
                    max_measure: int = 400) -> dict:
     """Optimize an ONNX model; op costs are logged to the database ``db`` (URL) unless a JSON ``op_cache`` is named.
     ``device``: cpu (onnxruntime), cuda (torch on the GPU) or torch-cpu (the torch path on the CPU, for tests)."""
-    from autotune.search_spaces.graphs import onnx_io, optimizer
+    from autotune.drivers import graph as optimizer
+    from autotune.search_spaces.graphs import onnx_io
     optimizer.check_device(device)
     import onnx
 

@@ -59,17 +59,19 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             raise UsageError("--model and --cluster are required (see --list)")
         if budget < 0:
             raise UsageError(f"--budget must be >= 0, got {budget}")
-        from autotune.search_spaces.parallel.search import parallelize
+        from autotune.drivers.parallel import parallelize
 
         target = cluster
         if measured_db:
             from autotune.db import open_database
-            from autotune.search_spaces.parallel.calibration import calibrated
+            from autotune.db.calibration import measured
+            from autotune.runners.simulator.calibration import calibrated
             from autotune.search_spaces.parallel.clusters import get_cluster
 
             mdb = open_database(measured_db, create=False)
             try:
-                target = calibrated(get_cluster(cluster), mdb, measured_device)
+                base = get_cluster(cluster)
+                target = calibrated(base, *measured(mdb, measured_device or base.device.name))
             finally:
                 mdb.close()
         database = open_db(db)

@@ -87,7 +87,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         import pandas as pd
 
         from autotune.errors import MissingDependencyError
-        from autotune.registry import ALGORITHMS, algorithm_class
+        from autotune.algorithms.registry import ALGORITHMS, algorithm_class
 
         rows = []
         for name in sorted(ALGORITHMS):

@@ -21,7 +21,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         """List devices with their properties, or the devices most similar to one."""
         import pandas as pd
 
-        from autotune.transfer import store
+        from autotune.db import transfer as store
         from autotune.transfer.dispatch import as_device
         from autotune.transfer.similarity import rank_similar
 
@@ -101,7 +101,7 @@ def _best_shared_task(database, target):
     from sqlalchemy import select
 
     from autotune.db.models import DeviceRow, TaskRow, TrialRow
-    from autotune.transfer import store
+    from autotune.db import transfer as store
 
     with database.session() as s:
         tasks = s.execute(select(TaskRow).join(TrialRow, TrialRow.task_id == TaskRow.id)

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, report
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
+from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, report
 
 CacheOption = Annotated[str, typer.Option("--cache", help="Kernel Tuner cache file (.json/.json.gz), or example:pnpoly-rtx3090 (bundled)")]
 AlgorithmOption = Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (see `autotune algorithms`)")]
@@ -18,8 +19,6 @@ BatchOption = Annotated[int, typer.Option("--batch", help="Candidates asked for 
 CampaignOption = Annotated[str | None, typer.Option("--campaign", help="Campaign name; an existing name resumes it (default: derived from the inputs)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of standard output")]
 CostModelOption = Annotated[str | None, typer.Option("--cost-model", help="Guide the algorithm with a cost model (xgb, the default): it searches the model's predictions and only the most promising candidates are measured; none turns it off")]
-# the default search, chosen from scripts/bench_search.py (README, Search algorithms)
-DEFAULT_ALGORITHM, DEFAULT_COST_MODEL = "evolutionary", "xgb"
 TransferOption = Annotated[str | None, typer.Option("--transfer-from", help="Warm-start from other devices' measurements of this task in the database: DEVICE[,DEVICE...] or auto (the most similar)")]
 TransferTopOption = Annotated[int, typer.Option("--transfer-top", help="With --transfer-from: the sources' best configurations measured first")]
 ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")]
@@ -45,29 +44,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         transfer_top: TransferTopOption = 8,
     ) -> None:
         """Tune a recorded space: measurements are answered from the cache and charged to a simulated clock."""
-        from autotune.campaign import Campaign
-        from autotune.registry import make_search
-        from autotune.runners.replay import ReplayRunner
-        from autotune.search_spaces.replay import ReplaySpace, cache_label
+        from autotune.drivers.replay import tune_replay as run
 
-        algo = make_search(algorithm, cost_model)  # validates the names before anything is written
-        if trials is None and time_budget is None and simulated_budget is None:
-            trials = 100
-        space = ReplaySpace(cache)
-        runner = ReplayRunner(space.cache)
-        name = campaign or f"replay-{cache_label(cache)}-{algo.name}-seed{seed}"
-        database = open_db(db)
-        if transfer_from:
-            from autotune.transfer.sources import warm_start_search
-
-            warm, sources = warm_start_search(database, space.task, runner.device, algorithm, transfer_from, transfer_top)
-            if warm is not None:
-                algo = warm
-                name = campaign or f"replay-{cache_label(cache)}-{algo.name}-seed{seed}"
-            typer.echo("warm start from: " + (", ".join(s.device.name for s in sources) or "no similar device measured this task; ordinary search"), err=True)
-        try:
-            result = Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget,
-                              simulated_budget=simulated_budget, batch=batch, seed=seed, progress=progress).run()
-        finally:
-            database.close()
-        report(result, json)
+        report(run(cache, algorithm, cost_model, trials, time_budget, simulated_budget, seed, batch, campaign, db,
+                   progress, transfer_from, transfer_top), json)

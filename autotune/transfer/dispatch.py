@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autotune.errors import UsageError
-from autotune.transfer import store
+from autotune.db import transfer as store
 from autotune.transfer.similarity import rank_similar
 from autotune.types import Device, Measurement, Task
 
@@ -40,7 +40,7 @@ def as_device(db, device: Device | str) -> Device:
     found = store.find_device(db, device)
     if found is not None:
         return found
-    from autotune.transfer.gpus import gpu_properties
+    from autotune.gpus import gpu_properties
 
     props = gpu_properties(device)
     return Device(device, "cuda" if props else "unknown", props)

@@ -19,7 +19,7 @@ import re
 import numpy as np
 
 from autotune.errors import UsageError
-from autotune.transfer import store
+from autotune.db import transfer as store
 from autotune.transfer.dispatch import _best, as_device, consensus
 from autotune.types import Task
 

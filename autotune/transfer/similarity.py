@@ -15,45 +15,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autotune.cost_models.metrics import rank_correlation
+from autotune.gpus import device_properties
 from autotune.types import Device, Measurement
-
-
-def spearman(x, y) -> float:
-    """Spearman rank correlation (ties get their average rank); nan when either side is constant."""
-    import pandas as pd
-
-    rx, ry = pd.Series(np.asarray(x, dtype=float)).rank().to_numpy(), pd.Series(np.asarray(y, dtype=float)).rank().to_numpy()
-    if np.ptp(rx) == 0 or np.ptp(ry) == 0:
-        return float("nan")
-    return float(np.corrcoef(rx, ry)[0, 1])
 
 
 NUMERIC = ("sm_count", "memory_bandwidth_gbs", "boost_clock_mhz", "l2_kib", "fp32_tflops")
 
 
-def _props(d: Device) -> dict:
-    props = dict(d.properties or {})
-    # the keys runners/cuda.py probes (sms, cc, clock_khz) in this module's names
-    if "sms" in props and "sm_count" not in props:
-        props["sm_count"] = props["sms"]
-    cc = props.get("cc")
-    if isinstance(cc, (list, tuple)) and len(cc) == 2 and "compute_capability" not in props:
-        props["compute_capability"] = f"{cc[0]}.{cc[1]}"
-    if isinstance(props.get("clock_khz"), (int, float)) and "boost_clock_mhz" not in props:
-        props["boost_clock_mhz"] = props["clock_khz"] / 1000.0
-    if isinstance(props.get("l2_bytes"), (int, float)) and "l2_kib" not in props:
-        props["l2_kib"] = props["l2_bytes"] / 1024.0
-    if "architecture" not in props and d.kind == "cuda":  # a device row from before the GPU table
-        from autotune.transfer.gpus import gpu_properties
-
-        props = {**gpu_properties(d.name), **props}
-    return props
-
-
 def property_similarity(a: Device, b: Device) -> tuple[float, list[str]]:
     if a.kind != b.kind:
         return 0.0, [f"different kinds ({a.kind} vs {b.kind})"]
-    pa, pb = _props(a), _props(b)
+    pa, pb = device_properties(a), device_properties(b)
     why: list[str] = []
     va, vb = pa.get("vendor"), pb.get("vendor")
     if va and vb and va != vb:
@@ -93,7 +66,7 @@ def measured_similarity(a: list[Measurement], b: list[Measurement], min_common: 
         v[~np.isfinite(v)] = (fin.max() * 10 if len(fin) else 1.0)
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return None, len(common)
-    return spearman(x, y), len(common)
+    return rank_correlation(x, y), len(common)
 
 
 @dataclass

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from autotune.errors import UsageError
-from autotune.transfer import store
+from autotune.db import transfer as store
 from autotune.transfer.similarity import rank_similar
-from autotune.transfer.warm_start import SourceData, WarmStart
+from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.types import Device, Task
 
 
@@ -36,7 +36,7 @@ def warm_start_search(db, task: Task, target: Device, algorithm: str, spec: str,
                       **options) -> tuple[WarmStart | None, list[SourceData]]:
     """A WarmStart around the registered ``algorithm`` from the sources ``spec`` names; (None, [])
     for ``auto`` when no device qualifies (the caller runs its ordinary search)."""
-    from autotune.registry import make_algorithm
+    from autotune.algorithms.registry import make_algorithm
 
     sources = choose_sources(db, task, target, spec)
     if not sources:

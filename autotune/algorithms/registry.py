@@ -1,15 +1,15 @@
-"""Lazy registries: algorithms (and later cost models) looked up by name.
+"""Search algorithms by name (``--algorithm NAME``), loaded on first use; model guidance by cost-model name.
 
-A registry entry is a "module:Class" string, imported only when asked for, so a
+An entry is a "module:Class" string (autotune.lazy), imported only when asked for, so a
 missing optional dependency affects only the entry that needs it.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from autotune.errors import MissingDependencyError, UsageError
+from autotune.cost_models.registry import COST_MODELS, cost_model_class
+from autotune.lazy import load
 
 ALGORITHMS: dict[str, str] = {
     "random": "autotune.algorithms.random_search:RandomSearch",
@@ -23,29 +23,14 @@ ALGORITHMS: dict[str, str] = {
     "bandit": "autotune.algorithms.bandit:AUCBandit",
 }
 
-COST_MODELS: dict[str, str] = {
-    "xgb": "autotune.cost_models.xgb:XGBCostModel",
-}
+# the default search of the tuning commands, chosen from scripts/bench_search.py (docs/benchmarks.md)
+DEFAULT_ALGORITHM, DEFAULT_COST_MODEL = "evolutionary", "xgb"
 
-# which pip extra provides a module that an entry imports
-EXTRAS = {"pycuda": "cuda", "psycopg": "postgres", "kernel_tuner": "bench", "onnx": "graphs", "onnxruntime": "graphs"}
-
-
-def _load(registry: dict[str, str], kind: str, name: str) -> Any:
-    if name not in registry:
-        raise UsageError(f"unknown {kind} {name!r}; valid: {', '.join(sorted(registry))}")
-    module, _, attr = registry[name].partition(":")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except ImportError as exc:
-        missing = (exc.name or "").split(".")[0]
-        extra = EXTRAS.get(missing)
-        hint = f"; install it with pip install 'autotune[{extra}]'" if extra else ""
-        raise MissingDependencyError(f"{kind} {name!r} needs the package {missing!r}{hint}") from exc
+__all__ = ["DEFAULT_ALGORITHM", "DEFAULT_COST_MODEL", "ALGORITHMS", "COST_MODELS", "algorithm_class", "cost_model_class", "make_algorithm", "make_search"]
 
 
 def algorithm_class(name: str) -> type:
-    return _load(ALGORITHMS, "algorithm", name)
+    return load(ALGORITHMS, "algorithm", name)
 
 
 def make_algorithm(name: str, **options: Any):
@@ -60,7 +45,3 @@ def make_search(algorithm: str, cost_model: str | None = None, **options: Any):
     from autotune.algorithms.model_guided import make_guided
 
     return make_guided(algorithm, cost_model, **options)
-
-
-def cost_model_class(name: str) -> type:
-    return _load(COST_MODELS, "cost model", name)

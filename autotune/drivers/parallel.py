@@ -24,7 +24,7 @@ from autotune.search_spaces.parallel.space import StrategySpace
 from autotune.campaign import Campaign
 from autotune.db import open_database
 from autotune.errors import UsageError
-from autotune.registry import make_algorithm
+from autotune.algorithms.registry import make_algorithm
 from autotune.types import Measurement
 
 

@@ -25,8 +25,8 @@ import xgboost as xgb
 
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import log_cost
+from autotune.cost_models.metrics import rank_correlation
 from autotune.cost_models.xgb import XGBCostModel
-from autotune.transfer.similarity import spearman
 
 _REG = {"nthread": 1, "objective": "reg:squarederror", "verbosity": 0, "tree_method": "hist"}
 
@@ -83,7 +83,7 @@ def agreement(prior_scores: np.ndarray, y: np.ndarray) -> float:
     speed = np.where(np.isfinite(speed), speed, finite.min() - 1.0)
     if np.ptp(speed) == 0 or np.ptp(prior_scores) == 0:
         return float("nan")
-    return spearman(prior_scores, speed)
+    return rank_correlation(prior_scores, speed)
 
 
 class TransferModel(CostModel):

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from autotune.search_spaces.parallel import costs
+from autotune.runners.simulator import costs
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph
 from autotune.search_spaces.parallel.strategy import OpConfig, Strategy

@@ -11,7 +11,7 @@ import time
 from autotune.runners.base import Runner
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph
-from autotune.search_spaces.parallel.simulator import Simulator
+from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel.space import StrategySpace
 
 from autotune.errors import UsageError

@@ -11,10 +11,10 @@ The modes, measured with scripts/bench_transfer.py (gemm on RTX 3090 / 2080 Ti /
 the 3090, 25 for the TITAN RTX):
 - ``properties`` (default): one pooled XGBoost ranking model over the sources' rows and the
   target's (each device a ranking group, the target weighted as much as all sources) with
-  the device properties as extra features (:class:`~autotune.transfer.pooled.PooledModel`):
+  the device properties as extra features (:class:`~autotune.cost_models.pooled.PooledModel`):
   3090->2080 Ti 22, 2080 Ti->3090 34, TITAN->3090 33, 3090->TITAN 20.
 - ``topk``: the top-k only, then a target-only model: 24, 57, 41, 23.
-- ``feature``: the sources' score (:class:`~autotune.transfer.prior.SourcePrior`) as an extra
+- ``feature``: the sources' score (:class:`~autotune.cost_models.prior.SourcePrior`) as an extra
   feature of the target model: 112 on 3090->2080 Ti (4 seeds, cold 76).
 - ``margin``: XGBoost boosted from the sources' scores (the source's influence decays as target
   data arrives): 326 on 3090->2080 Ti: it keeps the search in the source's favourite region,
@@ -35,7 +35,7 @@ import numpy as np
 
 from autotune.algorithms.base import Option, SearchAlgorithm
 from autotune.algorithms.model_guided import ModelGuided
-from autotune.transfer.prior import SourcePrior, TransferModel
+from autotune.cost_models.prior import SourcePrior, TransferModel
 from autotune.types import Candidate, Device, Measurement
 
 
@@ -102,7 +102,7 @@ class WarmStart(SearchAlgorithm):
                 data.append((X, np.array([m.objective for m in s.measurements])))
             prior = SourcePrior(data, [s.weight for s in usable])
         if self.config["mode"] == "properties" and usable:
-            from autotune.transfer.pooled import PooledModel, device_vector
+            from autotune.cost_models.pooled import PooledModel, device_vector
 
             rows = [(np.asarray(space.features([m.candidate for m in s.measurements]), dtype=float),
                      np.array([m.objective for m in s.measurements]), device_vector(s.device)) for s in usable]
@@ -115,7 +115,7 @@ class WarmStart(SearchAlgorithm):
                                   seed=int(self.rng.integers(2**31)), mode=str(self.config["mode"]))
         self.queue: list[Candidate] = self._top_configs(usable, prior)
         if self.queue:
-            from autotune.transfer.prior import _row_keys
+            from autotune.cost_models.prior import _row_keys
 
             model.exclude = set(_row_keys(np.asarray(space.features(self.queue), dtype=float)))
         self.guided = ModelGuided(self.inner, model, init=max(1, len(self.queue) + int(self.config["init"])), epsilon=float(self.config["epsilon"]),

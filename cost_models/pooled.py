@@ -22,15 +22,15 @@ import xgboost as xgb
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import throughput
 from autotune.cost_models.xgb import XGBCostModel
+from autotune.gpus import device_properties
 from autotune.types import Device
 
 PROPS = ("sm_count", "memory_bandwidth_gbs", "boost_clock_mhz", "l2_kib", "fp32_tflops", "compute_capability")
 
 
 def device_vector(d: Device) -> np.ndarray:
-    from autotune.transfer.similarity import _props
 
-    p = _props(d)
+    p = device_properties(d)
     out = []
     for k in PROPS:
         v = p.get(k)
@@ -82,12 +82,12 @@ class PooledModel(CostModel):
         if self.src_X and int(np.isfinite(y).sum()) >= self.check_after:
             if self._source_only is None:
                 self._source_only = self._train([], [], [])
-            from autotune.transfer.prior import agreement
+            from autotune.cost_models.prior import agreement
 
             self.rho = agreement(self._source_only.inplace_predict(tX.astype(np.float32)), y)
             self.active = not (self.rho < self.min_rho)
         if not self.active:  # the ordinary target-only model, without the sources' probes (see prior.TransferModel)
-            from autotune.transfer.prior import kept_rows
+            from autotune.cost_models.prior import kept_rows
 
             keep = kept_rows(X, self.exclude)
             self.fallback.fit(X[keep], y[keep])

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from autotune.types import Device
+
 KNOWN_GPUS: dict[str, dict] = {
     "RTX 2080 Ti": {"vendor": "NVIDIA", "architecture": "Turing", "compute_capability": "7.5", "sm_count": 68,
                     "memory_bandwidth_gbs": 616.0, "base_clock_mhz": 1350, "boost_clock_mhz": 1545,
@@ -43,3 +45,21 @@ def gpu_properties(name: str) -> dict:
         if _norm(key).replace(" ", "") in squashed:
             return {"model": key, **KNOWN_GPUS[key]}
     return {}
+
+
+def device_properties(d: Device) -> dict:
+    """A device's properties under the names of this table, filled from it for GPUs probed without them."""
+    props = dict(d.properties or {})
+    # the keys runners/cuda.py probes (sms, cc, clock_khz) in this module's names
+    if "sms" in props and "sm_count" not in props:
+        props["sm_count"] = props["sms"]
+    cc = props.get("cc")
+    if isinstance(cc, (list, tuple)) and len(cc) == 2 and "compute_capability" not in props:
+        props["compute_capability"] = f"{cc[0]}.{cc[1]}"
+    if isinstance(props.get("clock_khz"), (int, float)) and "boost_clock_mhz" not in props:
+        props["boost_clock_mhz"] = props["clock_khz"] / 1000.0
+    if isinstance(props.get("l2_bytes"), (int, float)) and "l2_kib" not in props:
+        props["l2_kib"] = props["l2_bytes"] / 1024.0
+    if "architecture" not in props and d.kind == "cuda":  # a device row from before the GPU table
+        props = {**gpu_properties(d.name), **props}
+    return props

@@ -11,10 +11,9 @@ per key is used; collective points are interpolated log-log in bytes.
 
 from __future__ import annotations
 
-import copy
-
-from autotune.search_spaces.parallel.clusters import Cluster
 from sqlalchemy import and_, func, select
+
+from autotune.db.models import DeviceRow, TaskRow, TrialRow
 
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
@@ -44,8 +43,6 @@ def _cand(key: str) -> Candidate:
 
 def measured(db, device_name: str) -> tuple[dict[str, float], list[tuple[str, int, float, float]]]:
     """(op_times, collectives) measured on devices whose name contains ``device_name``."""
-    from autotune.db.models import DeviceRow, TaskRow, TrialRow
-
     q = (select(TaskRow.kind, TaskRow.name, TaskRow.params, func.min(TrialRow.cost))
          .join(TrialRow, TrialRow.task_id == TaskRow.id).join(DeviceRow, DeviceRow.id == TrialRow.device_id)
          .where(and_(TaskRow.kind.in_(("parallel-op", "collective")), TrialRow.status == Status.OK.value,
@@ -61,12 +58,3 @@ def measured(db, device_name: str) -> tuple[dict[str, float], list[tuple[str, in
             else:
                 coll.append((name, int(params["group"]), float(params["bytes"]), float(cost)))
     return ops, coll
-
-
-def calibrated(cluster: Cluster, db, device_name: str | None = None) -> Cluster:
-    """A copy of ``cluster`` whose op and collective times come from the database where measured."""
-    ops, coll = measured(db, device_name or cluster.device.name)
-    out = copy.deepcopy(cluster)
-    out.op_times = {**cluster.op_times, **ops}
-    out.collectives = list(cluster.collectives) + coll
-    return out

@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from autotune.search_spaces.graphs.backtracking import Backtracking
+from autotune.algorithms.taso_queue import Backtracking
 from autotune.search_spaces.graphs.cost import DatabaseOpCostCache, OpCostCache, OpCostModel
 from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphCostRunner, GraphSpace
 
-from autotune import registry
+from autotune.algorithms import registry
 from autotune.errors import UsageError
 from autotune.types import Candidate
 

@@ -1,0 +1,93 @@
+"""tune_template(): tune a kernel template's schedule on this machine's CPU (C via gcc) or GPU (CUDA via nvcc).
+
+    import autotune
+    result, template, extra = autotune.tune_template("gemm", "512,512,512", "cpu", trials=50)
+    print(extra["gflops"], template.source(result.best.candidate.payload))
+"""
+
+from __future__ import annotations
+
+import sys
+
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, make_search
+from autotune.campaign import Campaign
+from autotune.db import open_database
+from autotune.errors import UsageError
+from autotune.search_spaces.kernels import TEMPLATES
+
+DEFAULT_SHAPES = {"gemm": "1024,1024,1024", "conv2d": "1,64,56,56,64,3,3,stride=1,pad=1", "softmax": "4096,4096"}
+SHAPE_HELP = ("gemm: M,N,K; conv2d: N,C,H,W,K,R,S[,stride=1,pad=0]; softmax: rows,cols "
+              "(also name=value pairs, e.g. M=512,N=256,K=128)")
+
+
+def make_runner(name: str, shape, target: str, threads: int | None = None, device_index: int = 0,
+                backend: str = "auto", seed: int = 0, protocol=None):
+    """(space, template, runner) for one kernel on this machine."""
+    from autotune.search_spaces.kernels import kernel_problem
+
+    if target == "cpu":
+        from autotune.runners.c import CRunner
+
+        space, template = kernel_problem(name, shape, "cpu", threads=threads)
+        return space, template, CRunner(template, protocol=protocol, seed=seed)
+    if target == "cuda":
+        from autotune.runners.cuda import CudaRunner, probe_cuda_device
+
+        if threads is not None:
+            raise UsageError("--threads applies to --target cpu only")
+        props = probe_cuda_device(device_index, backend)
+        space, template = kernel_problem(name, shape, "cuda", device_props=props)
+        return space, template, CudaRunner(template, device_index, backend, protocol=protocol, seed=seed)
+    raise UsageError(f"unknown target {target!r}; valid: cpu, cuda")
+
+
+def default_measurement(database, template, runner):
+    """The untuned baseline: looked up in the database, else measured and stored (outside any campaign)."""
+    cand = template.space().initial()
+    tid, did = database.task_id(template.task), database.device_id(runner.device)
+    known = database.lookup(tid, did, [cand.key])
+    if cand.key in known:
+        return known[cand.key]
+    m = runner.measure(template.task, [cand])[0]
+    database.add_trials(template.task, runner.device, [m])
+    return m
+
+
+def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = DEFAULT_ALGORITHM, trials: int | None = 100,
+                time_budget: float | None = None, seed: int = 0, batch: int = 8, campaign: str | None = None,
+                db: str = "sqlite:///autotune.db", threads: int | None = None, device_index: int = 0, backend: str = "auto",
+                progress: bool = False, cost_model: str | None = DEFAULT_COST_MODEL, transfer_from: str | None = None,
+                transfer_top: int = 8):
+    """Run (or resume) a kernel tuning campaign; (CampaignResult, template, extra summary keys)."""
+    if name not in TEMPLATES:
+        raise UsageError(f"unknown kernel {name!r}; valid: {', '.join(TEMPLATES)}")
+    algo = make_search(algorithm, cost_model)
+    shape = shape or DEFAULT_SHAPES[name]
+    space, template, runner = make_runner(name, shape, target, threads, device_index, backend, seed)
+    label = "x".join(str(v) for v in template.shape.values())
+    database = open_database(db)
+    if transfer_from:
+        from autotune.transfer.sources import warm_start_search
+
+        warm, sources = warm_start_search(database, template.task, runner.device, algorithm, transfer_from, transfer_top)
+        algo = warm if warm is not None else algo
+        print("warm start from: " + (", ".join(s.device.name for s in sources)
+                                     or "no similar device measured this task; ordinary search"), file=sys.stderr)
+    cname = campaign or f"kernel-{name}-{target}-{label}{f'-t{threads}' if threads else ''}-{algo.name}-seed{seed}"
+    try:
+        base = default_measurement(database, template, runner)
+        result = Campaign(cname, space, algo, runner, database, trials=trials, time_budget=time_budget,
+                          batch=batch, seed=seed, progress=progress).run()
+    finally:
+        runner.close()
+        database.close()
+    best = result.best
+    default_cost = base.cost if base.ok else None
+    extra = {
+        "gflops": template.flops / best.cost / 1e9 if best is not None else None,
+        "gbytes_s": template.bytes / best.cost / 1e9 if best is not None else None,
+        "default_cost": default_cost,
+        "default_status": base.status.value,
+        "speedup_over_default": default_cost / best.cost if best is not None and default_cost else None,
+    }
+    return result, template, extra

@@ -1,0 +1,43 @@
+"""tune_replay(): a campaign on a recorded Kernel Tuner space (measurements answered from the cache)."""
+
+from __future__ import annotations
+
+import sys
+
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, make_search
+from autotune.campaign import Campaign, CampaignResult
+from autotune.db import open_database
+from autotune.runners.replay import ReplayRunner
+from autotune.search_spaces.replay import ReplaySpace, cache_label
+
+
+def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str | None = DEFAULT_COST_MODEL,
+                trials: int | None = None, time_budget: float | None = None,
+                simulated_budget: float | None = None, seed: int = 0, batch: int = 8, campaign: str | None = None,
+                db: str = "sqlite:///autotune.db", progress: bool = False, transfer_from: str | None = None,
+                transfer_top: int = 8) -> CampaignResult:
+    """Run (or resume) a campaign on ``cache`` (a .json/.json.gz file or ``example:pnpoly-rtx3090``).
+
+    Without any budget the campaign makes 100 measurements. ``transfer_from`` warm-starts the
+    search from other devices' trials of the same task in the database (names or ``auto``).
+    """
+    algo = make_search(algorithm, cost_model)  # validates the names before anything is written
+    if trials is None and time_budget is None and simulated_budget is None:
+        trials = 100
+    space = ReplaySpace(cache)
+    runner = ReplayRunner(space.cache)
+    database = open_database(db)
+    try:
+        if transfer_from:
+            from autotune.transfer.sources import warm_start_search
+
+            warm, sources = warm_start_search(database, space.task, runner.device, algorithm, transfer_from,
+                                              transfer_top)
+            algo = warm if warm is not None else algo
+            print("warm start from: " + (", ".join(s.device.name for s in sources)
+                                         or "no similar device measured this task; ordinary search"), file=sys.stderr)
+        name = campaign or f"replay-{cache_label(cache)}-{algo.name}-seed{seed}"
+        return Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget,
+                        simulated_budget=simulated_budget, batch=batch, seed=seed, progress=progress).run()
+    finally:
+        database.close()
