@@ -38,6 +38,7 @@ from autotune.algorithms.support import exhausted, fresh_sample, fresh_walk
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.metrics import quality
 from autotune.types import Candidate, Measurement, Status
+from autotune.algorithms.registry import cost_model_class, make_algorithm
 
 
 class ModelGuided(SearchAlgorithm):
@@ -266,9 +267,15 @@ def make_guided(algorithm_name: str, cost_model_name: str = "xgb", cost_model_op
                 **options) -> ModelGuided:
     """``ModelGuided`` around the registered algorithm ``algorithm_name``: options that ModelGuided
     declares go to it, the others to the inner algorithm; ``cost_model_options`` to the model."""
-    from autotune.algorithms.registry import cost_model_class, make_algorithm
-
     guided = {k: v for k, v in options.items() if k in ModelGuided.options}
     inner = make_algorithm(algorithm_name, **{k: v for k, v in options.items() if k not in guided})
     model = cost_model_class(cost_model_name)(**(cost_model_options or {}))
     return ModelGuided(inner, model, **guided)
+
+
+def make_search(algorithm: str, cost_model: str | None = None, **options: Any):
+    """The algorithm named ``algorithm``, model-guided by ``cost_model`` when one is named."""
+    if cost_model in (None, "", "none"):
+        return make_algorithm(algorithm, **options)
+    cost_model_class(cost_model)  # an unknown model name fails before the algorithm is built
+    return make_guided(algorithm, cost_model, **options)

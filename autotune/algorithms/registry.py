@@ -26,7 +26,7 @@ ALGORITHMS: dict[str, str] = {
 # the default search of the tuning commands, chosen from scripts/bench_search.py (docs/benchmarks.md)
 DEFAULT_ALGORITHM, DEFAULT_COST_MODEL = "evolutionary", "xgb"
 
-__all__ = ["DEFAULT_ALGORITHM", "DEFAULT_COST_MODEL", "ALGORITHMS", "COST_MODELS", "algorithm_class", "cost_model_class", "make_algorithm", "make_search"]
+__all__ = ["DEFAULT_ALGORITHM", "DEFAULT_COST_MODEL", "ALGORITHMS", "COST_MODELS", "algorithm_class", "cost_model_class", "make_algorithm"]
 
 
 def algorithm_class(name: str) -> type:
@@ -35,13 +35,3 @@ def algorithm_class(name: str) -> type:
 
 def make_algorithm(name: str, **options: Any):
     return algorithm_class(name)(**options)
-
-
-def make_search(algorithm: str, cost_model: str | None = None, **options: Any):
-    """The algorithm named ``algorithm``, model-guided by ``cost_model`` when one is named."""
-    if cost_model in (None, "", "none"):
-        return make_algorithm(algorithm, **options)
-    cost_model_class(cost_model)  # an unknown model name fails before the algorithm is built
-    from autotune.algorithms.model_guided import make_guided
-
-    return make_guided(algorithm, cost_model, **options)

@@ -120,7 +120,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     ):
         """Enumerate small graphs, find equal pairs by exact fingerprints, verify, keep the non-redundant rules
         (stored in the database with their provenance and verification status, and with -o as JSON)."""
-        from autotune.search_spaces.graphs.generator import generate
+        from autotune.search_spaces.graphs.synthesis import generate
         if not 1 <= max_ops <= 3:
             raise UsageError(f"--max-ops must be 1, 2 or 3 (got {max_ops})")
         rep = generate(max_ops, z3_timeout_ms=z3_timeout_ms, output=output)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, make_search
+from autotune.algorithms.model_guided import make_search
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
 from autotune.campaign import Campaign
 from autotune.db import open_database
 from autotune.errors import UsageError

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, make_search
+from autotune.algorithms.model_guided import make_search
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
 from autotune.campaign import Campaign, CampaignResult
 from autotune.db import open_database
 from autotune.runners.replay import ReplayRunner

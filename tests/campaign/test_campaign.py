@@ -13,7 +13,8 @@ from autotune.campaign import Campaign
 from autotune.db import open_database, queries
 from autotune.db.models import CampaignTrialRow, TrialRow
 from autotune.errors import UsageError
-from autotune.algorithms.registry import make_algorithm, make_search
+from autotune.algorithms.model_guided import make_search
+from autotune.algorithms.registry import make_algorithm
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace
 from autotune.testing.fakes import FakeRunner, small_knob_space
@@ -139,7 +140,7 @@ KILL_SCRIPT = """
 import sys, time
 from autotune.campaign import Campaign
 from autotune.db import open_database
-from autotune.algorithms.registry import make_search
+from autotune.algorithms.model_guided import make_search
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace
 

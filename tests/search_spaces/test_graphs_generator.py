@@ -5,6 +5,7 @@ import pytest
 pytest.importorskip("z3")
 
 from autotune.search_spaces.graphs import generator as G
+from autotune.search_spaces.graphs import synthesis
 from autotune.search_spaces.graphs.verify import float_tests, verify_pair, z3_prove
 
 MATRIX = next(d for d in G.DOMAINS if d.name == "matrix")
@@ -41,7 +42,7 @@ def test_shape_specific_pair_is_rejected_by_other_sizes():
 
 
 def test_generator_two_ops_finds_associativity_and_reports_counts():
-    rep = G.generate(2, z3_timeout_ms=500, domains=[MATRIX])
+    rep = synthesis.generate(2, z3_timeout_ms=500, domains=[MATRIX])
     assert rep["graphs"] > 100 and rep["generated"] >= rep["kept"] > 0
     assert rep["pruned_common_subgraph"] > 0 and rep["pruned_renaming"] > 0
     assert rep["proved"] > 0 and rep["classic_found"]["associativity"]
@@ -49,7 +50,7 @@ def test_generator_two_ops_finds_associativity_and_reports_counts():
 
 
 def test_generator_three_ops_finds_conv_merge_and_distributivity():
-    rep = G.generate(3, z3_timeout_ms=500, domains=[CONV])
+    rep = synthesis.generate(3, z3_timeout_ms=500, domains=[CONV])
     found = rep["classic_found"]
     assert found["merge_convs"] and found["distributivity"]
     merge = next(r for r in rep["rules"] if r.name in found["merge_convs"])
@@ -80,5 +81,5 @@ def test_generator_three_ops_finds_conv_merge_and_distributivity():
 
 @pytest.mark.slow
 def test_generator_three_ops_all_domains_finds_the_classics():
-    rep = G.generate(3, z3_timeout_ms=500)
+    rep = synthesis.generate(3, z3_timeout_ms=500)
     assert all(rep["classic_found"].values()), rep["classic_found"]

@@ -15,7 +15,7 @@ from autotune.db.logs import import_kt
 from autotune.transfer.export import c_header, export_configs, fallback_config, macro_name
 from autotune.types import Candidate, Measurement, Status
 
-from test_transfer_dispatch import NAMES, ampere_time, turing_time, write_cache
+from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache
 
 
 @pytest.fixture

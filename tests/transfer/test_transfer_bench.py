@@ -6,9 +6,9 @@ import importlib.util
 import json
 from pathlib import Path
 
-from test_transfer_dispatch import NAMES, turing_time, write_cache
+from autotune.testing.caches import NAMES, turing_time, write_cache
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_transfer.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_transfer.py"
 
 
 def load_bench():
