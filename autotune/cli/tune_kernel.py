@@ -7,8 +7,9 @@ from typing import Annotated
 import typer
 
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
-from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, report
-from autotune.cli.tune_replay import CostModelOption, TransferOption, TransferTopOption
+from autotune.cli.common import (
+    DEFAULT_DB, CostModelOption, DbOption, TransferOption, TransferTopOption, handle_errors, report,
+)
 from autotune.drivers.kernel import SHAPE_HELP, tune_template
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
