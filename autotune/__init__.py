@@ -1,11 +1,17 @@
 """autotune: a search-and-autotuning engine for ML systems.
 
-The public API for scripts::
+This module is the public Python API: scripts import from ``autotune`` only. ::
 
     import autotune
-    space = autotune.ReplaySpace("example:pnpoly-rtx3090")
-    result = autotune.Campaign("demo", space, "random", autotune.ReplayRunner(space.cache),
-                               autotune.open_database(), trials=100).run()
+    result = autotune.tune_replay("example:pnpoly-rtx3090", trials=20)
+    print(result.best.cost, result.best.candidate.payload)
+
+One function per domain (each builds a space and a runner and runs a Campaign):
+``tune_replay``, ``tune_template``, ``optimize_graph``, ``parallelize``; the engine's
+parts for a campaign of one's own: ``Campaign``, ``open_database``, ``KnobSpace``,
+``ReplaySpace``, ``ReplayRunner``, ``make_algorithm``, ``make_search``; and
+``queries`` (the tuning log as pandas DataFrames), ``best_config`` (transfer) and
+``zoo_model`` (the graph benchmarks' ONNX models).
 """
 
 from importlib import import_module
@@ -14,8 +20,12 @@ from autotune.types import Candidate, Device, Measurement, Status, Task
 
 __version__ = "0.1.0"
 
-# heavier parts load on first use, so `import autotune` stays cheap
+# Heavier parts load on first use, so `import autotune` stays cheap and a missing optional
+# dependency (onnx, torch) only affects the name that needs it. A value is the module that
+# defines the name, "module:attr" where the public name differs from the module's, or
+# "module:" for the module itself.
 _LAZY = {
+    # the engine
     "Campaign": "autotune.campaign",
     "CampaignResult": "autotune.campaign",
     "open_database": "autotune.db",
@@ -23,7 +33,18 @@ _LAZY = {
     "ReplaySpace": "autotune.search_spaces.replay",
     "ReplayRunner": "autotune.runners.replay",
     "make_algorithm": "autotune.algorithms.registry",
+    "make_search": "autotune.algorithms.model_guided",
+    # one driver per domain
+    "tune_replay": "autotune.drivers.replay",
+    "tune_template": "autotune.drivers.kernel",
+    "optimize_graph": "autotune.drivers.graph",
+    "parallelize": "autotune.drivers.parallel",
+    # the tuning log as pandas DataFrames: queries.trials(db, campaign=...), best, campaigns, convergence
+    "queries": "autotune.db.queries:",
+    # transfer across devices
     "best_config": "autotune.transfer.dispatch",
+    # the eight graph benchmark models as ONNX ModelProtos: zoo_model("squeezenet11", small=True)
+    "zoo_model": "autotune.search_spaces.graphs.model_zoo:build",
 }
 
 __all__ = ["Candidate", "Device", "Measurement", "Status", "Task", *_LAZY]
@@ -31,5 +52,11 @@ __all__ = ["Candidate", "Device", "Measurement", "Status", "Task", *_LAZY]
 
 def __getattr__(name: str):
     if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
+        module, colon, attr = _LAZY[name].partition(":")
+        obj = import_module(module)
+        return obj if colon and not attr else getattr(obj, attr or name)
     raise AttributeError(f"module 'autotune' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

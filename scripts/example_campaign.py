@@ -1,8 +1,8 @@
-"""A complete tuning campaign from a script: a custom knob space, the bundled replay space,
-and a look at the log. Run: python scripts/example_campaign.py"""
+"""A complete tuning campaign from a script: the bundled replay space and a look at the log.
+Everything comes from the public API, the top-level ``autotune`` module.
+Run: python scripts/example_campaign.py"""
 
 import autotune
-from autotune.db import queries
 
 db = autotune.open_database("sqlite:///example.db")
 
@@ -14,5 +14,5 @@ print(f"best {result.best.cost * 1e3:.3f} ms with {result.best.candidate.payload
       f"after {result.trials} trials ({result.simulated_s:.0f} s of simulated GPU time)")
 
 # 2. the tuning log, as pandas
-print(queries.trials(db, campaign="example-pnpoly", top=5)[["cost", "config"]])
-print(queries.convergence(db, "example-pnpoly")[["trial", "best_so_far"]].tail(3))
+print(autotune.queries.trials(db, campaign="example-pnpoly", top=5)[["cost", "config"]])
+print(autotune.queries.convergence(db, "example-pnpoly")[["trial", "best_so_far"]].tail(3))
