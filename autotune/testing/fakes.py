@@ -1,12 +1,19 @@
-"""Fakes for unit tests only: a synthetic runner over knob spaces. Never used by campaigns users run."""
+"""Fakes for unit tests only, never used by campaigns users run: a small knob space, a graph-like
+rewrite space, a synthetic runner over either, and a kernel template with a planted crash."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
+import numpy as np
+
+from autotune.errors import UsageError
 from autotune.runners.base import Runner
+from autotune.search_spaces.base import Space
+from autotune.search_spaces.kernels.softmax import Softmax
 from autotune.search_spaces.knobs import KnobSpace
-from autotune.types import Candidate, Device, Measurement, Status, Task
+from autotune.types import Candidate, Device, Measurement, Status, Task, stable_key
 
 FAKE_DEVICE = Device("fake-device", "simulated", {"fake": True})
 
@@ -21,10 +28,126 @@ def small_knob_space(extra_constraint: bool = True) -> KnobSpace:
     )
 
 
-class FakeRunner(Runner):
-    """Cost = a smooth bowl over the knobs' log2 values; ``fail`` keys give RUNTIME_ERROR."""
+class FakeRewriteSpace(Space):
+    """A graph-like space for tree searches: every point is complete and its ``children`` are
+    rewrites of it (as GraphSpace's rule applications), unlike a knob space's tree of partial points.
 
-    def __init__(self, space: KnobSpace, fail: set[str] = frozenset(), device: Device = FAKE_DEVICE):
+    A point is a state of ``dims`` counters in 0..``top`` whose sum is at most ``limit``; the
+    payload is the list of rewrites ``[counter, +1 or -1]`` applied from the all-zero root, and the
+    key is the resulting state's, so two orders of the same rewrites are one point (GraphSpace keys
+    by the result's structural hash the same way). A rewrite that leaves the valid states does not
+    apply. ``features`` are the counters, so FakeRunner's bowl has its optimum at (1, 2, 3).
+    """
+
+    def __init__(self, dims: int = 3, top: int = 3, limit: int = 6):
+        self.dims, self.top, self.limit = dims, top, limit
+        self.task = Task("graph", "fake-rewrites", {"dims": dims, "top": top, "limit": limit})
+        self._points: list[Candidate] | None = None
+
+    def _valid(self, state: tuple[int, ...]) -> bool:
+        return all(0 <= v <= self.top for v in state) and sum(state) <= self.limit
+
+    def _key(self, state: tuple[int, ...]) -> str:
+        return stable_key(list(state))
+
+    def state(self, payload) -> tuple[int, ...]:
+        """The state the rewrites lead to; UsageError when one does not apply."""
+        s = [0] * self.dims
+        try:
+            for i, d in payload:
+                if d not in (1, -1) or not 0 <= int(i) < self.dims:
+                    raise UsageError(f"{[i, d]} is not a rewrite of this space")
+                s[int(i)] += d
+                if not self._valid(tuple(s)):
+                    raise UsageError(f"rewrite {[i, d]} does not apply at {s}")
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"a rewrite candidate is a list of [counter, +1 or -1] steps: {exc}") from None
+        return tuple(s)
+
+    def _rewrites(self, c: Candidate) -> list[Candidate]:
+        s = self.state(c.payload)
+        out = []
+        for i in range(self.dims):
+            for d in (1, -1):
+                t = list(s)
+                t[i] += d
+                if self._valid(tuple(t)):
+                    out.append(Candidate([*c.payload, [i, d]], self._key(tuple(t))))
+        return out
+
+    def initial(self) -> Candidate:
+        return Candidate([], self._key((0,) * self.dims))
+
+    def candidate(self, config) -> Candidate:
+        return Candidate([list(step) for step in config], self._key(self.state(config)))
+
+    def contains(self, c: Candidate) -> bool:
+        try:
+            return self._key(self.state(c.payload)) == c.key
+        except UsageError:
+            return False
+
+    def children(self, c: Candidate | None) -> Iterator[Candidate]:
+        yield from self._rewrites(c if c is not None else self.initial())
+
+    def enumerate(self) -> Iterator[Candidate]:
+        """Every state once, by breadth-first search from the root (each with a shortest rewrite list)."""
+        if self._points is None:
+            root = self.initial()
+            seen, order, frontier = {root.key}, [root], [root]
+            while frontier:
+                nxt = []
+                for c in frontier:
+                    for k in self._rewrites(c):
+                        if k.key not in seen:
+                            seen.add(k.key)
+                            order.append(k)
+                            nxt.append(k)
+                frontier = nxt
+            self._points = order
+        yield from self._points
+
+    def size(self) -> int:
+        return sum(1 for _ in self.enumerate())
+
+    def sample(self, rng: np.random.Generator) -> Candidate:
+        points = list(self.enumerate())
+        return points[int(rng.integers(len(points)))]
+
+    def neighbor(self, c: Candidate, rng: np.random.Generator) -> Candidate:
+        kids = self._rewrites(c)
+        return kids[int(rng.integers(len(kids)))]
+
+    def crossover(self, a: Candidate, b: Candidate, rng: np.random.Generator) -> Candidate:
+        """``a`` with each of ``b``'s rewrites replayed with probability 1/2 where it still applies."""
+        c = a
+        for step in b.payload:
+            if rng.random() < 0.5:
+                try:
+                    c = self.candidate([*c.payload, step])
+                except UsageError:
+                    continue
+        return c
+
+    def features(self, cs: list[Candidate]) -> np.ndarray:
+        return np.array([self.state(c.payload) for c in cs], dtype=float).reshape(len(cs), self.dims)
+
+
+class FakeCrashingSoftmax(Softmax):
+    """A CPU softmax whose ``ACC=2`` configurations dereference a null pointer (SIGSEGV): a runner
+    must report them as a failed measurement and go on with the batch."""
+
+    CRASH = "void kernel(const float *x, float *y) { volatile float *p = (float *)0; *p = 1.0f; y[0] = x[0]; }\n"
+
+    def c_source(self, cfg):
+        return self.CRASH if cfg["ACC"] == 2 else super().c_source(cfg)
+
+
+class FakeRunner(Runner):
+    """Cost = a smooth bowl over the space's feature values (log2 of a knob space's values);
+    ``fail`` keys give RUNTIME_ERROR, points outside the space INVALID."""
+
+    def __init__(self, space: Space, fail: set[str] = frozenset(), device: Device = FAKE_DEVICE):
         self.space = space
         self.fail = set(fail)
         self.device = device

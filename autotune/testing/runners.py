@@ -1,40 +1,73 @@
 """Conformance suite every Runner must pass. Subclass and define ``make_case`` returning
-``(runner, task, good_candidates, bad_candidate)``; ``bad_candidate`` must not be OK."""
+``(runner, task, good_candidates, bad)``: ``bad`` is a candidate, or a list of them, that must
+not measure OK (an invalid point, a planted crash): errors are data, never exceptions.
+
+tests/runners/test_runner_conformance.py runs it over every concrete Runner subclass of the
+package (found by ``autotune.testing.discovery``), each built by its entries in
+``RUNNER_FACTORIES`` below: a new Runner subclass needs an entry there, or that test fails.
+"""
 
 from __future__ import annotations
 
 import math
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from autotune.types import Device, Measurement, Status
+import pytest
+
+from autotune.errors import MissingDependencyError
+from autotune.testing.discovery import Unavailable, require_modules
+from autotune.types import Candidate, Device, Measurement, Status
 
 
 class RunnerConformance:
     def make_case(self):  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _case(self):
+        runner, task, good, bad = self.make_case()
+        return runner, task, list(good), (list(bad) if isinstance(bad, (list, tuple)) else [bad])
+
     def test_device_is_described(self):
         runner, *_ = self.make_case()
         try:
             assert isinstance(runner.device, Device) and runner.device.name and runner.device.key
+            assert runner.device.kind in ("cpu", "cuda", "simulated"), runner.device.kind
         finally:
             runner.close()
 
     def test_measurements_match_candidates(self):
-        runner, task, good, bad = self.make_case()
+        """One Measurement per candidate, in order; OK ones carry positive finite times and a cost
+        within them, failed ones an error; the bad candidates fail without an exception."""
+        runner, task, good, bad = self._case()
         try:
-            cands = [*good, bad]
+            cands = [*good, *bad]
             results = runner.measure(task, cands)
             assert [m.candidate.key for m in results] == [c.key for c in cands]
             for m in results:
                 assert isinstance(m, Measurement) and isinstance(m.status, Status)
-            for m in results[:-1]:
+            for m in results[:len(good)]:
                 if m.status is Status.OK:
                     assert m.times and all(t > 0 and math.isfinite(t) for t in m.times)
                     assert m.cost is not None and min(m.times) <= m.cost <= max(m.times)
                 else:
                     assert m.error
-            assert results[-1].status is not Status.OK and results[-1].error
-            assert any(m.ok for m in results[:-1]), "no good candidate measured OK"
+            for m in results[len(good):]:
+                assert m.status is not Status.OK and m.error, f"bad candidate measured {m.status}: {m.candidate}"
+            assert any(m.ok for m in results[:len(good)]), "no good candidate measured OK"
+        finally:
+            runner.close()
+
+    def test_order_follows_the_batch(self):
+        """Failures first, then the good candidates reversed and one of them twice: the results
+        still come one per candidate, in the batch's order (never grouped by outcome or deduplicated)."""
+        runner, task, good, bad = self._case()
+        try:
+            cands = [*bad, *good[::-1], good[0]]
+            results = runner.measure(task, cands)
+            assert [m.candidate.key for m in results] == [c.key for c in cands]
+            assert all(not m.ok for m in results[:len(bad)])
         finally:
             runner.close()
 
@@ -44,3 +77,179 @@ class RunnerConformance:
             assert runner.measure(task, []) == []
         finally:
             runner.close()
+
+
+# -- factories: each runner on a small task where it can run here ----------------------------
+@dataclass(frozen=True)
+class RunnerCase:
+    """``make()`` returns ``(runner, task, good, bad)`` as ``make_case`` does, or raises
+    MissingDependencyError / Unavailable (the reason) where it cannot run here."""
+
+    id: str
+    make: Callable
+
+
+def build(case: RunnerCase):
+    """``case.make()``; skips the test, with the reason, when a package or the hardware is missing."""
+    try:
+        return case.make()
+    except (MissingDependencyError, Unavailable) as exc:
+        pytest.skip(str(exc))
+
+
+def _replay():
+    import numpy as np
+
+    from autotune.runners.replay import ReplayRunner
+    from autotune.search_spaces.replay import ReplaySpace
+
+    space = ReplaySpace("example:pnpoly-rtx3090")
+    rng = np.random.default_rng(0)
+    good = [space.sample(rng) for _ in range(5)]
+    bad = Candidate({"between_method": 9, "block_size_x": 1, "tile_size": 1, "use_method": 0})  # not recorded
+    return ReplayRunner(space.cache), space.task, good, bad
+
+
+def _fake():
+    from autotune.testing.fakes import FakeRunner, small_knob_space
+
+    space = small_knob_space()
+    return FakeRunner(space), space.task, list(space.enumerate())[:4], Candidate({"x": 99, "y": 1, "mode": "a"})
+
+
+def _c():
+    from autotune.runners.c import CRunner
+    from autotune.runners.timing import Protocol
+    from autotune.testing.fakes import FakeCrashingSoftmax
+
+    t = FakeCrashingSoftmax("16,40", "cpu", threads=1)
+    fast = Protocol(warmup=1, min_repeats=3, max_repeats=20, min_time_s=0.01, budget_s=2.0)
+    runner = CRunner(t, protocol=fast, run_timeout_s=5.0)
+    cfg = t.default_config()
+    bad = [Candidate({**cfg, "ACC": 2}),  # segfaults: a runtime error, the batch goes on
+           Candidate({**cfg, "ACC": 3})]  # not a knob value: invalid, never compiled
+    return runner, t.task, [Candidate({**cfg, "ACC": 1}), Candidate({**cfg, "ACC": 32})], bad
+
+
+_GPU: dict = {}  # the probe's answer, asked once per process (it starts a worker process)
+
+
+def _gpu_props() -> dict:
+    """GPU 0's properties, or Unavailable saying why there is none usable here."""
+    if "props" not in _GPU:
+        from autotune.errors import UsageError
+        from autotune.runners.cuda import probe_cuda_device
+
+        try:
+            _GPU["props"] = probe_cuda_device(0)
+        except (MissingDependencyError, UsageError, OSError) as exc:
+            _GPU["props"], _GPU["why"] = None, f"needs a CUDA GPU with pycuda or CuPy: {exc}"
+    if _GPU["props"] is None:
+        raise Unavailable(_GPU["why"])
+    return _GPU["props"]
+
+
+def _cuda():
+    if shutil.which("nvcc") is None:
+        raise Unavailable("needs nvcc (the CUDA toolkit)")
+    from autotune.runners.cuda import CudaRunner
+    from autotune.runners.timing import Protocol
+    from autotune.search_spaces.kernels import Softmax
+
+    props = _gpu_props()
+    t = Softmax("64,1000", "cuda", props)
+    fast = Protocol(warmup=2, min_repeats=3, max_repeats=20, min_time_s=0.005, budget_s=2.0)
+    cfg = t.default_config()
+    good = [Candidate({**cfg, "NT": 128}), Candidate({**cfg, "NT": 256})]
+    return CudaRunner(t, protocol=fast, run_timeout_s=10.0), t.task, good, Candidate({**cfg, "NT": 96})
+
+
+def _op_specs():
+    """Two op specs that run and a MatMul whose shapes do not match (fails when built or run)."""
+    from autotune.runners.onnx_ops import op_spec
+
+    good = [Candidate(op_spec("MatMul", {}, [((4, 8), "float32", False), ((8, 16), "float32", True)], [(4, 16)])),
+            Candidate(op_spec("Relu", {}, [((2, 3), "float32", False)], [(2, 3)]))]
+    bad = Candidate(op_spec("MatMul", {}, [((4, 8), "float32", False), ((5, 16), "float32", True)], [(4, 16)]))
+    return good, bad
+
+
+def _onnx_ops():
+    require_modules("onnx", "onnxruntime")
+    from autotune.runners.onnx_ops import OnnxOpRunner
+    from autotune.types import Task
+
+    good, bad = _op_specs()
+    return OnnxOpRunner(min_time=0.001), Task("op", "mixed"), good, bad
+
+
+def _torch_ops(device: str):
+    def make():
+        require_modules("torch")
+        import torch
+
+        from autotune.runners.torch_ops import TorchOpRunner
+        from autotune.types import Task
+
+        if device == "cuda" and not torch.cuda.is_available():
+            raise Unavailable(f"needs torch with CUDA and an NVIDIA GPU (torch {torch.__version__} sees none)")
+        good, bad = _op_specs()
+        return TorchOpRunner(device, min_time=0.001), Task("op", "mixed", {"device": device}), good, bad
+    return make
+
+
+def _simulator():
+    from autotune.runners.simulator.runner import SimulatorRunner
+    from autotune.search_spaces.parallel.clusters import get_cluster
+    from autotune.search_spaces.parallel.models import get_model
+
+    runner = SimulatorRunner(get_model("rnnlm", 32), get_cluster("p100-4x4"))
+    space = runner.space
+    good = [space.initial(), *space.baselines().values()]
+    bad = Candidate({"ops": {"lstm0": {"degrees": {"o": 3}}}})  # 3 does not divide the cluster: invalid
+    return runner, space.task, good, bad
+
+
+def _graph_case(space, runner):
+    good = [space.initial(), *list(space.children(space.initial()))[:2]]
+    bad = [Candidate([["no-such-rule", ["x"]]])]  # not a rewrite of this graph
+    return runner, space.task, good, bad
+
+
+def _graph_cost():
+    """GraphCostRunner of runners/graph.py: graph costs from OpCosts, here without an op runner or
+    model (op costs from FLOPs and bytes), so nothing is timed."""
+    from autotune.runners.graph import GraphCostRunner, OpCosts
+    from autotune.search_spaces.graphs.space import GraphSpace
+    from autotune.testing.spaces import small_graph
+
+    space = GraphSpace(small_graph())
+    return _graph_case(space, GraphCostRunner(space, OpCosts(None, model=False)))
+
+
+def _graph_cost_in_space_module():
+    """GraphCostRunner as it was beside GraphSpace: costs from the space's OpCostModel (no op runner)."""
+    from autotune.search_spaces.graphs.cost import OpCostModel
+    from autotune.search_spaces.graphs.space import GraphCostRunner, GraphSpace
+    from autotune.testing.spaces import small_graph
+
+    space = GraphSpace(small_graph(), cost_model=OpCostModel(runner=None))
+    return _graph_case(space, GraphCostRunner(space))
+
+
+#: "module:Class" of every concrete Runner subclass -> the small cases the suite checks. Classes
+#: are named as strings, imported only when built. A runner that needs hardware absent here
+#: raises Unavailable with the reason, and its checks are skipped, listed with that reason.
+RUNNER_FACTORIES: dict[str, list[RunnerCase]] = {
+    "autotune.runners.replay:ReplayRunner": [RunnerCase("replay-pnpoly", _replay)],
+    "autotune.runners.c:CRunner": [RunnerCase("c-softmax-planted-crash", _c)],
+    "autotune.runners.cuda:CudaRunner": [RunnerCase("cuda-softmax", _cuda)],
+    "autotune.runners.onnx_ops:OnnxOpRunner": [RunnerCase("onnx-ops", _onnx_ops)],
+    "autotune.runners.torch_ops:TorchOpRunner": [RunnerCase("torch-ops-cpu", _torch_ops("cpu")),
+                                                 RunnerCase("torch-ops-cuda", _torch_ops("cuda"))],
+    "autotune.runners.simulator.runner:SimulatorRunner": [RunnerCase("simulator-rnnlm-p100", _simulator)],
+    "autotune.runners.graph:GraphCostRunner": [RunnerCase("graph-cost-inception-small", _graph_cost)],
+    "autotune.search_spaces.graphs.space:GraphCostRunner": [
+        RunnerCase("graph-cost-in-space-module", _graph_cost_in_space_module)],
+    "autotune.testing.fakes:FakeRunner": [RunnerCase("fake-knobs", _fake)],
+}

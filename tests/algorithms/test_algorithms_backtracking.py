@@ -3,13 +3,7 @@ import math
 import numpy as np
 
 from autotune.algorithms.registry import make_algorithm
-from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
-
-
-class TestBacktracking(AlgorithmConformance):
-    def make_algorithm(self):
-        return make_algorithm("backtracking")
 
 
 def test_expands_the_cheapest_subtree_and_finds_the_optimum():

@@ -5,18 +5,7 @@ import pytest
 
 from autotune.errors import UsageError
 from autotune.algorithms.registry import make_algorithm
-from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
-
-
-class TestBandit(AlgorithmConformance):
-    def make_algorithm(self):
-        return make_algorithm("bandit", algorithms="evolutionary,mcmc,random")
-
-
-class TestBanditWithOptuna(AlgorithmConformance):
-    def make_algorithm(self):
-        return make_algorithm("bandit")
 
 
 def test_credit_goes_to_the_arm_that_found_new_bests():

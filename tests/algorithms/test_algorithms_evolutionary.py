@@ -3,13 +3,7 @@ import math
 import numpy as np
 
 from autotune.algorithms.registry import make_algorithm
-from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
-
-
-class TestEvolutionary(AlgorithmConformance):
-    def make_algorithm(self):
-        return make_algorithm("evolutionary", init=6, population=8)
 
 
 def test_population_keeps_the_elite_and_excludes_failures():

@@ -3,14 +3,9 @@ import math
 import numpy as np
 
 from autotune.algorithms.registry import make_algorithm
-from autotune.testing.algorithms import AlgorithmConformance, drive
+from autotune.testing.algorithms import drive
 from autotune.testing.fakes import FakeRunner, small_knob_space
 from autotune.types import Measurement, Status
-
-
-class TestMCMC(AlgorithmConformance):
-    def make_algorithm(self):
-        return make_algorithm("mcmc")
 
 
 def test_starts_from_the_initial_point():

@@ -15,20 +15,6 @@ class TestGuidedMCMC(AlgorithmConformance):
         return make_guided("mcmc", init=6, retrain_every=4, cost_model_options={"min_samples": 4, "rounds": 10})
 
 
-class TestGuidedEvolutionarySearchingTheModel(AlgorithmConformance):
-    """score_all=0 forces the inner search against the model (the path used by large spaces)."""
-
-    def make_algorithm(self):
-        return make_guided("evolutionary", init=6, retrain_every=4, score_all=0, pool=64, population=8,
-                           cost_model_options={"min_samples": 4, "rounds": 10})
-
-
-class TestGuidedBacktracking(AlgorithmConformance):
-    def make_algorithm(self):
-        return make_guided("backtracking", init=6, retrain_every=4, score_all=0, pool=64,
-                           cost_model_options={"min_samples": 4, "rounds": 10})
-
-
 def run(algo, space, runner, steps, seed=0, batch=4):
     algo.bind(space, np.random.default_rng(seed), [])
     results = []

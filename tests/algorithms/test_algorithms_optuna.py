@@ -6,28 +6,8 @@ from autotune.search_spaces.base import Space
 
 from autotune.errors import MissingDependencyError, UsageError
 from autotune.algorithms.registry import make_algorithm
-from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
 from autotune.types import Candidate
-
-
-class TestOptunaTPE(AlgorithmConformance):
-    def make_algorithm(self):
-        return make_algorithm("optuna-tpe", n_startup_trials=4)
-
-
-@pytest.mark.skipif(importlib.util.find_spec("cmaes") is None, reason="optuna-cmaes needs the cmaes package")
-class TestOptunaCmaEs(AlgorithmConformance):
-    def make_algorithm(self):
-        return make_algorithm("optuna-cmaes", n_startup_trials=4)
-
-
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="optuna-gp needs torch")
-class TestOptunaGP(AlgorithmConformance):
-    steps = 3
-
-    def make_algorithm(self):
-        return make_algorithm("optuna-gp", n_startup_trials=4)
 
 
 def test_invalid_points_cost_no_measurement():

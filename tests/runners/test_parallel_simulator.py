@@ -145,20 +145,6 @@ def test_timeline_covers_the_iteration():
     assert {res for res, *_ in r.timeline} >= {0, 1}
 
 
-from autotune.testing.runners import RunnerConformance
-from autotune.types import Candidate
-
-
-class TestSimulatorRunner(RunnerConformance):
-    def make_case(self):
-        from autotune.search_spaces.parallel.clusters import get_cluster
-        from autotune.search_spaces.parallel.models import get_model
-
-        runner = SimulatorRunner(get_model("rnnlm", 32), get_cluster("p100-4x4"))
-        space = runner.space
-        good = [space.initial(), *space.baselines().values()]
-        bad = Candidate({"ops": {"lstm0": {"degrees": {"o": 3}}}})
-        return runner, space.task, good, bad
 
 
 def test_measurements_from_the_database_override_the_cluster(tmp_path):

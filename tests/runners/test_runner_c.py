@@ -9,7 +9,6 @@ from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels import Softmax, kernel_problem
 
 from autotune.errors import UsageError
-from autotune.testing.runners import RunnerConformance
 from autotune.types import Candidate, Status
 
 FAST = Protocol(warmup=1, min_repeats=3, max_repeats=20, min_time_s=0.01, budget_s=2.0)
@@ -42,12 +41,6 @@ def planted(**kw):
 
 def cfg(t, acc):
     return Candidate({**t.default_config(), "ACC": acc})
-
-
-class TestCRunnerConformance(RunnerConformance):
-    def make_case(self):
-        t, runner = planted()
-        return runner, t.task, [cfg(t, 1), cfg(t, 32)], cfg(t, 2)
 
 
 def test_planted_faults_are_classified_and_the_batch_goes_on():

@@ -9,7 +9,6 @@ from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels import Softmax, kernel_problem
 
 from autotune.errors import MissingDependencyError, UsageError
-from autotune.testing.runners import RunnerConformance
 from autotune.types import Candidate, Status
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("NVCC"),
@@ -97,16 +96,6 @@ def planted(props):
 
 def cfg(t, nt):
     return Candidate({**t.default_config(), "NT": nt})
-
-
-@pytest.mark.gpu
-class TestCudaRunnerConformance(RunnerConformance):
-    def make_case(self):
-        props = gpu_props()
-        if props is None:
-            pytest.skip(f"needs a CUDA GPU with pycuda or CuPy: {_PROBE['why']}")
-        t, runner = planted(props)
-        return runner, t.task, [cfg(t, 128), cfg(t, 256)], cfg(t, 64)
 
 
 @pytest.mark.gpu

@@ -5,7 +5,6 @@ import pytest
 from autotune.search_spaces.kernels import TEMPLATES, Conv2d, Gemm, Softmax, kernel_problem
 
 from autotune.errors import UsageError
-from autotune.testing.spaces import SpaceConformance
 
 CPU_PROPS = {"cores": 4, "avx2": True, "avx512": True, "l1d_bytes": 48 * 1024, "l2_bytes": 1 << 20}
 SHAPES = {"gemm": "67,45,33", "conv2d": "2,5,9,11,6,3,3,stride=2,pad=1", "softmax": "7,50"}
@@ -16,11 +15,6 @@ def _space(name, target, shape=None):
     return kernel_problem(name, shape or SHAPES[name], target, props)[0]
 
 
-class TestGemmCpuSpace(SpaceConformance):
-    def make_space(self):  # an AVX2 machine, one thread: the full space is large to enumerate in every test
-        return kernel_problem("gemm", "1024,1024,1024", "cpu", {**CPU_PROPS, "avx512": False}, threads=1)[0]
-
-
 def test_full_gemm_cpu_space_samples_valid_points():
     space = _space("gemm", "cpu", "1024,1024,1024")
     rng = np.random.default_rng(5)
@@ -28,31 +22,6 @@ def test_full_gemm_cpu_space_samples_valid_points():
     assert all(space.contains(c) for c in points)
     assert {c.payload["threads"] for c in points} == {1, 2, 3, 4}
     assert space.size() > 10_000
-
-
-class TestGemmCudaSpace(SpaceConformance):
-    def make_space(self):
-        return _space("gemm", "cuda", "4096,4096,4096")
-
-
-class TestConv2dCpuSpace(SpaceConformance):
-    def make_space(self):
-        return _space("conv2d", "cpu")
-
-
-class TestConv2dCudaSpace(SpaceConformance):
-    def make_space(self):
-        return _space("conv2d", "cuda")
-
-
-class TestSoftmaxCpuSpace(SpaceConformance):
-    def make_space(self):
-        return _space("softmax", "cpu")
-
-
-class TestSoftmaxCudaSpace(SpaceConformance):
-    def make_space(self):
-        return _space("softmax", "cuda")
 
 
 @pytest.mark.parametrize("name", list(TEMPLATES))

@@ -6,17 +6,6 @@ import pytest
 from autotune.errors import UsageError
 from autotune.search_spaces.knobs import KnobSpace
 from autotune.testing.fakes import small_knob_space
-from autotune.testing.spaces import SpaceConformance
-
-
-class TestSmallKnobSpace(SpaceConformance):
-    def make_space(self):
-        return small_knob_space()
-
-
-class TestUnconstrainedKnobSpace(SpaceConformance):
-    def make_space(self):
-        return small_knob_space(extra_constraint=False)
 
 
 def test_enumeration_respects_constraints():

@@ -11,20 +11,7 @@ from autotune.drivers.parallel import parallelize
 from autotune.search_spaces.parallel.space import StrategySpace
 
 from autotune.errors import MissingDependencyError, UsageError
-from autotune.testing.spaces import SpaceConformance
 from autotune.types import Candidate
-
-
-class TestStrategySpace(SpaceConformance):
-    def make_space(self):
-        return StrategySpace(get_model("inception-v3", 16), get_cluster("p100-4x4"))
-
-
-class TestStrategySpaceTransformer(SpaceConformance):
-    samples = 10
-
-    def make_space(self):
-        return StrategySpace(get_model("gpt-350m", 16), get_cluster("dgx-a100-x1"))
 
 
 @pytest.mark.parametrize("name", list(MODELS))

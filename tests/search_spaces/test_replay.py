@@ -1,15 +1,11 @@
 import gzip
 import json
 
-import numpy as np
 import pytest
 
 from autotune.errors import UsageError
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import KTCache, ReplaySpace, cache_label
-from autotune.testing.fakes import FakeRunner, small_knob_space
-from autotune.testing.runners import RunnerConformance
-from autotune.testing.spaces import SpaceConformance
 from autotune.types import Candidate, Status
 
 EXAMPLE = "example:pnpoly-rtx3090"
@@ -40,26 +36,6 @@ def write_cache(path, device_name="Test GPU", gz=False):
     else:
         path.write_text(text)
     return path
-
-
-class TestReplaySpace(SpaceConformance):
-    def make_space(self):
-        return ReplaySpace(EXAMPLE)
-
-
-class TestReplayRunner(RunnerConformance):
-    def make_case(self):
-        space = ReplaySpace(EXAMPLE)
-        rng = np.random.default_rng(0)
-        good = [space.sample(rng) for _ in range(5)]
-        bad = Candidate({"between_method": 9, "block_size_x": 1, "tile_size": 1, "use_method": 0})
-        return ReplayRunner(space.cache), space.task, good, bad
-
-
-class TestFakeRunner(RunnerConformance):
-    def make_case(self):
-        space = small_knob_space()
-        return FakeRunner(space), space.task, list(space.enumerate())[:4], Candidate({"x": 99, "y": 1, "mode": "a"})
 
 
 def test_replay_answers_recorded_times_in_seconds_and_charges_the_clock(tmp_path):
