@@ -9,11 +9,14 @@ one campaign never write a trial twice.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 from collections.abc import Iterable, Iterator
 
-from sqlalchemy import create_engine, event, func, select, update
+from sqlalchemy import (
+    JSON, Column, DateTime, Float, Integer, MetaData, Table, Text, TypeDecorator, create_engine, event, func, select, update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine, make_url
@@ -27,6 +30,25 @@ from autotune.errors import DatabaseError, UsageError
 from autotune.types import Candidate, Device, Measurement, Task
 
 CHUNK = 500
+
+class _JSONText(TypeDecorator):
+    """A JSON column whose values are already serialised: sent as they are (cast to JSON on PostgreSQL)."""
+
+    impl = JSON
+    cache_ok = True
+
+    def bind_processor(self, dialect):
+        return None
+
+
+# The trials table with JSON columns that insert_rows serialises itself.
+_WIRE_TRIALS = Table(
+    "trials", MetaData(), Column("id", Integer, primary_key=True), Column("task_id", Integer), Column("device_id", Integer),
+    Column("campaign_id", Integer), Column("candidate_key", Text), Column("candidate", _JSONText), Column("status", Text),
+    Column("cost", Float), Column("times", _JSONText), Column("predicted", Float), Column("error", Text),
+    Column("build_s", Float), Column("run_s", Float), Column("simulated_s", Float), Column("meta", _JSONText),
+    Column("created", DateTime), Column("worker", Text),
+)
 ACCEPTED = "sqlite:///FILE (for example sqlite:///autotune.db) or postgresql+psycopg://USER@HOST:PORT/DBNAME"
 
 
@@ -229,14 +251,19 @@ class Database:
         return inserted, total
 
     def insert_rows(self, s: Session, rows: list[dict]) -> int:
-        """Insert trial rows, skipping any (task, device, candidate) already stored; returns how many were new."""
+        """Insert trial rows, skipping any (task, device, candidate) already stored; returns how many were new.
+
+        The JSON columns are serialised here and sent as text through a plain view of the table
+        (_WIRE_TRIALS), so SQLAlchemy sends the rows with one executemany and no per-value processing."""
         if not rows:
             return 0
-        # one compiled statement, executed many times (SQLAlchemy batches it as insertmanyvalues)
-        table = TrialRow.__table__
-        stmt = self._insert(table).on_conflict_do_nothing(
-            index_elements=["task_id", "device_id", "candidate_key"]).returning(table.c.id)
-        return len(s.execute(stmt, rows).all())
+        dumps = json.dumps
+        wire = [{**r, "candidate": dumps(r["candidate"]), "times": dumps(r["times"]), "meta": dumps(r["meta"] or {})}
+                for r in rows]
+        stmt = self._insert(_WIRE_TRIALS).on_conflict_do_nothing(index_elements=["task_id", "device_id", "candidate_key"])
+        if self.dialect == "sqlite":  # executemany's row count is the number inserted
+            return s.execute(stmt, wire).rowcount
+        return len(s.execute(stmt.returning(_WIRE_TRIALS.c.id), wire).all())  # psycopg reports no count for batches
 
     def link(self, s: Session, campaign_id: int, trial_ids: list[int], reused: list[bool]) -> None:
         """Append evaluations to a campaign's ordered history (each trial at most once)."""

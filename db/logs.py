@@ -7,6 +7,7 @@ imported into an empty database and exported again gives identical lines.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 from sqlalchemy import and_, select
 
 from autotune.db.database import Database
-from autotune.db.models import CampaignRow, DeviceRow, TaskRow, TrialRow
+from autotune.db.models import CampaignRow, DeviceRow, TaskRow, TrialRow, utcnow
 from autotune.db.queries import _device_filter, _task_filter
 from autotune.errors import UsageError
 from autotune.types import Device, Status, Task
@@ -62,62 +63,209 @@ def export_file(db: Database, path: str | Path, **filters) -> int:
     return n
 
 
-def import_file(db: Database, path: str | Path, batch: int = 2000) -> tuple[int, int]:
-    """Import a JSONL export. Trials already present (same task, device, candidate) are kept as they are.
+class _BadLine(ValueError):
+    """A line that is not a valid autotune trial; the message says which field and why."""
+
+
+def _need(ok: bool, what: str) -> None:
+    if not ok:
+        raise _BadLine(what)
+
+
+def _finite(v, name: str, optional: bool = False) -> float | None:
+    if v is None and optional:
+        return None
+    _need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0,
+          f"{name} must be a finite non-negative number, not {v!r}"[:200])
+    return float(v)
+
+
+def _text(v, name: str) -> str:
+    _need(isinstance(v, str), f"{name} must be a string")
+    return v
+
+
+def _mapping(v, name: str, optional: bool = False) -> dict:
+    if v is None and optional:
+        return {}
+    _need(isinstance(v, dict), f"{name} must be an object")
+    return v
+
+
+class _LineParser:
+    """Parses and validates JSONL trial lines; tasks, devices and campaigns repeated on many lines
+    are checked once (a line whose task object equals an earlier one reuses its result)."""
+
+    def __init__(self):
+        self._tasks: dict[str, tuple[dict, Task]] = {}
+        self._devices: dict[str, tuple[dict, Device]] = {}
+        self._campaigns: dict[str, tuple[dict, dict]] = {}
+
+    def task(self, t) -> Task:
+        t = _mapping(t, "task")
+        seen = self._tasks.get(t.get("key"))
+        if seen is not None and seen[0] == t:
+            return seen[1]
+        task = Task(_text(t.get("kind"), "task.kind"), _text(t.get("name"), "task.name"),
+                    _mapping(t.get("params"), "task.params"))
+        _need(task.key == t.get("key"), "the task key does not match its content (the file was edited)")
+        self._tasks[task.key] = (t, task)
+        return task
+
+    def device(self, dv) -> Device:
+        dv = _mapping(dv, "device")
+        seen = self._devices.get(dv.get("key"))
+        if seen is not None and seen[0] == dv:
+            return seen[1]
+        device = Device(_text(dv.get("name"), "device.name"), _text(dv.get("kind"), "device.kind"),
+                        _mapping(dv.get("properties"), "device.properties", optional=True))
+        _need(device.key == dv.get("key"), "the device key does not match its content (the file was edited)")
+        self._devices[device.key] = (dv, device)
+        return device
+
+    def campaign(self, c) -> dict | None:
+        if c is None:
+            return None
+        c = _mapping(c, "campaign")
+        seen = self._campaigns.get(c.get("name"))
+        if seen is not None and seen[0] == c:
+            return seen[1]
+        out = {"name": _text(c.get("name"), "campaign.name"), "algorithm": _text(c.get("algorithm"), "campaign.algorithm"),
+               "options": _mapping(c.get("options"), "campaign.options", optional=True),
+               "created": _when(c.get("created"), "campaign.created")}
+        _need(out["name"].strip() != "", "campaign.name is empty")
+        self._campaigns[out["name"]] = (c, out)
+        return out
+
+    def line(self, text: str) -> tuple[Task, Device, dict | None, dict]:
+        """(task, device, campaign or None, trial row without ids) of one line; _BadLine if invalid."""
+        try:
+            d = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise _BadLine(f"not JSON ({str(exc)[:100]})") from None
+        _need(isinstance(d, dict), "a line must be a JSON object")
+        _need(d.get("format") == FORMAT, f"format is {str(d.get('format'))[:40]!r}, expected {FORMAT!r}")
+        missing = [k for k in _LINE_KEYS if k not in d]
+        _need(not missing, f"missing field(s) {', '.join(missing)}")
+        task, device, campaign = self.task(d["task"]), self.device(d["device"]), self.campaign(d["campaign"])
+        status = d["status"]
+        _need(status in _STATUSES, f"status must be one of {', '.join(sorted(_STATUSES))}")
+        cost = _finite(d["cost"], "cost", optional=True)
+        _need((cost is not None) == (status == Status.OK.value), "cost must be given exactly when status is OK")
+        row = {
+            "candidate_key": _text(d["candidate_key"], "candidate_key"), "candidate": _mapping(d["candidate"], "candidate"),
+            "status": status, "cost": cost, "times": _times(d["times"]),
+            "predicted": _number(d["predicted"], "predicted"), "error": _text(d["error"] or "", "error"),
+            "build_s": _finite(d["build_s"], "build_s"), "run_s": _finite(d["run_s"], "run_s"),
+            "simulated_s": _finite(d["simulated_s"], "simulated_s"), "meta": _mapping(d["meta"], "meta", optional=True),
+            "created": _when(d["created"], "created"), "worker": _text(d["worker"] or "", "worker"),
+        }
+        return task, device, campaign, row
+
+
+def _times(v) -> list[float]:
+    _need(isinstance(v, list), "times must be a list")
+    # non-negative numbers whose sum is finite are all finite
+    ok = all(type(x) in (int, float) for x in v) and (not v or (min(v) >= 0 and math.isfinite(sum(v))))
+    _need(ok, "times must be finite non-negative numbers")
+    return [float(x) for x in v]
+
+
+def _number(v, name: str) -> float | None:
+    if v is None:
+        return None
+    _need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), f"{name} must be a finite number")
+    return float(v)
+
+
+def _when(v, name: str) -> datetime:
+    _need(isinstance(v, str), f"{name} must be an ISO date-time string")
+    try:
+        return datetime.fromisoformat(v)
+    except ValueError:
+        raise _BadLine(f"{name} {v[:40]!r} is not an ISO date-time") from None
+
+
+_LINE_KEYS = ("task", "device", "campaign", "candidate_key", "candidate", "status", "cost", "times", "predicted",
+              "error", "build_s", "run_s", "simulated_s", "meta", "created", "worker")
+_STATUSES = {s.value for s in Status}
+
+
+def import_file(db: Database, path: str | Path, batch: int = 5000) -> tuple[int, int]:
+    """Import a JSONL export in one transaction: every line is validated, and the trials are stored
+    all together or not at all (a bad line, or a database error, leaves the database as it was).
+    Trials already present (same task, device and candidate) are kept as they are.
     Returns (lines read, trials added)."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"file {str(path)!r} does not exist; give a JSONL file written by autotune export")
+    parser = _LineParser()
     read = added = 0
+    tid: dict[int, int] = {}
+    did: dict[int, int] = {}
+    cid: dict[str, tuple[int, int, int]] = {}
     pending: dict[tuple[int, int, int | None], list] = {}
+    with db.session() as s, open(path, encoding="utf-8", errors="strict") as f:
 
-    def flush() -> None:
-        nonlocal added
-        for (tid, did, cid), items in pending.items():
-            with db.session() as s:
+        def flush() -> None:
+            nonlocal added
+            for (t, dv, c), items in pending.items():
                 added += db.insert_rows(s, items)
-                if cid is not None:
-                    ids = db.trial_ids(s, tid, did, [r["candidate_key"] for r in items])
-                    db.link(s, cid, [ids[r["candidate_key"]] for r in items], [False] * len(items))
-        pending.clear()
+                if c is not None:
+                    ids = db.trial_ids(s, t, dv, [r["candidate_key"] for r in items])
+                    db.link(s, c, [ids[r["candidate_key"]] for r in items], [False] * len(items))
+            pending.clear()
 
-    with open(path) as f:
-        for lineno, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                d = json.loads(text)
-                if d.get("format") != FORMAT:
-                    raise ValueError(f"format is {d.get('format')!r}, expected {FORMAT!r}")
-                task = Task(d["task"]["kind"], d["task"]["name"], d["task"]["params"])
-                device = Device(d["device"]["name"], d["device"]["kind"], d["device"]["properties"])
-                row = {
-                    "candidate_key": d["candidate_key"], "candidate": d["candidate"], "status": Status(d["status"]).value,
-                    "cost": d["cost"], "times": d["times"], "predicted": d["predicted"], "error": d["error"],
-                    "build_s": d["build_s"], "run_s": d["run_s"], "simulated_s": d["simulated_s"], "meta": d["meta"],
-                    "created": datetime.fromisoformat(d["created"]), "worker": d["worker"],
-                }
-            except (ValueError, KeyError, TypeError) as exc:
-                raise UsageError(f"{path}:{lineno} is not an autotune trial line ({exc}); nothing after it was imported") from None
-            if task.key != d["task"]["key"] or device.key != d["device"]["key"]:
-                raise UsageError(f"{path}:{lineno}: the task or device key does not match its content; the file was edited")
-            tid, did = db.task_id(task), db.device_id(device)
-            cid = _campaign_id(db, d["campaign"], task, device) if d["campaign"] else None
-            row.update(task_id=tid, device_id=did, campaign_id=cid)
-            pending.setdefault((tid, did, cid), []).append(row)
-            read += 1
-            if read % batch == 0:
-                flush()
-    flush()
+        lineno = 0
+        try:
+            for lineno, text in enumerate(f, 1):
+                if not text.strip():
+                    continue
+                task, device, camp, row = parser.line(text)
+                t, dv = tid.get(id(task)), did.get(id(device))  # parsed objects are shared by equal lines
+                if t is None:
+                    t = tid[id(task)] = _ensure(db, s, TaskRow, task.key,
+                                                {"kind": task.kind, "name": task.name, "params": task.params})
+                if dv is None:
+                    dv = did[id(device)] = _ensure(db, s, DeviceRow, device.key, {
+                        "name": device.name, "kind": device.kind, "properties": device.properties})
+                c = None
+                if camp is not None:
+                    if camp["name"] not in cid:
+                        cid[camp["name"]] = (_campaign_in(db, s, camp, t, dv), t, dv)
+                    c, ct, cd = cid[camp["name"]]
+                    _need((ct, cd) == (t, dv), f"campaign {camp['name']!r} appears with two tasks or devices")
+                row.update(task_id=t, device_id=dv, campaign_id=c)
+                pending.setdefault((t, dv, c), []).append(row)
+                read += 1
+                if read % batch == 0:
+                    flush()
+            flush()
+        except _BadLine as exc:
+            raise UsageError(f"{path}:{lineno} is not a valid autotune trial line: {exc}; nothing was imported") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"{path} is not UTF-8 text; give a JSONL file written by autotune export; "
+                             "nothing was imported") from None
+    db._ids.clear()  # ids cached earlier may name rows that a rolled-back import created
     return read, added
 
 
-def _campaign_id(db: Database, c: dict, task: Task, device: Device) -> int:
-    row, existed = db.open_campaign(c["name"], task, device, c["algorithm"], c["options"])
-    if not existed:  # a campaign new to this database keeps its original creation time
-        with db.session() as s:
-            r = s.get(CampaignRow, row.id)
-            r.status, r.created = "imported", datetime.fromisoformat(c["created"])
+def _ensure(db: Database, s, model, key: str, values: dict) -> int:
+    s.execute(db._insert(model).values(key=key, **values).on_conflict_do_nothing(index_elements=["key"]))
+    return s.scalar(select(model.id).where(model.key == key))
+
+
+def _campaign_in(db: Database, s, c: dict, task_id: int, device_id: int) -> int:
+    """The campaign's id, created (status "imported", its original creation time) when new."""
+    row = s.scalar(select(CampaignRow).where(CampaignRow.name == c["name"]))
+    if row is None:
+        row = CampaignRow(name=c["name"], task_id=task_id, device_id=device_id, algorithm=c["algorithm"],
+                          options=c["options"], status="imported", created=c["created"], updated=utcnow())
+        s.add(row)
+        s.flush()
+    elif (row.task_id, row.device_id) != (task_id, device_id):
+        raise UsageError(f"campaign {c['name']!r} already exists in this database for another task or device; "
+                         "nothing was imported")
     return row.id
 
 
