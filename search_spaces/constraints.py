@@ -4,6 +4,11 @@ An expression such as ``"block_x * block_y <= 1024 and tile % vec == 0"`` is par
 with :mod:`ast` and checked against a whitelist (names, numbers, arithmetic,
 comparisons, boolean operators, conditional expressions and a few functions).
 It is compiled to a Python closure tree; nothing is ever passed to ``eval``.
+
+Limits keep a hostile or mistaken expression from hanging or exhausting memory: at most
+MAX_CHARS characters and MAX_NODES syntax nodes, and powers whose result would exceed
+MAX_POW_BITS bits are refused. An expression that cannot be evaluated at a point (division
+by zero, log2 of 0, a power too large) raises UsageError naming the expression and the point.
 """
 
 from __future__ import annotations
@@ -20,10 +25,28 @@ FUNCTIONS: dict[str, Callable] = {
     "log2": math.log2, "ceil": math.ceil, "floor": math.floor, "sqrt": math.sqrt,
 }
 
+MAX_CHARS = 10_000
+MAX_NODES = 2_000
+MAX_POW_BITS = 4_096
+
+
+class _TooLarge(ArithmeticError):
+    pass
+
+
+def _pow(base, exp):
+    """base ** exp, refused when the result would need more than MAX_POW_BITS bits."""
+    if isinstance(base, (int, float)) and isinstance(exp, (int, float)) and abs(exp) > 1:
+        magnitude = abs(base)
+        if magnitude > 1 and exp > 0 and exp * math.log2(magnitude) > MAX_POW_BITS:
+            raise _TooLarge(f"{base!r} ** {exp!r} is too large")
+    return operator.pow(base, exp)
+
+
 _BINOPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
+    ast.Pow: _pow,
 }
 _CMPOPS = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
@@ -39,13 +62,23 @@ class Constraint:
     """A compiled constraint expression; call it with a mapping of knob values."""
 
     def __init__(self, text: str, names: set[str] | None = None):
+        if not isinstance(text, str):
+            raise UsageError(f"a constraint must be an expression string, not {type(text).__name__}")
         self.text = text
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        if len(text) > MAX_CHARS:
+            raise UsageError(f"constraint {shown!r} is {len(text):,} characters long; the limit is {MAX_CHARS:,}")
         try:
             tree = ast.parse(text, mode="eval")
+            nodes = sum(1 for _ in ast.walk(tree))
+            if nodes > MAX_NODES:
+                raise UsageError(f"constraint {shown!r} has {nodes:,} terms; the limit is {MAX_NODES:,}")
+            self.names: set[str] = set()
+            self._fn = self._compile(tree.body)
         except SyntaxError as exc:
-            raise UsageError(f"constraint {text!r} is not a valid expression: {exc.msg}") from None
-        self.names: set[str] = set()
-        self._fn = self._compile(tree.body)
+            raise UsageError(f"constraint {shown!r} is not a valid expression: {exc.msg}") from None
+        except (RecursionError, MemoryError):
+            raise UsageError(f"constraint {shown!r} is nested too deeply") from None
         if names is not None and (unknown := self.names - names):
             raise UsageError(
                 f"constraint {text!r} uses unknown name(s) {', '.join(sorted(unknown))}; "
@@ -53,7 +86,13 @@ class Constraint:
             )
 
     def __call__(self, env: Env) -> bool:
-        return bool(self._fn(env))
+        try:
+            return bool(self._fn(env))
+        except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:
+            point = ", ".join(f"{n}={env[n]!r}" for n in sorted(self.names) if n in env)
+            why = str(exc)[:100] if isinstance(exc, _TooLarge) else f"{exc.__class__.__name__}: {str(exc)[:100]}"
+            raise UsageError(f"constraint {self.text[:80]!r} cannot be evaluated{' at ' + point if point else ''}: "
+                             f"{why}") from None
 
     def __repr__(self) -> str:
         return f"Constraint({self.text!r})"

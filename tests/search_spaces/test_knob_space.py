@@ -84,3 +84,30 @@ def test_candidate_keys_are_stable_across_processes():
     space = small_knob_space()
     c = space.candidate({"x": 2, "y": 4, "mode": "b"})
     assert c.key == space.candidate(json.loads(json.dumps({"mode": "b", "y": 4, "x": 2}))).key
+
+
+@pytest.mark.parametrize("expr, env, message", [
+    ("9**9**9 > a", {"a": 1}, "too large"),
+    ("2 ** a < 10", {"a": 10**6}, "too large"),
+    ("a / 0 > 1", {"a": 2}, "division by zero"),
+    ("log2(a) > 1", {"a": 0}, "math domain error"),
+    ("+".join(["a"] * 100_000) + " > 0", {"a": 1}, "the limit is 10,000"),
+    ("+".join(["a"] * 1_500) + " > 0", {"a": 1}, "terms; the limit is 2,000"),
+    ("(" * 300 + "a" + ")" * 300 + " > 0", {"a": 1}, "not a valid expression|nested too deeply"),
+])
+def test_hostile_constraints_fail_fast_with_a_usage_error(expr, env, message):
+    import time
+
+    from autotune.search_spaces.constraints import Constraint
+
+    t0 = time.perf_counter()
+    with pytest.raises(UsageError, match=message):
+        Constraint(expr, {"a"})(env)
+    assert time.perf_counter() - t0 < 10.0  # a guard against hanging, not a performance target
+
+
+def test_a_constraint_that_divides_by_zero_at_some_point_names_the_point():
+    space_constraints = ["b == 0 or a / b > 1"]  # short-circuit: fine
+    KnobSpace({"a": [1, 2], "b": [0, 1]}, space_constraints).size()
+    with pytest.raises(UsageError, match="at a=1, b=0"):
+        KnobSpace({"a": [1, 2], "b": [0, 1]}, ["a / b > 1"]).size()
