@@ -1,4 +1,4 @@
-"""The campaign loop of DESIGN.md: ask, look up, measure, store, tell, until the budget is spent.
+"""The campaign loop: ask, look up, measure, store, tell, until the budget is spent.
 
 Each batch is committed in one transaction together with the algorithm's state, so
 a campaign killed at any point loses at most the batch in flight, and resuming it
@@ -84,6 +84,7 @@ class Campaign:
         self.seed = int(seed)
         if self.trials is None and self.time_budget is None and self.simulated_budget is None and space.size() is None:
             raise UsageError("give a budget (trials, time or simulated time): this space is unbounded")
+        self.algorithm.check_space(space)  # before the campaign is opened in the database
         self.progress = progress
         self.console = console or Console(stderr=True)
 
@@ -104,10 +105,12 @@ class Campaign:
         best = min((m for m, _ in history if m.ok), key=lambda m: m.cost, default=None)
         seen = {m.candidate.key for m, _ in history}
 
-        if hasattr(self.algorithm, "on_retrain"):  # a model-guided algorithm: every retrained model is logged
-            model_name = getattr(getattr(self.algorithm, "cost_model", None), "name", "") or "model"
-            self.algorithm.on_retrain = lambda metrics, data: self.db.save_cost_model(
-                model_name, data, metrics, int(metrics.get("n_train", metrics.get("n_samples", 0))), task, device, cid)
+        def store_model(metrics: dict, data: bytes) -> None:  # every retrained cost model is logged
+            model = self.algorithm.cost_model
+            self.db.save_cost_model((model.name if model is not None else "") or "model", data, metrics,
+                                    int(metrics.get("n_train", metrics.get("n_samples", 0))), task, device, cid)
+
+        self.algorithm.on_retrain = store_model
         self.algorithm.bind(self.space, np.random.default_rng(self.seed), [m for m, _ in history])
         state = self.db.load_state(cid)
         if state:
@@ -149,7 +152,7 @@ class Campaign:
                 known = self.db.lookup(tid, did, [c.key for c in asked])
                 new = [c for c in asked if c.key not in known]
                 results = self.runner.measure(task, new) if new else []
-                predicted = getattr(self.algorithm, "predicted", {})  # the model's score, where one chose it
+                predicted = self.algorithm.predicted  # the model's score, where one chose the candidate
                 for m in results:
                     m.predicted = predicted.get(m.candidate.key, m.predicted)
                 reused = [known[c.key] for c in asked if c.key in known]

@@ -13,8 +13,9 @@ from autotune.types import Candidate, Task
 class Space(ABC):
     """A search space for one task.
 
-    Required: ``sample`` and ``features``. The other moves are optional; an
-    algorithm that needs one a space lacks gets ``NotImplementedError`` naming it.
+    Required: ``sample`` and ``features``. The other moves are optional (a space offers
+    one by overriding its method); an algorithm declares the moves it needs and binding it
+    to a space that lacks one raises ``UsageError`` naming them.
     """
 
     task: Task

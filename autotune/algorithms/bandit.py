@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from autotune.algorithms.base import Option, SearchAlgorithm
+from autotune.algorithms.base import Option, SearchAlgorithm, union_moves
 from autotune.errors import UsageError
 from autotune.types import Candidate, Measurement
 
@@ -26,18 +26,29 @@ class AUCBandit(SearchAlgorithm):
     name = "bandit"
     description = "OpenTuner's AUC bandit over sub-algorithms, credit = new bests"
     no_repeats = True
+    #: the moves of the default arms; ``required_moves`` gives those of the arms configured
+    needs = ("sample", "neighbor", "crossover")
     options = {
         "algorithms": Option("evolutionary,mcmc,optuna-tpe,random", "comma-separated sub-algorithms (registered names)"),
         "window": Option(50, "recent proposals the credit is computed on"),
         "c": Option(0.05, "exploration constant"),
     }
 
-    def setup(self) -> None:
-        from autotune.algorithms.registry import make_algorithm
-
+    def _arm_names(self) -> list[str]:
         names = [n.strip() for n in str(self.config["algorithms"]).split(",") if n.strip()]
         if not names or "bandit" in names or len(set(names)) != len(names):
             raise UsageError("bandit needs a comma-separated list of distinct other algorithms, e.g. 'evolutionary,mcmc,random'")
+        return names
+
+    def required_moves(self) -> tuple[str, ...]:
+        from autotune.algorithms.registry import make_algorithm
+
+        return union_moves(("sample",), *(make_algorithm(n).required_moves() for n in self._arm_names()))
+
+    def setup(self) -> None:
+        from autotune.algorithms.registry import make_algorithm
+
+        names = self._arm_names()
         self.arm_names = names
         self.arms = [make_algorithm(n).bind(self.space, np.random.default_rng(int(self.rng.integers(2**63))), [])
                      for n in names]

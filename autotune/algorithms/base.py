@@ -3,12 +3,18 @@
 Options are declared once, as a class attribute ``options`` mapping each name to an
 :class:`Option` (default and one-line help); the constructor validates keyword
 arguments against it, and ``autotune algorithms`` lists them.
+
+The space moves an algorithm uses are declared in ``needs`` and checked when it is bound
+to a space (:meth:`SearchAlgorithm.check_space`), so a search that cannot work on a space
+is refused before anything is measured instead of failing half-way.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,6 +22,23 @@ import numpy as np
 from autotune.errors import UsageError
 from autotune.search_spaces.base import Space
 from autotune.types import Candidate, Measurement
+
+#: the optional moves of :class:`Space`: a space offers one when its class overrides Space's
+#: method (whose default raises NotImplementedError); ``sample`` every space offers
+OPTIONAL_MOVES = ("neighbor", "crossover", "children", "enumerate")
+MOVES = ("sample", *OPTIONAL_MOVES)
+
+
+def offered_moves(space: Space) -> tuple[str, ...]:
+    """The moves ``space`` offers, in the order of ``MOVES``."""
+    return ("sample",) + tuple(m for m in OPTIONAL_MOVES
+                               if getattr(type(space), m, None) not in (None, getattr(Space, m)))
+
+
+def union_moves(*groups: Iterable[str]) -> tuple[str, ...]:
+    """The moves of all ``groups``, each once, in the order of ``MOVES``."""
+    wanted = {m for g in groups for m in g}
+    return tuple(m for m in MOVES if m in wanted) + tuple(sorted(wanted - set(MOVES)))
 
 
 @dataclass(frozen=True)
@@ -25,15 +48,31 @@ class Option:
 
 
 class SearchAlgorithm(ABC):
-    """Ask for candidates, tell their measurements. ``ask`` returning [] means exhausted."""
+    """Ask for candidates, tell their measurements. ``ask`` returning [] means exhausted.
+
+    Hooks a campaign uses (defaults do nothing, so an algorithm without a cost model ignores them):
+    ``on_retrain`` is set by the caller and called by an algorithm that retrains a cost model,
+    ``cost_model`` names that model, and ``predicted`` holds the model's score of the candidates
+    it chose (stored with their trials).
+    """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     options: ClassVar[dict[str, Option]] = {}
     #: whether ``ask`` never proposes a candidate twice (checked by the conformance suite)
     no_repeats: ClassVar[bool] = False
-    #: the Space moves this algorithm needs ("sample", "neighbor", "crossover", "children", "enumerate")
+    #: the Space moves this algorithm needs ("sample", "neighbor", "crossover", "children", "enumerate");
+    #: an algorithm wrapping others adds theirs in ``required_moves``
     needs: ClassVar[tuple[str, ...]] = ("sample",)
+
+    #: called as ``on_retrain(metrics, model_bytes)`` after every retrain of the algorithm's cost
+    #: model, with the model's quality on results it had not seen and the serialised model; set
+    #: by the caller (a campaign stores every model), None when nobody listens
+    on_retrain: Callable[[dict, bytes], None] | None = None
+    #: the cost model guiding the search (its ``name`` labels the stored models); None without one
+    cost_model: Any = None
+    #: candidate key -> the cost model's score, for the candidates a model chose (empty without one)
+    predicted: Mapping[str, float] = MappingProxyType({})
 
     def __init__(self, **kwargs: Any):
         unknown = set(kwargs) - set(self.options)
@@ -49,8 +88,24 @@ class SearchAlgorithm(ABC):
         self.space: Space | None = None
         self.rng: np.random.Generator | None = None
 
+    def required_moves(self) -> tuple[str, ...]:
+        """The space moves this algorithm uses: ``needs``, plus those of the algorithms it wraps."""
+        return union_moves(self.needs)
+
+    def check_space(self, space: Space) -> None:
+        """Raise UsageError, naming the missing moves, when ``space`` lacks a move this algorithm needs."""
+        offered = offered_moves(space)
+        missing = [m for m in self.required_moves() if m not in offered]
+        if missing:
+            name = self.name or type(self).__name__
+            raise UsageError(f"algorithm {name!r} needs a space with {' and '.join(missing)}; "
+                             f"{type(space).__name__} offers {', '.join(offered)}")
+
     def bind(self, space: Space, rng: np.random.Generator, history: list[Measurement] = ()) -> "SearchAlgorithm":
-        """Attach to a space; ``history`` holds earlier measurements (a resumed campaign)."""
+        """Attach to a space; ``history`` holds earlier measurements (a resumed campaign).
+
+        Raises UsageError when the space lacks a move the algorithm needs (``check_space``)."""
+        self.check_space(space)
         self.space = space
         self.rng = rng
         self.setup()

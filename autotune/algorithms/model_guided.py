@@ -7,9 +7,9 @@ Each ``ask(n)``:
    results it was trained on, if more: retraining gets rarer as the history grows) arrived;
 3. candidates are scored by the model: a space of at most ``score_all`` points is enumerated
    once and *every* unmeasured point is scored (exact argmax of the model, cheap with
-   XGBoost); a larger space is searched by a fresh copy of the inner algorithm, bound to the
-   real measurements (so it starts from the best measured points), told the model's predicted
-   costs for ``pool`` proposals;
+   XGBoost); a larger space, or one that cannot be enumerated, is searched by a fresh copy of
+   the inner algorithm, bound to the real measurements (so it starts from the best measured
+   points), told the model's predicted costs for ``pool`` proposals;
 4. the ``n - round(epsilon * n)`` best-scored unseen candidates are returned plus random ones
    (the epsilon share, carried over between batches so small batches get their share too);
    with an ensemble model (``predict_members``), slot j takes the best candidate of member
@@ -24,16 +24,20 @@ fitted on a random 80% of the measurements, on the other 20%, every that many re
 the model was last trained on, and the last inner state; ``load_state_dict`` retrains the model from the
 history given to ``bind`` (its first ``trained_on`` results), so a resumed campaign has its
 model again before the first batch and continues the same search.
+
+The moves it needs (checked at ``bind``) are random samples, the inner algorithm's moves, and
+neighbor moves when ``local`` > 0.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from autotune.algorithms.base import Option, SearchAlgorithm
+from autotune.algorithms.base import Option, SearchAlgorithm, offered_moves, union_moves
 from autotune.algorithms.support import exhausted, fresh_sample, fresh_walk
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.metrics import quality
@@ -66,6 +70,11 @@ class ModelGuided(SearchAlgorithm):
         self.on_retrain: Callable[[dict, bytes], None] | None = None
         self.last_metrics: dict | None = None
         self.predicted: dict[str, float] = {}  # score of each candidate the model chose
+
+    def required_moves(self) -> tuple[str, ...]:
+        """Random samples, the inner algorithm's moves, and neighbor walks when ``local`` > 0."""
+        local = ("neighbor",) if float(self.config["local"]) > 0 else ()
+        return union_moves(self.needs, self.inner.required_moves(), local)
 
     def setup(self) -> None:
         self.history: list[Measurement] = []
@@ -131,7 +140,7 @@ class ModelGuided(SearchAlgorithm):
     # -- candidates ------------------------------------------------------------------
     def _scored_all(self) -> tuple[list[Candidate], np.ndarray] | None:
         size = self.space.size()
-        if size is None or size > int(self.config["score_all"]):
+        if size is None or size > int(self.config["score_all"]) or "enumerate" not in offered_moves(self.space):
             return None
         if self._all is None:
             self._all = list(self.space.enumerate())

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autotune.algorithms.base import Option, SearchAlgorithm
+from autotune.algorithms.base import Option, SearchAlgorithm, union_moves
 from autotune.algorithms.model_guided import ModelGuided
 from autotune.cost_models.prior import SourcePrior, TransferModel
 from autotune.types import Candidate, Device, Measurement
@@ -90,6 +90,13 @@ class WarmStart(SearchAlgorithm):
     @property
     def cost_model(self) -> TransferModel | None:
         return self.guided.cost_model if self.guided is not None else None
+
+    @property
+    def predicted(self) -> dict[str, float]:
+        return self.guided.predicted if self.guided is not None else {}
+
+    def required_moves(self) -> tuple[str, ...]:
+        return union_moves(self.needs, self.inner.required_moves())
 
     def setup(self) -> None:
         space = self.space

@@ -1,0 +1,113 @@
+"""An algorithm's ``needs`` are checked when it is bound to a space: a search that uses a move the
+space lacks is refused with one sentence (UsageError) before it proposes anything, and wrappers
+(model guidance, bandit, warm start) need what the algorithms they wrap need."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autotune.algorithms.base import offered_moves
+from autotune.algorithms.model_guided import ModelGuided, make_search
+from autotune.algorithms.registry import make_algorithm
+from autotune.algorithms.warm_start import WarmStart
+from autotune.cost_models.xgb import XGBCostModel
+from autotune.errors import UsageError
+from autotune.search_spaces.base import Space
+from autotune.testing.fakes import small_knob_space
+from autotune.types import Candidate, Measurement, Status, Task
+
+
+class Line(Space):
+    """Points 0..size-1 on a line: samples and neighbor steps only (no crossover, children or enumeration)."""
+
+    def __init__(self, size: int = 40):
+        self.n = size
+        self.task = Task("kernel", "line", {"n": size})
+
+    def sample(self, rng):
+        return Candidate({"x": int(rng.integers(self.n))})
+
+    def neighbor(self, c, rng):
+        x = c.payload["x"] + (1 if rng.random() < 0.5 else -1)
+        return Candidate({"x": min(max(x, 0), self.n - 1)})
+
+    def features(self, cs):
+        return np.array([[c.payload["x"]] for c in cs], dtype=float)
+
+    def size(self):
+        return self.n
+
+
+def bind(algo, space):
+    return algo.bind(space, np.random.default_rng(0), [])
+
+
+def test_offered_moves_are_the_methods_a_space_overrides():
+    from autotune.search_spaces.parallel.clusters import get_cluster
+    from autotune.search_spaces.parallel.models import get_model
+    from autotune.search_spaces.parallel.space import StrategySpace
+
+    assert offered_moves(Line()) == ("sample", "neighbor")
+    assert offered_moves(small_knob_space()) == ("sample", "neighbor", "crossover", "children", "enumerate")
+    strategies = StrategySpace(get_model("rnnlm", 64), get_cluster("p100-4x4"))
+    assert offered_moves(strategies) == ("sample", "neighbor", "crossover")
+
+
+@pytest.mark.parametrize("name,missing", [("backtracking", "children"), ("grid", "enumerate"),
+                                          ("evolutionary", "crossover")])
+def test_an_algorithm_needing_a_move_the_space_lacks_is_refused_at_bind(name, missing):
+    algo = make_algorithm(name)
+    with pytest.raises(UsageError) as err:
+        bind(algo, Line())
+    msg = str(err.value)
+    assert f"algorithm {name!r} needs a space with {missing}" in msg
+    assert msg.endswith("Line offers sample, neighbor") and "\n" not in msg
+    assert algo.space is None  # refused before it was attached
+
+
+@pytest.mark.parametrize("name", ["random", "mcmc"])
+def test_an_algorithm_whose_moves_the_space_offers_is_bound(name):
+    algo = bind(make_algorithm(name), Line())
+    assert algo.ask(3)
+
+
+def test_model_guidance_needs_what_its_inner_algorithm_needs():
+    with pytest.raises(UsageError, match="'backtracking\\+xgb' needs a space with children"):
+        bind(make_search("backtracking", "xgb"), Line())
+    guided = ModelGuided(make_algorithm("random"), XGBCostModel(), local=0.5)
+    assert guided.required_moves() == ("sample", "neighbor")
+    bind(guided, Line())
+    assert "neighbor" not in ModelGuided(make_algorithm("random"), XGBCostModel()).required_moves()
+
+
+def test_bandit_needs_the_moves_of_its_arms():
+    with pytest.raises(UsageError, match="'bandit' needs a space with children"):
+        bind(make_algorithm("bandit", algorithms="random,backtracking"), Line())
+    assert bind(make_algorithm("bandit", algorithms="random,mcmc"), Line()).ask(4)
+
+
+def test_warm_start_needs_what_its_inner_algorithm_needs():
+    with pytest.raises(UsageError, match="'warm-start\\+grid' needs a space with enumerate"):
+        bind(WarmStart(make_algorithm("grid"), []), Line())
+
+
+def test_model_guidance_searches_a_small_space_it_cannot_enumerate_with_the_inner_algorithm():
+    """A sized space without ``enumerate`` is not scored exhaustively: the inner search explores
+    the model instead (this used to raise NotImplementedError once the model was trained)."""
+    space = Line(40)
+    algo = bind(make_search("mcmc", "xgb", init=4, retrain_every=4, pool=32,
+                            cost_model_options={"min_samples": 4, "rounds": 5}), space)
+    told = 0
+    for _ in range(6):
+        batch = algo.ask(4)
+        algo.tell([Measurement(c, Status.OK, times=[1.0 + abs(c.payload["x"] - 17)]) for c in batch])
+        told += len(batch)
+    assert told == 24 and algo.trained_on > 0 and algo.predicted
+
+
+def test_algorithms_without_a_model_have_inert_hooks():
+    algo = bind(make_algorithm("mcmc"), small_knob_space())
+    assert algo.on_retrain is None and algo.cost_model is None and dict(algo.predicted) == {}
+    with pytest.raises(TypeError):
+        algo.predicted["k"] = 1.0  # the shared default cannot be filled by accident
