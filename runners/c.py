@@ -16,7 +16,6 @@ import platform
 import shlex
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from autotune.runners.base import Runner
 from autotune.runners.child import run_shared_object
+from autotune.runners.processes import physical_memory, private_workdir
 from autotune.runners.timing import Protocol
 from autotune.runners.workers import IsolatedWorker
 from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props
@@ -102,7 +102,8 @@ class CRunner(Runner):
 
     def __init__(self, template: KernelTemplate, protocol: Protocol | None = None, build_workers: int = 2,
                  compile_timeout_s: float = 60.0, run_timeout_s: float = 20.0, flags: tuple[str, ...] = DEFAULT_FLAGS,
-                 workdir: str | Path | None = None, seed: int = 0, check: bool = True):
+                 workdir: str | Path | None = None, seed: int = 0, check: bool = True,
+                 memory_limit: int | None = None):
         if template.target != "cpu":
             raise UsageError(f"CRunner runs cpu templates; {template.name} targets {template.target!r}")
         self.template = template
@@ -113,13 +114,14 @@ class CRunner(Runner):
         self.run_timeout_s = run_timeout_s
         self.check = check
         self._own_dir = workdir is None
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="autotune-c-"))
+        self.workdir = Path(workdir) if workdir else private_workdir("autotune-c-")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._pool = ThreadPoolExecutor(max_workers=max(1, build_workers), thread_name_prefix="cbuild")
         self.device = cpu_device(self.cc, self.flags)
         self.inputs = template.make_inputs(seed)
         self._reference: np.ndarray | None = None
-        self._worker = IsolatedWorker()
+        # a candidate may use at most the machine's physical memory (RLIMIT_AS)
+        self._worker = IsolatedWorker(memory_limit=memory_limit if memory_limit is not None else physical_memory())
 
     @property
     def reference(self) -> np.ndarray:

@@ -17,7 +17,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from autotune.runners.base import Runner
 from autotune.runners.timing import Protocol
+from autotune.runners.processes import private_workdir
 from autotune.runners.workers import read_frame, write_frame
 from autotune.search_spaces.kernels.base import KernelTemplate
 
@@ -50,7 +50,7 @@ class CudaBuilder:
             raise UsageError(f"CUDA architecture {arch!r} is not of the form sm_80, sm_90a")
         self.nvcc, self.arch, self.timeout_s, self.flags = nvcc_path(), arch, timeout_s, tuple(flags)
         self._own = workdir is None
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="autotune-cuda-"))
+        self.workdir = Path(workdir) if workdir else private_workdir("autotune-cuda-")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="nvcc")
 

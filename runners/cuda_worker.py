@@ -187,6 +187,9 @@ def serve(index: int, preference: str, inp: int, out: int) -> int:
 
 
 if __name__ == "__main__":
+    from autotune.runners.processes import die_with_parent
+
+    die_with_parent()  # a GPU worker never outlives the runner that started it
     stdout = os.dup(1)
     os.dup2(2, 1)  # library chatter goes to stderr; replies use the saved stdout
     sys.exit(serve(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "auto", sys.stdin.fileno(), stdout))

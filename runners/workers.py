@@ -73,8 +73,9 @@ def _signal_name(code: int) -> str:
 class IsolatedWorker:
     """A handle on one fork server; ``call`` runs a function in a fresh child of it."""
 
-    def __init__(self):
+    def __init__(self, memory_limit: int | None = None):
         self.proc: subprocess.Popen | None = None
+        self.memory_limit = memory_limit  # RLIMIT_AS of each child, in bytes (None: no limit)
 
     def _start(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
@@ -88,7 +89,8 @@ class IsolatedWorker:
         t0 = time.perf_counter()
         proc = self._start()
         try:
-            write_frame(proc.stdin.fileno(), pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL))
+            write_frame(proc.stdin.fileno(), pickle.dumps((fn, args, self.memory_limit),
+                                                          protocol=pickle.HIGHEST_PROTOCOL))
             pid = pickle.loads(read_frame(proc.stdout.fileno(), time.perf_counter() + 30.0))
         except (OSError, TimeoutError, TypeError, pickle.PickleError) as exc:
             self.close()
@@ -99,9 +101,12 @@ class IsolatedWorker:
         except TimeoutError:
             timed_out = True
             try:
-                os.kill(pid, signal.SIGKILL)  # the child we asked for; the server reaps it and reports
-            except ProcessLookupError:
-                pass
+                os.killpg(pid, signal.SIGKILL)  # the child's whole group; the server reaps the child and reports
+            except (ProcessLookupError, PermissionError):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             try:
                 frame = read_frame(proc.stdout.fileno(), time.perf_counter() + 10.0)
             except TimeoutError:

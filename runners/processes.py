@@ -1,0 +1,80 @@
+"""Process hygiene for the runners' helper processes: die with the parent, leave nothing behind.
+
+- ``die_with_parent(sig)``: Linux's PR_SET_PDEATHSIG, so a helper (fork server, GPU worker,
+  candidate process) is signalled when the process that started it dies, even by SIGKILL;
+- ``limit_memory(nbytes)``: RLIMIT_AS for a candidate process (an allocation past it fails
+  in the candidate, not in the machine);
+- ``private_workdir(prefix)``: a build folder named after this process, removed at exit;
+  folders of processes that no longer exist (killed before they could clean up) are removed
+  the next time a runner starts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> bool:
+    """Ask the kernel to send ``sig`` to this process when its parent dies (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def limit_memory(nbytes: int | None) -> None:
+    """Cap this process's address space at ``nbytes`` (None: leave it)."""
+    if nbytes:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = int(nbytes) if hard == resource.RLIM_INFINITY else min(int(nbytes), hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
+def physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(prefix: str, root: str | None = None) -> int:
+    """Remove ``<root>/<prefix><pid>-*`` folders whose process is gone; returns how many."""
+    base = Path(root or tempfile.gettempdir())
+    removed = 0
+    for d in base.glob(f"{prefix}*-*"):
+        pid = d.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)) and d.is_dir():
+            shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def private_workdir(prefix: str) -> Path:
+    """A new temporary folder ``<prefix><pid>-XXXX``, removed when this process exits normally."""
+    sweep_stale(prefix)
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
