@@ -15,8 +15,8 @@ import json
 import numpy as np
 import pytest
 
+from autotune.algorithms.base import offered_moves
 from autotune.errors import MissingDependencyError
-from autotune.search_spaces.base import Space
 from autotune.testing.fakes import FakeRewriteSpace, FakeRunner, small_knob_space
 from autotune.types import Measurement, Status
 
@@ -25,25 +25,16 @@ from autotune.types import Measurement, Status
 #: complete and its children are rewrites of it (the tree TASO-style searches walk).
 ARENAS = {"knobs": small_knob_space, "rewrites": FakeRewriteSpace}
 
-#: the optional moves of Space and the method offering each
-MOVES = ("neighbor", "crossover", "children", "enumerate")
-
-
-def offered_moves(space: Space) -> set[str]:
-    """The moves ``space`` offers: "sample" always, the others when its class overrides Space's
-    method (whose default raises NotImplementedError)."""
-    return {"sample"} | {m for m in MOVES if getattr(type(space), m) is not getattr(Space, m)}
-
-
-def arenas_for(needs) -> list[str]:
-    """The ARENAS an algorithm with these ``needs`` is checked on: the knob space when it offers
-    them all, and the rewrite space too for tree searches (those that need ``children``)."""
-    needs = set(needs)
+def arenas_for(moves) -> list[str]:
+    """The ARENAS an algorithm using these ``moves`` (its ``required_moves()``) is checked on: the
+    knob space when it offers them all, and the rewrite space too for tree searches (those that
+    use ``children``). Which moves a space offers is what ``bind`` checks (``offered_moves``)."""
+    moves = set(moves)
     out = []
     for name, make in ARENAS.items():
-        if not needs <= offered_moves(make()):
+        if not moves <= set(offered_moves(make())):
             continue
-        if name == "knobs" or "children" in needs:
+        if name == "knobs" or "children" in moves:
             out.append(name)
     return out
 

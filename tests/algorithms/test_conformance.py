@@ -3,7 +3,8 @@
 
 The cases are built from ``ALGORITHMS`` when this module is collected, so a newly registered
 algorithm is checked without editing this file: on the small knob space when that offers the
-moves it ``needs``, and on the graph-like rewrite space too when it is a tree search (needs
+moves it uses (``required_moves()``: its ``needs``, plus those of the algorithms a wrapper
+such as bandit runs), and on the graph-like rewrite space too when it is a tree search (needs
 ``children``). Each runs as registered and guided by the XGBoost cost model through
 ``make_search(name, cost_model="xgb")``; guidance uses ``score_all=0`` so the inner algorithm
 really searches the model (the path of large spaces; on small ones every point is scored and
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 from autotune.algorithms.model_guided import make_search
-from autotune.algorithms.registry import ALGORITHMS, algorithm_class
+from autotune.algorithms.registry import ALGORITHMS
 from autotune.errors import MissingDependencyError
 from autotune.testing.algorithms import ARENAS, AlgorithmConformance, arenas_for
 
@@ -32,6 +33,8 @@ FAST_OPTIONS = {
 }
 #: ask/tell rounds per check (default 6): the Gaussian process is slow to fit
 STEPS = {"optuna-gp": 3}
+#: rounds per check under guidance: two batches of random points train the model, two more search it
+GUIDED_STEPS = 4
 #: model guidance: a few random points, then an XGBoost model retrained every 4 results and
 #: searched by the inner algorithm (score_all=0) with a small pool
 GUIDED_OPTIONS = {"init": 6, "retrain_every": 4, "score_all": 0, "pool": 16, "inner_batch": 8,
@@ -54,12 +57,12 @@ class Case:
 def cases() -> list:
     out = []
     for name in sorted(ALGORITHMS):
-        try:
-            needs = algorithm_class(name).needs
+        try:  # the moves it uses: its own needs and, for a wrapper (bandit), those of what it wraps
+            moves = make_search(name, None, **FAST_OPTIONS.get(name, {})).required_moves()
         except MissingDependencyError as exc:
             out.append(pytest.param(None, id=name, marks=pytest.mark.skip(reason=str(exc))))
             continue
-        arenas = arenas_for(needs) or [None]  # None: no arena fits, the case fails saying so
+        arenas = arenas_for(moves) or [None]  # None: no arena fits, the case fails saying so
         for cost_model in GUIDANCE:
             options = {**FAST_OPTIONS.get(name, {}), **(GUIDED_OPTIONS if cost_model else {})}
             for arena in arenas:
@@ -77,8 +80,8 @@ class TestRegisteredAlgorithm(AlgorithmConformance):
     @pytest.fixture(autouse=True)
     def _bind_case(self, case):
         if case.arena is None:
-            needs = algorithm_class(case.algorithm).needs
-            pytest.fail(f"no conformance space offers every move algorithm {case.algorithm!r} needs {needs}; "
+            moves = make_search(case.algorithm, None).required_moves()
+            pytest.fail(f"no conformance space offers every move algorithm {case.algorithm!r} uses {moves}; "
                         "add one to ARENAS in autotune/testing/algorithms.py")
         self.case = case
         try:  # an optional package the algorithm checks for only when bound (optuna-gp: torch)
@@ -86,7 +89,8 @@ class TestRegisteredAlgorithm(AlgorithmConformance):
                 ARENAS[case.arena](), np.random.default_rng(0), [])
         except MissingDependencyError as exc:
             pytest.skip(str(exc))
-        self.steps = STEPS.get(case.algorithm, AlgorithmConformance.steps)
+        self.steps = min(STEPS.get(case.algorithm, AlgorithmConformance.steps),
+                         GUIDED_STEPS if case.cost_model else AlgorithmConformance.steps)
 
     def make_algorithm(self):
         return make_search(self.case.algorithm, self.case.cost_model, **self.case.options)
