@@ -87,10 +87,6 @@ class Candidate:
         if not self.key:
             object.__setattr__(self, "key", stable_key(self.payload))
 
-    @property
-    def config(self) -> Any:
-        return self.payload
-
 
 def median(values: list[float] | tuple[float, ...]) -> float:
     s = sorted(values)

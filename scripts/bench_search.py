@@ -40,8 +40,8 @@ DEFAULT_ALGORITHM = "evolutionary+xgb"
 DEFAULT_CACHES = "/work/shared/datasets/replay/*/*.json.gz"
 OURS = ["random", "mcmc", "evolutionary", "backtracking", "optuna-tpe", "bandit"]
 CHECKPOINTS = (50, 100, 200, 500)
-# best peer per space from the issue (Kernel Tuner strategies and Optuna TPE with their default
-# settings, median over 10 seeds, budget 1000), used when the kt: peers are not run here
+# measurements to 5% of the best peer per space (Kernel Tuner strategies and Optuna TPE with their
+# default settings, median over 10 seeds, budget 1000), used when the kt: peers are not run here
 REFERENCE_BEST_PEER = {
     "gemm/RTX_3090": 146, "gemm/RTX_2080_Ti": 130, "gemm/RTX_Titan": 43, "convolution/RTX_3090": 42,
     "convolution/RTX_2080_Ti": 42, "convolution/RTX_Titan": 37, "convolution/RTX_3060_laptop": 51,
@@ -91,7 +91,7 @@ def _parse_options(items: list[str]) -> dict:
     return out
 
 
-def make(name: str, space_size: int):
+def make(name: str):
     if name.endswith("+xgb"):
         return make_guided(name[: -len("+xgb")], "xgb", cost_model_options=MODEL_OPTIONS, **GUIDED_OPTIONS)
     return make_algorithm(name)
@@ -99,7 +99,7 @@ def make(name: str, space_size: int):
 
 def run_ours(name: str, space: ReplaySpace, runner: ReplayRunner, seed: int, budget: int) -> tuple[Tracker, float]:
     tracker = Tracker(space, budget)
-    algo = make(name, space.size())
+    algo = make(name)
     engine = 0.0
     t = time.perf_counter()
     algo.bind(space, np.random.default_rng(seed), [])

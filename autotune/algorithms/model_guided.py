@@ -252,9 +252,6 @@ class ModelGuided(SearchAlgorithm):
         self.pending = [k for k in self.pending if k not in done]
 
     # -- state -----------------------------------------------------------------------
-    def model_bytes(self) -> bytes:
-        return self.cost_model.save()
-
     def state_dict(self) -> dict:
         return {**super().state_dict(), "pending": list(self.pending), "trained_on": self.trained_on,
                 "retrains": self.retrains,

@@ -28,7 +28,6 @@ from autotune.types import Candidate, Measurement
 
 class _OptunaBase(SearchAlgorithm):
     no_repeats = True
-    sampler_name: ClassVar[str] = ""
     requires: ClassVar[tuple[str, ...]] = ()
     options = {"n_startup_trials": Option(10, "random trials before the sampler's model is used")}
 

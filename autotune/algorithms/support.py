@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from autotune.search_spaces.base import Space
-from autotune.types import Candidate, Measurement
+from autotune.types import Candidate
 
 
 def exhausted(space: Space, seen: set[str]) -> bool:
@@ -46,15 +46,6 @@ def fresh_walk(space: Space, start: Candidate, rng: np.random.Generator, seen: s
     return None
 
 
-def relative_worse(new: float, old: float) -> float:
-    """How much worse ``new`` is than ``old`` as a fraction of ``old`` (scale-free); inf for failures."""
-    if not math.isfinite(new):
-        return math.inf
-    if not math.isfinite(old) or old <= 0:
-        return -1.0 if math.isfinite(new) and not math.isfinite(old) else (new - old)
-    return (new - old) / old
-
-
 def cand_to_json(c: Candidate | None):
     return None if c is None else {"payload": c.payload, "key": c.key}
 
@@ -70,8 +61,3 @@ def finite(x: float | None) -> float | None:
 
 def unfinite(x: float | None) -> float:
     return math.inf if x is None else float(x)
-
-
-def best_of(results: list[Measurement]) -> Measurement | None:
-    ok = [m for m in results if m.ok]
-    return min(ok, key=lambda m: m.cost) if ok else None

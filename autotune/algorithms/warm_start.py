@@ -171,13 +171,6 @@ class WarmStart(SearchAlgorithm):
         self.told += len(results)
         self.guided.tell(results)
 
-    @property
-    def transfer_info(self) -> dict:
-        m = self.cost_model
-        rho = getattr(m, "rho", float("nan"))
-        return {"sources": [s.device.name for s in self.sources], "mode": self.config["mode"],
-                "prior_active": bool(getattr(m, "active", False)), "rho": None if not np.isfinite(rho) else round(float(rho), 4)}
-
     def state_dict(self) -> dict:
         return {**super().state_dict(), "queue": [c.payload for c in self.queue], "told": self.told,
                 "guided": self.guided.state_dict()}

@@ -113,7 +113,6 @@ class KernelTemplate:
     name = "kernel"
     shape_names: tuple[str, ...] = ()
     shape_optional: ClassVar[dict[str, int]] = {}
-    n_inputs = 2
     rtol = 1e-4
     atol = 1e-4
 
@@ -207,7 +206,3 @@ class KernelTemplate:
                     f"rtol={self.rtol}, atol={self.atol}; worst at {tuple(map(int, i))}: "
                     f"{float(out[i]):.6g} vs {float(ref[i]):.6g}")
         return ""
-
-    def describe(self) -> dict:
-        return {"name": self.name, "shape": self.shape, "target": self.target,
-                "flops": self.flops, "bytes": self.bytes}

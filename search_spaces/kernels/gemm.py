@@ -11,7 +11,6 @@ from autotune.search_spaces.kernels.gemm_cuda import gemm_cuda_launch, gemm_cuda
 class Gemm(KernelTemplate):
     name = "gemm"
     shape_names = ("M", "N", "K")
-    n_inputs = 2
 
     @property
     def rtol(self) -> float:

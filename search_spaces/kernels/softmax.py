@@ -15,7 +15,6 @@ from autotune.search_spaces.kernels.base import KernelTemplate
 class Softmax(KernelTemplate):
     name = "softmax"
     shape_names = ("rows", "cols")
-    n_inputs = 1
     rtol = 1e-4
     atol = 1e-6
 

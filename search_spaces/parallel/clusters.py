@@ -49,9 +49,6 @@ class Cluster:
     def devices(self) -> int:
         return self.nodes * self.per_node
 
-    def node_of(self, d: int) -> int:
-        return d // self.per_node
-
     def peak(self, dtype_bytes: int) -> float:
         return self.device.flops_fp16 if dtype_bytes <= 2 else self.device.flops_fp32
 

@@ -50,10 +50,6 @@ class Op:
     def out_elems(self) -> int:
         return math.prod(self.dims[d] for d in self.out) * self.out_scale
 
-    def signature(self) -> tuple:
-        return (tuple(self.dims.items()), tuple(self.roles.items()))
-
-
 @dataclass
 class Graph:
     name: str

@@ -1,4 +1,4 @@
-"""scripts/bench_transfer.py on two small caches built in the test: the JSON shape of the issue."""
+"""scripts/bench_transfer.py on small caches built in the test: its JSON report and its figures."""
 
 from __future__ import annotations
 
