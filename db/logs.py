@@ -103,7 +103,7 @@ class _LineParser:
 
     def task(self, t) -> Task:
         t = _mapping(t, "task")
-        seen = self._tasks.get(t.get("key"))
+        seen = self._tasks.get(_text(t.get("key"), "task.key"))
         if seen is not None and seen[0] == t:
             return seen[1]
         task = Task(_text(t.get("kind"), "task.kind"), _text(t.get("name"), "task.name"),
@@ -114,7 +114,7 @@ class _LineParser:
 
     def device(self, dv) -> Device:
         dv = _mapping(dv, "device")
-        seen = self._devices.get(dv.get("key"))
+        seen = self._devices.get(_text(dv.get("key"), "device.key"))
         if seen is not None and seen[0] == dv:
             return seen[1]
         device = Device(_text(dv.get("name"), "device.name"), _text(dv.get("kind"), "device.kind"),
@@ -127,7 +127,7 @@ class _LineParser:
         if c is None:
             return None
         c = _mapping(c, "campaign")
-        seen = self._campaigns.get(c.get("name"))
+        seen = self._campaigns.get(_text(c.get("name"), "campaign.name"))
         if seen is not None and seen[0] == c:
             return seen[1]
         out = {"name": _text(c.get("name"), "campaign.name"), "algorithm": _text(c.get("algorithm"), "campaign.algorithm"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import warnings
 from collections.abc import Callable, Mapping
 
 from autotune.errors import UsageError
@@ -69,7 +70,9 @@ class Constraint:
         if len(text) > MAX_CHARS:
             raise UsageError(f"constraint {shown!r} is {len(text):,} characters long; the limit is {MAX_CHARS:,}")
         try:
-            tree = ast.parse(text, mode="eval")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SyntaxWarning)  # e.g. "1if": the error below is enough
+                tree = ast.parse(text, mode="eval")
             nodes = sum(1 for _ in ast.walk(tree))
             if nodes > MAX_NODES:
                 raise UsageError(f"constraint {shown!r} has {nodes:,} terms; the limit is {MAX_NODES:,}")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -19,6 +21,52 @@ from autotune.search_spaces.knobs import KnobSpace
 from autotune.types import Candidate, Task
 
 EXAMPLES = {"pnpoly-rtx3090": "pnpoly-rtx3090.json.gz"}
+
+# The most text a cache may hold once decompressed (a small gzip can inflate to gigabytes).
+MAX_CACHE_MB = int(os.environ.get("AUTOTUNE_MAX_CACHE_MB", "256"))
+
+
+def _read_json(path: Path, where: str):
+    limit = MAX_CACHE_MB << 20
+    try:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            raw = f.read(limit + 1)
+        if len(raw) > limit:
+            raise UsageError(f"{where} holds more than {MAX_CACHE_MB} MB of text; raise AUTOTUNE_MAX_CACHE_MB "
+                             "if it is a genuine cache")
+        return json.loads(raw)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise UsageError(f"{where} is not readable JSON ({str(exc)[:120]}); expected a Kernel Tuner cache") from None
+
+
+def _scalar(v) -> bool:
+    return isinstance(v, (str, bool)) or (isinstance(v, (int, float)) and math.isfinite(v))
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+def _bad_record(rec, names: list[str]) -> str:
+    """Why a cache record is malformed ('' when it is fine)."""
+    if not isinstance(rec, dict):
+        return "is not an object"
+    lacking = [n for n in names if n not in rec]
+    if lacking:
+        return f"lacks the parameter value(s) {', '.join(lacking)}"
+    if not all(_scalar(rec[n]) for n in names):
+        return "has a parameter value that is not a number or string"
+    t = rec.get("time")
+    if not (isinstance(t, str) or _number(t)):
+        return f"has time {str(t)[:40]!r}: expected a non-negative number of ms or a failure string"
+    times = rec.get("times")
+    if times is not None and not (isinstance(times, list) and all(_number(x) for x in times)):
+        return "has times that are not a list of non-negative numbers"
+    for field in ("compile_time", "benchmark_time"):
+        if rec.get(field) is not None and not _number(rec[field]):
+            return f"has {field} {str(rec[field])[:40]!r}: expected a non-negative number of ms"
+    return ""
 
 
 def resolve_cache_path(spec: str | Path) -> Path:
@@ -64,34 +112,53 @@ class KTCache:
 
     @classmethod
     def load(cls, spec: str | Path) -> "KTCache":
+        """Read and validate a cache: every record is checked here, so a malformed file is one
+        UsageError naming the entry before any work starts."""
         path = resolve_cache_path(spec)
-        try:
-            opener = gzip.open if path.name.endswith(".gz") else open
-            with opener(path, "rt") as f:
-                data = json.load(f)
-        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UsageError(f"cache file {str(spec)!r} is not readable JSON ({exc}); expected a Kernel Tuner cache") from None
-        missing = [k for k in ("tune_params_keys", "tune_params", "cache") if k not in data] if isinstance(data, dict) else ["all"]
+        where = f"cache file {str(spec)!r}"
+        data = _read_json(path, where)
+        if not isinstance(data, dict):
+            raise UsageError(f"{where} is not a Kernel Tuner cache: the top level is a {type(data).__name__}, "
+                             "expected an object with tune_params_keys, tune_params and cache")
+        missing = [k for k in ("tune_params_keys", "tune_params", "cache") if k not in data]
         if missing:
-            raise UsageError(
-                f"cache file {str(spec)!r} is not a Kernel Tuner cache: missing {', '.join(missing)} "
-                "(expected tune_params_keys, tune_params and cache)"
-            )
-        names = list(data["tune_params_keys"])
-        values = {n: list(data["tune_params"][n]) for n in names}
+            raise UsageError(f"{where} is not a Kernel Tuner cache: missing {', '.join(missing)} "
+                             "(expected tune_params_keys, tune_params and cache)")
+        names, params, cache = data["tune_params_keys"], data["tune_params"], data["cache"]
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+            raise UsageError(f"{where}: tune_params_keys must be a non-empty list of parameter names")
+        if len(set(names)) != len(names):
+            raise UsageError(f"{where}: tune_params_keys names a parameter twice")
+        if not isinstance(params, dict):
+            raise UsageError(f"{where}: tune_params must be an object mapping each parameter to its values")
+        values: dict[str, list] = {}
+        for n in names:
+            vals = params.get(n)
+            if not isinstance(vals, list) or not vals or not all(_scalar(v) for v in vals):
+                raise UsageError(f"{where}: tune_params[{n!r}] must be a non-empty list of numbers or strings")
+            values[n] = list(vals)
+        if not isinstance(cache, dict):
+            raise UsageError(f"{where}: cache must be an object mapping configuration keys to records")
         records: dict[tuple, dict] = {}
-        for key, rec in data["cache"].items():
-            try:
-                records[tuple(rec[n] for n in names)] = rec
-            except (KeyError, TypeError):
-                raise UsageError(f"cache file {str(spec)!r}: entry {key!r} lacks the parameter values") from None
+        for key, rec in cache.items():
+            why = _bad_record(rec, names)
+            if why:
+                raise UsageError(f"{where}: entry {str(key)[:60]!r} {why}")
+            records[tuple(rec[n] for n in names)] = rec
         if not records:
-            raise UsageError(f"cache file {str(spec)!r} holds no configurations")
+            raise UsageError(f"{where} holds no configurations")
         label = cache_label(spec)
+        texts = {}
+        for field in ("device_name", "kernel_name"):
+            v = data.get(field)
+            if v is not None and not isinstance(v, str):
+                raise UsageError(f"{where}: {field} must be a string")
+            if v is not None and len(v) > 200:
+                raise UsageError(f"{where}: {field} is longer than 200 characters")
+            texts[field] = v or label
         return cls(
-            path=str(path), label=label, device_name=data.get("device_name") or label,
-            kernel_name=data.get("kernel_name") or label, problem_size=data.get("problem_size"),
-            param_names=names, param_values=values, records=records,
+            path=str(path), label=label, device_name=texts["device_name"], kernel_name=texts["kernel_name"],
+            problem_size=data.get("problem_size"), param_names=list(names), param_values=values, records=records,
         )
 
     def task(self) -> Task:
