@@ -6,6 +6,7 @@ from autotune.lazy import load
 
 COST_MODELS: dict[str, str] = {
     "xgb": "autotune.cost_models.xgb:XGBCostModel",
+    "graph-ops": "autotune.cost_models.graph_ops:GraphOpCostModel",
 }
 
 
