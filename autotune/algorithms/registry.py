@@ -17,6 +17,7 @@ ALGORITHMS: dict[str, str] = {
     "mcmc": "autotune.algorithms.mcmc:MCMC",
     "evolutionary": "autotune.algorithms.evolutionary:Evolutionary",
     "backtracking": "autotune.algorithms.backtracking:Backtracking",
+    "taso-queue": "autotune.algorithms.taso_queue:TasoQueue",
     "optuna-tpe": "autotune.algorithms.optuna_samplers:OptunaTPE",
     "optuna-cmaes": "autotune.algorithms.optuna_samplers:OptunaCmaEs",
     "optuna-gp": "autotune.algorithms.optuna_samplers:OptunaGP",

@@ -1,113 +1,101 @@
-"""`autotune optimize-graph` and `autotune rules generate`."""
+"""`autotune tune graph` (alias `autotune optimize-graph`) and `autotune rules generate|list`."""
 
 from __future__ import annotations
 
-import time
-from collections import Counter
 from typing import Annotated
 
 import typer
 
-from autotune.cli.common import DEFAULT_DB, DbOption, emit_json, handle_errors, open_db, write_frame
+from autotune.cli.common import (
+    DEFAULT_DB,
+    BatchOption,
+    CampaignOption,
+    DbOption,
+    JsonOption,
+    ProgressOption,
+    SeedOption,
+    emit_json,
+    handle_errors,
+    open_db,
+    write_frame,
+)
 from autotune.errors import UsageError
 
+GraphTrialsOption = Annotated[int | None, typer.Option(
+    "--trials", "-n", help="Graphs to evaluate (over all runs of the campaign); with no budget given, 3000 and a 45 s time budget")]
+GraphTimeOption = Annotated[float | None, typer.Option("--time-budget", help="Wall-clock seconds of search for this run")]
+GraphAlgorithmOption = Annotated[str, typer.Option(
+    "--algorithm", "-a", help="Search algorithm: taso-queue (TASO's cost-ordered queue), backtracking, mcmc, "
+                              "evolutionary, random, bandit (see `autotune algorithms`)")]
 
-def rule_record(rule) -> dict:
-    """A rule as stored in the database: its JSON plus a content key (code rules are keyed by their JSON)."""
-    from autotune.types import stable_key
 
-    d = rule.to_json()
-    return {**d, "key": getattr(rule, "key", None) or stable_key(d, 12)}
+def _print(r: dict) -> None:
+    typer.echo(f"campaign {r['campaign']} ({r['status']}{', resumed' if r['resumed'] else ''}): "
+               f"{r['evaluated']} graphs evaluated in {r['search_s']:.1f} s ({r['ops_measured']} ops measured)")
+    typer.echo(f"rules applied ({len(r['rules_applied'])}): {r['rule_counts']}")
+    typer.echo(f"nodes {r['nodes_before']} -> {r['nodes_searched']} searched, {r['nodes_after']} kept")
+    typer.echo(f"predicted cost {r['predicted_cost_before_s'] * 1e3:.3f} ms -> "
+               f"{r['predicted_cost_after_s'] * 1e3:.3f} ms (x{r['predicted_speedup']:.3f})")
+    lb, la = r["latency_before"], r["latency_after"]
+    runtime = "onnxruntime (all optimisations)" if r["backend"] == "onnxruntime" else f"{r['backend']} on {r['op_device']}"
+    typer.echo(f"{runtime} median {lb['median_s'] * 1e3:.3f} ms (IQR {lb['iqr_s'] * 1e3:.3f})"
+               f" -> {la['median_s'] * 1e3:.3f} ms (IQR {la['iqr_s'] * 1e3:.3f})")
+    c = r["check"]
+    typer.echo(f"numeric check: max abs error {c['max_abs_error']:.3g}, max rel error {c['max_rel_error']:.3g} "
+               f"({'passed' if c['passed'] else 'FAILED'})")
+    where = f"wrote {r['output']}: " if r["output"] else ""
+    typer.echo(f"{where}{'optimized graph' if r['kept'] else 'original graph'} ({r['reason']})")
 
 
-def optimize_graph(model: str, output: str, device: str = "cpu", algorithm: str = "backtracking",
-                   alpha: float = 1.05, budget: int = 3000, time_limit: float = 45.0, op_cache: str | None = None,
-                   rounds: int = 25, seed: int = 0, rules_file: str | None = None, db: str | None = None,
-                   max_measure: int = 400) -> dict:
-    """Optimize an ONNX model; op costs are logged to the database ``db`` (URL) unless a JSON ``op_cache`` is named.
-    ``device``: cpu (onnxruntime), cuda (torch on the GPU) or torch-cpu (the torch path on the CPU, for tests)."""
-    from autotune.drivers import graph as optimizer
-    from autotune.search_spaces.graphs import onnx_io
-    optimizer.check_device(device)
-    import onnx
+def tune_graph(
+    model: Annotated[str, typer.Argument(help="Input ONNX model (static shapes)")],
+    output: Annotated[str, typer.Option("-o", "--output", help="Where to write the optimized ONNX model")],
+    device: Annotated[str, typer.Option("--device", help="cpu (onnxruntime) or cuda (PyTorch on the GPU; needs the torch extra)")] = "cpu",
+    algorithm: GraphAlgorithmOption = "taso-queue",
+    alpha: Annotated[float | None, typer.Option("--alpha", help="taso-queue and backtracking: keep graphs costing up to alpha x the best (default: the algorithm's, 1.05 for taso-queue)")] = None,
+    trials: GraphTrialsOption = None,
+    time_budget: GraphTimeOption = None,
+    seed: SeedOption = 0,
+    batch: BatchOption = 16,
+    campaign: CampaignOption = None,
+    rules: Annotated[str | None, typer.Option("--rules", help="Extra rules JSON (e.g. from `autotune rules generate`)")] = None,
+    max_measure: Annotated[int, typer.Option("--max-measure", help="Distinct ops timed during the search; the rest are predicted by the op-cost model, and those the result relies on are timed at the end")] = 400,
+    rounds: Annotated[int, typer.Option("--rounds", help="Interleaved end-to-end timing rounds of the final check")] = 25,
+    json_out: JsonOption = False,
+    progress: ProgressOption = False,
+    db: DbOption = DEFAULT_DB,
+    budget: Annotated[int | None, typer.Option("--budget", hidden=True, help="Deprecated: --trials")] = None,
+    time_limit: Annotated[float | None, typer.Option("--time-limit", hidden=True, help="Deprecated: --time-budget")] = None,
+):
+    """Rewrite an ONNX graph with verified substitutions, searched as a campaign by measured per-op cost.
 
-    try:
-        original = onnx.load(model)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is a usage error
-        raise UsageError(f"cannot read ONNX model {model!r}: {exc}") from None
-    from autotune.search_spaces.graphs.builtin_rules import builtin_rules
-    from autotune.search_spaces.graphs.rules import load_rules
-    graph = onnx_io.from_onnx(original)
-    if device != "cpu":  # an op torch cannot run would fail the end-to-end check: say so before searching
-        from autotune.runners.torch_ops import check_op
-        for n in graph.runtime_nodes():
-            check_op(n.op, f" (node {n.outputs[0]!r})")
-    rules = builtin_rules() + (load_rules(rules_file) if rules_file else [])
-    database = open_db(db) if db and not op_cache else None
-    if database is not None:
-        database.save_rules([rule_record(r) for r in rules])
-    cm = optimizer.default_cost_model(op_cache, db=database, max_measure=max_measure, device=device)
-    t0 = time.perf_counter()
-    res = optimizer.search(graph, algorithm, alpha, budget, time_limit, rules=rules, cost_model=cm, seed=seed)
-    # ops whose cost the result relies on but that were only predicted (beyond the measurement cap) get measured
-    confirmed = cm.confirm(graph) + cm.confirm(res.graph)
-    if confirmed:
-        res.cost_before, res.cost_after = cm.graph_cost(graph), cm.graph_cost(res.graph)
-    out_model, rep = optimizer.finalize(original, res, rounds=rounds, device=device)
-    onnx.save(out_model, output)
-    cm.cache.save() if hasattr(cm.cache, "save") else None
-    return {"model": model, "output": output, "device": device, "op_device": cm.device,
-            "backend": "onnxruntime" if device == "cpu" else "torch", "algorithm": algorithm,
-            "rules_applied": res.applied,
-            "rule_counts": dict(Counter(res.applied)), "nodes_before": len(graph.runtime_nodes()),
-            "nodes_after": len(res.graph.runtime_nodes()) if rep["kept"] else len(graph.runtime_nodes()),
-            "predicted_cost_before_s": res.cost_before, "predicted_cost_after_s": res.cost_after,
-            "predicted_speedup": res.cost_before / res.cost_after, "evaluated": res.evaluated,
-            "search_s": res.search_s, "ops_measured": cm.measured, "ops_estimated": cm.estimated,
-            "ops_confirmed": confirmed,
-            "total_s": time.perf_counter() - t0, **rep}
+    Every evaluated graph is a trial (its rewrite sequence from MODEL) of the campaign, logged to --db:
+    `autotune trials --campaign NAME` lists them, and rerunning with the same --campaign resumes the
+    search. Each distinct op is timed once per device and stored as a trial of task kind "op". The best
+    graph is checked numerically and timed end to end; OUTPUT is the original unless it is faster."""
+    from autotune.drivers.graph import optimize_graph
+
+    for old, new, value in (("--budget", "--trials", budget), ("--time-limit", "--time-budget", time_limit)):
+        if value is not None:
+            typer.echo(f"note: {old} is deprecated; use {new}", err=True)
+    if budget is not None and trials is None:
+        trials = budget
+    if time_limit is not None and time_budget is None:
+        time_budget = time_limit
+    r = optimize_graph(model, output, device=device, algorithm=algorithm, alpha=alpha, trials=trials,
+                       time_budget=time_budget, seed=seed, batch=batch, campaign=campaign, db=db, rules_file=rules,
+                       max_measure=max_measure, rounds=rounds, progress=progress)
+    if json_out:
+        emit_json(r)
+    else:
+        _print(r)
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     rules_app = typer.Typer(help="Graph substitution rules.", no_args_is_help=True)
     app.add_typer(rules_app, name="rules")
-
-    @app.command("optimize-graph")
-    @handle_errors
-    def optimize_graph_cmd(
-        model: Annotated[str, typer.Argument(help="input ONNX model (static shapes)")],
-        output: Annotated[str, typer.Option("-o", "--output", help="where to write the optimized ONNX model")],
-        device: Annotated[str, typer.Option(help="cpu (onnxruntime) or cuda (PyTorch on the GPU; needs the torch extra)")] = "cpu",
-        algorithm: Annotated[str, typer.Option(help="backtracking (TASO), engine-backtracking, mcmc, evolutionary or random")] = "backtracking",
-        alpha: Annotated[float, typer.Option(help="backtracking relaxation: queue graphs up to alpha x best")] = 1.05,
-        budget: Annotated[int, typer.Option(help="graphs evaluated by predicted cost")] = 3000,
-        time_limit: Annotated[float, typer.Option(help="search time limit, seconds")] = 45.0,
-        op_cache: Annotated[str | None, typer.Option(help="JSON file caching measured op costs (instead of the database)")] = None,
-        rules: Annotated[str | None, typer.Option(help="extra rules JSON (e.g. from rules generate)")] = None,
-        max_measure: Annotated[int, typer.Option(help="distinct ops timed during the search; the rest are predicted by XGBoost, and those the result relies on are timed at the end")] = 400,
-        json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
-        db: DbOption = DEFAULT_DB,
-    ):
-        """Rewrite an ONNX graph with verified substitutions searched by measured per-op cost.
-        Each distinct op is timed once per device and logged to the database as a trial of task kind "op"."""
-        r = optimize_graph(model, output, device, algorithm, alpha, budget, time_limit, op_cache, rules_file=rules, db=db,
-                           max_measure=max_measure)
-        if json_out:
-            emit_json(r)
-            return
-        typer.echo(f"rules applied ({len(r['rules_applied'])}): {r['rule_counts']}")
-        typer.echo(f"nodes {r['nodes_before']} -> {r['nodes_after']}; searched {r['evaluated']} graphs "
-                   f"in {r['search_s']:.1f} s ({r['ops_measured']} ops measured)")
-        typer.echo(f"predicted cost {r['predicted_cost_before_s'] * 1e3:.3f} ms -> "
-                   f"{r['predicted_cost_after_s'] * 1e3:.3f} ms (x{r['predicted_speedup']:.3f})")
-        lb, la = r["latency_before"], r["latency_after"]
-        runtime = "onnxruntime (all optimisations)" if r["backend"] == "onnxruntime" else f"torch on {r['op_device']}"
-        typer.echo(f"{runtime} median {lb['median_s'] * 1e3:.3f} ms (IQR {lb['iqr_s'] * 1e3:.3f})"
-                   f" -> {la['median_s'] * 1e3:.3f} ms (IQR {la['iqr_s'] * 1e3:.3f})")
-        c = r["check"]
-        typer.echo(f"numeric check: max abs error {c['max_abs_error']:.3g}, max rel error {c['max_rel_error']:.3g} "
-                   f"({'passed' if c['passed'] else 'FAILED'})")
-        typer.echo(f"wrote {output}: {'optimized graph' if r['kept'] else 'original graph'} ({r['reason']})")
+    tune_app.command("graph")(handle_errors(tune_graph))
+    app.command("optimize-graph", help="Alias of `autotune tune graph`: " + tune_graph.__doc__)(handle_errors(tune_graph))
 
     @rules_app.command("generate")
     @handle_errors
@@ -120,6 +108,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     ):
         """Enumerate small graphs, find equal pairs by exact fingerprints, verify, keep the non-redundant rules
         (stored in the database with their provenance and verification status, and with -o as JSON)."""
+        from autotune.search_spaces.graphs.rules import rule_record
         from autotune.search_spaces.graphs.synthesis import generate
         if not 1 <= max_ops <= 3:
             raise UsageError(f"--max-ops must be 1, 2 or 3 (got {max_ops})")

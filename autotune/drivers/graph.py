@@ -1,144 +1,90 @@
-"""optimize(): search a GraphSpace by predicted cost, then check and measure the winner end to end.
+"""optimize_graph(): rewrite an ONNX model with verified substitutions, searched as an engine campaign.
 
-The final graph is returned only when it passes the numeric check and is faster
-than the original beyond measurement noise; otherwise the original graph is returned.
-The device picks the backend that times ops and whole models: "cpu" is onnxruntime
-(all of its own optimisations on), "cuda" is eager PyTorch on the GPU, and
-"torch-cpu" the same torch path on the CPU (for tests).
+The search is a :class:`Campaign` on a ``GraphSpace``: every evaluated graph is a trial of
+task kind "graph" (named after the model, with the model's content hash and the rule set's
+hash as parameters) whose candidate is its rewrite sequence from the input model and whose
+cost is the sum of its op costs (``autotune.runners.graph``), on the device of the backend
+that times the ops. Op timings are trials of task kind "op", shared by every campaign on
+that device. So a graph search is logged (``autotune trials --campaign NAME``), and a
+campaign of a known name resumes where it stopped: killed at any point, it ends with the
+same trials as an uninterrupted run, as long as every op it meets gets measured (below
+``max_measure``; estimated op costs depend on which ops were measured before).
+
+The winner is then checked end to end: the numeric check against the original on random
+inputs, and interleaved whole-model timing on the device. The searched graph is returned
+only when it passes the check and is faster than the original beyond measurement noise;
+otherwise the original model is returned.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from pathlib import Path
 
 import numpy as np
-from autotune.algorithms.taso_queue import Backtracking
-from autotune.search_spaces.graphs.cost import DatabaseOpCostCache, OpCostCache, OpCostModel
-from autotune.search_spaces.graphs.ir import Graph
-from autotune.search_spaces.graphs.space import GraphCostRunner, GraphSpace
 
-from autotune.algorithms import registry
+from autotune.algorithms.base import SearchAlgorithm
+from autotune.algorithms.registry import ALGORITHMS, algorithm_class
+from autotune.campaign import Campaign
+from autotune.db import open_database
+from autotune.db.database import Database
+from autotune.db.op_costs import DatabaseOpCostCache
 from autotune.errors import UsageError
-from autotune.types import Candidate
+from autotune.runners.graph import TORCH_DEVICES, GraphCostRunner, OpCosts, check_device, make_backend
+from autotune.search_spaces.base import Space
+from autotune.search_spaces.graphs.ir import Graph
+from autotune.search_spaces.graphs.space import GraphSpace
 
-ALGORITHMS = ("backtracking", "engine-backtracking", "mcmc", "evolutionary", "random")
-TORCH_DEVICES = {"cuda": "cuda", "torch-cpu": "cpu"}  # optimizer device -> torch device
+DEFAULT_ALGORITHM = "taso-queue"
+DEFAULT_TRIALS, DEFAULT_TIME_BUDGET = 3000, 45.0  # when neither budget is given
 
-
-def check_device(device: str) -> None:
-    """Raise one clear error when ``device`` is unknown or cannot run here (no torch, no GPU)."""
-    if device == "cpu":
-        return
-    if device not in TORCH_DEVICES:
-        raise UsageError(f"unknown device {device!r}; valid: cpu, cuda")
-    from autotune.runners.torch_ops import resolve_device
-    resolve_device(TORCH_DEVICES[device])
+__all__ = ["DEFAULT_ALGORITHM", "check_device", "faster_beyond_noise", "finalize", "graph_algorithm", "optimize_graph"]
 
 
-def latency_backend(device: str = "cpu", threads: int = 1):
-    """(compare_latency, max_errors) of a device, both called as fn(models, rounds=...) and fn(ref, new)."""
-    from functools import partial
-    if device == "cpu":
-        from autotune.runners import onnx_ops
-        return partial(onnx_ops.compare_latency, threads=threads), onnx_ops.max_errors
-    check_device(device)
-    from autotune.runners import torch_ops
-    dev = TORCH_DEVICES[device]
-    return partial(torch_ops.compare_latency, device=dev), partial(torch_ops.max_errors, device=dev)
+# ---- the search algorithm ------------------------------------------------------
+
+def _offers(space: Space, move: str) -> bool:
+    return getattr(type(space), move, None) is not getattr(Space, move, None)
 
 
-@dataclass
-class SearchResult:
-    space: GraphSpace
-    best: Candidate
-    graph: Graph
-    cost_before: float
-    cost_after: float
-    evaluated: int
-    search_s: float
-    algorithm: str
-    trace: list = field(default_factory=list)
-
-    @property
-    def applied(self) -> list[str]:
-        return [step[0] for step in self.best.payload]
+def _fits(cls, space: Space) -> bool:
+    return all(_offers(space, m) for m in cls.needs)
 
 
-def make_search(name: str, alpha: float):
-    if name not in ALGORITHMS:
-        raise UsageError(f"unknown algorithm {name!r}; valid: {', '.join(ALGORITHMS)}")
-    if name == "backtracking":
-        # TASO's queue over complete graphs (no rollouts): on graph spaces it evaluates 2-5x more
-        # graphs per second than the engine's tree backtracking, which "engine-backtracking" selects
-        return Backtracking(alpha=alpha)
-    if name == "engine-backtracking":
-        return registry.make_algorithm("backtracking", alpha=alpha)
-    return registry.make_algorithm(name)
+def graph_algorithms(space: Space) -> list[str]:
+    """The registered algorithms whose moves ``space`` offers."""
+    names = []
+    for name in sorted(ALGORITHMS):
+        try:
+            if _fits(algorithm_class(name), space):
+                names.append(name)
+        except ImportError:  # an algorithm whose optional dependency is missing
+            continue
+    return names
 
 
-def search(graph: Graph, algorithm: str = "backtracking", alpha: float = 1.05, budget: int = 2000,
-           time_limit: float = 50.0, rules=None, cost_model: OpCostModel | None = None, seed: int = 0,
-           batch: int = 16) -> SearchResult:
-    """Search rewrites of ``graph`` minimising the sum of per-op costs."""
-    t0 = time.perf_counter()
-    cost_model = cost_model or OpCostModel()
-    space = GraphSpace(graph, rules, cost_model)
-    algo = make_search(algorithm, alpha).bind(space, np.random.default_rng(seed))
-    runner = GraphCostRunner(space)
-    root = space.initial()
-    before = space.cost(root)
-    best, best_cost, evaluated, trace = root, before, 0, []
-    while evaluated < budget and time.perf_counter() - t0 < time_limit:
-        cands = algo.ask(min(batch, budget - evaluated))
-        if not cands:
-            break
-        results = runner.measure(space.task, cands)
-        evaluated += len(results)
-        algo.tell(results)
-        for m in results:
-            if m.ok and m.cost < best_cost:
-                best, best_cost = m.candidate, m.cost
-                trace.append((round(time.perf_counter() - t0, 3), evaluated, best_cost))
-    return SearchResult(space, best, space.graph(best), before, best_cost, evaluated,
-                        time.perf_counter() - t0, algorithm, trace)
+def graph_algorithm(name: str, space: Space, alpha: float | None = None, seed: int = 0) -> SearchAlgorithm:
+    """The registered algorithm ``name``, checked against the moves of ``space`` before anything is stored;
+    ``alpha`` goes to algorithms that have that option (taso-queue, backtracking)."""
+    cls = algorithm_class(name)
+    missing = [m for m in cls.needs if not _offers(space, m)]
+    if missing:
+        raise UsageError(f"algorithm {name!r} needs the move(s) {', '.join(missing)}, which graph spaces do not "
+                         f"offer; valid here: {', '.join(graph_algorithms(space))}")
+    options = {} if alpha is None else {"alpha": alpha}
+    try:
+        cls(**options).bind(space, np.random.default_rng(seed))  # a probe: refuses spaces it cannot search
+    except NotImplementedError as exc:
+        raise UsageError(f"algorithm {name!r} cannot search graph spaces ({exc}); valid here: "
+                         f"{', '.join(graph_algorithms(space))}") from None
+    return cls(**options)
 
 
-def finalize(original_model, result: SearchResult, rounds: int = 25, threads: int = 1, tolerance: float = 1e-3,
-             device: str = "cpu"):
-    """Numeric check and interleaved end-to-end timing on ``device``; keeps the original unless the new graph
-    is faster."""
-    from autotune.search_spaces.graphs.onnx_io import to_onnx
-    latency, max_errors = latency_backend(device, threads)
-    new_model = to_onnx(result.graph)
-    check = max_errors(original_model, new_model)
-    check["passed"] = check["max_rel_error"] <= tolerance
-    if result.best.payload:
-        lat = latency([original_model, new_model], rounds=rounds)
-    else:
-        lat = latency([original_model], rounds=rounds) * 2
-    before, after = lat[0], lat[1]
-    faster, p_value = faster_beyond_noise(before["times"], after["times"])
-    if faster and result.best.payload and check["passed"]:
-        # confirm on fresh rounds: load drift on a shared machine can fake one significant run
-        again = latency([original_model, new_model], rounds=rounds)
-        faster, p2 = faster_beyond_noise(again[0]["times"], again[1]["times"])
-        p_value = max(p_value, p2)
-        if faster:
-            before, after = ({"times": a["times"] + b["times"], **_stats(a["times"] + b["times"])}
-                             for a, b in ((lat[0], again[0]), (lat[1], again[1])))
-    kept = bool(result.best.payload) and check["passed"] and faster
-    reason = ("faster beyond noise" if kept else "no rewrite found" if not result.best.payload else
-              "numeric check failed" if not check["passed"] else "not faster beyond noise")
-    return (new_model if kept else original_model), {
-        "check": check, "kept": kept, "reason": reason,
-        "latency_before": {k: v for k, v in before.items() if k != "times"},
-        "latency_after": {k: v for k, v in after.items() if k != "times"},
-        "measured_speedup": before["median_s"] / after["median_s"] if kept else 1.0, "sign_test_p": p_value,
-        "candidate_speedup": before["median_s"] / after["median_s"],
-    }
-
+# ---- the end-to-end check ------------------------------------------------------
 
 def _stats(ts):
     q1, q3 = np.percentile(ts, [25, 75])
@@ -157,21 +103,177 @@ def faster_beyond_noise(before: list[float], after: list[float], min_gain: float
     return bool(p < alpha and gain >= min_gain), p
 
 
-def default_cost_model(cache_path: str | None = None, measure: bool = True, max_measure: int = 400,
-                       threads: int = 1, db=None, device: str = "cpu") -> OpCostModel:
-    """Per-op costs measured on ``device`` (onnxruntime on "cpu", torch otherwise), cached in the experiment
-    database ``db`` when given (as trials of task kind "op" under the runner's device), else in memory or the
-    JSON file ``cache_path``. Eager torch fuses nothing, so its graph cost is the plain sum of op costs."""
-    runner, label = None, "cpu"
-    if device == "cpu":
-        from autotune.runners.onnx_ops import OnnxOpRunner
-        if measure or db is not None:
-            runner = OnnxOpRunner(threads=threads)
+def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int = 25, tolerance: float = 1e-3):
+    """Numeric check and interleaved end-to-end timing of ``graph`` against the original on the backend's
+    device; returns (the model to keep, report). The original is kept unless the new graph is faster."""
+    from autotune.search_spaces.graphs.onnx_io import to_onnx
+
+    new_model = to_onnx(graph)
+    check = backend.max_errors(original_model, new_model)
+    check["passed"] = check["max_rel_error"] <= tolerance
+    if rewritten:
+        lat = backend.compare_latency([original_model, new_model], rounds=rounds)
     else:
-        check_device(device)
-        from autotune.runners.torch_ops import TorchOpRunner
-        runner = TorchOpRunner(TORCH_DEVICES[device])
-        label = runner.device.name
-    cache = DatabaseOpCostCache(db, runner.device, label) if db is not None else OpCostCache(cache_path)
-    return OpCostModel(runner if measure else None, cache, max_measure=max_measure, device=label,
-                       fusion=device == "cpu")
+        lat = backend.compare_latency([original_model], rounds=rounds) * 2
+    before, after = lat[0], lat[1]
+    faster, p_value = faster_beyond_noise(before["times"], after["times"])
+    if faster and rewritten and check["passed"]:
+        # confirm on fresh rounds: load drift on a shared machine can fake one significant run
+        again = backend.compare_latency([original_model, new_model], rounds=rounds)
+        faster, p2 = faster_beyond_noise(again[0]["times"], again[1]["times"])
+        p_value = max(p_value, p2)
+        if faster:
+            before, after = ({"times": a["times"] + b["times"], **_stats(a["times"] + b["times"])}
+                             for a, b in ((lat[0], again[0]), (lat[1], again[1])))
+    kept = rewritten and check["passed"] and faster
+    reason = ("faster beyond noise" if kept else "no rewrite found" if not rewritten else
+              "numeric check failed" if not check["passed"] else "not faster beyond noise")
+    return (new_model if kept else original_model), {
+        "check": check, "kept": kept, "reason": reason,
+        "latency_before": {k: v for k, v in before.items() if k != "times"},
+        "latency_after": {k: v for k, v in after.items() if k != "times"},
+        "measured_speedup": before["median_s"] / after["median_s"] if kept else 1.0, "sign_test_p": p_value,
+        "candidate_speedup": before["median_s"] / after["median_s"],
+    }
+
+
+# ---- the driver ----------------------------------------------------------------
+
+def _load(model) -> tuple[object, str]:
+    """(ONNX ModelProto, task name): a path is read (its file name without suffix names the task)."""
+    from autotune.search_spaces.graphs.onnx_io import _onnx
+
+    onnx = _onnx()
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            return onnx.load(str(model)), Path(model).stem
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is a usage error
+            raise UsageError(f"cannot read ONNX model {str(model)!r}: {exc}") from None
+    if not hasattr(model, "graph"):
+        raise UsageError(f"a model is an ONNX file path or an onnx.ModelProto, not {type(model).__name__}")
+    return model, model.graph.name or "model"
+
+
+def _budgets(trials: int | None, time_budget: float | None, batch: int) -> tuple[int | None, float | None]:
+    """The budgets, checked before anything is stored (with neither given, the defaults)."""
+    for what, v in (("the trial budget", trials), ("the time budget", time_budget), ("the batch size", batch)):
+        if v is not None and not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
+            raise UsageError(f"{what} must be a positive number, not {v!r}")
+    if trials is None and time_budget is None:
+        return DEFAULT_TRIALS, DEFAULT_TIME_BUDGET
+    return trials, time_budget
+
+
+def optimize_graph(model, output: str | None = None, *, device: str = "cpu", algorithm: str = DEFAULT_ALGORITHM,
+                   alpha: float | None = None, trials: int | None = None, time_budget: float | None = None,
+                   seed: int = 0, batch: int = 16, campaign: str | None = None, db: str | Database | None = None,
+                   rules_file: str | None = None, max_measure: int = 400, rounds: int = 25, threads: int = 1,
+                   fusion: bool | None = None, tolerance: float = 1e-3, progress: bool = False) -> dict:
+    """Search rewrites of ``model`` (an ONNX path or ModelProto) as a campaign, check the best end to end,
+    write the model to keep to ``output`` (when given) and return a JSON-ready report.
+
+    ``device``: "cpu" (onnxruntime), "cuda" (torch on the GPU) or "torch-cpu" (the torch path on the
+    CPU). Budgets: ``trials`` (graphs evaluated, over every run of the campaign) and ``time_budget``
+    (seconds of this run); with neither, 3000 graphs and 45 s. ``campaign`` names the campaign (a known
+    name resumes it; default: derived from the model, device, algorithm and seed). ``db``: a database
+    URL or :class:`Database`; None uses a throw-away SQLite file (nothing is kept). ``max_measure``:
+    distinct ops timed during the search, the rest estimated by the op-cost model (the ops the result
+    relies on are timed at the end). ``fusion``: count ops the runtime fuses into their producer as
+    free (default: on for onnxruntime, off for torch)."""
+    t_start = time.perf_counter()
+    check_device(device)
+    trials, time_budget = _budgets(trials, time_budget, batch)
+    if max_measure < 0:
+        raise UsageError(f"max_measure must be >= 0, not {max_measure}")
+    original, name = _load(model)
+    from autotune.search_spaces.graphs import onnx_io
+    from autotune.search_spaces.graphs.builtin_rules import builtin_rules
+    from autotune.search_spaces.graphs.rules import load_rules, rule_record
+
+    graph = onnx_io.from_onnx(original)
+    if device in TORCH_DEVICES:  # an op torch cannot run would fail the end-to-end check: say so first
+        from autotune.runners.torch_ops import check_op
+
+        for n in graph.runtime_nodes():
+            check_op(n.op, f" (node {n.outputs[0]!r})")
+    rules = builtin_rules() + (load_rules(rules_file) if rules_file else [])
+    space = GraphSpace(graph, rules, name=name)
+    algo = graph_algorithm(algorithm, space, alpha, seed)
+    backend = make_backend(device, threads)
+    with tempfile.TemporaryDirectory(prefix="autotune-graph-") as tmp:
+        if isinstance(db, Database):
+            database = db
+        else:
+            database = open_database(db or f"sqlite:///{os.path.join(tmp, 'search.db')}")
+        try:
+            return _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign,
+                             trials, time_budget, seed, batch, max_measure, rounds, fusion, tolerance, progress,
+                             t_start, [rule_record(r) for r in rules])
+        finally:
+            backend.op_runner.close()
+            if database is not db:
+                database.close()
+
+
+def _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign, trials, time_budget,
+              seed, batch, max_measure, rounds, fusion, tolerance, progress, t_start, records) -> dict:
+    database.save_rules(records)
+    op_device = backend.op_runner.device
+    cache = DatabaseOpCostCache(database, op_device, backend.label)
+    op_costs = OpCosts(backend.op_runner, cache, max_measure=max_measure, label=backend.label,
+                       fusion=backend.fusion if fusion is None else fusion)
+    runner = GraphCostRunner(space, op_costs)
+    task = space.task
+    name = campaign or f"graph-{task.name}-{task.key[:8]}-{device}-{algo.name}-s{seed}-{runner.device.key[:6]}"
+    # the measurement cap is the campaign's: ops timed by its earlier runs count (the trials record it)
+    earlier = _campaign_history(database, name)
+    op_costs.measured = max((int(m.meta.get("ops_measured", 0)) for m in earlier), default=0)
+    measured_before = op_costs.measured
+    campaign_id: list[int] = []
+
+    def store_model(metrics: dict, data: bytes) -> None:
+        if not campaign_id:
+            campaign_id.append(database.campaign(name).id)
+        database.save_cost_model(op_costs.model.name, data, metrics, int(metrics.get("n_train", 0)), task, op_device,
+                                 campaign_id[0], fmt="json")
+
+    op_costs.on_retrain = store_model
+    result = Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget, batch=batch,
+                      seed=seed, progress=progress).run()
+    best = result.best.candidate if result.best is not None else space.initial()
+    best_graph = space.graph(best)
+    # ops whose cost the result relies on but that were only estimated (beyond the cap) get measured
+    confirmed = op_costs.confirm(graph) + op_costs.confirm(best_graph)
+    cost_before, cost_after = op_costs.graph_cost(graph), op_costs.graph_cost(best_graph)
+    if op_costs.measured > measured_before:
+        op_costs.train()  # the op-cost model of every op met, stored with the campaign
+    out_model, report = finalize(original, best_graph, bool(best.payload), backend, rounds, tolerance)
+    if output:
+        from autotune.search_spaces.graphs.onnx_io import _onnx
+
+        _onnx().save(out_model, output)
+    applied = [step[0] for step in best.payload]
+    summary = result.summary()
+    return {
+        "model": task.name, "output": output, "device": device, "op_device": op_device.name,
+        "backend": backend.name, "algorithm": algo.name, "campaign": result.campaign, "task": summary["task"],
+        "status": result.status, "resumed": result.resumed, "trials": result.trials, "evaluated": result.evaluations,
+        "best_cost": summary["best_cost"], "best_config": best.payload,
+        "rules_applied": applied, "rule_counts": dict(Counter(applied)),
+        "nodes_before": len(graph.runtime_nodes()), "nodes_searched": len(best_graph.runtime_nodes()),
+        "nodes_after": len(best_graph.runtime_nodes()) if report["kept"] else len(graph.runtime_nodes()),
+        "predicted_cost_before_s": cost_before, "predicted_cost_after_s": cost_after,
+        "predicted_speedup": cost_before / cost_after, "search_s": result.wall_s,
+        "ops_measured": op_costs.measured - measured_before, "ops_estimated": op_costs.estimated,
+        "ops_confirmed": confirmed, "rules": len(rules), "simulated_s": summary["simulated_s"],
+        "wall_s": summary["wall_s"], "total_s": time.perf_counter() - t_start, **report,
+    }
+
+
+def _campaign_history(database: Database, name: str) -> list:
+    """The measurements a campaign made itself (not look-ups of other campaigns' trials); [] when it is new."""
+    try:
+        row = database.campaign(name)
+    except UsageError:
+        return []
+    return [m for m, reused in database.campaign_history(row.id) if not reused]

@@ -1,68 +1,28 @@
-"""Per-op costs for graph search: measured once per op key, cached, estimated when not measured.
+"""What the graph cost is made of, independent of how ops are timed.
 
-The graph cost is the sum of its run-time ops' costs; with ``fusion`` on (default),
-ops that onnxruntime fuses into their producer (activation or BatchNormalization
-after a Conv, bias Add after a MatMul...) count as free, so that the search does
-not chase gains the runtime already has, nor break its fusions.
-
-``OpCostCache`` is the hook for the experiment database: anything with
-``get(key) -> float | None`` and ``put(key, seconds, measurement)`` works (the lead
-backs it with trials of task kind "op"). ``OpCostModel`` asks the cache, then
-measures with the op runner (up to ``max_measure`` new keys), and otherwise
-estimates from FLOPs and bytes with rates calibrated on the measured ops.
+The cost of a graph is the sum of its run-time ops' costs (weight-only ops are folded
+ahead of time, so free). With ``fusion`` on, ops that onnxruntime fuses into their
+producer (an activation or BatchNormalization after a Conv, a bias Add after a
+MatMul...) count as free, so that the search neither chases gains the runtime already
+has nor breaks its fusions. :func:`op_features` are the rows the op-cost model
+(``autotune.cost_models.graph_ops``) learns from; the runner that times ops and sums
+them is ``autotune.runners.graph``.
 """
 
 from __future__ import annotations
 
-import json
-import os
+from collections.abc import Callable
 
 import numpy as np
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.ir import Graph, Node
 
-from autotune.types import Candidate, Task, stable_key
-
-
-class OpCostCache:
-    """In-memory op costs, optionally persisted as a JSON file (key -> seconds)."""
-
-    def __init__(self, path: str | None = None):
-        self.path, self.costs = path, {}
-        if path and os.path.exists(path):
-            with open(path) as f:
-                self.costs = json.load(f)
-
-    def get(self, key: str) -> float | None:
-        return self.costs.get(key)
-
-    def put(self, key: str, seconds: float, measurement=None) -> None:
-        self.costs[key] = seconds
-
-    def save(self) -> None:
-        if self.path:
-            with open(self.path, "w") as f:
-                json.dump(self.costs, f)
-
-
-class DatabaseOpCostCache:
-    """Op costs as trials of task kind "op" in the experiment database: an op key is measured once
-    per device, ever, and every measurement is a trial like any other (queryable, exportable)."""
-
-    def __init__(self, db, device, device_label: str = "cpu"):
-        from autotune.db.queries import costs_by_key
-
-        self.db, self.device, self.label = db, device, device_label
-        self.costs = costs_by_key(db, "op", db.device_id(device))
-
-    def get(self, key: str) -> float | None:
-        return self.costs.get(key)
-
-    def put(self, key: str, seconds: float, measurement=None) -> None:
-        self.costs[key] = seconds
-        if measurement is not None:
-            op = measurement.candidate.payload.get("op", "op")
-            self.db.add_trials(Task("op", op, {"device": self.label}), self.device, [measurement])
+#: added per counted op, so that of two graphs with equal op costs the one with fewer ops is cheaper
+TIE_BREAK_S = 1e-9
+OP_IDS = {op: i for i, op in enumerate(sorted(ops.OPS))}
+FUSING_PRODUCERS = {"Conv", "Gemm", "MatMul"}
+FUSED_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh"}
+OP_FEATURES = ["op_id", "log2_flops", "log2_bytes", "log2_output_elements", "kernel_area", "stride_area", "groups"]
 
 
 def op_features(g: Graph, n: Node) -> list[float]:
@@ -75,132 +35,20 @@ def op_features(g: Graph, n: Node) -> list[float]:
             float(np.prod(kernel)), float(np.prod(n.a.get("strides") or [1])), float(n.a.get("group", 1))]
 
 
-class OpCostPredictor:
-    """XGBoost regression of log op time on ``op_features``, for ops the search has not measured:
-    trained on the measured ops once there are ``min_samples``, retrained as more arrive."""
-
-    def __init__(self, min_samples: int = 16, retrain_every: int = 8):
-        self.X: list[list[float]] = []
-        self.y: list[float] = []
-        self.min_samples, self.retrain_every = min_samples, retrain_every
-        self.model, self.trained_on = None, 0
-
-    def add(self, features: list[float], seconds: float) -> None:
-        if seconds > 0:
-            self.X.append(features)
-            self.y.append(float(np.log(seconds)))
-
-    def predict(self, features: list[float]) -> float | None:
-        n = len(self.y)
-        if n < self.min_samples:
-            return None
-        import xgboost  # the native API: XGBRegressor would need scikit-learn
-
-        if self.model is None or n - self.trained_on >= self.retrain_every:
-            data = xgboost.DMatrix(np.asarray(self.X), label=np.asarray(self.y), nthread=1)
-            self.model = xgboost.train({"max_depth": 4, "eta": 0.2, "nthread": 1}, data, num_boost_round=80)
-            self.trained_on = n
-        return float(np.exp(self.model.predict(xgboost.DMatrix(np.asarray([features]), nthread=1))[0]))
+def flops_and_bytes(g: Graph, n: Node) -> tuple[float, float]:
+    ins = [g.shape[t] for t in n.inputs if t]
+    outs = [g.shape[t] for t in n.outputs]
+    return float(ops.flops(n.op, ins, outs, n.a)), float(ops.bytes_moved(ins, outs))
 
 
-def node_spec(g: Graph, n: Node) -> dict:
-    from autotune.runners.onnx_ops import op_spec
-    ins = [(g.shape[t], g.dtype[t], g.is_weight[t]) if t else None for t in n.inputs]
-    return op_spec(n.op, n.a, ins, [g.shape[t] for t in n.outputs])
+def counted_nodes(g: Graph, fusion: bool = True) -> list[Node]:
+    """The run-time ops a graph's cost sums over (without those fused into their producer when ``fusion``)."""
+    return [n for n in g.runtime_nodes() if not (fusion and fused_into_producer(g, n))]
 
 
-class OpCostModel:
-    """Cost of a graph = sum of its run-time ops' costs (weight-only ops are folded: free)."""
-
-    def __init__(self, runner=None, cache=None, max_measure: int = 400, device: str = "cpu", predictor=None,
-                 fusion: bool = True):
-        self.fusion = fusion  # count ops onnxruntime fuses into their producer as free
-        self.runner, self.cache = runner, cache if cache is not None else OpCostCache()
-        self.max_measure, self.device = max_measure, device
-        self.predictor = OpCostPredictor() if predictor is None else (predictor or None)  # False: none
-        self.predicted_keys: set = set()
-        self.measured = 0
-        self.memo: dict[tuple, float] = {}
-        self.calib: list[tuple[float, float, float]] = []  # (flops, bytes, seconds)
-        self.rates: tuple[float, float] | None = None
-        self.estimated = 0
-
-    def op_cost(self, g: Graph, n: Node) -> float:
-        k = g.op_key(n)
-        if k in self.memo:
-            return self.memo[k]
-        spec = node_spec(g, n)
-        key = stable_key({"device": self.device, **spec})
-        cost = self.cache.get(key)
-        if cost is None and self.runner is not None and self.measured < self.max_measure:
-            self.measured += 1
-            task = Task("op", n.op, {"device": self.device})
-            m = self.runner.measure(task, [Candidate(spec, key)])[0]
-            if m.ok:
-                cost = m.cost
-                self.cache.put(key, cost, m)
-        if cost is not None:
-            ins = [g.shape[t] for t in n.inputs if t]
-            outs = [g.shape[t] for t in n.outputs]
-            self.calib.append((ops.flops(n.op, ins, outs, n.a), ops.bytes_moved(ins, outs), cost))
-            self.rates = None
-            if self.predictor is not None:
-                self.predictor.add(op_features(g, n), cost)
-        else:
-            self.predicted_keys.add(k)
-            cost = self.estimate(g, n)
-            self.estimated += 1
-            return cost  # not memoised: a later calibration may change it
-        self.memo[k] = cost
-        return cost
-
-    def estimate(self, g: Graph, n: Node) -> float:
-        """An op not measured (yet): the XGBoost predictor's cost once it has enough measured ops,
-        else FLOPs and bytes at rates fitted on the measured ops (plus an overhead)."""
-        if self.predictor is not None:
-            predicted = self.predictor.predict(op_features(g, n))
-            if predicted is not None:
-                return predicted
-        ins = [g.shape[t] for t in n.inputs if t]
-        outs = [g.shape[t] for t in n.outputs]
-        f, b = ops.flops(n.op, ins, outs, n.a), ops.bytes_moved(ins, outs)
-        if self.rates is None:
-            if len(self.calib) >= 3:
-                arr = np.array(self.calib)
-                flop_rate = float(np.median(arr[:, 0] / arr[:, 2]))
-                byte_rate = float(np.median(arr[:, 1] / arr[:, 2]))
-                self.rates = (max(flop_rate, 1e8), max(byte_rate, 1e8))
-            else:
-                self.rates = (2e10, 5e9)  # ~one core: 20 GFLOP/s, 5 GB/s
-        return 2e-6 + max(f / self.rates[0], b / self.rates[1])
-
-    def confirm(self, g: Graph) -> int:
-        """Measure the ops of ``g`` whose cost was only predicted (the ones a search result relies on),
-        beyond ``max_measure``; returns how many were measured. ``graph_cost(g)`` is then all measured."""
-        todo = [n for n in g.runtime_nodes() if g.op_key(n) in self.predicted_keys and g.op_key(n) not in self.memo]
-        if self.runner is None or not todo:
-            return 0
-        cap, self.max_measure = self.max_measure, self.measured + len(todo)
-        try:
-            for n in todo:
-                self.op_cost(g, n)
-        finally:
-            self.max_measure = cap
-        return len(todo)
-
-    def graph_cost(self, g: Graph) -> float:
-        """Sum of the run-time ops' costs, plus a 1 ns tie-breaker per op (equal cost: fewer ops)."""
-        total = 0.0
-        for n in g.runtime_nodes():
-            if not (self.fusion and fused_into_producer(g, n)):
-                total += self.op_cost(g, n) + TIE_BREAK_S
-        return float(total)
-
-
-TIE_BREAK_S = 1e-9
-OP_IDS = {op: i for i, op in enumerate(sorted(ops.OPS))}
-FUSING_PRODUCERS = {"Conv", "Gemm", "MatMul"}
-FUSED_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh"}
+def graph_cost(g: Graph, op_cost: Callable[[Graph, Node], float], fusion: bool = True) -> float:
+    """Sum of ``op_cost`` over the counted ops, plus :data:`TIE_BREAK_S` per op."""
+    return float(sum(op_cost(g, n) + TIE_BREAK_S for n in counted_nodes(g, fusion)))
 
 
 def fused_into_producer(g: Graph, n: Node, depth: int = 0) -> bool:

@@ -152,6 +152,15 @@ class Graph:
             self._hash = hashlib.sha1(repr(tuple(h[t] for t in self.outputs)).encode()).hexdigest()[:16]
         return self._hash
 
+    def content_hash(self) -> str:
+        """Hash of the computation and of the weights' values (rules may test weights, e.g. an all-zero bias)."""
+        h = hashlib.sha1(self.structural_hash().encode())
+        for k in sorted(self.weights):
+            w = np.ascontiguousarray(self.weights[k])
+            h.update(repr((k, str(w.dtype), w.shape)).encode())
+            h.update(w.tobytes())
+        return h.hexdigest()[:16]
+
     def runtime_nodes(self) -> list[Node]:
         """Nodes that run at inference time (not folded weight computations)."""
         return [n for n in self.nodes if not self.is_weight[n.outputs[0]]]

@@ -257,3 +257,11 @@ def load_rules(path: str) -> list[Rule]:
 def save_rules(rules, path: str) -> None:
     with open(path, "w") as f:
         json.dump({"rules": [r.to_json() for r in rules]}, f, indent=1)
+
+
+def rule_record(rule) -> dict:
+    """A rule as stored in the database: its JSON plus a content key (code rules are keyed by their JSON)."""
+    from autotune.types import stable_key
+
+    d = rule.to_json()
+    return {**d, "key": getattr(rule, "key", None) or stable_key(d, 12)}

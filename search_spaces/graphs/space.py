@@ -7,14 +7,13 @@ from collections import OrderedDict
 from collections.abc import Iterator
 
 import numpy as np
-from autotune.runners.base import Runner
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.builtin_rules import builtin_rules
 from autotune.search_spaces.graphs.ir import Graph
 
 from autotune.errors import UsageError
-from autotune.types import Candidate, Device, Measurement, Status, Task
+from autotune.types import Candidate, Task, stable_key
 
 FEATURE_OPS = sorted(o for o in ops.OPS if not o.startswith("_")) + ["<opaque>"]
 
@@ -22,40 +21,57 @@ FEATURE_OPS = sorted(o for o in ops.OPS if not o.startswith("_")) + ["<opaque>"]
 class GraphSpace(Space):
     """Payload: ``[[rule_name, [matched tensor names...]], ...]`` applied in order to the input graph.
 
-    ``children`` = all applications of all rules at all matches; ``neighbor`` = one
-    random application; ``crossover`` replays the other parent's applications that
-    still apply; ``sample`` = a short random walk from the input graph.
+    The key of a candidate is the structural hash of the graph it produces, so rewrite
+    orders that give the same graph are one point. ``children`` = all applications of all
+    rules at all matches; ``neighbor`` = one random application; ``crossover`` replays the
+    other parent's applications that still apply; ``sample`` = a short random walk from
+    the input graph. The task is kind "graph", named ``name`` (default: the graph's), with
+    the graph's content hash and the rule set's hash as parameters. Costs come from a
+    runner (``autotune.runners.graph.GraphCostRunner``).
     """
 
-    def __init__(self, graph: Graph, rules=None, cost_model=None, max_walk: int = 6, cache_size: int = 4096):
+    def __init__(self, graph: Graph, rules=None, max_walk: int = 6, cache_size: int = 4096, name: str | None = None):
         self.root = graph
         self.rules = list(rules) if rules is not None else builtin_rules()
         self.by_name = {r.name: r for r in self.rules}
-        self.cost_model = cost_model
+        if len(self.by_name) != len(self.rules):
+            twice = sorted({r.name for r in self.rules if sum(q.name == r.name for q in self.rules) > 1})
+            raise UsageError(f"graph rule names must be unique (they identify rewrites); given twice: {', '.join(twice)}")
         self.max_walk = max_walk
         self.graphs: OrderedDict[str, Graph] = OrderedDict()
         self.cache_size = cache_size
         self._apps: dict[str, list] = {}
-        self.task = Task("graph", graph.name, {"graph": graph.structural_hash(), "rules": sorted(self.by_name)})
-        self._remember(graph)
+        rules_key = stable_key([[r.name, getattr(r, "key", "")] for r in self.rules])  # pattern rules: content
+        self.task = Task("graph", name or graph.name, {"graph": graph.content_hash(), "rules": rules_key,
+                                                       "n_rules": len(self.rules)})
+        self._remember(self._path([]), graph)
 
     # -- graphs -------------------------------------------------------------------
-    def _remember(self, g: Graph) -> str:
-        k = g.structural_hash()
-        self.graphs[k] = g
-        self.graphs.move_to_end(k)
+    # Graphs are cached by rewrite sequence, not by structural hash: two sequences reaching one
+    # structure may name their tensors differently, and a step appended to a sequence must match
+    # the tensor names of that sequence's own graph.
+    @staticmethod
+    def _path(payload) -> str:
+        return stable_key(payload)
+
+    def _remember(self, path: str, g: Graph) -> None:
+        self.graphs[path] = g
+        self.graphs.move_to_end(path)
         while len(self.graphs) > self.cache_size:
             old, _ = self.graphs.popitem(last=False)
             self._apps.pop(old, None)
-        return k
 
     def graph(self, c: Candidate | None) -> Graph:
+        """The graph a candidate's rewrite sequence produces (replayed when not cached)."""
         if c is None:
             return self.root
-        g = self.graphs.get(c.key)
+        path = self._path(c.payload)
+        g = self.graphs.get(path)
         if g is None:
             g = self.replay(c.payload)
-            self._remember(g)
+            self._remember(path, g)
+        else:
+            self.graphs.move_to_end(path)
         return g
 
     def replay(self, payload) -> Graph:
@@ -70,18 +86,19 @@ class GraphSpace(Space):
             g = g2
         return g
 
-    def applications(self, g: Graph) -> list[tuple[str, tuple]]:
-        k = g.structural_hash()
-        if k not in self._apps:
-            self._apps[k] = [(r.name, m) for r in self.rules for m in r.matches(g)]
-        return self._apps[k]
+    def _applications(self, c: Candidate, g: Graph) -> list[tuple[str, tuple]]:
+        path = self._path(c.payload)
+        if path not in self._apps:
+            self._apps[path] = [(r.name, m) for r in self.rules for m in r.matches(g)]
+        return self._apps[path]
 
     def _apply(self, c: Candidate, g: Graph, app) -> Candidate | None:
         g2 = self.by_name[app[0]].apply(g, app[1])
         if g2 is None:
             return None
-        key = self._remember(g2)
-        return Candidate(list(c.payload) + [[app[0], list(app[1])]], key)
+        payload = list(c.payload) + [[app[0], list(app[1])]]
+        self._remember(self._path(payload), g2)
+        return Candidate(payload, g2.structural_hash())
 
     # -- Space moves -----------------------------------------------------------
     def initial(self) -> Candidate:
@@ -92,25 +109,26 @@ class GraphSpace(Space):
             g = self.replay(config)
         except (TypeError, IndexError) as exc:
             raise UsageError(f"a graph candidate is a list of [rule, [tensors]] steps: {exc}") from None
-        return Candidate(list(config), self._remember(g))
+        self._remember(self._path(list(config)), g)
+        return Candidate(list(config), g.structural_hash())
 
     def contains(self, c: Candidate) -> bool:
         try:
             return self.graph(c).structural_hash() == c.key
-        except UsageError:
+        except (UsageError, TypeError, IndexError, ValueError):
             return False
 
     def children(self, c: Candidate | None) -> Iterator[Candidate]:
         c = c if c is not None else self.initial()
         g = self.graph(c)
-        for app in self.applications(g):
+        for app in self._applications(c, g):
             child = self._apply(c, g, app)
             if child is not None:
                 yield child
 
     def neighbor(self, c: Candidate, rng: np.random.Generator) -> Candidate:
         g = self.graph(c)
-        apps = list(self.applications(g))
+        apps = list(self._applications(c, g))
         while apps:
             child = self._apply(c, g, apps.pop(int(rng.integers(len(apps)))))
             if child is not None:
@@ -144,26 +162,3 @@ class GraphSpace(Space):
                     flops += ops.flops(n.op, [g.shape[t] for t in n.inputs if t], [g.shape[t] for t in n.outputs], n.a)
             rows.append(list(counts.values()) + [len(g.runtime_nodes()), math.log1p(flops), len(c.payload)])
         return np.asarray(rows, dtype=float).reshape(len(cs), len(FEATURE_OPS) + 3)
-
-    def cost(self, c: Candidate) -> float:
-        if self.cost_model is None:
-            raise UsageError("this GraphSpace has no cost model")
-        return self.cost_model.graph_cost(self.graph(c))
-
-
-class GraphCostRunner(Runner):
-    """Evaluates graph candidates by their predicted cost (sum of per-op costs): cheap, used inside search."""
-
-    def __init__(self, space: GraphSpace):
-        self.space = space
-        self.device = Device("graph-op-cost-sum", "simulated", {})
-
-    def measure(self, task, candidates):
-        out = []
-        for c in candidates:
-            try:
-                cost = self.space.cost(c)
-                out.append(Measurement(c, Status.OK, [cost], cost, meta={"predicted": True}))
-            except UsageError as exc:
-                out.append(Measurement(c, Status.INVALID, error=str(exc)))
-        return out

@@ -1,4 +1,4 @@
-"""`autotune optimize-graph` and `autotune rules generate` end to end (small models)."""
+"""`autotune tune graph` (alias `optimize-graph`) and `autotune rules generate` end to end (small models)."""
 
 import json
 
@@ -18,37 +18,55 @@ def test_optimize_graph_json(tmp_path):
 
     src, out, db = tmp_path / "m.onnx", tmp_path / "o.onnx", f"sqlite:///{tmp_path / 'g.db'}"
     onnx.save(model_zoo.build("resnet50", small=True), src)
-    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--budget", "60", "--json", "--db", db])
+    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--trials", "60", "--json", "--db", db])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output.strip().splitlines()[-1])
     assert d["check"]["passed"] and d["check"]["max_rel_error"] < 1e-3
     assert d["predicted_cost_after_s"] <= d["predicted_cost_before_s"]
     assert d["latency_before"]["median_s"] > 0 and "reason" in d
+    assert d["algorithm"] == "taso-queue" and d["trials"] == d["evaluated"] == 60
     onnx.checker.check_model(onnx.load(out))
     # every distinct op was timed once and logged as a trial of task kind "op"; a rerun measures none
     database = open_database(db)
-    ops = queries.trials(database, device="cpu-onnxruntime")
+    trials = queries.trials(database, device="cpu-onnxruntime")
+    ops = trials[trials["campaign"].isna()]
     assert len(ops) == d["ops_measured"] > 0 and ops["candidate_key"].is_unique
+    assert len(queries.trials(database, campaign=d["campaign"])) == 60  # and every evaluated graph
     rules = queries.rules(database)
     assert len(rules) > 10 and set(rules["status"]) <= {"hand-written", "proved", "tested"}
-    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--budget", "60", "--json", "--db", db])
-    assert json.loads(r.output.strip().splitlines()[-1])["ops_measured"] == 0
+    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--trials", "60", "--json", "--db", db])
+    d2 = json.loads(r.output.strip().splitlines()[-1])
+    assert d2["ops_measured"] == 0 and d2["resumed"] and d2["campaign"] == d["campaign"]
+    assert d2["best_config"] == d["best_config"]
 
 
-def test_optimize_graph_text_and_errors(tmp_path):
-    src, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
+def test_tune_graph_text_aliases_and_errors(tmp_path):
+    src, out, db = tmp_path / "m.onnx", tmp_path / "o.onnx", f"sqlite:///{tmp_path / 'g.db'}"
     onnx.save(model_zoo.build("squeezenet11", small=True), src)
-    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--budget", "30",
-                                 "--algorithm", "mcmc", "--op-cache", str(tmp_path / "ops.json")])
+    r = CliRunner().invoke(app, ["tune", "graph", str(src), "-o", str(out), "--trials", "30", "--algorithm", "mcmc",
+                                 "--campaign", "sq", "--db", db])
     assert r.exit_code == 0, r.output
-    assert "numeric check" in r.output and "predicted cost" in r.output
-    assert json.loads((tmp_path / "ops.json").read_text())
-    bad = CliRunner().invoke(app, ["optimize-graph", str(tmp_path / "missing.onnx"), "-o", str(out)])
-    assert bad.exit_code == 2 and "cannot read" in bad.output
-    bad = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--algorithm", "nope"])
-    assert bad.exit_code == 2 and "valid" in bad.output
-    bad = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--device", "tpu"])
-    assert bad.exit_code == 2
+    assert "numeric check" in r.output and "predicted cost" in r.output and "campaign sq" in r.output
+    # the deprecated budget names still work, hidden, with a note
+    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--budget", "40", "--time-limit", "30",
+                                 "--algorithm", "mcmc", "--campaign", "sq", "--json", "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "--budget is deprecated" in r.output and json.loads(r.output.strip().splitlines()[-1])["trials"] == 40
+    for cmd in (["tune", "graph"], ["optimize-graph"]):
+        text = CliRunner().invoke(app, [*cmd, "--help"], terminal_width=200).output
+        assert "--trials" in text and "--time-budget" in text and "--campaign" in text and "--budget" not in text
+    bad_cases = [
+        (["optimize-graph", str(tmp_path / "missing.onnx"), "-o", str(out)], "cannot read"),
+        (["optimize-graph", str(src), "-o", str(out), "--algorithm", "nope"], "valid"),
+        (["tune", "graph", str(src), "-o", str(out), "--algorithm", "grid"], "enumerate"),
+        (["optimize-graph", str(src), "-o", str(out), "--device", "tpu"], "valid: cpu, cuda"),
+        (["tune", "graph", str(src), "-o", str(out), "--trials", "0"], "positive"),
+        (["optimize-graph", str(src), "-o", str(out), "--rules", str(tmp_path / "none.json")], "rules file"),
+    ]
+    for args, words in bad_cases:
+        bad = CliRunner().invoke(app, [*args, "--db", db])
+        msg = bad.output.strip()
+        assert bad.exit_code == 2 and words in msg and msg.startswith("error:") and len(msg.splitlines()) == 1, args
 
 
 def test_rules_generate(tmp_path):
@@ -68,7 +86,7 @@ def test_rules_generate(tmp_path):
 def test_optimize_graph_predicts_beyond_the_measurement_cap(tmp_path):
     src, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
     onnx.save(model_zoo.build("inception_v3", small=True), src)
-    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--budget", "40", "--max-measure", "20",
+    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--trials", "40", "--max-measure", "20",
                                  "--json", "--db", f"sqlite:///{tmp_path / 'g.db'}"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output.strip().splitlines()[-1])

@@ -42,12 +42,12 @@ def test_device_cuda_without_gpu_exits_2_with_one_sentence(tmp_path):
 
 
 def test_missing_torch_names_the_extra(monkeypatch):
-    from autotune.drivers import graph as optimizer
+    from autotune.runners.graph import check_device
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
     with pytest.raises(MissingDependencyError, match=r"autotune\[torch\]"):
-        optimizer.check_device("cuda")
+        check_device("cuda")
     with pytest.raises(UsageError, match="valid: cpu, cuda"):
-        optimizer.check_device("tpu")
+        check_device("tpu")
 
 
 # ---- op mapping ------------------------------------------------------------
@@ -196,12 +196,20 @@ def _optimize(tmp_path, device, name="squeezenet11"):
     import onnx
     from autotune.search_spaces.graphs import model_zoo
 
-    from autotune.cli.graphs import optimize_graph
+    from autotune.drivers.graph import optimize_graph
+
     src = tmp_path / f"{name}.onnx"
     if not src.exists():
         onnx.save(model_zoo.build(name, small=True), src)
-    return optimize_graph(str(src), str(tmp_path / "out.onnx"), device=device, budget=40, rounds=5,
+    return optimize_graph(str(src), str(tmp_path / "out.onnx"), device=device, trials=40, rounds=5,
                           db=f"sqlite:///{tmp_path / 'g.db'}")
+
+
+def _op_trials(db, device):
+    """The op timings stored under ``device`` (graph trials of campaigns share the device's name)."""
+    from autotune.db import queries
+    df = queries.trials(db, device=device)
+    return df[df["campaign"].isna()]
 
 
 @needs_torch
@@ -212,14 +220,15 @@ def test_optimize_graph_on_torch_cpu_stores_op_trials_under_the_torch_device(tmp
     assert r["backend"] == "torch" and r["op_device"] == "cpu-torch"
     assert r["check"]["passed"] and r["check"]["max_rel_error"] < 1e-3 and r["latency_before"]["median_s"] > 0
     db = open_database(f"sqlite:///{tmp_path / 'g.db'}")
-    ops = queries.trials(db, device="cpu-torch")
+    ops = _op_trials(db, "cpu-torch")
     assert len(ops) == r["ops_measured"] > 0 and ops["candidate_key"].is_unique and (ops["status"] == "OK").all()
     assert queries.trials(db, device="cpu-onnxruntime").empty
+    assert len(queries.trials(db, campaign=r["campaign"])) == r["evaluated"]  # every evaluated graph is a trial
     assert _optimize(tmp_path, "torch-cpu")["ops_measured"] == 0  # measured once per device, ever
     # onnxruntime costs are their own: the CPU run measures its ops again, under its own device
     r_cpu = _optimize(tmp_path, "cpu")
-    assert r_cpu["ops_measured"] > 0 and len(queries.trials(db, device="cpu-onnxruntime")) == r_cpu["ops_measured"]
-    assert len(queries.trials(db, device="cpu-torch")) == len(ops)
+    assert r_cpu["ops_measured"] > 0 and len(_op_trials(db, "cpu-onnxruntime")) == r_cpu["ops_measured"]
+    assert len(_op_trials(db, "cpu-torch")) == len(ops)
 
 
 @needs_torch
@@ -228,7 +237,7 @@ def test_optimize_graph_on_torch_rejects_an_unmapped_op_before_searching(tmp_pat
     import onnx
     from onnx import TensorProto, helper
 
-    from autotune.cli.graphs import optimize_graph
+    from autotune.drivers.graph import optimize_graph
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
     g = helper.make_graph([helper.make_node("Elu", ["x"], ["y"], name="act")], "t", [x], [y])
@@ -256,5 +265,5 @@ def test_optimize_graph_on_cuda(tmp_path):
     r = _optimize(tmp_path, "cuda", "resnet50")
     assert r["op_device"] == torch.cuda.get_device_name() and r["check"]["passed"]
     db = open_database(f"sqlite:///{tmp_path / 'g.db'}")
-    assert len(queries.trials(db, device=r["op_device"])) == r["ops_measured"] > 0
+    assert len(_op_trials(db, r["op_device"])) == r["ops_measured"] > 0
     assert queries.trials(db, device="cpu-onnxruntime").empty

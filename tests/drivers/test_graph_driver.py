@@ -1,0 +1,120 @@
+"""optimize_graph: the graph search as an engine campaign (trials, algorithms, budgets, the op-cost model)."""
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from autotune.db import open_database, queries
+from autotune.runners.graph import BACKENDS
+from autotune.search_spaces.graphs import model_zoo, onnx_io
+from autotune.search_spaces.graphs.space import GraphSpace
+
+from autotune.drivers.graph import faster_beyond_noise, graph_algorithm, optimize_graph
+from autotune.errors import UsageError
+from autotune.testing.graphs import fake_backend
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """The "fake" device: op times as a fixed function of each op (fast, exactly repeatable)."""
+    monkeypatch.setitem(BACKENDS, "fake", fake_backend)
+
+
+@pytest.fixture(scope="module")
+def resnet(tmp_path_factory):
+    path = tmp_path_factory.mktemp("models") / "resnet50.onnx"
+    onnx.save(model_zoo.build("resnet50", small=True), path)
+    return path
+
+
+def test_every_evaluated_graph_is_a_trial_of_the_campaign(fake, resnet, tmp_path):
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    r = optimize_graph(resnet, tmp_path / "o.onnx", device="fake", trials=40, batch=8, db=url, campaign="g", rounds=3)
+    assert r["campaign"] == "g" and r["trials"] == r["evaluated"] == 40 and r["status"] == "finished"
+    db = open_database(url)
+    df = queries.trials(db, campaign="g")
+    assert len(df) == 40 and df["candidate_key"].is_unique and (df["task"] == "resnet50").all()
+    assert r["best_cost"] == pytest.approx(df["cost"].min())
+    space = GraphSpace(onnx_io.from_onnx(onnx.load(resnet)), name="resnet50")
+    assert df["task_key"].eq(space.task.key).all()
+    for config, key in zip(df["config"], df["candidate_key"]):  # each trial is a rewrite sequence of the model
+        assert space.candidate(config).key == key
+    assert [] in list(df["config"])
+    best = queries.best(db, task="resnet50")
+    assert best["config"].iloc[0] == r["best_config"] and [step[0] for step in r["best_config"]] == r["rules_applied"]
+    assert queries.convergence(db, "g")["best_so_far"].iloc[-1] == pytest.approx(r["best_cost"])
+    # op timings are trials of their own task kind, outside the campaign, under the op runner's device
+    ops = queries.trials(db, device="fake-op-runner")
+    assert len(ops[ops["campaign"].isna()]) == r["ops_measured"] > 0
+    onnx.checker.check_model(onnx.load(tmp_path / "o.onnx"))
+
+
+def test_a_campaign_resumes_with_a_larger_budget(fake, resnet, tmp_path):
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    first = optimize_graph(resnet, device="fake", trials=16, batch=8, db=url, campaign="g", rounds=3)
+    more = optimize_graph(resnet, device="fake", trials=48, batch=8, db=url, campaign="g", rounds=3)
+    assert not first["resumed"] and more["resumed"] and more["trials"] == 48
+    ref_url = f"sqlite:///{tmp_path / 'ref.db'}"
+    once = optimize_graph(resnet, device="fake", trials=48, batch=8, db=ref_url, campaign="g", rounds=3)
+    assert more["best_config"] == once["best_config"] and more["best_cost"] == once["best_cost"]
+    # no op was timed twice: the resumed search measured only ops the first run had not met
+    assert first["ops_measured"] + more["ops_measured"] == once["ops_measured"]
+    ops = [queries.trials(open_database(u), device="fake-op-runner") for u in (url, ref_url)]
+    assert sorted(ops[0]["candidate_key"]) == sorted(ops[1]["candidate_key"])
+
+
+@pytest.mark.parametrize("algorithm", ["taso-queue", "backtracking", "mcmc", "evolutionary", "random"])
+def test_registered_algorithms_search_graphs(fake, resnet, algorithm):
+    r = optimize_graph(resnet, device="fake", algorithm=algorithm, trials=40, batch=8, rounds=3)
+    assert r["algorithm"] == algorithm and r["evaluated"] >= 40 - 8
+    assert r["predicted_cost_after_s"] < r["predicted_cost_before_s"] and r["rules_applied"]
+    assert r["check"]["passed"]
+
+
+def test_algorithms_that_cannot_search_graphs_are_refused_before_anything_is_stored(fake, resnet, tmp_path):
+    db = tmp_path / "never.db"
+    with pytest.raises(UsageError, match="needs the move.*enumerate.*valid here: .*taso-queue"):
+        optimize_graph(resnet, device="fake", algorithm="grid", db=f"sqlite:///{db}")
+    with pytest.raises(UsageError, match="knob spaces"):
+        optimize_graph(resnet, device="fake", algorithm="optuna-tpe", db=f"sqlite:///{db}")
+    with pytest.raises(UsageError, match="unknown algorithm 'nope'"):
+        optimize_graph(resnet, device="fake", algorithm="nope", db=f"sqlite:///{db}")
+    with pytest.raises(UsageError, match="no option.*alpha"):
+        optimize_graph(resnet, device="fake", algorithm="mcmc", alpha=1.1, db=f"sqlite:///{db}")
+    with pytest.raises(UsageError, match="trial budget must be a positive"):
+        optimize_graph(resnet, device="fake", trials=0, db=f"sqlite:///{db}")
+    with pytest.raises(UsageError, match="cannot read ONNX model"):
+        optimize_graph(tmp_path / "missing.onnx", device="fake", db=f"sqlite:///{db}")
+    with pytest.raises(UsageError, match="unknown device 'tpu'; valid: cpu, cuda"):
+        optimize_graph(resnet, device="tpu", db=f"sqlite:///{db}")
+    assert not db.exists()
+    space = GraphSpace(onnx_io.from_onnx(onnx.load(resnet)))
+    assert graph_algorithm("backtracking", space, alpha=1.2).config["alpha"] == 1.2
+
+
+def test_the_op_cost_model_is_trained_and_stored_with_the_campaign(fake, tmp_path):
+    src = tmp_path / "inception.onnx"
+    onnx.save(model_zoo.build("inception_v3", small=True), src)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    r = optimize_graph(src, device="fake", trials=24, max_measure=20, db=url, campaign="inc", rounds=3)
+    assert r["ops_estimated"] > 0 and r["ops_confirmed"] > 0  # beyond the cap ops were predicted, then timed
+    db = open_database(url)
+    models = queries.cost_models(db)
+    assert len(models) >= 1 and set(models["model"]) == {"graph-ops"}
+    assert (models["campaign"] == "inc").all() and (models["task"] == "inception").all()
+    model, task, info = queries.load_cost_model(db, campaign="inc")
+    assert model.trained and task.kind == "graph" and info["n_samples"] >= 16
+
+
+def test_time_budget_stops_the_search(fake, resnet):
+    r = optimize_graph(resnet, device="fake", time_budget=0.01, batch=1, rounds=3)
+    assert r["status"] == "time-budget" and r["evaluated"] < 20
+
+
+def test_sign_test_keeps_only_clear_wins():
+    before = [1.0 + 0.01 * i for i in range(20)]
+    assert faster_beyond_noise(before, [b * 0.9 for b in before])[0]
+    assert not faster_beyond_noise(before, [b * 0.999 for b in before])[0]  # < 1% gain
+    noisy = [b * (0.95 if i % 2 else 1.05) for i, b in enumerate(before)]
+    assert not faster_beyond_noise(before, noisy)[0]
