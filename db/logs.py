@@ -149,7 +149,7 @@ class _LineParser:
         _need(not missing, f"missing field(s) {', '.join(missing)}")
         task, device, campaign = self.task(d["task"]), self.device(d["device"]), self.campaign(d["campaign"])
         status = d["status"]
-        _need(status in _STATUSES, f"status must be one of {', '.join(sorted(_STATUSES))}")
+        _need(isinstance(status, str) and status in _STATUSES, f"status must be one of {', '.join(sorted(_STATUSES))}")
         cost = _finite(d["cost"], "cost", optional=True)
         _need((cost is not None) == (status == Status.OK.value), "cost must be given exactly when status is OK")
         row = {
