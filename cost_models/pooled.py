@@ -1,6 +1,5 @@
-"""PooledModel: one XGBoost ranking model over every device's rows, device properties as extra
-features (the "device properties as features" transfer; measured against the others in
-scripts/bench_transfer.py, see autotune/transfer/warm_start.py).
+"""PooledModel: the cost model of a warm-started search (autotune/algorithms/warm_start.py):
+one XGBoost ranking model over every device's rows, with the device properties as extra features.
 
 Each device is one ranking group (labels best/cost within the device); the target's group is
 weighted up so that its pairs count as much as all the sources' together. Source rows are
@@ -8,8 +7,11 @@ subsampled (the fastest ``keep_top`` plus random others, ``max_source_rows`` in 
 retraining cheap.
 
 Safety: after ``check_after`` successful target results, the sources-only model's ranking of
-the target's measured rows is compared with the measurements (Spearman); below ``min_rho``
-the source rows are left out (an ordinary target-only model) until the agreement recovers.
+the target's measured rows is compared with the measurements (Spearman, :func:`agreement`);
+below ``min_rho`` the source rows are left out until the agreement recovers, and the model is an
+ordinary target-only XGBoost model trained without the sources' probes (their top
+configurations, measured first: a misleading source's picks are outliers that would otherwise
+mislead the ranking). Without sources it is that target-only model from the start.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import xgboost as xgb
 
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import throughput
+from autotune.cost_models.metrics import rank_correlation
 from autotune.cost_models.xgb import XGBCostModel
 from autotune.gpus import device_properties
 from autotune.types import Device
@@ -28,8 +31,33 @@ from autotune.types import Device
 PROPS = ("sm_count", "memory_bandwidth_gbs", "boost_clock_mhz", "l2_kib", "fp32_tflops", "compute_capability")
 
 
-def device_vector(d: Device) -> np.ndarray:
+def row_keys(X: np.ndarray) -> list[bytes]:
+    """One hashable key per feature row (its float64 bytes)."""
+    return [r.tobytes() for r in np.ascontiguousarray(np.asarray(X, dtype=np.float64))]
 
+
+def kept_rows(X: np.ndarray, exclude: set[bytes]) -> np.ndarray:
+    """Mask of the rows of X not in ``exclude`` (row keys, see ``row_keys``)."""
+    if not exclude:
+        return np.ones(len(X), dtype=bool)
+    return np.array([k not in exclude for k in row_keys(X)], dtype=bool)
+
+
+def agreement(scores: np.ndarray, y: np.ndarray) -> float:
+    """Spearman correlation of scores (higher = faster) with measured speed (failures slowest), or nan."""
+    y = np.asarray(y, dtype=float)
+    speed = np.where(np.isfinite(y), -np.log(np.where(np.isfinite(y) & (y > 0), y, 1.0)), -np.inf)
+    finite = speed[np.isfinite(speed)]
+    if len(finite) == 0 or len(y) < 3:
+        return float("nan")
+    speed = np.where(np.isfinite(speed), speed, finite.min() - 1.0)
+    if np.ptp(speed) == 0 or np.ptp(scores) == 0:
+        return float("nan")
+    return rank_correlation(scores, speed)
+
+
+def device_vector(d: Device) -> np.ndarray:
+    """The device's properties (``PROPS``) as numbers, nan where unknown."""
     p = device_properties(d)
     out = []
     for k in PROPS:
@@ -82,13 +110,9 @@ class PooledModel(CostModel):
         if self.src_X and int(np.isfinite(y).sum()) >= self.check_after:
             if self._source_only is None:
                 self._source_only = self._train([], [], [])
-            from autotune.cost_models.prior import agreement
-
             self.rho = agreement(self._source_only.inplace_predict(tX.astype(np.float32)), y)
             self.active = not (self.rho < self.min_rho)
-        if not self.active:  # the ordinary target-only model, without the sources' probes (see prior.TransferModel)
-            from autotune.cost_models.prior import kept_rows
-
+        if not self.active:  # the ordinary target-only model, without the sources' probes
             keep = kept_rows(X, self.exclude)
             self.fallback.fit(X[keep], y[keep])
             return self

@@ -149,7 +149,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the results as JSON to this file")
     ap.add_argument("--adversarial", action="store_true",
                     help="invert each source's times (a deliberately misleading source) to check the fallback")
-    ap.add_argument("--warm", nargs="*", default=[], metavar="OPTION=VALUE", help="WarmStart options (e.g. mode=feature)")
+    ap.add_argument("--warm", nargs="*", default=[], metavar="OPTION=VALUE", help="WarmStart options (e.g. top_k=4)")
     args = ap.parse_args(argv)
     if args.cache:
         groups_in = [(Path(args.cache[0]).parent.name or "cache", args.cache)]

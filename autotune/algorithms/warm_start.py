@@ -1,28 +1,22 @@
 """WarmStart: a search warm-started from other devices' measurements of the same task.
 
 1. The sources' best configurations (``top_k`` of them, round-robin over the sources'
-   rankings, those that are points of the target space) are measured first;
+   rankings, heaviest source first, those that are points of the target space) are measured first;
 2. then ``init`` random points, and a :class:`~autotune.algorithms.model_guided.ModelGuided`
-   search whose XGBoost model learns from the target's results and, depending on ``mode``,
-   from the sources' data.
+   search whose model is one pooled XGBoost ranking model over the sources' rows and the
+   target's (each device a ranking group, the target weighted as much as all sources), with
+   the device properties as extra features (:class:`~autotune.cost_models.pooled.PooledModel`).
 
-The modes, measured with scripts/bench_transfer.py (gemm on RTX 3090 / 2080 Ti / TITAN RTX,
-5 seeds, target measurements to 5% of the optimum, median; cold: 95 for the 2080 Ti, 83 for
-the 3090, 25 for the TITAN RTX):
-- ``properties`` (default): one pooled XGBoost ranking model over the sources' rows and the
-  target's (each device a ranking group, the target weighted as much as all sources) with
-  the device properties as extra features (:class:`~autotune.cost_models.pooled.PooledModel`):
-  3090->2080 Ti 22, 2080 Ti->3090 34, TITAN->3090 33, 3090->TITAN 20.
-- ``topk``: the top-k only, then a target-only model: 24, 57, 41, 23.
-- ``feature``: the sources' score (:class:`~autotune.cost_models.prior.SourcePrior`) as an extra
-  feature of the target model: 112 on 3090->2080 Ti (4 seeds, cold 76).
-- ``margin``: XGBoost boosted from the sources' scores (the source's influence decays as target
-  data arrives): 326 on 3090->2080 Ti: it keeps the search in the source's favourite region,
-  which is 1.2x off the target's optimum.
+Pooling lets the target's own results outrank the sources' where the devices disagree, so the
+search leaves a source's favourite region once the target shows it is off (a model boosted from
+the sources' scores, or given them as a feature, stays there). Target measurements to 5% of the
+optimum with scripts/bench_transfer.py (gemm on RTX 3090 / 2080 Ti / TITAN RTX, 5 seeds,
+median): 3090->2080 Ti 22, 2080 Ti->3090 34, TITAN->3090 33, 3090->TITAN 20, against 95, 83,
+83 and 25 cold.
 Safety: after ``check_after`` target results, the sources-only ranking of the target's measured
 points is compared with the measurements (Spearman); below ``min_rho`` the source data is left
 out of the model (ordinary target-only model-guided search), so a poor source costs about the
-``top_k`` probes.
+``top_k`` probes. Without sources it is an ordinary model-guided search.
 
 ``sources`` is a list of :class:`SourceData` (a device's measurements, and a weight).
 """
@@ -35,7 +29,7 @@ import numpy as np
 
 from autotune.algorithms.base import Option, SearchAlgorithm, union_moves
 from autotune.algorithms.model_guided import ModelGuided
-from autotune.cost_models.prior import SourcePrior, TransferModel
+from autotune.cost_models.pooled import PROPS, PooledModel, device_vector, row_keys
 from autotune.types import Candidate, Device, Measurement
 
 
@@ -55,16 +49,14 @@ class SourceData:
 
 class WarmStart(SearchAlgorithm):
     name = "warm-start"
-    description = "source devices' best configurations first, then model-guided search boosted from their data"
+    description = "source devices' best configurations first, then a model on all devices' data guides the search"
     no_repeats = True
     options = {
         "top_k": Option(8, "source best configurations measured first"),
-        "min_rho": Option(0.2, "drop the source prior while its Spearman with the target's results is below this"),
-        "check_after": Option(8, "target results needed before the prior is checked"),
+        "min_rho": Option(0.2, "leave the sources out while their Spearman with the target's results is lower"),
+        "check_after": Option(8, "target results needed before the sources are checked"),
         "epsilon": Option(0.1, "share of each model-guided batch given to random points"),
         "retrain_every": Option(4, "retrain the model after this many new results"),
-        "rounds": Option(30, "boosting rounds of the target correction"),
-        "mode": Option("properties", "topk: the sources' top-k, then a target-only model; margin: boost from the source scores; feature: source score as an extra feature; properties: one model on all devices' rows with device properties as features"),
         "init": Option(8, "random points measured after the top-k, before the model is used"),
     }
 
@@ -88,7 +80,7 @@ class WarmStart(SearchAlgorithm):
             self.guided.on_retrain = fn
 
     @property
-    def cost_model(self) -> TransferModel | None:
+    def cost_model(self) -> PooledModel | None:
         return self.guided.cost_model if self.guided is not None else None
 
     @property
@@ -101,60 +93,35 @@ class WarmStart(SearchAlgorithm):
     def setup(self) -> None:
         space = self.space
         usable = [s for s in self.sources if s.measurements]
-        prior = None
-        if usable and self.config["mode"] in ("margin", "feature"):
-            data = []
-            for s in usable:
-                X = np.asarray(space.features([m.candidate for m in s.measurements]), dtype=float)
-                data.append((X, np.array([m.objective for m in s.measurements])))
-            prior = SourcePrior(data, [s.weight for s in usable])
-        if self.config["mode"] == "properties" and usable:
-            from autotune.cost_models.pooled import PooledModel, device_vector
-
-            rows = [(np.asarray(space.features([m.candidate for m in s.measurements]), dtype=float),
-                     np.array([m.objective for m in s.measurements]), device_vector(s.device)) for s in usable]
-            model = PooledModel(rows, device_vector(self.target_device) if self.target_device else
-                                np.full(len(rows[0][2]), np.nan), seed=int(self.rng.integers(2**31)),
-                                min_rho=float(self.config["min_rho"]), check_after=int(self.config["check_after"]))
-        else:
-            model = TransferModel(prior, min_rho=float(self.config["min_rho"]),
-                                  check_after=int(self.config["check_after"]), rounds=int(self.config["rounds"]),
-                                  seed=int(self.rng.integers(2**31)), mode=str(self.config["mode"]))
-        self.queue: list[Candidate] = self._top_configs(usable, prior)
+        rows = [(np.asarray(space.features([m.candidate for m in s.measurements]), dtype=float),
+                 np.array([m.objective for m in s.measurements]), device_vector(s.device)) for s in usable]
+        target = device_vector(self.target_device) if self.target_device else np.full(len(PROPS), np.nan)
+        model = PooledModel(rows, target, seed=int(self.rng.integers(2**31)), min_rho=float(self.config["min_rho"]),
+                            check_after=int(self.config["check_after"]))
+        self.queue: list[Candidate] = self._top_configs(usable)
         if self.queue:
-            from autotune.cost_models.prior import _row_keys
-
-            model.exclude = set(_row_keys(np.asarray(space.features(self.queue), dtype=float)))
-        self.guided = ModelGuided(self.inner, model, init=max(1, len(self.queue) + int(self.config["init"])), epsilon=float(self.config["epsilon"]),
+            model.exclude = set(row_keys(np.asarray(space.features(self.queue), dtype=float)))
+        self.guided = ModelGuided(self.inner, model, init=max(1, len(self.queue) + int(self.config["init"])),
+                                  epsilon=float(self.config["epsilon"]),
                                   retrain_every=int(self.config["retrain_every"]), holdout=0.0)
         self.guided.on_retrain = getattr(self, "_on_retrain", None)
         self.guided.bind(space, np.random.default_rng(int(self.rng.integers(2**63))))
         self.told = 0
 
-    def _top_configs(self, sources: list[SourceData], prior: SourcePrior | None) -> list[Candidate]:
-        """Up to top_k distinct source-best configurations that are points of the space, best first."""
+    def _top_configs(self, sources: list[SourceData]) -> list[Candidate]:
+        """Up to top_k distinct source-best configurations that are points of the space, round-robin
+        over the sources' rankings, heaviest source first."""
         k = int(self.config["top_k"])
         if k <= 0:
             return []
-        if prior is None:  # round-robin over the sources' rankings, heaviest source first
-            lists = [[m.candidate for m in s.ranked() if self.space.contains(m.candidate)][:k]
-                     for s in sorted(sources, key=lambda s: -s.weight)]
-            out: dict[str, Candidate] = {}
-            for i in range(k):
-                for lst in lists:
-                    if i < len(lst) and len(out) < k:
-                        out.setdefault(lst[i].key, lst[i])
-            return list(out.values())
-        pool: dict[str, Candidate] = {}
-        for s in sources:
-            for m in s.ranked()[: 4 * k]:
-                if self.space.contains(m.candidate):
-                    pool.setdefault(m.candidate.key, m.candidate)
-        cands = list(pool.values())
-        if not cands:
-            return []
-        scores = prior(np.asarray(self.space.features(cands), dtype=float))
-        return [cands[i] for i in np.argsort(-scores, kind="stable")[:k]]
+        lists = [[m.candidate for m in s.ranked() if self.space.contains(m.candidate)][:k]
+                 for s in sorted(sources, key=lambda s: -s.weight)]
+        out: dict[str, Candidate] = {}
+        for i in range(k):
+            for lst in lists:
+                if i < len(lst) and len(out) < k:
+                    out.setdefault(lst[i].key, lst[i])
+        return list(out.values())
 
     def ask(self, n: int) -> list[Candidate]:
         out: list[Candidate] = []

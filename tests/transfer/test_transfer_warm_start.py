@@ -1,4 +1,4 @@
-"""WarmStart: conformance, source best configurations first, and the prior models' safety check."""
+"""WarmStart: conformance, source best configurations first, and the pooled model's safety check."""
 
 from __future__ import annotations
 
@@ -8,30 +8,22 @@ import pytest
 from autotune.algorithms.random_search import RandomSearch
 from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
-from autotune.cost_models.prior import SourcePrior, TransferModel, agreement
+from autotune.cost_models.pooled import PooledModel, agreement
 from autotune.algorithms.warm_start import SourceData, WarmStart
-from autotune.types import Device, Measurement, Status
+from autotune.errors import UsageError
+from autotune.types import Device
 
 SRC = Device("source-gpu", "cuda", {})
 
 
-def source_data(space, invert: bool = False, fraction: float = 1.0) -> SourceData:
-    """The FakeRunner's bowl measured on every point (or the inverted bowl: a misleading source)."""
-    pts = list(space.enumerate())[: max(1, int(len(list(space.enumerate())) * fraction))]
-    ms = FakeRunner(space).measure(space.task, pts)
-    if invert:
-        ms = [Measurement(m.candidate, Status.OK, cost=1.0 / m.cost) for m in ms]
-    return SourceData(SRC, ms)
+def source_data(space) -> SourceData:
+    """The FakeRunner's bowl measured on every point of ``space``."""
+    return SourceData(SRC, FakeRunner(space).measure(space.task, list(space.enumerate())))
 
 
 class TestWarmStartConformance(AlgorithmConformance):
     def make_algorithm(self):
         return WarmStart(RandomSearch(), [source_data(small_knob_space())], top_k=3, init=2, retrain_every=4)
-
-
-class TestWarmStartFeatureModeConformance(AlgorithmConformance):
-    def make_algorithm(self):
-        return WarmStart(RandomSearch(), [source_data(small_knob_space())], top_k=3, init=2, mode="feature")
 
 
 def test_source_best_configs_come_first_and_find_the_optimum():
@@ -58,51 +50,37 @@ def test_without_sources_it_is_an_ordinary_model_guided_search():
     assert len(seen) == len(set(seen)) == 20
 
 
-@pytest.mark.parametrize("mode", ["margin", "feature"])
-def test_prior_models_drop_a_misleading_source_and_keep_a_good_one(mode):
+def test_agreement_ranks_a_good_source_high_and_a_misleading_one_low():
     space = small_knob_space()
     pts = list(space.enumerate())
-    X = space.features(pts)
-    runner = FakeRunner(space)
-    y = np.array([m.cost for m in runner.measure(space.task, pts)])
-    rng = np.random.default_rng(1)
-    idx = rng.choice(len(pts), 12, replace=False)
-    good = SourcePrior([(X, y)])
-    bad = SourcePrior([(X, 1.0 / y)])
-    assert agreement(good(X[idx]), y[idx]) > 0.9 and agreement(bad(X[idx]), y[idx]) < -0.9
-    m_good = TransferModel(good, check_after=8, mode=mode, min_rho=0.2).fit(X[idx], y[idx])
-    m_bad = TransferModel(bad, check_after=8, mode=mode, min_rho=0.2).fit(X[idx], y[idx])
-    assert m_good.active and not m_bad.active
-    # the kept prior ranks the true optimum near the top; the dropped one falls back to target-only XGBoost
-    order = np.argsort(-m_good.predict(X))
-    assert int(np.argmin(y)) in order[:5].tolist()
-    assert m_bad.predict(X).shape == (len(pts),)
-    # before check_after target results the prior is trusted as it is
-    few = TransferModel(bad, check_after=8, mode=mode).fit(X[idx[:3]], y[idx[:3]])
-    assert few.active
-
-
-def test_prior_uses_exact_source_scores_and_a_model_elsewhere():
-    space = small_knob_space()
-    pts = list(space.enumerate())
-    X = space.features(pts)
     y = np.array([m.cost for m in FakeRunner(space).measure(space.task, pts)])
-    half = SourcePrior([(X[::2], y[::2])])
-    s = half(X)
-    assert s[0] == pytest.approx(-np.log(y[0] / y[::2].min()))
-    assert agreement(s[1::2], y[1::2]) > 0.5  # unmeasured points: predicted by the source's model
+    assert agreement(-np.log(y), y) == pytest.approx(1.0)
+    assert agreement(np.log(y), y) == pytest.approx(-1.0)
+    failed = np.where(np.arange(len(y)) == int(np.argmax(y)), np.inf, y)  # a failure ranks slowest
+    assert agreement(-np.log(y), failed) == pytest.approx(1.0)
+    assert np.isnan(agreement(np.zeros(len(y)), y)) and np.isnan(agreement(y[:2], y[:2]))
+
+
+def test_the_transfer_model_is_the_only_option_left():
+    with pytest.raises(UsageError, match="no option"):
+        WarmStart(RandomSearch(), [], mode="margin")
+    titan = Device("NVIDIA TITAN RTX", "cuda", {})
+    algo = WarmStart(RandomSearch(), [source_data(small_knob_space())], target_device=titan)
+    algo.bind(small_knob_space(), np.random.default_rng(0))
+    assert isinstance(algo.cost_model, PooledModel) and algo.cost_model.active and algo.cost_model.src_X
+    alone = WarmStart(RandomSearch(), [])
+    alone.bind(small_knob_space(), np.random.default_rng(0))
+    assert isinstance(alone.cost_model, PooledModel) and not alone.cost_model.active  # target-only XGBoost
 
 
 class TestWarmStartPropertiesConformance(AlgorithmConformance):
     def make_algorithm(self):
-        return WarmStart(RandomSearch(), [source_data(small_knob_space())], top_k=3, init=2, mode="properties",
+        return WarmStart(RandomSearch(), [source_data(small_knob_space())], top_k=3, init=2,
                          target_device=Device("NVIDIA GeForce RTX 3090", "cuda", {}))
 
 
 def test_auto_sources_skip_other_vendors_and_named_sources_must_exist(tmp_path):
     from autotune.db import open_database
-
-    from autotune.errors import UsageError
     from autotune.transfer.sources import choose_sources, warm_start_search
 
     space = small_knob_space()
@@ -126,8 +104,6 @@ def test_auto_sources_skip_other_vendors_and_named_sources_must_exist(tmp_path):
 
 
 def test_pooled_model_drops_a_misleading_source():
-    from autotune.cost_models.pooled import PooledModel
-
     space = small_knob_space()
     pts = list(space.enumerate())
     X = space.features(pts)
