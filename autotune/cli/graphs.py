@@ -69,10 +69,9 @@ def tune_graph(
 ):
     """Rewrite an ONNX graph with verified substitutions, searched as a campaign by measured per-op cost.
 
-    Every evaluated graph is a trial (its rewrite sequence from MODEL) of the campaign, logged to --db:
-    `autotune trials --campaign NAME` lists them, and rerunning with the same --campaign resumes the
-    search. Each distinct op is timed once per device and stored as a trial of task kind "op". The best
-    graph is checked numerically and timed end to end; OUTPUT is the original unless it is faster."""
+    Every evaluated graph is a trial of the campaign (its rewrite sequence from MODEL), logged to --db: `autotune trials --campaign NAME` lists them, and rerunning with the same --campaign resumes the search.
+
+    Each distinct op is timed once per device and stored as a trial of task kind "op". The best graph is checked numerically and timed end to end; OUTPUT is the original model unless the new one is faster."""
     from autotune.drivers.graph import optimize_graph
 
     for old, new, value in (("--budget", "--trials", budget), ("--time-limit", "--time-budget", time_limit)):
@@ -95,7 +94,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     rules_app = typer.Typer(help="Graph substitution rules.", no_args_is_help=True)
     app.add_typer(rules_app, name="rules")
     tune_app.command("graph")(handle_errors(tune_graph))
-    app.command("optimize-graph", help="Alias of `autotune tune graph`: " + tune_graph.__doc__)(handle_errors(tune_graph))
+    app.command("optimize-graph", help="Alias of `autotune tune graph`. " + tune_graph.__doc__)(handle_errors(tune_graph))
 
     @rules_app.command("generate")
     @handle_errors
