@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 from sqlalchemy import and_, func, or_, select
@@ -45,35 +47,68 @@ def campaigns(db: Database) -> pd.DataFrame:
     return df
 
 
-def trials(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
-           status: str | None = None, top: int | None = None) -> pd.DataFrame:
-    """Trials filtered by campaign name, task key or name, device name or key, and status;
-    ``top`` keeps the k fastest OK trials, fastest first. ``config`` holds the candidate's JSON."""
-    if top is not None and top <= 0:
-        raise UsageError(f"--top must be a positive number of trials, not {top}")
+def _trial_query(db: Database, campaign, task, device, status):
     conds = [_task_filter(task), _device_filter(device)]
     if status:
         conds.append(TrialRow.status == Status.parse(status).value)
     if campaign:
         camp = db.campaign(campaign)
         conds.append(TrialRow.id.in_(select(CampaignTrialRow.trial_id).where(CampaignTrialRow.campaign_id == camp.id)))
-    query = (
-        select(TrialRow, CampaignRow.name, TaskRow.name, TaskRow.key, DeviceRow.name)
-        .join(TaskRow, TaskRow.id == TrialRow.task_id).join(DeviceRow, DeviceRow.id == TrialRow.device_id)
-        .outerjoin(CampaignRow, CampaignRow.id == TrialRow.campaign_id).where(and_(*conds))
-    )
-    if top is not None:
-        query = query.where(TrialRow.cost.is_not(None)).order_by(TrialRow.cost, TrialRow.id).limit(top)
-    else:
-        query = query.order_by(TrialRow.id)
-    with db.session() as s:
-        rows = s.execute(query).all()
+    return and_(*conds)
+
+
+def _trial_frame(rows) -> pd.DataFrame:
     records = [
         (t.id, camp, tname, tkey, dname, t.candidate_key, t.candidate, t.status, t.cost, len(t.times or []), t.predicted,
          t.error, t.build_s, t.run_s, t.simulated_s, t.created, t.worker)
         for t, camp, tname, tkey, dname in rows
     ]
     return pd.DataFrame(records, columns=TRIAL_COLUMNS)
+
+
+def _trial_select(where):
+    return (
+        select(TrialRow, CampaignRow.name, TaskRow.name, TaskRow.key, DeviceRow.name)
+        .join(TaskRow, TaskRow.id == TrialRow.task_id).join(DeviceRow, DeviceRow.id == TrialRow.device_id)
+        .outerjoin(CampaignRow, CampaignRow.id == TrialRow.campaign_id).where(where)
+    )
+
+
+def trials(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
+           status: str | None = None, top: int | None = None, limit: int | None = None) -> pd.DataFrame:
+    """Trials filtered by campaign name, task key or name, device name or key, and status, oldest first
+    (at most ``limit``); ``top`` keeps the k fastest OK trials, fastest first. ``config`` holds the
+    candidate's JSON."""
+    for name, v in (("--top", top), ("--limit", limit)):
+        if v is not None and v <= 0:
+            raise UsageError(f"{name} must be a positive number of trials, not {v}")
+    query = _trial_select(_trial_query(db, campaign, task, device, status))
+    if top is not None:
+        query = query.where(TrialRow.cost.is_not(None)).order_by(TrialRow.cost, TrialRow.id).limit(top)
+    else:
+        query = query.order_by(TrialRow.id).limit(limit)
+    with db.session() as s:
+        return _trial_frame(s.execute(query).all())
+
+
+def count_trials(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
+                 status: str | None = None) -> int:
+    with db.session() as s:
+        return s.scalar(select(func.count(TrialRow.id)).where(_trial_query(db, campaign, task, device, status)))
+
+
+def trial_pages(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
+                status: str | None = None, page: int = 10_000) -> Iterator[pd.DataFrame]:
+    """Every matching trial, oldest first, as DataFrames of at most ``page`` rows (memory stays bounded)."""
+    where = _trial_query(db, campaign, task, device, status)
+    last = 0
+    while True:
+        with db.session() as s:
+            rows = s.execute(_trial_select(and_(where, TrialRow.id > last)).order_by(TrialRow.id).limit(page)).all()
+        if not rows:
+            return
+        yield _trial_frame(rows)
+        last = rows[-1][0].id
 
 
 def best(db: Database, task: str | None = None, device: str | None = None, k: int = 1) -> pd.DataFrame:

@@ -101,6 +101,29 @@ def write_frame(df, fmt: str, max_width: int = 300) -> None:
         raise typer.BadParameter(f"unknown format {fmt!r}; valid: table, csv, json")
 
 
+def write_pages(frames, fmt: str, max_width: int = 300) -> int:
+    """Write DataFrames one after another as one table, CSV (one header) or JSON array; returns the rows."""
+    rows = 0
+    if fmt == "json":
+        typer.echo("[", nl=False)
+    for n, df in enumerate(frames):
+        if fmt == "csv" and n > 0:
+            out = df.copy()
+            for col in out.columns:
+                if out[col].map(lambda v: isinstance(v, (dict, list))).any():
+                    out[col] = out[col].map(lambda v: json.dumps(v, sort_keys=True))
+            typer.echo(out.to_csv(index=False, header=False), nl=False)
+        elif fmt == "json":
+            if len(df):
+                typer.echo(("," if rows else "") + df.to_json(orient="records", date_format="iso")[1:-1], nl=False)
+        else:
+            write_frame(df, fmt, max_width)
+        rows += len(df)
+    if fmt == "json":
+        typer.echo("]")
+    return rows
+
+
 def report(result, as_json: bool, extra: dict | None = None) -> None:
     """Print a campaign's summary: one JSON line with --json, else a short human-readable block."""
     summary = {**result.summary(), **(extra or {})}

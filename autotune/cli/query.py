@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, print_table, write_frame
+from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, print_table, write_frame, write_pages
 
 FormatOption = Annotated[str, typer.Option("--format", "-f", help="table, csv or json")]
 TaskOption = Annotated[str | None, typer.Option("--task", help="Task key or name")]
@@ -39,17 +39,30 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         device: DeviceOption = None,
         status: Annotated[str | None, typer.Option("--status", help="OK, INVALID, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT or WRONG_RESULT")] = None,
         top: Annotated[int | None, typer.Option("--top", help="Only the K fastest successful trials, fastest first")] = None,
+        limit: Annotated[int | None, typer.Option("--limit", help="At most this many trials, oldest first (default 50, or every trial of the --campaign)")] = None,
+        all_: Annotated[bool, typer.Option("--all", help="Every matching trial (streamed page by page)")] = False,
         format: FormatOption = "table",
         db: DbOption = DEFAULT_DB,
     ) -> None:
-        """List trials (every measurement) with their configuration, status and cost."""
+        """List trials (every measurement) with their configuration, status and cost: every trial of a
+        --campaign, else the first 50 unless --limit, --top or --all says otherwise."""
         from autotune.db import queries
 
         _check_format(format)
-        df = queries.trials(open_db(db), campaign=campaign, task=task, device=device, status=status, top=top)
-        if format == "table":
-            df = df[["id", "status", "cost", "config", "device", "campaign", "error"]]
-        write_frame(df, format)
+        database = open_db(db)
+        filters = {"campaign": campaign, "task": task, "device": device, "status": status}
+        all_ = all_ or (campaign is not None and limit is None)
+        limit = 50 if limit is None else limit
+        if all_ and top is None:
+            pages = queries.trial_pages(database, **filters)
+        else:
+            pages = iter([queries.trials(database, **filters, top=top, limit=None if all_ else limit)])
+        columns = ["id", "status", "cost", "config", "device", "campaign", "error"]
+        shown = write_pages((df[columns] if format == "table" else df for df in pages), format)
+        if not all_ and top is None and shown == limit:
+            total = queries.count_trials(database, **filters)
+            if total > shown:
+                typer.echo(f"showing the first {shown} of {total} trials; --limit N or --all for more", err=True)
 
     @app.command("best")
     @handle_errors
