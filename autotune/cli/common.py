@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, UsageError
 
 DEFAULT_DB = "sqlite:///autotune.db"
 
@@ -44,6 +46,30 @@ def handle_errors(fn):
             raise typer.Exit(2) from None
 
     return wrapper
+
+
+def writable_output(path, what: str, suffixes: tuple[str, ...] = ()) -> Path:
+    """Check, before any work starts, that ``path`` can be written (its folder exists and is writable,
+    its suffix is one of ``suffixes`` when given); UsageError naming the problem otherwise."""
+    p = Path(path)
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise UsageError(f"{what} {str(p)!r} must end in {', '.join(suffixes)}")
+    folder = p.parent if str(p.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"cannot write {what} {str(p)!r}: the folder {str(folder)!r} does not exist")
+    if p.is_dir():
+        raise UsageError(f"cannot write {what} {str(p)!r}: it is a folder")
+    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(f"cannot write {what} {str(p)!r}: permission denied")
+    return p
+
+
+def parse_json_arg(text: str, what: str):
+    """A JSON command-line value, or UsageError naming the option."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{what} {text[:60]!r} is not valid JSON ({str(exc)[:80]})") from None
 
 
 def emit_json(obj: Any) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db
+from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, writable_output
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
@@ -42,6 +42,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         """Write trials (with their task, device and campaign) as JSON lines, losslessly."""
         from autotune.db.logs import export_file
 
+        writable_output(output, "the export file")
         n = export_file(open_db(db), output, campaign=campaign, task=task, device=device, status=status)
         typer.echo(f"wrote {n} trials to {output}")
 

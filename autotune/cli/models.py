@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, print_table, write_frame
+from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, print_table, write_frame, parse_json_arg
 
 
 def space_for_task(task, device_props: dict | None = None):
@@ -61,10 +61,15 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         database = open_db(db)
         cost_model, task, info = load_cost_model(database, model_id=model, campaign=campaign)
         space = space_for_task(task, info["device_properties"])
-        given = [json.loads(c) for c in (config or [])]
+        given = [parse_json_arg(c, "--config") for c in (config or [])]
         if configs is not None:
-            text = sys.stdin.read() if str(configs) == "-" else configs.read_text()
-            given += [json.loads(line) for line in text.splitlines() if line.strip()]
+            try:
+                text = sys.stdin.read() if str(configs) == "-" else configs.read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UsageError(f"cannot read --configs {str(configs)!r}: {exc.__class__.__name__}") from None
+            given += [parse_json_arg(line, f"a line of {configs}") for line in text.splitlines() if line.strip()]
+        if not all(isinstance(c, dict) for c in given):
+            raise UsageError("each configuration must be a JSON object of knob values, e.g. '{\"block\": 64}'")
         try:
             cands = [space.candidate(c) for c in given] if given else list(space.enumerate())
         except json.JSONDecodeError as exc:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db
+from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, writable_output
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
@@ -22,6 +22,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         db: DbOption = DEFAULT_DB,
     ) -> None:
         """Draw the best cost so far against trials, and against simulated time where there is one."""
+        writable_output(output, "the plot", (".png", ".svg", ".pdf"))
         import matplotlib
 
         matplotlib.use("Agg")

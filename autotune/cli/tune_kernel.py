@@ -8,7 +8,7 @@ import typer
 
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
 from autotune.cli.common import (
-    DEFAULT_DB, CostModelOption, DbOption, TransferOption, TransferTopOption, handle_errors, report,
+    DEFAULT_DB, CostModelOption, DbOption, TransferOption, TransferTopOption, handle_errors, report, writable_output,
 )
 from autotune.drivers.kernel import SHAPE_HELP, tune_template
 
@@ -37,6 +37,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")] = True,
     ) -> None:
         """Tune a kernel template's schedule on real hardware; reports the best time, GFLOP/s and the speed-up over the default configuration."""
+        if source:
+            writable_output(source, "the --source file")
         if trials is None and time_budget is None:
             trials = 100
         result, template, extra = tune_template(name, shape, target, algorithm, trials, time_budget, seed, batch,

@@ -1,0 +1,84 @@
+"""Malformed input to the commands: exit status 2 and one sentence naming what was wrong, checked before
+any work is done (an unwritable output path fails before the campaign runs)."""
+
+import gzip
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from autotune.cli.main import app
+from autotune.db import open_database
+
+cli = CliRunner()
+
+
+@pytest.fixture
+def url(tmp_path):
+    return f"sqlite:///{tmp_path / 'b.db'}"
+
+
+def bad_cache(tmp_path, doc) -> str:
+    path = tmp_path / "bad.json.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(doc if isinstance(doc, str) else json.dumps(doc))
+    return str(path)
+
+
+GOOD = {"tune_params_keys": ["a"], "tune_params": {"a": [1, 2]},
+        "cache": {"1": {"a": 1, "time": 1.0, "times": [1.0]}, "2": {"a": 2, "time": 2.0, "times": [2.0]}}}
+
+BAD_CACHES = {
+    "cache is a list": ({**GOOD, "cache": [1, 2]}, "cache must be an object"),
+    "compile_time a word": ({**GOOD, "cache": {"1": {"a": 1, "time": 1.0, "compile_time": "slow"}}}, "compile_time"),
+    "deep nesting": ("[" * 100_000 + "]" * 100_000, "not readable JSON"),
+    "huge integer": ('{"tune_params_keys": ["a"], "tune_params": {"a": [' + "1" * 5000 + "]}, \"cache\": {}}",
+                     "not readable JSON"),
+    "time an object": ({**GOOD, "cache": {"1": {"a": 1, "time": {}}}}, "has time"),
+    "times words": ({**GOOD, "cache": {"1": {"a": 1, "time": 1.0, "times": ["x"]}}}, "times"),
+    "negative time": ({**GOOD, "cache": {"1": {"a": 1, "time": -1.0}}}, "has time"),
+    "tune_params a list": ({**GOOD, "tune_params": [1]}, "tune_params must be an object"),
+    "tune_params missing": ({k: v for k, v in GOOD.items() if k != "tune_params"}, "missing tune_params"),
+    "top level a list": ([1, 2, 3], "top level is a list"),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_CACHES))
+def test_malformed_caches_exit_2_with_one_sentence(tmp_path, url, what):
+    doc, message = BAD_CACHES[what]
+    r = cli.invoke(app, ["tune", "replay", "--cache", bad_cache(tmp_path, doc), "--db", url, "--no-progress"])
+    assert r.exit_code == 2, r.output
+    assert message in r.output and r.output.startswith("error:") and len(r.output.strip().splitlines()) == 1
+
+
+def test_output_paths_are_checked_before_the_work(tmp_path, url):
+    missing = tmp_path / "no-such-folder" / "out"
+    r = cli.invoke(app, ["tune", "replay", "--cache", "example:pnpoly-rtx3090", "--trials", 5, "--db", url,
+                         "--no-progress", "--campaign", "c"])
+    assert r.exit_code == 0
+    cases = [
+        (["plot", "convergence", "--campaign", "c", "-o", f"{missing}.png"], "does not exist"),
+        (["plot", "convergence", "--campaign", "c", "-o", str(tmp_path / "plot.bmp")], "must end in"),
+        (["export", "-o", f"{missing}.jsonl"], "does not exist"),
+        (["export", "-o", str(tmp_path)], "it is a folder"),
+        (["tune", "kernel", "softmax", "--shape", "4,32", "--trials", 2, "--source", f"{missing}.c", "--no-progress"],
+         "does not exist"),
+    ]
+    db = open_database(url)
+    before = db.count_trials()
+    db.close()
+    for args, message in cases:
+        r = cli.invoke(app, [*args, "--db", url])
+        assert r.exit_code == 2 and message in r.output, (args, r.output)
+    db = open_database(url)
+    assert db.count_trials() == before  # the kernel campaign did not run
+    db.close()
+
+
+def test_predict_with_bad_json_config(tmp_path, url):
+    r = cli.invoke(app, ["tune", "replay", "--cache", "example:pnpoly-rtx3090", "--trials", 20, "--db", url,
+                         "--no-progress", "--campaign", "m"])
+    assert r.exit_code == 0, r.output
+    for config, message in (("{bad json", "is not valid JSON"), ("[1, 2]", "must be a JSON object")):
+        r = cli.invoke(app, ["predict", "--campaign", "m", "--config", config, "--db", url])
+        assert r.exit_code == 2 and message in r.output, r.output
