@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ from autotune.errors import UsageError
 from autotune.algorithms.registry import make_algorithm
 from autotune.runners.base import Runner
 from autotune.search_spaces.base import Space
-from autotune.types import Device, Measurement, Task
+from autotune.types import Candidate, Device, Measurement, Task
 
 #: stop when this many consecutive batches brought nothing new (the algorithm only revisits known points)
 STALL_BATCHES = 50
@@ -66,12 +67,18 @@ class Campaign:
     Budgets: ``trials`` (measurements, counted over every run of the campaign), ``time_budget``
     (wall seconds of this run) and ``simulated_budget`` (simulated seconds, all runs). At least
     one must be given unless the space is finite.
+
+    ``warmup``: candidates evaluated first, as one batch, before the algorithm is asked for any
+    (reference points such as a parallelization's baselines). They are trials like the others,
+    logged, counted in the trial budget and told to the algorithm, but measured whatever the
+    budgets; a resumed campaign evaluates only those its history lacks.
     """
 
     def __init__(
         self, name: str, space: Space, algorithm: str | SearchAlgorithm, runner: Runner, db: Database, *,
         trials: int | None = None, time_budget: float | None = None, simulated_budget: float | None = None,
         batch: int = 8, seed: int = 0, progress: bool = False, console: Console | None = None,
+        warmup: Sequence[Candidate] = (),
     ):
         if not name:
             raise UsageError("a campaign needs a name")
@@ -82,6 +89,7 @@ class Campaign:
         self.simulated_budget = _positive("the simulated-time budget", simulated_budget)
         self.batch = _positive("the batch size", batch, int)
         self.seed = int(seed)
+        self.warmup = list({c.key: c for c in warmup}.values())
         if self.trials is None and self.time_budget is None and self.simulated_budget is None and space.size() is None:
             raise UsageError("give a budget (trials, time or simulated time): this space is unbounded")
         self.algorithm.check_space(space)  # before the campaign is opened in the database
@@ -117,6 +125,7 @@ class Campaign:
             self.algorithm.load_state_dict(state)
         self.db.set_campaign_status(cid, "running")
 
+        warmup = [c for c in self.warmup if c.key not in seen]
         size = self.space.size()
         worker = worker_id()
         status, stalled = "finished", 0
@@ -133,22 +142,24 @@ class Campaign:
 
             show()
             while True:
-                if self.trials is not None and measured >= self.trials:
-                    break
-                if self.time_budget is not None and time.perf_counter() - start >= self.time_budget:
-                    status = "time-budget"
-                    break
-                if self.simulated_budget is not None and simulated >= self.simulated_budget:
-                    status = "simulated-budget"
-                    break
-                if size is not None and len(seen) >= size or stalled >= STALL_BATCHES:
-                    status = "exhausted"
-                    break
-                n = self.batch if self.trials is None else min(self.batch, self.trials - measured)
-                asked = list({c.key: c for c in self.algorithm.ask(n)}.values())
+                asked, warmup = warmup, []
                 if not asked:
-                    status = "exhausted"
-                    break
+                    if self.trials is not None and measured >= self.trials:
+                        break
+                    if self.time_budget is not None and time.perf_counter() - start >= self.time_budget:
+                        status = "time-budget"
+                        break
+                    if self.simulated_budget is not None and simulated >= self.simulated_budget:
+                        status = "simulated-budget"
+                        break
+                    if size is not None and len(seen) >= size or stalled >= STALL_BATCHES:
+                        status = "exhausted"
+                        break
+                    n = self.batch if self.trials is None else min(self.batch, self.trials - measured)
+                    asked = list({c.key: c for c in self.algorithm.ask(n)}.values())
+                    if not asked:
+                        status = "exhausted"
+                        break
                 known = self.db.lookup(tid, did, [c.key for c in asked])
                 new = [c for c in asked if c.key not in known]
                 results = self.runner.measure(task, new) if new else []

@@ -9,7 +9,7 @@ DLRM 3.6x, MLP 2.0x, Inception-v3 1.3x; FlexFlow reports throughput up to 3.8x (
 version; 3.3x in the SysML'19 version) over state-of-the-art strategies on six DNNs, without
 per-model figures in its abstract. Our clusters and batch sizes are not theirs: compare trends.
 
-    python scripts/bench_parallel.py [--budget 1000] [--algorithm mcmc] [--quick] [--json]
+    python scripts/bench_parallel.py [--trials 1000] [--algorithm mcmc] [--quick] [--json]
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ CASES = [  # (paper, model, cluster, per-device batch)
 SCALE = ("gpt-15b", "dgx-a100-x8", 1)  # 437 ops on 64 devices
 
 
-def row(paper, model, cluster, per_dev, algorithm, budget, seed, time_limit=None):
+def row(paper, model, cluster, per_dev, algorithm, trials, seed, time_budget=None):
     devices = get_cluster(cluster).devices
-    r = parallelize(model, cluster, per_dev * devices, algorithm, budget, seed, time_limit)
+    r = parallelize(model, cluster, per_dev * devices, algorithm, trials, seed, time_budget)
     base = {n: m.cost for n, m in r.baselines.items()}
     dp = base["data-parallel"]
     valid = [c for c in base.values() if c is not None]
@@ -75,23 +75,24 @@ def delta_speed(model, cluster, per_dev, proposals=30, seed=0):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--budget", type=int, default=1000)
+    ap.add_argument("--trials", "--budget", dest="trials", type=int, default=1000,
+                    help="simulations per case after the baselines (--budget is the old name)")
     ap.add_argument("--algorithm", default="mcmc")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="budget 100, Unity cases only, scale test limited to 60 s")
+    ap.add_argument("--quick", action="store_true", help="100 trials, Unity cases only, scale test limited to 60 s")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     cases = CASES[:3] if args.quick else CASES
-    budget = 100 if args.quick else args.budget
-    rows = [row(*c, args.algorithm, budget, args.seed) for c in cases]
+    trials = 100 if args.quick else args.trials
+    rows = [row(*c, args.algorithm, trials, args.seed) for c in cases]
     t0 = time.perf_counter()
-    scale = row("scale", *SCALE, args.algorithm, args.budget, args.seed, time_limit=55.0)
+    scale = row("scale", *SCALE, args.algorithm, args.trials, args.seed, time_budget=55.0)
     scale["wall_s"] = time.perf_counter() - t0
     delta = delta_speed(*SCALE)
     if args.json:
         print(json.dumps({"rows": rows, "scale": scale, "delta": delta}))
         return
-    print(f"{args.algorithm}, budget {budget} simulations per case, seed {args.seed}")
+    print(f"{args.algorithm}, {trials} simulations per case after the baselines, seed {args.seed}")
     print(f"{'paper':8} {'model':13} {'cluster':15} {'batch':>6} {'DP ms':>9} {'best ms':>9} {'vs DP':>7} "
           f"{'vs best base':>12} {'published':>9} {'search s':>8} {'sims/s':>7}")
     for r in rows + [scale]:

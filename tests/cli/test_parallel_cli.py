@@ -1,13 +1,17 @@
-"""`autotune parallelize` end to end: every built-in model, every preset (full matrix marked slow)."""
+"""`autotune tune parallel` (alias `autotune parallelize`) end to end: every built-in model on some
+preset (the full matrix is marked slow), results checked against independent simulations."""
 
+import itertools
 import json
 
 import pytest
-from autotune.search_spaces.parallel.clusters import preset_names
-from autotune.search_spaces.parallel.models import MODELS
 from typer.testing import CliRunner
 
 from autotune.cli.main import app
+from autotune.runners.simulator.engine import Simulator
+from autotune.search_spaces.parallel import strategy as st
+from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, preset_names
+from autotune.search_spaces.parallel.models import MODELS, get_model, mlp
 
 runner = CliRunner()
 BUILTIN = ["mlp-unity", "bert-large", "gpt-350m", "gpt-1.3b", "gpt-2.6b", "gpt-6.7b", "resnet101", "inception-v3",
@@ -20,27 +24,41 @@ def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the default --db is autotune.db in the working directory
 
 
-def run(*args):
-    return runner.invoke(app, ["parallelize", *map(str, args)])
+def run(*args, command=("tune", "parallel")):
+    return runner.invoke(app, [*command, *map(str, args)])
 
 
-def check(model, cluster, budget):
-    r = run("--model", model, "--cluster", cluster, "--budget", budget, "--json")
+def last_json(r) -> dict:
     assert r.exit_code == 0, r.output
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def simulated(graph, cluster, strategy, microbatches: int = 1) -> float | None:
+    """Iteration time of ``strategy`` by a fresh simulator, None when it does not fit in memory."""
+    r = Simulator(graph, cluster, microbatches).simulate(strategy)
+    return r.iteration_s if r.fits else None
+
+
+def check(model, cluster, trials):
+    """Run the search; its best and its baselines must be what an independent simulation gives."""
+    out = last_json(run("--model", model, "--cluster", cluster, "--trials", trials, "--json"))
     assert out["model"] == model and out["devices"] > 0
     assert set(out["baselines"]) == {"data-parallel", "megatron", "model-parallel"}
-    valid = [b["iteration_s"] for b in out["baselines"].values() if b["iteration_s"] is not None]
-    if valid:
-        assert out["best"]["iteration_s"] <= min(valid)
-        assert out["best"]["peak_memory_bytes"] > 0 and out["best"]["strategy"]["ops"]
+    graph, cl = get_model(model, out["batch"]), get_cluster(cluster)
+    for name, b in out["baselines"].items():
+        assert b["iteration_s"] == pytest.approx(simulated(graph, cl, st.BASELINES[name](graph, cl)), rel=1e-9)
+    best = out["best"]
+    if best["iteration_s"] is not None:
+        assert best["peak_memory_bytes"] > 0
+        assert best["iteration_s"] == pytest.approx(
+            simulated(graph, cl, st.from_json(graph, best["strategy"], cl.devices)), rel=1e-9)
+        source = out["baselines"].get(best["source"])
+        assert best["source"] == "search" or source["iteration_s"] == best["iteration_s"]
     return out
 
 
 def test_list_names_every_model_and_preset():
-    r = run("--list", "--json")
-    assert r.exit_code == 0
-    out = json.loads(r.stdout)
+    out = last_json(run("--list", "--json"))
     assert set(out["models"]) >= set(BUILTIN) and out["clusters"] == preset_names()
     assert set(BUILTIN) <= set(MODELS)
 
@@ -48,6 +66,34 @@ def test_list_names_every_model_and_preset():
 @pytest.mark.parametrize("model,cluster", [(m, PRESETS[i % len(PRESETS)]) for i, m in enumerate(BUILTIN)])
 def test_every_model_on_some_preset(model, cluster):
     check(model, cluster, 3)
+
+
+def test_search_beats_data_parallelism_where_an_exhaustive_search_says_it_can(tmp_path):
+    """Two fully connected layers on two V100s joined by a slow (1 GB/s) link: data parallelism
+    all-reduces 134 MB of weight gradients per iteration over it. Every strategy of the space
+    (each op's degrees and device block) is simulated independently to find the optimum; the
+    search must find a strategy strictly better than data parallelism and every baseline, within
+    1% of that optimum."""
+    graph = mlp(8, layers=2, width=4096, name="mlp-2x4096")
+    cluster = Cluster.from_json({"name": "two-v100", "nodes": 2, "per_node": 1, "device": "V100",
+                                 "intra_bw": 100e9, "inter_bw": 1e9})
+    graph.save(str(tmp_path / "mlp.json"))
+    (tmp_path / "cluster.json").write_text(json.dumps(cluster.to_json()))
+    D = cluster.devices
+    per_op = [[st.OpConfig(deg, start) for deg in st.degree_choices(op, D) for start in range(0, D, st.OpConfig(deg).parts)]
+              for op in graph.ops]
+    times = [simulated(graph, cluster, list(s)) for s in itertools.product(*per_op)
+             if st.check_strategy(graph, list(s), D) is None]
+    optimum = min(t for t in times if t is not None)
+    dp = simulated(graph, cluster, st.data_parallel(graph, cluster))
+    assert len(times) > 100 and optimum < 0.1 * dp
+
+    out = last_json(run("-m", tmp_path / "mlp.json", "-c", tmp_path / "cluster.json", "--trials", 60, "--json"))
+    best = out["best"]["iteration_s"]
+    assert out["baselines"]["data-parallel"]["iteration_s"] == pytest.approx(dp, rel=1e-9)
+    assert out["best"]["source"] == "search"
+    assert best < min(b["iteration_s"] for b in out["baselines"].values())
+    assert optimum <= best <= 1.01 * optimum
 
 
 def test_output_strategy_and_timeline(tmp_path):
@@ -65,11 +111,16 @@ def test_output_strategy_and_timeline(tmp_path):
     (["--model", "dlrm", "--cluster", "tpu"], "unknown cluster"),
     (["--model", "dlrm"], "required"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--algorithm", "nope"], "unknown algorithm"),
+    (["--model", "dlrm", "--cluster", "p100-4x4", "--algorithm", "backtracking"], "needs a space with children"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--batch", "0"], "batch"),
+    (["--model", "dlrm", "--cluster", "p100-4x4", "--trials", "-1"], "--trials must be >= 0"),
+    (["--model", "dlrm", "--cluster", "p100-4x4", "--time-budget", "0"], "--time-budget must be a positive"),
+    (["--model", "dlrm", "--cluster", "p100-4x4", "--measured-db", "sqlite:///missing/nowhere.db"], "nowhere.db"),
 ])
 def test_bad_input_exits_2_with_one_sentence(args, msg):
     r = run(*args)
     assert r.exit_code == 2 and msg in r.output
+    assert r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow
@@ -82,7 +133,6 @@ def test_full_matrix(model, cluster):
 def test_measured_db_overrides(tmp_path):
     from autotune.db import open_database
     from autotune.db.calibration import record
-
     from autotune.types import Device
 
     url = f"sqlite:///{tmp_path / 'm.db'}"
@@ -90,38 +140,57 @@ def test_measured_db_overrides(tmp_path):
     record(db, Device("Tesla P100-SXM2-16GB", "cuda", {}), collectives=[("allreduce", 16, 1e3, 1.0), ("allreduce", 16, 1e9, 10.0)])
     db.close()
     plain = check("rnnlm", "p100-4x4", 0)
-    r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 0, "--measured-db", url, "--json")
-    assert r.exit_code == 0, r.output
-    slow = json.loads(r.stdout.strip().splitlines()[-1])
+    slow = last_json(run("-m", "rnnlm", "-c", "p100-4x4", "-n", 0, "--measured-db", url, "--json"))
     # a measured 16-way all-reduce of >= 1 s makes data parallelism far slower than estimated
     assert slow["baselines"]["data-parallel"]["iteration_s"] > plain["baselines"]["data-parallel"]["iteration_s"] + 1.0
+    assert slow["measured"] == {"op_times": 0, "collectives": 2} and "measured" not in plain
 
 
-def test_search_is_logged_as_a_resumable_campaign(tmp_path):
-    db = f"sqlite:///{tmp_path / 'p.db'}"
-    args = ("--model", "rnnlm", "--cluster", "p100-4x4", "--budget", 20, "--campaign", "rnn", "--db", db, "--json")
-    first = json.loads(run(*args).stdout.strip().splitlines()[-1])
-    assert first["campaign"] == "rnn"
-    r = runner.invoke(app, ["trials", "--campaign", "rnn", "--db", db, "--format", "json"])
+def _trial_keys(db: str, campaign: str) -> list[str]:
+    r = runner.invoke(app, ["trials", "--campaign", campaign, "--db", db, "--format", "json"])
     assert r.exit_code == 0, r.output
-    trials = json.loads(r.stdout)
-    assert 3 < len(trials) <= 23  # the three baselines, then up to 20 new strategies (repeats are looked up)
-    best = min(t["cost"] for t in trials if t["status"] == "OK")
-    assert best == pytest.approx(first["best"]["iteration_s"])
+    return [t["candidate_key"] for t in sorted(json.loads(r.stdout), key=lambda t: t["id"])]
+
+
+def test_baselines_open_the_campaign_and_a_resumed_search_is_the_uninterrupted_one(tmp_path):
+    from autotune.search_spaces.parallel.space import StrategySpace
+
+    db, ref = f"sqlite:///{tmp_path / 'p.db'}", f"sqlite:///{tmp_path / 'ref.db'}"
+    args = ("--model", "rnnlm", "--cluster", "p100-4x4", "--campaign", "rnn", "--json")
+    first = last_json(run(*args, "--trials", 20, "--db", db))
+    assert first["campaign"] == "rnn" and first["simulations"] == 23
+    keys = _trial_keys(db, "rnn")
+    space = StrategySpace(get_model("rnnlm"), get_cluster("p100-4x4"))
+    assert keys[:3] == [c.key for c in space.baselines().values()]  # data parallelism first
+    assert len(keys) == len(set(keys)) == 23  # the baselines, then 20 new strategies
     # the same name resumes: the budget is spent, so nothing more is simulated
-    again = json.loads(run(*args).stdout.strip().splitlines()[-1])
-    assert again["best"]["iteration_s"] == pytest.approx(first["best"]["iteration_s"])
-    r = runner.invoke(app, ["trials", "--campaign", "rnn", "--db", db, "--format", "json"])
-    assert len(json.loads(r.stdout)) == len(trials)
+    again = last_json(run(*args, "--trials", 20, "--db", db))
+    assert again["simulations"] == 0 and again["best"] == first["best"] and _trial_keys(db, "rnn") == keys
+    # a larger budget continues the same search: the log equals that of one uninterrupted run
+    longer = last_json(run(*args, "--trials", 40, "--db", db))
+    straight = last_json(run(*args, "--trials", 40, "--db", ref))
+    assert longer["simulations"] == 20 and straight["simulations"] == 43
+    assert _trial_keys(db, "rnn") == _trial_keys(ref, "rnn") and longer["best"] == straight["best"]
+
+
+def test_parallelize_is_an_alias_and_the_old_budget_options_still_work():
+    r = run("-m", "rnnlm", "-c", "p100-4x4", "--budget", 5, "--time-limit", 60, "--campaign", "old", "--json",
+            command=("parallelize",))
+    old = last_json(r)
+    assert "--budget is deprecated; use --trials" in r.stderr and "--time-limit is deprecated" in r.stderr
+    new = last_json(run("-m", "rnnlm", "-c", "p100-4x4", "--trials", 5, "--campaign", "new", "--json"))
+    assert old["best"] == new["best"] and old["simulations"] == new["simulations"] == 8
+    help_text = run("--help", command=("parallelize",)).stdout
+    assert "Alias of `autotune tune parallel`" in help_text and "--budget" not in help_text
 
 
 def test_microbatches_add_a_pipeline_baseline_and_reject_uneven_splits():
-    r = run("--model", "gpt-350m", "--cluster", "dgx-a100-x2", "--batch", 64, "--microbatches", 8, "--budget", 5,
-            "--json")
-    assert r.exit_code == 0, r.output
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = last_json(run("--model", "gpt-350m", "--cluster", "dgx-a100-x2", "--batch", 64, "--microbatches", 8,
+                        "--trials", 5, "--json"))
     assert out["batch"] == 64 and out["microbatches"] == 8
-    assert out["baselines"]["megatron-pipeline"]["iteration_s"] > 0
-    assert out["best"]["iteration_s"] <= min(b["iteration_s"] for b in out["baselines"].values() if b["iteration_s"])
+    graph, cl = get_model("gpt-350m", 8), get_cluster("dgx-a100-x2")
+    pipeline = st.megatron(graph, cl, pipeline=cl.nodes)
+    assert out["baselines"]["megatron-pipeline"]["iteration_s"] == pytest.approx(simulated(graph, cl, pipeline, 8),
+                                                                                 rel=1e-9)
     r = run("--model", "gpt-350m", "--cluster", "dgx-a100-x2", "--batch", 64, "--microbatches", 3)
     assert r.exit_code == 2 and "micro-batches" in r.output
