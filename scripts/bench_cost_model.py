@@ -3,12 +3,14 @@ rank the rest of the space, report Spearman and top-k recall (median over seeds)
 to train.
 
     python scripts/bench_cost_model.py --train 100 --seeds 3
+
+Without --cache, every space of the replay data (scripts/replay_data.py) is used.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
+import sys
 import time
 from pathlib import Path
 
@@ -18,17 +20,20 @@ from autotune.cost_models.xgb import OBJECTIVES, XGBCostModel
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replay_data import replay_caches  # noqa: E402
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cache", nargs="+", default=None)
+    ap.add_argument("--cache", nargs="+", default=None, help="Kernel Tuner cache files (default: all replay spaces)")
     ap.add_argument("--train", type=int, default=100, help="training measurements")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--k", type=int, default=50, help="k of the top-k recall")
     ap.add_argument("--objectives", nargs="+", default=list(OBJECTIVES))
     ap.add_argument("--members", type=int, default=None, help="ensemble members (default: the model's default)")
     args = ap.parse_args(argv)
-    caches = args.cache or sorted(glob.glob("/work/shared/datasets/replay/*/*.json.gz"))
+    caches = args.cache or replay_caches()
     extra = {} if args.members is None else {"members": args.members}
     print("| space | " + " | ".join(f"{o} spearman | {o} recall@{args.k} | {o} fit ms" for o in args.objectives) + " |")
     print("|---|" + "---|---|---|" * len(args.objectives))

@@ -2,12 +2,15 @@
 (ask + database look-up + store + tell), and bulk-import throughput, on SQLite.
 
     python scripts/bench_engine.py --cache ../shared/datasets/replay/gemm/RTX_3090.json.gz --trials 5000
+
+Without --cache, gemm/RTX_3090.json.gz of the replay data (scripts/replay_data.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,7 +21,10 @@ from autotune.db.logs import import_kt
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace
 
-DEFAULT_CACHE = Path(__file__).resolve().parents[1].parent / "shared/datasets/replay/gemm/RTX_3090.json.gz"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replay_data import replay_dir  # noqa: E402
+
+DEFAULT_CACHE = Path("gemm") / "RTX_3090.json.gz"  # inside the replay data folder
 
 
 class TimedReplay(ReplayRunner):
@@ -35,12 +41,14 @@ class TimedReplay(ReplayRunner):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cache", default=str(DEFAULT_CACHE), help="Kernel Tuner cache (needs at least --trials points)")
+    ap.add_argument("--cache", default=None, help="Kernel Tuner cache (needs at least --trials points; "
+                    f"default: {DEFAULT_CACHE} of the replay data)")
     ap.add_argument("--trials", type=int, default=5000)
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--algorithm", default="random")
     ap.add_argument("--json", help="write the figures to this JSON file")
     args = ap.parse_args()
+    args.cache = args.cache or str(replay_dir() / DEFAULT_CACHE)
     space = ReplaySpace(args.cache)
     results = {"cache": args.cache, "trials": args.trials, "algorithm": args.algorithm, "campaign": {}}
     with tempfile.TemporaryDirectory() as tmp:

@@ -18,7 +18,6 @@ the ``bench`` extra). ``ratio_at`` is best-so-far cost / optimum (1.0 = optimal)
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
 import os
@@ -32,12 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import KTCache, ReplaySpace
 from bench_peers import kt_available, run_kt, run_optuna_direct
+from replay_data import replay_caches
 
 from autotune.algorithms.model_guided import make_guided
 from autotune.algorithms.registry import make_algorithm
 
 DEFAULT_ALGORITHM = "evolutionary+xgb"
-DEFAULT_CACHES = "/work/shared/datasets/replay/*/*.json.gz"
 OURS = ["random", "mcmc", "evolutionary", "backtracking", "optuna-tpe", "bandit"]
 CHECKPOINTS = (50, 100, 200, 500)
 # measurements to 5% of the best peer per space (Kernel Tuner strategies and Optuna TPE with their
@@ -161,7 +160,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     MODEL_OPTIONS.update(_parse_options(args.model_option))
     GUIDED_OPTIONS.update(_parse_options(args.guided_option))
-    caches = args.cache or sorted(glob.glob(DEFAULT_CACHES))
+    caches = args.cache or replay_caches()
     names = args.algorithms or (OURS + [f"{a}+xgb" for a in OURS if a != "random"] + ["optuna-tpe-direct"]
                                 + [f"kt:{s}" for s in ("genetic_algorithm", "simulated_annealing", "dual_annealing",
                                                        "pso", "diff_evo", "greedy_ils", "bayes_opt")])

@@ -11,8 +11,8 @@ in the median (reported as null when the median itself is above the cap).
     nice -n 10 python scripts/bench_transfer.py --seeds 5 --json transfer.json
     python scripts/bench_transfer.py --cache a.json.gz b.json.gz --seeds 3
 
-Without --cache, every kernel folder of /work/shared/datasets/replay (or $AUTOTUNE_REPLAY_DIR)
-is one group. Prints a Markdown table and a summary (median ratio cold/warm over pairs, worst
+Without --cache, every kernel folder of the replay data (scripts/replay_data.py:
+../shared/datasets/replay next to the repository, or $AUTOTUNE_REPLAY_DIR) is one group. Prints a Markdown table and a summary (median ratio cold/warm over pairs, worst
 warm/cold ratio).
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import statistics
 import sys
 import time
@@ -37,7 +36,8 @@ from autotune.algorithms.registry import make_algorithm
 from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.types import Candidate
 
-REPLAY_DIR = Path(os.environ.get("AUTOTUNE_REPLAY_DIR", "/work/shared/datasets/replay"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replay_data import replay_dir  # noqa: E402
 
 
 def all_measurements(cache: KTCache) -> list:
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
     if args.cache:
         groups_in = [(Path(args.cache[0]).parent.name or "cache", args.cache)]
     else:
-        folders = sorted(d for d in REPLAY_DIR.iterdir() if d.is_dir())
+        folders = sorted(d for d in replay_dir().iterdir() if d.is_dir())
         groups_in = [(d.name, sorted(str(p) for p in d.glob("*.json*"))) for d in folders
                      if not args.kernels or d.name in args.kernels]
     t0 = time.time()
