@@ -6,6 +6,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+from autotune.algorithms.registry import make_algorithm
+from autotune.search_spaces.replay import ReplaySpace
 from autotune.testing.caches import NAMES, turing_time, write_cache
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_transfer.py"
@@ -18,9 +20,24 @@ def load_bench():
     return mod
 
 
-def test_bench_json_shape_and_warm_start_on_a_correlated_pair(tmp_path, capsys):
+def _pair(tmp_path):
     a = write_cache(tmp_path / "GPU_A.json.gz", NAMES["turing"], turing_time)
     b = write_cache(tmp_path / "GPU_B.json.gz", NAMES["turing2"], lambda x, y, z: 1.5 * turing_time(x, y, z) + 0.1 * z)
+    return a, b
+
+
+def first_within_5pct_in_enumeration_order(path: str) -> int:
+    """Counted from the cache alone: the 1-based position, in the space's enumeration order, of the
+    first configuration whose recorded time is within 5% of the cache's best."""
+    space = ReplaySpace(path)
+    times = {c.key: space.cache.records[tuple(c.payload[n] for n in space.cache.param_names)]["time"]
+             for c in space.enumerate()}
+    best = min(times.values())
+    return next(i for i, k in enumerate(times, start=1) if times[k] <= 1.05 * best)
+
+
+def test_bench_json_shape_and_warm_start_on_a_correlated_pair(tmp_path, capsys):
+    a, b = _pair(tmp_path)
     out = tmp_path / "t.json"
     assert load_bench().main(["--cache", a, b, "--seeds", "2", "--max-trials", "40", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
@@ -29,5 +46,23 @@ def test_bench_json_shape_and_warm_start_on_a_correlated_pair(tmp_path, capsys):
         assert set(p) >= {"source", "target", "cold_to_5pct_median", "warm_to_5pct_median", "source_best_ratio"}
         assert p["warm_to_5pct_median"] == 1  # the source's best is the target's: found first
         assert p["source_best_ratio"] == 1.0
-        assert p["cold_to_5pct_median"] is None or p["cold_to_5pct_median"] >= 1
+    assert doc["summary"]["pairs"] == 2
     assert "| kernel | source | target |" in capsys.readouterr().out
+
+
+def test_cold_figure_is_the_count_of_measurements_to_5pct(tmp_path, monkeypatch):
+    """With grid search as the cold search, the bench's cold figure must be the position of the
+    first configuration within 5% of the optimum in enumeration order, counted from the cache
+    alone; a cap below it is reported as null (">cap")."""
+    a, b = _pair(tmp_path)
+    expected = {"GPU_A": first_within_5pct_in_enumeration_order(a), "GPU_B": first_within_5pct_in_enumeration_order(b)}
+    assert expected == {"GPU_A": 22, "GPU_B": 22}  # (a=4, b=64, c=1): index 2*8 + 2*2 + 1 of the 4x4x2 grid
+    bench = load_bench()
+    monkeypatch.setattr(bench, "cold_algorithm", lambda seed: make_algorithm("grid"))
+    pairs = bench.bench_group([a, b], seeds=2, max_trials=40, batch=8, log=lambda s: None)
+    assert {p["target"]: p["cold_to_5pct_median"] for p in pairs} == expected
+    assert all(p["cold_runs"] == [expected[p["target"]]] * 2 for p in pairs)
+    capped = bench.bench_group([a, b], seeds=2, max_trials=21, batch=8, log=lambda s: None)
+    assert [p["cold_to_5pct_median"] for p in capped] == [None, None] and capped[0]["cold_runs"] == [None, None]
+    assert ">cap" in bench.markdown([("toy", capped)])
+    assert bench.summary(capped, 21)["median_speedup"] == 22.0  # a miss counts as cap + 1 against warm's 1
