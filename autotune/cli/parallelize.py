@@ -125,5 +125,5 @@ def tune_parallel(
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     tune_app.command("parallel")(handle_errors(tune_parallel))
-    app.command("parallelize", help="Alias of `autotune tune parallel`: " + tune_parallel.__doc__)(
+    app.command("parallelize", help="Alias of `autotune tune parallel`. " + tune_parallel.__doc__)(
         handle_errors(tune_parallel))

@@ -93,8 +93,8 @@ def test_warm_start_needs_what_its_inner_algorithm_needs():
 
 
 def test_model_guidance_searches_a_small_space_it_cannot_enumerate_with_the_inner_algorithm():
-    """A sized space without ``enumerate`` is not scored exhaustively: the inner search explores
-    the model instead (this used to raise NotImplementedError once the model was trained)."""
+    """A sized space without ``enumerate`` is not scored exhaustively (enumerating it would raise
+    NotImplementedError once the model is trained): the inner search explores the model instead."""
     space = Line(40)
     algo = bind(make_search("mcmc", "xgb", init=4, retrain_every=4, pool=32,
                             cost_model_options={"min_samples": 4, "rounds": 5}), space)
