@@ -6,7 +6,6 @@ onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install 'a
 
 from autotune.search_spaces.graphs import model_zoo
 from autotune.search_spaces.parallel.models import get_model
-from autotune.drivers.parallel import parallelize
 
 
 @pytest.fixture(scope="module")
@@ -26,15 +25,6 @@ def test_onnx_resnet_becomes_a_soap_graph(resnet):
     assert g2.flops == pytest.approx(2 * g.flops)  # the batch axis is rescaled
     # weights: the importer's parameters (conv kernels, batch norm, classifier)
     assert g.parameters > 0 and g.parameters == g2.parameters
-
-
-def test_onnx_model_parallelizes_through_the_cli_path(resnet):
-    from autotune.runners.simulator.engine import Simulator
-
-    r = parallelize(resnet, "p100-4x4", 32, "mcmc", trials=20)
-    assert r.best.ok and r.simulations == 23  # the baselines, then 20 new strategies
-    assert r.best.cost == Simulator(r.model, r.cluster).simulate(r.space.strategy(r.best.candidate)).iteration_s
-    assert r.best.cost == min(t for t in r.trace + [m.objective for m in r.baselines.values()])
 
 
 def test_onnx_bert_matmuls(tmp_path):

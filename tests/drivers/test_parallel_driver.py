@@ -1,0 +1,77 @@
+"""parallelize(): the strategy search as a campaign, on built-in and imported models."""
+
+import pytest
+
+from autotune.drivers.parallel import parallelize
+
+
+@pytest.mark.parametrize("algorithm", ["mcmc", "evolutionary", "random"])
+def test_every_algorithm_finds_a_strategy_better_than_every_baseline(algorithm):
+    """MLP 16x8192 at batch 256 on 16 P100s: all baselines pay for its 1 GiB of weights (data
+    parallelism all-reduces their gradients, Megatron and model parallelism move activations
+    between nodes); the search itself must find a faster strategy, and report its true time."""
+    from autotune.runners.simulator.engine import Simulator
+
+    r = parallelize("mlp-unity", "p100-4x4", 256, algorithm, trials=150, seed=1)
+    assert r.best_source == "search" and r.best.cost < 0.5 * min(m.cost for m in r.baselines.values())
+    assert r.best.cost == Simulator(r.model, r.cluster).simulate(r.space.strategy(r.best.candidate)).iteration_s
+    assert r.simulations == 153 and len(r.trace) == 150  # the baselines, then 150 new strategies
+    assert r.trace[-1] == r.best.cost and all(a >= b for a, b in zip(r.trace, r.trace[1:]))
+    out = r.to_json()
+    assert set(out) >= {"model", "cluster", "devices", "best", "baselines", "search_s", "simulations"}
+    assert set(out["best"]) >= {"iteration_s", "peak_memory_bytes", "strategy"}
+
+
+def test_mcmc_improves_on_data_parallel_where_it_is_poor():
+    r = parallelize("dlrm", "p100-4x4", 4096, "mcmc", trials=300, seed=0)
+    assert r.best.cost < 0.5 * r.baselines["data-parallel"].cost
+    best = r.space.candidate(r.best.candidate.payload)
+    assert best.key == r.best.candidate.key and r.space.contains(best)
+
+
+@pytest.fixture(scope="module")
+def resnet(tmp_path_factory):
+    onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install 'autotune[graphs]')")
+    from autotune.search_spaces.graphs import model_zoo
+
+    path = tmp_path_factory.mktemp("onnx") / "resnet50.onnx"
+    onnx.save(model_zoo.build("resnet50", small=True), str(path))
+    return str(path)
+
+
+def test_onnx_model_parallelizes_through_the_cli_path(resnet):
+    from autotune.runners.simulator.engine import Simulator
+
+    r = parallelize(resnet, "p100-4x4", 32, "mcmc", trials=20)
+    assert r.best.ok and r.simulations == 23  # the baselines, then 20 new strategies
+    assert r.best.cost == Simulator(r.model, r.cluster).simulate(r.space.strategy(r.best.candidate)).iteration_s
+    assert r.best.cost == min(t for t in r.trace + [m.objective for m in r.baselines.values()])
+
+
+def test_budgets_are_checked_and_the_baselines_are_measured_whatever_the_time_budget():
+    from autotune.errors import UsageError
+
+    with pytest.raises(UsageError, match="trial budget must be >= 0"):
+        parallelize("rnnlm", "p100-4x4", trials=-1)
+    with pytest.raises(UsageError, match="time budget must be a positive number"):
+        parallelize("rnnlm", "p100-4x4", time_budget=0)
+    r = parallelize("gpt-1.3b", "dgx-a100-x2", time_budget=1e-6)
+    assert r.simulations == len(r.baselines) == 3 and r.trace == []
+
+
+def test_measured_times_from_a_database_override_the_estimates(tmp_path):
+    from autotune.db import open_database
+    from autotune.db.calibration import record
+    from autotune.types import Device
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    db = open_database(url)
+    record(db, Device("Tesla P100-SXM2-16GB", "cuda", {}), collectives=[("allreduce", 16, 1e3, 1.0), ("allreduce", 16, 1e9, 10.0)])
+    plain = parallelize("rnnlm", "p100-4x4", trials=0)
+    by_url = parallelize("rnnlm", "p100-4x4", trials=0, measured_db=url)
+    by_db = parallelize("rnnlm", "p100-4x4", trials=0, measured_db=db, measured_device="P100")
+    db.close()
+    assert plain.measured is None and by_url.measured == by_db.measured == {"op_times": 0, "collectives": 2}
+    slow = by_url.baselines["data-parallel"].cost
+    assert slow > plain.baselines["data-parallel"].cost + 1.0 and by_db.baselines["data-parallel"].cost == slow
+    assert by_url.runner.device.key != plain.runner.device.key  # measured figures make another device
