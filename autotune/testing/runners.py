@@ -210,31 +210,30 @@ def _simulator():
     return runner, space.task, good, bad
 
 
-def _graph_case(space, runner):
-    good = [space.initial(), *list(space.children(space.initial()))[:2]]
-    bad = [Candidate([["no-such-rule", ["x"]]])]  # not a rewrite of this graph
-    return runner, space.task, good, bad
+def _graph_cost(timed: bool):
+    """GraphCostRunner on a small inception graph: graph costs from OpCosts, its ops timed by the
+    fake op runner (``timed``) or, with neither op runner nor model, estimated from FLOPs and bytes."""
+    def make():
+        from autotune.runners.graph import GraphCostRunner, OpCosts
+        from autotune.search_spaces.graphs.space import GraphSpace
+        from autotune.testing.graphs import FakeOpRunner
+        from autotune.testing.spaces import small_graph
+
+        space = GraphSpace(small_graph())
+        costs = OpCosts(FakeOpRunner(), label="fake") if timed else OpCosts(None, model=False)
+        good = [space.initial(), *list(space.children(space.initial()))[:2]]
+        bad = [Candidate([["no-such-rule", ["x"]]]),  # not a rewrite of this graph
+               Candidate(good[-1].payload, "0" * 16)]  # a real rewrite under another graph's key
+        return GraphCostRunner(space, costs), space.task, good, bad
+    return make
 
 
-def _graph_cost():
-    """GraphCostRunner of runners/graph.py: graph costs from OpCosts, here without an op runner or
-    model (op costs from FLOPs and bytes), so nothing is timed."""
-    from autotune.runners.graph import GraphCostRunner, OpCosts
-    from autotune.search_spaces.graphs.space import GraphSpace
-    from autotune.testing.spaces import small_graph
+def _fake_ops():
+    from autotune.testing.graphs import FakeOpRunner
+    from autotune.types import Task
 
-    space = GraphSpace(small_graph())
-    return _graph_case(space, GraphCostRunner(space, OpCosts(None, model=False)))
-
-
-def _graph_cost_in_space_module():
-    """GraphCostRunner as it was beside GraphSpace: costs from the space's OpCostModel (no op runner)."""
-    from autotune.search_spaces.graphs.cost import OpCostModel
-    from autotune.search_spaces.graphs.space import GraphCostRunner, GraphSpace
-    from autotune.testing.spaces import small_graph
-
-    space = GraphSpace(small_graph(), cost_model=OpCostModel(runner=None))
-    return _graph_case(space, GraphCostRunner(space))
+    good, _ = _op_specs()
+    return FakeOpRunner(), Task("op", "mixed"), good, [Candidate({"op": "MatMul"}), Candidate("not an op spec")]
 
 
 #: "module:Class" of every concrete Runner subclass -> the small cases the suite checks. Classes
@@ -248,8 +247,8 @@ RUNNER_FACTORIES: dict[str, list[RunnerCase]] = {
     "autotune.runners.torch_ops:TorchOpRunner": [RunnerCase("torch-ops-cpu", _torch_ops("cpu")),
                                                  RunnerCase("torch-ops-cuda", _torch_ops("cuda"))],
     "autotune.runners.simulator.runner:SimulatorRunner": [RunnerCase("simulator-rnnlm-p100", _simulator)],
-    "autotune.runners.graph:GraphCostRunner": [RunnerCase("graph-cost-inception-small", _graph_cost)],
-    "autotune.search_spaces.graphs.space:GraphCostRunner": [
-        RunnerCase("graph-cost-in-space-module", _graph_cost_in_space_module)],
+    "autotune.runners.graph:GraphCostRunner": [RunnerCase("graph-cost-fake-ops", _graph_cost(True)),
+                                               RunnerCase("graph-cost-estimated", _graph_cost(False))],
     "autotune.testing.fakes:FakeRunner": [RunnerCase("fake-knobs", _fake)],
+    "autotune.testing.graphs:FakeOpRunner": [RunnerCase("fake-ops", _fake_ops)],
 }
