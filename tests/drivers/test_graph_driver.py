@@ -1,6 +1,7 @@
 """optimize_graph: the graph search as an engine campaign (trials, algorithms, budgets, the op-cost model)."""
 
 import pytest
+from typer.testing import CliRunner
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -10,6 +11,7 @@ from autotune.runners.graph import BACKENDS
 from autotune.search_spaces.graphs import model_zoo, onnx_io
 from autotune.search_spaces.graphs.space import GraphSpace
 
+from autotune.cli.main import app
 from autotune.drivers.graph import faster_beyond_noise, graph_algorithm, optimize_graph
 from autotune.errors import UsageError
 from autotune.testing.graphs import fake_backend
@@ -44,6 +46,8 @@ def test_every_evaluated_graph_is_a_trial_of_the_campaign(fake, resnet, tmp_path
     best = queries.best(db, task="resnet50")
     assert best["config"].iloc[0] == r["best_config"] and [step[0] for step in r["best_config"]] == r["rules_applied"]
     assert queries.convergence(db, "g")["best_so_far"].iloc[-1] == pytest.approx(r["best_cost"])
+    plot = CliRunner().invoke(app, ["plot", "convergence", "--campaign", "g", "-o", str(tmp_path / "c.png"), "--db", url])
+    assert plot.exit_code == 0 and (tmp_path / "c.png").stat().st_size > 0, plot.output
     # op timings are trials of their own task kind, outside the campaign, under the op runner's device
     ops = queries.trials(db, device="fake-op-runner")
     assert len(ops[ops["campaign"].isna()]) == r["ops_measured"] > 0
