@@ -40,6 +40,9 @@ from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphSpace
 
 DEFAULT_ALGORITHM = "taso-queue"
+#: options for algorithms whose defaults do not fit graph spaces (the bandit's default arms include Optuna,
+#: which searches knob spaces only)
+GRAPH_OPTIONS = {"bandit": {"algorithms": "taso-queue,mcmc,evolutionary"}}
 DEFAULT_TRIALS, DEFAULT_TIME_BUDGET = 3000, 45.0  # when neither budget is given
 
 __all__ = ["DEFAULT_ALGORITHM", "check_device", "faster_beyond_noise", "finalize", "graph_algorithm", "optimize_graph"]
@@ -56,13 +59,15 @@ def _fits(cls, space: Space) -> bool:
 
 
 def graph_algorithms(space: Space) -> list[str]:
-    """The registered algorithms whose moves ``space`` offers."""
+    """The registered algorithms that can search ``space`` (those whose moves it offers and that bind to it)."""
     names = []
     for name in sorted(ALGORITHMS):
         try:
-            if _fits(algorithm_class(name), space):
+            cls = algorithm_class(name)
+            if _fits(cls, space):
+                cls(**GRAPH_OPTIONS.get(name, {})).bind(space, np.random.default_rng(0))
                 names.append(name)
-        except ImportError:  # an algorithm whose optional dependency is missing
+        except (ImportError, NotImplementedError, UsageError):  # a missing optional package, or a knob-only search
             continue
     return names
 
@@ -75,11 +80,12 @@ def graph_algorithm(name: str, space: Space, alpha: float | None = None, seed: i
     if missing:
         raise UsageError(f"algorithm {name!r} needs the move(s) {', '.join(missing)}, which graph spaces do not "
                          f"offer; valid here: {', '.join(graph_algorithms(space))}")
-    options = {} if alpha is None else {"alpha": alpha}
+    options = {**GRAPH_OPTIONS.get(name, {}), **({} if alpha is None else {"alpha": alpha})}
+    probe = cls(**options)
     try:
-        cls(**options).bind(space, np.random.default_rng(seed))  # a probe: refuses spaces it cannot search
-    except NotImplementedError as exc:
-        raise UsageError(f"algorithm {name!r} cannot search graph spaces ({exc}); valid here: "
+        probe.bind(space, np.random.default_rng(seed))  # refuses a space it cannot search, before anything is stored
+    except (NotImplementedError, UsageError) as exc:
+        raise UsageError(f"algorithm {name!r} cannot search graph spaces ({str(exc).rstrip('.')}); valid here: "
                          f"{', '.join(graph_algorithms(space))}") from None
     return cls(**options)
 
