@@ -12,7 +12,6 @@ fallback; each block defines ``<PREFIX>_<KNOB>`` for every knob and ``<PREFIX>_D
 
 from __future__ import annotations
 
-import json
 import math
 import re
 
@@ -84,6 +83,27 @@ def export_configs(db, task: Task | str, devices: list[str] | None = None) -> di
     return {"task": task.name, "task_key": task.key, "devices": rows, "fallback": fallback_config(per_device)}
 
 
+def c_string(text) -> str:
+    """``text`` as a C string literal: printable ASCII as is (backslash, quote and '?' escaped, so no
+    trigraph forms), every other byte of its UTF-8 as an octal escape. Nothing in it can end the literal."""
+    out = []
+    for b in str(text).encode("utf-8"):
+        c = chr(b)
+        if c in '\\"?':
+            out.append("\\" + c)
+        elif 0x20 <= b < 0x7F:
+            out.append(c)
+        else:
+            out.append(f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def c_comment_text(text) -> str:
+    """``text`` made safe inside a /* */ comment on one line: no comment end, no newline, printable ASCII."""
+    flat = "".join(c if " " <= c <= "~" else "?" for c in str(text))
+    return flat.replace("*/", "*_/").replace("/*", "/_*")
+
+
 def _c_value(v) -> str:
     if isinstance(v, bool):
         return "1" if v else "0"
@@ -91,13 +111,14 @@ def _c_value(v) -> str:
         return str(v)
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else "0"
-    return json.dumps(str(v))  # a C string literal
+    return c_string(v)
 
 
 def c_header(doc: dict, prefix: str | None = None) -> str:
     prefix = macro_name(prefix or doc["task"])
     guard = f"AUTOTUNE_{prefix}_CONFIG_H"
-    lines = [f"/* Tuned configurations of {doc['task']} (task {doc['task_key']}), written by autotune export-configs.",
+    lines = [f"/* Tuned configurations of {c_comment_text(doc['task'])} (task {c_comment_text(doc['task_key'])}), "
+             "written by autotune export-configs.",
              " * Define AUTOTUNE_DEVICE_<NAME> for the target device before including this header;",
              " * without one, the fallback (good across all the devices below) applies. */",
              f"#ifndef {guard}", f"#define {guard}", ""]
@@ -107,17 +128,18 @@ def c_header(doc: dict, prefix: str | None = None) -> str:
         if dev in seen:
             continue
         seen.add(dev)
-        lines.append(f"#{'if' if i == 0 else 'elif'} defined({dev})  /* best measured cost {row['cost']:.6g} s */")
+        lines.append(f"#{'if' if i == 0 else 'elif'} defined({dev})  /* best measured cost {float(row['cost']):.6g} s */")
         lines += _block(prefix, row["config"], row["device"])
     fb = doc.get("fallback")
     if fb is not None:
-        lines.append(f"#else  /* fallback: {fb['basis']}; worst ratio to each device's best {fb['worst_ratio']} */")
+        lines.append(f"#else  /* fallback: {c_comment_text(fb['basis'])}; worst ratio to each device's best "
+                     f"{c_comment_text(fb['worst_ratio'])} */")
         lines += _block(prefix, fb["config"], "fallback")
     lines += ["#endif", "", f"#endif  /* {guard} */", ""]
     return "\n".join(lines)
 
 
 def _block(prefix: str, config: dict, device: str) -> list[str]:
-    out = [f"#define {prefix}_DEVICE {json.dumps(device)}"]
+    out = [f"#define {prefix}_DEVICE {c_string(device)}"]
     out += [f"#define {prefix}_{macro_name(k)} {_c_value(v)}" for k, v in config.items()]
     return out
