@@ -128,7 +128,7 @@ class Campaign:
         warmup = [c for c in self.warmup if c.key not in seen]
         size = self.space.size()
         worker = worker_id()
-        status, stalled = "finished", 0
+        status, stalled, waits = "finished", 0, 0
         progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(), console=self.console, disable=not self.progress, transient=False,
@@ -155,7 +155,20 @@ class Campaign:
                     if size is not None and len(seen) >= size or stalled >= STALL_BATCHES:
                         status = "exhausted"
                         break
-                    n = self.batch if self.trials is None else min(self.batch, self.trials - measured)
+                    n = self.batch
+                    if self.trials is not None:
+                        # claim the batch from the budget in the database first, so several workers on one
+                        # campaign never measure more than the budget between them
+                        n, measured, others = self.db.claim(cid, worker, min(self.batch, self.trials - measured),
+                                                            self.trials)
+                        if n == 0:
+                            if measured >= self.trials:
+                                break
+                            # the rest is claimed by other workers: wait until they store it or give it back
+                            time.sleep(min(1.0, 0.05 * 2 ** min(waits, 5)))
+                            waits += 1
+                            continue
+                        waits = 0
                     asked = list({c.key: c for c in self.algorithm.ask(n)}.values())
                     if not asked:
                         status = "exhausted"
@@ -180,6 +193,7 @@ class Campaign:
                     if m.ok and (best is None or m.cost < best.cost):
                         best = m
                 show()
+        self.db.release_claim(cid, worker)
         self.db.set_campaign_status(cid, status)
         return CampaignResult(
             campaign=self.name, task=task, device=device, status=status, trials=measured, evaluations=evaluations,

@@ -24,7 +24,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.db.models import (
-    AlgorithmStateRow, CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, RuleRow, TaskRow, TrialRow, utcnow,
+    AlgorithmStateRow, CampaignClaimRow, CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, RuleRow, TaskRow, TrialRow, utcnow,
 )
 from autotune.errors import DatabaseError, UsageError
 from autotune.types import Candidate, Device, Measurement, Task
@@ -54,6 +54,19 @@ ACCEPTED = "sqlite:///FILE (for example sqlite:///autotune.db) or postgresql+psy
 
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _claim_is_stale(worker: str, heartbeat, now, ttl_s: float) -> bool:
+    """A claim's worker is gone: a process of this host that no longer exists, or silent past the TTL."""
+    host, _, pid = worker.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+    return (now - heartbeat).total_seconds() > ttl_s
 
 
 def row_to_measurement(row: TrialRow) -> Measurement:
@@ -233,6 +246,10 @@ class Database:
         now, counting every worker's)."""
         worker = worker or worker_id()
         with self.session() as s:
+            if campaign_id is not None and self.dialect == "postgresql":
+                # one batch of a campaign at a time: workers storing the same candidates would otherwise
+                # wait on each other's unique-key locks in opposite orders (SQLite serialises writers itself)
+                s.execute(select(CampaignRow.id).where(CampaignRow.id == campaign_id).with_for_update())
             inserted = self.insert_rows(s, [measurement_row(m, task_id, device_id, campaign_id, worker) for m in measured])
             if campaign_id is None:
                 return inserted, 0
@@ -247,6 +264,9 @@ class Database:
                 s.execute(self._insert(states).values(campaign_id=campaign_id, state=state, updated=now)
                           .on_conflict_do_update(index_elements=["campaign_id"], set_={"state": state, "updated": now}))
             s.execute(update(CampaignRow.__table__).where(CampaignRow.__table__.c.id == campaign_id).values(updated=now))
+            claims = CampaignClaimRow.__table__
+            s.execute(update(claims).where(claims.c.campaign_id == campaign_id, claims.c.worker == worker)
+                      .values(n=0, heartbeat=now))  # the batch is stored: its claim is closed
             total = s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
         return inserted, total
 
@@ -275,6 +295,42 @@ class Database:
     def trial_ids(self, s: Session, task_id: int, device_id: int, keys: list[str]) -> dict[str, int]:
         table = TrialRow.__table__
         return dict(self._rows_for_keys(s, [table.c.candidate_key, table.c.id], task_id, device_id, keys))
+
+    # -- trial-budget claims ----------------------------------------------------------------
+    CLAIM_TTL_S = 600.0  # a claim not refreshed for this long belongs to a worker presumed dead
+
+    def claim(self, campaign_id: int, worker: str, n: int, budget: int) -> tuple[int, int, int]:
+        """Claim up to ``n`` measurements of the campaign's ``budget`` for ``worker``, in one transaction
+        that holds the campaign's row, so concurrent workers never claim more than the budget between
+        them. Returns (granted, stored trials, measurements claimed by other live workers)."""
+        claims = CampaignClaimRow.__table__
+        now = utcnow()
+        with self.session() as s:
+            lock = select(CampaignRow.id).where(CampaignRow.id == campaign_id)
+            if self.dialect == "postgresql":
+                s.execute(lock.with_for_update())
+            else:  # a write takes SQLite's database lock for the rest of the transaction
+                s.execute(update(CampaignRow.__table__).where(CampaignRow.__table__.c.id == campaign_id)
+                          .values(updated=now))
+            rows = s.execute(select(claims.c.id, claims.c.worker, claims.c.n, claims.c.heartbeat)
+                             .where(claims.c.campaign_id == campaign_id)).all()
+            stale = [r.id for r in rows if r.worker != worker and _claim_is_stale(r.worker, r.heartbeat, now,
+                                                                                  self.CLAIM_TTL_S)]
+            if stale:
+                s.execute(claims.delete().where(claims.c.id.in_(stale)))
+            others = sum(r.n for r in rows if r.worker != worker and r.id not in stale)
+            stored = s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
+            granted = max(0, min(int(n), int(budget) - stored - others))
+            s.execute(self._insert(claims).values(campaign_id=campaign_id, worker=worker, n=granted, heartbeat=now)
+                      .on_conflict_do_update(index_elements=["campaign_id", "worker"],
+                                             set_={"n": granted, "heartbeat": now}))
+        return granted, stored, others
+
+    def release_claim(self, campaign_id: int, worker: str) -> None:
+        """Give back whatever ``worker`` still holds of the campaign's budget (it stops early)."""
+        claims = CampaignClaimRow.__table__
+        with self.session() as s:
+            s.execute(claims.delete().where(claims.c.campaign_id == campaign_id, claims.c.worker == worker))
 
     def add_trials(self, task: Task, device: Device, measured: list[Measurement], campaign_id: int | None = None,
                    worker: str | None = None) -> int:

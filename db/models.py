@@ -121,3 +121,22 @@ class RuleRow(Base):
     status: Mapped[str] = mapped_column(String(32))  # hand-written, proved, tested
     rule: Mapped[dict] = mapped_column(JSON)
     created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class CampaignClaimRow(Base):
+    """Measurements a worker has claimed from its campaign's trial budget and not yet stored.
+
+    A worker claims before it measures, so the campaign's stored trials plus every open claim never
+    exceed the budget; storing the batch closes the claim. ``heartbeat`` is refreshed at each claim:
+    a claim whose worker is gone (its process, on the same host, or silent for longer than
+    ``Database.CLAIM_TTL_S``) is dropped by the next worker that claims.
+    """
+
+    __tablename__ = "campaign_claims"
+    __table_args__ = (UniqueConstraint("campaign_id", "worker", name="uq_campaign_claim_worker"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id"), index=True)
+    worker: Mapped[str] = mapped_column(String(200))
+    n: Mapped[int] = mapped_column(Integer, default=0)
+    heartbeat: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+

@@ -118,22 +118,24 @@ def _race(url, barrier):
     Campaign("race", space, "random", ReplayRunner(space.cache), db, trials=300, batch=4, seed=2).run()
 
 
-def test_two_processes_on_one_campaign_write_no_duplicates(db_url):
+@pytest.mark.parametrize("workers", [2, 4])
+def test_workers_on_one_campaign_store_exactly_the_budget(db_url, workers):
+    """Each worker claims its batch from the budget in the database before measuring (the same seed makes
+    them propose the same candidates, the hardest case for duplicates)."""
     open_database(db_url).close()
     ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(2)
-    procs = [ctx.Process(target=_race, args=(db_url, barrier)) for _ in range(2)]
+    barrier = ctx.Barrier(workers)
+    procs = [ctx.Process(target=_race, args=(db_url, barrier)) for _ in range(workers)]
     for p in procs:
         p.start()
     for p in procs:
-        p.join(120)
+        p.join(180)
         assert p.exitcode == 0
     db = open_database(db_url)
     with db.session() as s:
         keys = s.scalars(select(TrialRow.candidate_key)).all()
         links = s.scalar(select(func.count(CampaignTrialRow.id)))
-    # the budget is shared: at most one batch per worker beyond it, and never a trial twice
-    assert len(keys) == len(set(keys)) == links and 300 <= len(keys) <= 300 + 4
+    assert len(keys) == len(set(keys)) == 300 and links >= 300
 
 
 KILL_SCRIPT = """
