@@ -77,16 +77,79 @@ class Cluster:
 
     @classmethod
     def from_json(cls, d: dict) -> Cluster:
+        """A cluster from its JSON/YAML description; every physical quantity is checked (positive and
+        finite where it must be), so a typo cannot silently give a faster or impossible machine."""
+        if not isinstance(d, dict):
+            raise UsageError("a cluster description must be a mapping with name, nodes, per_node, device, "
+                             f"intra_bw and inter_bw, not a {type(d).__name__}")
+        missing = [k for k in ("name", "nodes", "per_node", "device", "intra_bw", "inter_bw") if k not in d]
+        if missing:
+            raise UsageError(f"the cluster description lacks {', '.join(missing)}")
+        dev = d["device"]
+        if isinstance(dev, str):
+            if dev not in DEVICES:
+                raise UsageError(f"unknown device {dev!r} in the cluster description; known: {', '.join(DEVICES)}, "
+                                 "or give the device's fields")
+            dev = DEVICES[dev]
+        elif isinstance(dev, dict):
+            fields = set(DeviceSpec.__dataclass_fields__)
+            unknown = sorted(set(dev) - fields)
+            if unknown or not {"name", "flops_fp32", "flops_fp16", "memory_bytes", "mem_bandwidth"} <= set(dev):
+                raise UsageError(f"the cluster's device needs name, flops_fp32, flops_fp16, memory_bytes and "
+                                 f"mem_bandwidth{'; unknown field(s) ' + ', '.join(map(str, unknown)) if unknown else ''}")
+            dev = DeviceSpec(
+                _name(dev["name"], "device.name"), _quantity(dev["flops_fp32"], "device.flops_fp32"),
+                _quantity(dev["flops_fp16"], "device.flops_fp16"), _quantity(dev["memory_bytes"], "device.memory_bytes"),
+                _quantity(dev["mem_bandwidth"], "device.mem_bandwidth"),
+                _quantity(dev.get("gemm_efficiency", 0.6), "device.gemm_efficiency", most=1.0),
+                _quantity(dev.get("launch_s", 5e-6), "device.launch_s", zero=True),
+                _count(dev.get("sm_count", 0), "device.sm_count", zero=True),
+                _quantity(dev.get("gemm_k_half", 0.0), "device.gemm_k_half", zero=True))
+        else:
+            raise UsageError("the cluster's device must be a known device name or a mapping of its fields")
+        nodes, per_node = _count(d["nodes"], "nodes"), _count(d["per_node"], "per_node")
+        if nodes * per_node > MAX_DEVICES:
+            raise UsageError(f"the cluster has {nodes * per_node:,} devices; at most {MAX_DEVICES:,} are modelled")
+        op_times = d.get("op_times") or {}
+        collectives = d.get("collectives") or []
+        if not isinstance(op_times, dict) or not isinstance(collectives, list):
+            raise UsageError("op_times must map op keys to seconds and collectives be a list of "
+                             "[kind, group, bytes, seconds]")
         try:
-            dev = d["device"]
-            dev = DEVICES[dev] if isinstance(dev, str) else DeviceSpec(**dev)
-            return cls(d["name"], int(d["nodes"]), int(d["per_node"]), dev, float(d["intra_bw"]),
-                       float(d.get("intra_latency", 5e-6)), float(d["inter_bw"]), float(d.get("inter_latency", 1e-5)),
-                       {str(k): float(v) for k, v in d.get("op_times", {}).items()},
-                       [(str(k), int(g), float(b), float(t)) for k, g, b, t in d.get("collectives", [])])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UsageError(f"bad cluster description (needs name, nodes, per_node, device, intra_bw, inter_bw): {exc}") \
-                from None
+            points = [(_name(k, "collective kind"), _count(g, "collective group"), _quantity(b, "collective bytes"),
+                       _quantity(t, "collective seconds")) for k, g, b, t in collectives]
+        except (TypeError, ValueError):
+            raise UsageError("each collective must be [kind, group size, bytes, seconds]") from None
+        return cls(_name(d["name"], "name"), nodes, per_node, dev, _quantity(d["intra_bw"], "intra_bw"),
+                   _quantity(d.get("intra_latency", 5e-6), "intra_latency", zero=True),
+                   _quantity(d["inter_bw"], "inter_bw"),
+                   _quantity(d.get("inter_latency", 1e-5), "inter_latency", zero=True),
+                   {_name(k, "op_times key"): _quantity(v, f"op_times[{k!r}]") for k, v in op_times.items()}, points)
+
+
+MAX_DEVICES = 1 << 20
+
+
+def _quantity(v, what: str, zero: bool = False, most: float | None = None) -> float:
+    """A finite number, positive (or zero when allowed), at most ``most``; UsageError naming it otherwise."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (v >= 0 if zero else v > 0)
+    if not ok or (most is not None and v > most):
+        bound = f" and at most {most:g}" if most is not None else ""
+        raise UsageError(f"cluster {what} must be a finite {'non-negative' if zero else 'positive'} number{bound}, "
+                         f"not {str(v)[:40]!r}")
+    return float(v)
+
+
+def _count(v, what: str, zero: bool = False) -> int:
+    if not (isinstance(v, int) and not isinstance(v, bool) and (v >= 0 if zero else v >= 1)):
+        raise UsageError(f"cluster {what} must be a whole number {'>= 0' if zero else '>= 1'}, not {str(v)[:40]!r}")
+    return v
+
+
+def _name(v, what: str) -> str:
+    if not isinstance(v, str) or not v or len(v) > 200:
+        raise UsageError(f"cluster {what} must be a non-empty string of at most 200 characters")
+    return v
 
 
 G = 1e9
@@ -118,15 +181,26 @@ def get_cluster(spec: str) -> Cluster:
     if spec.endswith((".json", ".yaml", ".yml")):
         if not os.path.exists(spec):
             raise UsageError(f"cluster file {spec!r} does not exist")
-        with open(spec) as f:
-            if spec.endswith(".json"):
-                return Cluster.from_json(json.load(f))
+        try:
+            with open(spec, encoding="utf-8") as f:
+                text = f.read(1 << 20)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read cluster file {spec!r}: {exc.__class__.__name__}") from None
+        if spec.endswith(".json"):
             try:
-                import yaml
-            except ImportError:
-                raise MissingDependencyError("YAML cluster files need PyYAML; pip install pyyaml "
-                                             "(or pip install 'autotune[dev]'), or use a .json file") from None
-            return Cluster.from_json(yaml.safe_load(f))
+                return Cluster.from_json(json.loads(text))
+            except (ValueError, RecursionError) as exc:
+                raise UsageError(f"cluster file {spec!r} is not valid JSON ({str(exc)[:80]})") from None
+        try:
+            import yaml
+        except ImportError:
+            raise MissingDependencyError("YAML cluster files need PyYAML; pip install pyyaml "
+                                         "(or pip install 'autotune[dev]'), or use a .json file") from None
+        try:
+            doc = yaml.safe_load(text)
+        except (yaml.YAMLError, RecursionError) as exc:
+            raise UsageError(f"cluster file {spec!r} is not valid YAML ({str(exc).splitlines()[0][:80]})") from None
+        return Cluster.from_json(doc)
     for pattern, (dev, per, ibw, ilat, nbw, nlat, fixed) in PRESETS.items():
         if fixed is not None and spec == pattern:
             return Cluster(spec, fixed, per, DEVICES[dev], ibw, ilat, nbw, nlat)

@@ -166,3 +166,36 @@ def test_constraint_expressions(parts, a, b):
         assert str(exc)
         return
     assert result in (True, False)
+
+
+BASE_CLUSTER = {"name": "c", "nodes": 2, "per_node": 4, "intra_bw": 1e11, "inter_bw": 1e10,
+                "device": {"name": "g", "flops_fp32": 1e13, "flops_fp16": 1e14, "memory_bytes": 1.6e10,
+                           "mem_bandwidth": 9e11}}
+
+
+@FAST
+@given(data=st.data())
+def test_cluster_files(tmp_path, data):
+    from autotune.search_spaces.parallel.clusters import get_cluster
+
+    doc = copy.deepcopy(BASE_CLUSTER)
+    target = doc["device"] if data.draw(st.booleans()) else doc
+    field = data.draw(st.sampled_from(sorted(target) + ["intra_latency", "op_times", "collectives"]))
+    if data.draw(st.booleans()):
+        target.pop(field, None)
+    else:
+        target[field] = data.draw(json_value | st.floats(-1e12, 1e12))
+    suffix = data.draw(st.sampled_from([".json", ".yaml"]))
+    text = json.dumps(doc)  # JSON is YAML too
+    if data.draw(st.booleans()):
+        text = text[: data.draw(st.integers(0, len(text)))]
+    path = tmp_path / f"cluster{suffix}"
+    path.write_text(text)
+    try:
+        cluster = get_cluster(str(path))
+    except UsageError as exc:
+        assert str(exc)
+        return
+    for v in (cluster.intra_bw, cluster.inter_bw, cluster.device.flops_fp32, cluster.device.mem_bandwidth):
+        assert math.isfinite(v) and v > 0
+    assert cluster.nodes >= 1 and cluster.per_node >= 1

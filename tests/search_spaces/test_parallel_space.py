@@ -90,3 +90,30 @@ def test_features_distinguish_strategies():
     space = StrategySpace(get_model("mlp-unity", 64), get_cluster("p100-4x4"))
     X = space.features([space.initial(), space.wrap(st.model_parallel(space.graph, space.cluster))])
     assert X.shape == (2, space.features([space.initial()]).shape[1]) and not np.allclose(X[0], X[1])
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"inter_bw": -1e10}, "inter_bw must be a finite positive number"),
+    ({"intra_bw": 0}, "intra_bw must be a finite positive number"),
+    ({"intra_bw": float("nan")}, "intra_bw must be a finite positive number"),
+    ({"nodes": 0}, "nodes must be a whole number >= 1"),
+    ({"per_node": -4}, "per_node must be a whole number >= 1"),
+    ({"nodes": 2**30}, "at most"),
+    ({"device": "Z80"}, "unknown device"),
+    ({"device": {"name": "g", "flops_fp32": 1e13, "flops_fp16": 1e14, "memory_bytes": 1e10, "mem_bandwidth": -1}},
+     "mem_bandwidth"),
+])
+def test_cluster_files_with_impossible_quantities_are_refused(tmp_path, change, message):
+    doc = {"name": "c", "nodes": 2, "per_node": 4, "device": "A100", "intra_bw": 3e11, "inter_bw": 2.5e10, **change}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match=message):
+        get_cluster(str(path))
+
+
+@pytest.mark.parametrize("text, message", [("{not: [yaml", "not valid YAML"), ("- 1\n- 2\n", "must be a mapping")])
+def test_malformed_yaml_cluster_files_are_usage_errors(tmp_path, text, message):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message):
+        get_cluster(str(path))
