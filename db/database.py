@@ -343,7 +343,7 @@ class Database:
 
     # -- cost models --------------------------------------------------------------------
     def save_cost_model(self, name: str, data: bytes, metrics: dict, n_samples: int, task: Task | None = None,
-                        device: Device | None = None, campaign_id: int | None = None, fmt: str = "ubj") -> int:
+                        device: Device | None = None, campaign_id: int | None = None, fmt: str = "json") -> int:
         row = CostModelRow(
             name=name, data=data, metrics=metrics, n_samples=n_samples, format=fmt, created=utcnow(),
             task_id=self.task_id(task) if task else None, device_id=self.device_id(device) if device else None,

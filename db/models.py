@@ -105,8 +105,8 @@ class CostModelRow(Base):
     campaign_id: Mapped[int | None] = mapped_column(ForeignKey("campaigns.id"), nullable=True)
     n_samples: Mapped[int] = mapped_column(Integer, default=0)
     metrics: Mapped[dict] = mapped_column(JSON, default=dict)  # spearman, top-k recall, ...
-    data: Mapped[bytes] = mapped_column(LargeBinary)  # the library's own format (xgboost UBJ), never pickle
-    format: Mapped[str] = mapped_column(String(32), default="ubj")
+    data: Mapped[bytes] = mapped_column(LargeBinary)  # the library's own format (XGBoost JSON), never pickle
+    format: Mapped[str] = mapped_column(String(32), default="json")
     created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 

@@ -1,5 +1,7 @@
 """Engine overhead: wall time per trial of a replay campaign spent outside the runner
-(ask + database look-up + store + tell), and bulk-import throughput, on SQLite.
+(ask + database look-up + store + tell), and bulk-import throughput, on SQLite: Kernel Tuner
+caches (import-kt) and JSONL trial logs (import; --import-lines lines, each with its campaign,
+made by repeating the cache's exported trials under new candidate keys; target >= 10,000 lines/s).
 
     python scripts/bench_engine.py --cache ../shared/datasets/replay/gemm/RTX_3090.json.gz --trials 5000
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from autotune.campaign import Campaign
 from autotune.db import open_database
-from autotune.db.logs import import_kt
+from autotune.db.logs import export_lines, import_file, import_kt
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace
 
@@ -46,6 +48,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=5000)
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--algorithm", default="random")
+    ap.add_argument("--import-lines", type=int, default=200_000, help="JSONL lines for the import benchmark")
     ap.add_argument("--json", help="write the figures to this JSON file")
     args = ap.parse_args()
     args.cache = args.cache or str(replay_dir() / DEFAULT_CACHE)
@@ -69,6 +72,22 @@ def main() -> None:
         dt = time.perf_counter() - t0
         results["import"] = {"trials": n, "seconds": dt, "trials_per_s": n / dt}
         print(f"import-kt: {n} trials in {dt:.2f} s = {n / dt:,.0f} trials/s")
+        lines = Path(tmp) / "trials.jsonl"
+        exported = [json.loads(t) for t in export_lines(db)]
+        with open(lines, "w") as f:
+            for i in range(args.import_lines):
+                d = dict(exported[i % len(exported)], candidate_key=f"{exported[i % len(exported)]['candidate_key']}-{i}")
+                d["campaign"] = {"name": "bench-import", "algorithm": "random", "options": {},
+                                 "created": "2026-01-01T00:00:00"}
+                f.write(json.dumps(d) + "\n")
+        db.close()
+        target = open_database(f"sqlite:///{tmp}/jsonl.db")
+        t0 = time.perf_counter()
+        read, added = import_file(target, lines)
+        dt = time.perf_counter() - t0
+        target.close()
+        results["import_jsonl"] = {"lines": read, "added": added, "seconds": dt, "lines_per_s": read / dt}
+        print(f"import (JSONL): {read} lines in {dt:.2f} s = {read / dt:,.0f} lines/s")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

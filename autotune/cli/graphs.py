@@ -17,6 +17,7 @@ from autotune.cli.common import (
     emit_json,
     handle_errors,
     open_db,
+    writable_output,
     write_frame,
 )
 from autotune.errors import UsageError
@@ -74,6 +75,7 @@ def tune_graph(
     Each distinct op is timed once per device and stored as a trial of task kind "op". The best graph is checked numerically and timed end to end; OUTPUT is the original model unless the new one is faster."""
     from autotune.drivers.graph import optimize_graph
 
+    writable_output(output, "the output model")
     for old, new, value in (("--budget", "--trials", budget), ("--time-limit", "--time-budget", time_limit)):
         if value is not None:
             typer.echo(f"note: {old} is deprecated; use {new}", err=True)

@@ -19,6 +19,7 @@ from autotune.cli.common import (
     emit_json,
     handle_errors,
     open_db,
+    writable_output,
 )
 from autotune.errors import UsageError
 
@@ -63,6 +64,11 @@ def tune_parallel(
     with the same --campaign resumes it."""
     from autotune.search_spaces.parallel.clusters import preset_names
     from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS
+
+    if output:
+        writable_output(output, "the strategy file")
+    if timeline:
+        writable_output(timeline, "the timeline", (".png", ".svg", ".pdf"))
 
     if list_:
         if json:

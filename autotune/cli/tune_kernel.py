@@ -10,14 +10,15 @@ from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
 from autotune.cli.common import (
     DEFAULT_DB, CostModelOption, DbOption, TransferOption, TransferTopOption, handle_errors, report, writable_output,
 )
-from autotune.drivers.kernel import SHAPE_HELP, tune_template
+from autotune.search_spaces.kernels import KERNEL_SHAPE_HELP
+
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @tune_app.command("kernel")
     @handle_errors
     def tune_kernel_cmd(
         name: Annotated[str, typer.Argument(help="Kernel template: gemm, conv2d or softmax")],
-        shape: Annotated[str | None, typer.Option("--shape", help=SHAPE_HELP)] = None,
+        shape: Annotated[str | None, typer.Option("--shape", help=KERNEL_SHAPE_HELP)] = None,
         target: Annotated[str, typer.Option("--target", help="cpu (C via gcc) or cuda (nvcc + pycuda/CuPy)")] = "cpu",
         algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (see `autotune algorithms`)")] = DEFAULT_ALGORITHM,
         cost_model: CostModelOption = DEFAULT_COST_MODEL,
@@ -41,6 +42,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             writable_output(source, "the --source file")
         if trials is None and time_budget is None:
             trials = 100
+        from autotune.drivers.kernel import tune_template
+
         result, template, extra = tune_template(name, shape, target, algorithm, trials, time_budget, seed, batch,
                                               campaign, db, threads, device_index, backend, progress,
                                               cost_model, transfer_from, transfer_top)

@@ -17,8 +17,6 @@ from autotune.errors import UsageError
 from autotune.search_spaces.kernels import TEMPLATES
 
 DEFAULT_SHAPES = {"gemm": "1024,1024,1024", "conv2d": "1,64,56,56,64,3,3,stride=1,pad=1", "softmax": "4096,4096"}
-SHAPE_HELP = ("gemm: M,N,K; conv2d: N,C,H,W,K,R,S[,stride=1,pad=0]; softmax: rows,cols "
-              "(also name=value pairs, e.g. M=512,N=256,K=128)")
 
 
 def make_runner(name: str, shape, target: str, threads: int | None = None, device_index: int = 0,

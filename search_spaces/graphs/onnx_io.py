@@ -3,6 +3,9 @@ unsupported constructs rejected naming node and op) and export loadable by onnxr
 
 from __future__ import annotations
 
+import math
+import os
+
 import numpy as np
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.ir import Graph, Node
@@ -27,13 +30,23 @@ def _dtype(elem_type: int) -> str:
     return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
 
 
+# The most elements a declared tensor may have (2^32: 16 GiB of fp32): a model file cannot make the
+# optimizer allocate more than this for one input or activation.
+MAX_TENSOR_ELEMENTS = int(os.environ.get("AUTOTUNE_MAX_TENSOR_ELEMENTS", str(1 << 32)))
+
+
 def _static_shape(vi, what: str) -> tuple[int, ...]:
     dims = vi.type.tensor_type.shape.dim
     out = []
     for d in dims:
         if not d.HasField("dim_value"):
             raise UsageError(f"{what} {vi.name!r} has a symbolic dimension {d.dim_param!r}; export it with static shapes")
+        if d.dim_value < 0:
+            raise UsageError(f"{what} {vi.name!r} has a negative dimension {d.dim_value}")
         out.append(int(d.dim_value))
+    if math.prod(out) > MAX_TENSOR_ELEMENTS:
+        raise UsageError(f"{what} {vi.name!r} declares {math.prod(out):,} elements {tuple(out)}; the limit is "
+                         f"{MAX_TENSOR_ELEMENTS:,} (AUTOTUNE_MAX_TENSOR_ELEMENTS)")
     return tuple(out)
 
 
@@ -75,14 +88,28 @@ def _normalise(op: str, a: dict, node, shape_of) -> dict:
 
 
 def from_onnx(model, name: str | None = None) -> Graph:
-    """Import an ONNX ModelProto or file path into a :class:`Graph`."""
+    """Import an ONNX ModelProto or file path into a :class:`Graph`.
+
+    A model the import cannot make sense of (e.g. a corrupted file that still parses) is a UsageError,
+    never a crash. onnx's own checker is not used: it refuses models the import handles (unsorted
+    nodes) and would hide the node-and-op messages of unsupported constructs."""
     onnx = _onnx()
-    from onnx import helper, numpy_helper
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
         try:
             model = onnx.load(str(model))
         except Exception as exc:  # noqa: BLE001
             raise UsageError(f"cannot read ONNX model {str(model)!r}: {exc}") from None
+    if not model.graph.node or not model.graph.output:
+        raise UsageError("the ONNX model has no nodes or no outputs (an empty file, or not an ONNX model)")
+    try:
+        return _import(onnx, model, name)
+    except (IndexError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UsageError(f"the ONNX model cannot be imported: {exc.__class__.__name__}: {str(exc)[:160]}") from None
+
+
+def _import(onnx, model, name: str | None) -> Graph:
+    from onnx import helper, numpy_helper
+
     name = name or model.graph.name or "graph"
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     try:
@@ -90,7 +117,14 @@ def from_onnx(model, name: str | None = None) -> Graph:
     except Exception:  # noqa: BLE001 - opaque ops without inferred shapes are rejected later
         inferred = model
     g = model.graph
-    weights = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    for t in g.initializer:
+        if any(d < 0 for d in t.dims) or math.prod(t.dims) > MAX_TENSOR_ELEMENTS:
+            raise UsageError(f"weight {t.name!r} declares the shape {tuple(t.dims)}; at most "
+                             f"{MAX_TENSOR_ELEMENTS:,} elements are accepted (AUTOTUNE_MAX_TENSOR_ELEMENTS)")
+    try:
+        weights = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"the ONNX model's weights cannot be read: {str(exc)[:120]}") from None
     inputs = {vi.name: (_static_shape(vi, "input"), _dtype(vi.type.tensor_type.elem_type))
               for vi in g.input if vi.name not in weights}
     info = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}

@@ -36,4 +36,7 @@ def space_for_task(task, device_props: Mapping | None = None) -> KnobSpace:
     return kernel_problem(task.name, p["shape"], p["target"], device_props=props, threads=p.get("threads"))[0]
 
 
-__all__ = ["TEMPLATES", "Conv2d", "Gemm", "KernelTemplate", "Softmax", "cpu_props", "kernel_problem", "space_for_task"]
+KERNEL_SHAPE_HELP = ("gemm: M,N,K; conv2d: N,C,H,W,K,R,S[,stride=1,pad=0]; softmax: rows,cols "
+                     "(also name=value pairs, e.g. M=512,N=256,K=128)")
+
+__all__ = ["KERNEL_SHAPE_HELP", "TEMPLATES", "Conv2d", "Gemm", "KernelTemplate", "Softmax", "cpu_props", "kernel_problem", "space_for_task"]

@@ -82,3 +82,36 @@ def test_predict_with_bad_json_config(tmp_path, url):
     for config, message in (("{bad json", "is not valid JSON"), ("[1, 2]", "must be a JSON object")):
         r = cli.invoke(app, ["predict", "--campaign", "m", "--config", config, "--db", url])
         assert r.exit_code == 2 and message in r.output, r.output
+
+
+onnx = pytest.importorskip("onnx", reason="ONNX models need the graphs extra (pip install 'autotune[graphs]')")
+
+
+def test_bad_onnx_models_and_outputs_exit_2(tmp_path, url):
+    from onnx import TensorProto, helper
+
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a protobuf at all \x00\xff")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [100000, 100000, 100000])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [100000, 100000, 100000])
+    huge = tmp_path / "huge.onnx"
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])), huge)
+    for model, message in ((empty, "no nodes"), (garbage, "cannot read ONNX model"), (huge, "the limit is")):
+        r = cli.invoke(app, ["tune", "graph", str(model), "-o", str(tmp_path / "out.onnx"), "--db", url])
+        assert r.exit_code == 2 and message in r.output, r.output
+    r = cli.invoke(app, ["tune", "graph", str(empty), "-o", str(tmp_path / "missing" / "o.onnx"), "--db", url])
+    assert r.exit_code == 2 and "does not exist" in r.output  # checked before the model is read
+    r = cli.invoke(app, ["tune", "graph", str(empty), "-o", str(tmp_path / "o.onnx"), "--trials", "-1", "--db", url])
+    assert r.exit_code == 2
+
+
+def test_parallel_outputs_are_checked_before_the_search(tmp_path, url):
+    for args, message in ((["-o", str(tmp_path / "missing" / "s.json")], "does not exist"),
+                          (["--timeline", str(tmp_path / "t.bmp")], "must end in")):
+        r = cli.invoke(app, ["tune", "parallel", "--model", "mlp", "-c", "dgx-a100-x1", *args, "--db", url])
+        assert r.exit_code == 2 and message in r.output, r.output
+    db = open_database(url)
+    assert db.count_trials() == 0
+    db.close()

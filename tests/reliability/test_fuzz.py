@@ -199,3 +199,38 @@ def test_cluster_files(tmp_path, data):
     for v in (cluster.intra_bw, cluster.inter_bw, cluster.device.flops_fp32, cluster.device.mem_bandwidth):
         assert math.isfinite(v) and v > 0
     assert cluster.nodes >= 1 and cluster.per_node >= 1
+
+
+_MODEL_BYTES: list[bytes] = []
+
+
+def _small_model_bytes() -> bytes:
+    if not _MODEL_BYTES:
+        from autotune.search_spaces.graphs import model_zoo
+
+        _MODEL_BYTES.append(model_zoo.build("squeezenet11", small=True).SerializeToString())
+    return _MODEL_BYTES[0]
+
+
+@FAST
+@given(data=st.data())
+def test_onnx_model_reader(data):
+    pytest.importorskip("onnx", reason="ONNX models need the graphs extra (pip install 'autotune[graphs]')")
+    from autotune.search_spaces.graphs.onnx_io import from_onnx
+
+    raw = bytearray(_small_model_bytes())
+    for _ in range(data.draw(st.integers(1, 8))):
+        i = data.draw(st.integers(0, len(raw) - 1))
+        raw[i] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        raw = raw[: data.draw(st.integers(0, len(raw)))]
+    import onnx as _onnx
+
+    try:
+        model = _onnx.load_from_string(bytes(raw))
+    except Exception:  # noqa: BLE001 - bytes that are not a protobuf: the reader says so (tested in tests/cli)
+        return
+    try:
+        from_onnx(model)
+    except UsageError as exc:
+        assert str(exc)
