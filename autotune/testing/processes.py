@@ -13,13 +13,16 @@ def _note(path: str, what: str) -> None:
 
 
 def fork_and_return(path: str, seconds: float = 60.0) -> str:
-    """Fork a grandchild that sleeps (noting its pid in ``path``), and return at once."""
+    """Fork a grandchild that sleeps (noting its pid in ``path``), and return once it has noted it."""
+    r, w = os.pipe()
     if os.fork() == 0:
         try:
             _note(path, "grandchild")
+            os.write(w, b"x")
             time.sleep(seconds)
         finally:
             os._exit(0)
+    os.read(r, 1)
     return "returned"
 
 
