@@ -9,11 +9,11 @@ one campaign never write a trial twice.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 from collections.abc import Iterable, Iterator
 
+import orjson
 from sqlalchemy import (
     JSON, Column, DateTime, Float, Integer, MetaData, Table, Text, TypeDecorator, create_engine, event, func, select, update,
 )
@@ -40,6 +40,12 @@ class _JSONText(TypeDecorator):
     def bind_processor(self, dialect):
         return None
 
+
+_TRIAL_INSERT_COLUMNS = ("task_id", "device_id", "campaign_id", "candidate_key", "candidate", "status", "cost", "times",
+                         "predicted", "error", "build_s", "run_s", "simulated_s", "meta", "created", "worker")
+_SQLITE_INSERT_TRIAL = (f"INSERT INTO trials ({', '.join(_TRIAL_INSERT_COLUMNS)}) "
+                        f"VALUES ({', '.join('?' * len(_TRIAL_INSERT_COLUMNS))}) "
+                        "ON CONFLICT (task_id, device_id, candidate_key) DO NOTHING")
 
 # The trials table with JSON columns that insert_rows serialises itself.
 _WIRE_TRIALS = Table(
@@ -273,16 +279,26 @@ class Database:
     def insert_rows(self, s: Session, rows: list[dict]) -> int:
         """Insert trial rows, skipping any (task, device, candidate) already stored; returns how many were new.
 
-        The JSON columns are serialised here and sent as text through a plain view of the table
-        (_WIRE_TRIALS), so SQLAlchemy sends the rows with one executemany and no per-value processing."""
+        The JSON columns are serialised here. On SQLite the rows go straight to the driver's
+        executemany (imports of millions of rows are bound by this); on PostgreSQL through a plain
+        view of the table (_WIRE_TRIALS), one executemany with no per-value processing."""
         if not rows:
             return 0
-        dumps = json.dumps
+        enc, opt = orjson.dumps, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+        if self.dialect == "sqlite":  # executemany's row count is the number inserted
+            params = [(r["task_id"], r["device_id"], r["campaign_id"], r["candidate_key"],
+                       enc(r["candidate"], option=opt).decode(), r["status"], r["cost"],
+                       enc(r["times"], option=opt).decode(), r["predicted"], r["error"], r["build_s"], r["run_s"],
+                       r["simulated_s"], enc(r["meta"] or {}, option=opt).decode(),
+                       r["created"].isoformat(" ", "microseconds"), r["worker"]) for r in rows]
+            return s.connection().exec_driver_sql(_SQLITE_INSERT_TRIAL, params).rowcount
+
+        def dumps(v) -> str:
+            return enc(v, option=opt).decode()
+
         wire = [{**r, "candidate": dumps(r["candidate"]), "times": dumps(r["times"]), "meta": dumps(r["meta"] or {})}
                 for r in rows]
         stmt = self._insert(_WIRE_TRIALS).on_conflict_do_nothing(index_elements=["task_id", "device_id", "candidate_key"])
-        if self.dialect == "sqlite":  # executemany's row count is the number inserted
-            return s.execute(stmt, wire).rowcount
         return len(s.execute(stmt.returning(_WIRE_TRIALS.c.id), wire).all())  # psycopg reports no count for batches
 
     def link(self, s: Session, campaign_id: int, trial_ids: list[int], reused: list[bool]) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
+import orjson
 from sqlalchemy import and_, select
 
 from autotune.db.database import Database
@@ -73,6 +74,8 @@ def _need(ok: bool, what: str) -> None:
 
 
 def _finite(v, name: str, optional: bool = False) -> float | None:
+    if type(v) is float and 0.0 <= v < math.inf:  # the common case, checked first
+        return v
     if v is None and optional:
         return None
     _need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0,
@@ -140,7 +143,7 @@ class _LineParser:
     def line(self, text: str) -> tuple[Task, Device, dict | None, dict]:
         """(task, device, campaign or None, trial row without ids) of one line; _BadLine if invalid."""
         try:
-            d = json.loads(text)
+            d = orjson.loads(text)  # strict JSON: NaN, Infinity and runaway nesting are errors
         except (ValueError, RecursionError) as exc:
             raise _BadLine(f"not JSON ({str(exc)[:100]})") from None
         _need(isinstance(d, dict), "a line must be a JSON object")
@@ -165,10 +168,12 @@ class _LineParser:
 
 def _times(v) -> list[float]:
     _need(isinstance(v, list), "times must be a list")
+    if not v:
+        return v
+    kinds = set(map(type, v))
     # non-negative numbers whose sum is finite are all finite
-    ok = all(type(x) in (int, float) for x in v) and (not v or (min(v) >= 0 and math.isfinite(sum(v))))
-    _need(ok, "times must be finite non-negative numbers")
-    return [float(x) for x in v]
+    _need(kinds <= {int, float} and min(v) >= 0 and math.isfinite(sum(v)), "times must be finite non-negative numbers")
+    return v if kinds == {float} else [float(x) for x in v]
 
 
 def _number(v, name: str) -> float | None:
