@@ -128,7 +128,7 @@ class Campaign:
         warmup = [c for c in self.warmup if c.key not in seen]
         size = self.space.size()
         worker = worker_id()
-        status, stalled, waits = "finished", 0, 0
+        status, stalled, waits, granted = "finished", 0, 0, None
         progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(), console=self.console, disable=not self.progress, transient=False,
@@ -157,10 +157,12 @@ class Campaign:
                         break
                     n = self.batch
                     if self.trials is not None:
-                        # claim the batch from the budget in the database first, so several workers on one
-                        # campaign never measure more than the budget between them
-                        n, measured, others = self.db.claim(cid, worker, min(self.batch, self.trials - measured),
-                                                            self.trials)
+                        # the batch is claimed from the budget in the database before it is measured (with
+                        # the previous batch's commit), so several workers never measure more than the budget
+                        if granted is None:
+                            granted, measured, _ = self.db.claim(cid, worker, min(self.batch, self.trials - measured),
+                                                                 self.trials)
+                        n, granted = granted, None
                         if n == 0:
                             if measured >= self.trials:
                                 break
@@ -182,8 +184,12 @@ class Campaign:
                 reused = [known[c.key] for c in asked if c.key in known]
                 self.algorithm.tell(results + reused)
                 # the budget is the campaign's, shared by every worker running it
-                _, measured = self.db.record_batch(tid, did, cid, results, reused, state=self.algorithm.state_dict(),
-                                                   worker=worker)
+                claim_next = (self.batch, self.trials) if self.trials is not None else None
+                _, measured, granted = self.db.record_batch(tid, did, cid, results, reused,
+                                                            state=self.algorithm.state_dict(), worker=worker,
+                                                            claim_next=claim_next)
+                if claim_next is None:
+                    granted = None
                 stalled = 0 if results else stalled + 1
                 evaluations += len(asked)
                 errors += sum(1 for m in results if not m.ok)

@@ -246,10 +246,12 @@ class Database:
     def record_batch(
         self, task_id: int, device_id: int, campaign_id: int | None, measured: list[Measurement],
         reused: list[Measurement] = (), state: dict | None = None, worker: str | None = None,
-    ) -> tuple[int, int]:
+        claim_next: tuple[int, int] | None = None,
+    ) -> tuple[int, int, int]:
         """Store one batch in one transaction: new trials, the campaign's links to every evaluation
-        in order, and the algorithm state. Returns (trials that were new, trials the campaign has
-        now, counting every worker's)."""
+        in order, and the algorithm state; the worker's claim on the trial budget is closed, and with
+        ``claim_next=(n, budget)`` the next batch is claimed in the same transaction. Returns (trials
+        that were new, trials the campaign has now, counting every worker's, measurements granted)."""
         worker = worker or worker_id()
         with self.session() as s:
             if campaign_id is not None and self.dialect == "postgresql":
@@ -258,7 +260,7 @@ class Database:
                 s.execute(select(CampaignRow.id).where(CampaignRow.id == campaign_id).with_for_update())
             inserted = self.insert_rows(s, [measurement_row(m, task_id, device_id, campaign_id, worker) for m in measured])
             if campaign_id is None:
-                return inserted, 0
+                return inserted, 0, 0
             order = [(m.candidate.key, False) for m in measured] + [(m.candidate.key, True) for m in reused]
             if order:
                 ids = self.trial_ids(s, task_id, device_id, [k for k, _ in order])
@@ -270,11 +272,9 @@ class Database:
                 s.execute(self._insert(states).values(campaign_id=campaign_id, state=state, updated=now)
                           .on_conflict_do_update(index_elements=["campaign_id"], set_={"state": state, "updated": now}))
             s.execute(update(CampaignRow.__table__).where(CampaignRow.__table__.c.id == campaign_id).values(updated=now))
-            claims = CampaignClaimRow.__table__
-            s.execute(update(claims).where(claims.c.campaign_id == campaign_id, claims.c.worker == worker)
-                      .values(n=0, heartbeat=now))  # the batch is stored: its claim is closed
             total = s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
-        return inserted, total
+            granted, _ = self._claim_in(s, campaign_id, worker, *(claim_next or (0, 0)), total, now)
+        return inserted, total, granted
 
     def insert_rows(self, s: Session, rows: list[dict]) -> int:
         """Insert trial rows, skipping any (task, device, candidate) already stored; returns how many were new.
@@ -319,7 +319,6 @@ class Database:
         """Claim up to ``n`` measurements of the campaign's ``budget`` for ``worker``, in one transaction
         that holds the campaign's row, so concurrent workers never claim more than the budget between
         them. Returns (granted, stored trials, measurements claimed by other live workers)."""
-        claims = CampaignClaimRow.__table__
         now = utcnow()
         with self.session() as s:
             lock = select(CampaignRow.id).where(CampaignRow.id == campaign_id)
@@ -328,19 +327,29 @@ class Database:
             else:  # a write takes SQLite's database lock for the rest of the transaction
                 s.execute(update(CampaignRow.__table__).where(CampaignRow.__table__.c.id == campaign_id)
                           .values(updated=now))
-            rows = s.execute(select(claims.c.id, claims.c.worker, claims.c.n, claims.c.heartbeat)
-                             .where(claims.c.campaign_id == campaign_id)).all()
-            stale = [r.id for r in rows if r.worker != worker and _claim_is_stale(r.worker, r.heartbeat, now,
-                                                                                  self.CLAIM_TTL_S)]
-            if stale:
-                s.execute(claims.delete().where(claims.c.id.in_(stale)))
-            others = sum(r.n for r in rows if r.worker != worker and r.id not in stale)
             stored = s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
-            granted = max(0, min(int(n), int(budget) - stored - others))
-            s.execute(self._insert(claims).values(campaign_id=campaign_id, worker=worker, n=granted, heartbeat=now)
-                      .on_conflict_do_update(index_elements=["campaign_id", "worker"],
-                                             set_={"n": granted, "heartbeat": now}))
+            granted, others = self._claim_in(s, campaign_id, worker, n, budget, stored, now)
         return granted, stored, others
+
+    def _claim_in(self, s: Session, campaign_id: int, worker: str, n: int, budget: int, stored: int, now
+                  ) -> tuple[int, int]:
+        """Set ``worker``'s claim to what it may measure next (the caller holds the campaign's row);
+        claims of dead workers are dropped. Returns (granted, claimed by other live workers)."""
+        claims = CampaignClaimRow.__table__
+        rows = s.execute(select(claims.c.id, claims.c.worker, claims.c.n, claims.c.heartbeat)
+                         .where(claims.c.campaign_id == campaign_id)).all()
+        stale = [r.id for r in rows if r.worker != worker and _claim_is_stale(r.worker, r.heartbeat, now,
+                                                                              self.CLAIM_TTL_S)]
+        if stale:
+            s.execute(claims.delete().where(claims.c.id.in_(stale)))
+        others = sum(r.n for r in rows if r.worker != worker and r.id not in stale)
+        granted = max(0, min(int(n), int(budget) - stored - others))
+        mine = [r for r in rows if r.worker == worker]
+        if mine and (mine[0].n, granted) == (0, 0):
+            return granted, others  # nothing held, nothing asked: no write needed
+        s.execute(self._insert(claims).values(campaign_id=campaign_id, worker=worker, n=granted, heartbeat=now)
+                  .on_conflict_do_update(index_elements=["campaign_id", "worker"], set_={"n": granted, "heartbeat": now}))
+        return granted, others
 
     def release_claim(self, campaign_id: int, worker: str) -> None:
         """Give back whatever ``worker`` still holds of the campaign's budget (it stops early)."""
