@@ -202,8 +202,12 @@ def import_file(db: Database, path: str | Path, batch: int = 5000) -> tuple[int,
     Trials already present (same task, device and candidate) are kept as they are.
     Returns (lines read, trials added)."""
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"file {str(path)!r} does not exist; give a JSONL file written by autotune export")
+    try:
+        found = path.is_file()
+    except OSError:  # e.g. a name too long for the file system
+        found = False
+    if not found:
+        raise UsageError(f"file {str(path)[:200]!r} does not exist; give a JSONL file written by autotune export")
     parser = _LineParser()
     read = added = 0
     tid: dict[int, int] = {}

@@ -78,9 +78,13 @@ def resolve_cache_path(spec: str | Path) -> Path:
             raise UsageError(f"unknown example cache {name!r}; bundled: {', '.join('example:' + e for e in EXAMPLES)}")
         return Path(str(resources.files("autotune.data").joinpath(EXAMPLES[name])))
     path = Path(text)
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError:  # e.g. a name too long for the file system
+        found = False
+    if not found:
         raise UsageError(
-            f"cache file {text!r} does not exist; give a Kernel Tuner cache (.json or .json.gz) "
+            f"cache file {text[:200]!r} does not exist; give a Kernel Tuner cache (.json or .json.gz) "
             f"or one of: {', '.join('example:' + e for e in EXAMPLES)}"
         )
     return path

@@ -52,15 +52,20 @@ def writable_output(path, what: str, suffixes: tuple[str, ...] = ()) -> Path:
     """Check, before any work starts, that ``path`` can be written (its folder exists and is writable,
     its suffix is one of ``suffixes`` when given); UsageError naming the problem otherwise."""
     p = Path(path)
+    shown = str(p) if len(str(p)) <= 200 else str(p)[:197] + "..."
     if suffixes and p.suffix.lower() not in suffixes:
-        raise UsageError(f"{what} {str(p)!r} must end in {', '.join(suffixes)}")
+        raise UsageError(f"{what} {shown!r} must end in {', '.join(suffixes)}")
     folder = p.parent if str(p.parent) else Path(".")
-    if not folder.is_dir():
-        raise UsageError(f"cannot write {what} {str(p)!r}: the folder {str(folder)!r} does not exist")
-    if p.is_dir():
-        raise UsageError(f"cannot write {what} {str(p)!r}: it is a folder")
-    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise UsageError(f"cannot write {what} {str(p)!r}: permission denied")
+    try:
+        if not folder.is_dir():
+            raise UsageError(f"cannot write {what} {shown!r}: the folder {str(folder)[:200]!r} does not exist")
+        if p.is_dir():
+            raise UsageError(f"cannot write {what} {shown!r}: it is a folder")
+        writable = os.access(folder, os.W_OK) and (not p.exists() or os.access(p, os.W_OK))
+    except OSError as exc:  # e.g. a name too long for the file system
+        raise UsageError(f"cannot write {what} {shown!r}: {exc.strerror or exc}") from None
+    if not writable:
+        raise UsageError(f"cannot write {what} {shown!r}: permission denied")
     return p
 
 
