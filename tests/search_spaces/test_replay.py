@@ -77,3 +77,19 @@ def test_malformed_caches_are_rejected_clearly(tmp_path, content, match):
     p.write_text(content)
     with pytest.raises(UsageError, match=match):
         ReplaySpace(p)
+
+
+def test_a_cache_that_inflates_past_the_limit_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    """A small gzip that inflates to more than AUTOTUNE_MAX_CACHE_MB is refused after reading the limit."""
+    import gzip
+
+    import autotune.search_spaces.replay as replay
+    from autotune.errors import UsageError
+
+    monkeypatch.setattr(replay, "MAX_CACHE_MB", 1)
+    bomb = tmp_path / "bomb.json.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as f:
+        f.write(b'{"tune_params_keys": ["a"], "pad": "' + b" " * (8 << 20) + b'"}')
+    assert bomb.stat().st_size < 100_000
+    with pytest.raises(UsageError, match="more than 1 MB"):
+        replay.KTCache.load(str(bomb))
