@@ -47,7 +47,8 @@ def test_every_command_is_fuzzed_or_left_out_with_a_reason():
 @pytest.mark.parametrize("path, command", COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_command_with_hostile_values(tmp_path, path, command, data):
+def test_command_with_hostile_values(tmp_path, monkeypatch, path, command, data):
+    monkeypatch.chdir(tmp_path)  # outputs named by hostile values land here, never in the working tree
     params = [p for p in command.params if not getattr(p, "hidden", False) and p.name not in ("db", "help")]
     options = [p for p in params if getattr(p, "opts", None) and p.opts[0].startswith("-")]
     args = list(path)
