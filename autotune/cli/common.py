@@ -33,6 +33,17 @@ TransferOption = Annotated[str | None, typer.Option("--transfer-from", help="War
 TransferTopOption = Annotated[int, typer.Option("--transfer-top", help="With --transfer-from: the sources' best configurations measured first")]
 ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")]
 
+OldBudgetOption = Annotated[int | None, typer.Option("--budget", hidden=True, help="Deprecated: --trials")]
+OldTimeLimitOption = Annotated[float | None, typer.Option("--time-limit", hidden=True, help="Deprecated: --time-budget")]
+
+
+def with_old_budget_names(trials, time_budget, budget, time_limit):
+    """(trials, time_budget), taking the deprecated --budget / --time-limit where the new names are unset."""
+    for old, new, value in (("--budget", "--trials", budget), ("--time-limit", "--time-budget", time_limit)):
+        if value is not None:
+            typer.echo(f"note: {old} is deprecated; use {new}", err=True)
+    return (budget if trials is None else trials), (time_limit if time_budget is None else time_budget)
+
 
 def handle_errors(fn):
     """Turn the project's own errors into one sentence on stderr and exit status 2 (no traceback)."""

@@ -12,11 +12,14 @@ from autotune.cli.common import (
     CampaignOption,
     DbOption,
     JsonOption,
+    OldBudgetOption,
+    OldTimeLimitOption,
     ProgressOption,
     SeedOption,
     emit_json,
     handle_errors,
     open_db,
+    with_old_budget_names,
     writable_output,
     write_frame,
 )
@@ -65,8 +68,8 @@ def tune_graph(
     json_out: JsonOption = False,
     progress: ProgressOption = False,
     db: DbOption = DEFAULT_DB,
-    budget: Annotated[int | None, typer.Option("--budget", hidden=True, help="Deprecated: --trials")] = None,
-    time_limit: Annotated[float | None, typer.Option("--time-limit", hidden=True, help="Deprecated: --time-budget")] = None,
+    budget: OldBudgetOption = None,
+    time_limit: OldTimeLimitOption = None,
 ):
     """Rewrite an ONNX graph with verified substitutions, searched as a campaign by measured per-op cost.
 
@@ -76,13 +79,7 @@ def tune_graph(
     from autotune.drivers.graph import optimize_graph
 
     writable_output(output, "the output model")
-    for old, new, value in (("--budget", "--trials", budget), ("--time-limit", "--time-budget", time_limit)):
-        if value is not None:
-            typer.echo(f"note: {old} is deprecated; use {new}", err=True)
-    if budget is not None and trials is None:
-        trials = budget
-    if time_limit is not None and time_budget is None:
-        time_budget = time_limit
+    trials, time_budget = with_old_budget_names(trials, time_budget, budget, time_limit)
     r = optimize_graph(model, output, device=device, algorithm=algorithm, alpha=alpha, trials=trials,
                        time_budget=time_budget, seed=seed, batch=batch, campaign=campaign, db=db, rules_file=rules,
                        max_measure=max_measure, rounds=rounds, progress=progress)

@@ -13,12 +13,15 @@ from autotune.cli.common import (
     CampaignOption,
     DbOption,
     JsonOption,
+    OldBudgetOption,
+    OldTimeLimitOption,
     ProgressOption,
     SeedOption,
     TimeOption,
     emit_json,
     handle_errors,
     open_db,
+    with_old_budget_names,
     writable_output,
 )
 from autotune.errors import UsageError
@@ -53,8 +56,8 @@ def tune_parallel(
     db: DbOption = DEFAULT_DB,
     campaign: CampaignOption = None,
     progress: ProgressOption = False,
-    budget: Annotated[int | None, typer.Option("--budget", hidden=True, help="Deprecated: --trials")] = None,
-    time_limit: Annotated[float | None, typer.Option("--time-limit", hidden=True, help="Deprecated: --time-budget")] = None,
+    budget: OldBudgetOption = None,
+    time_limit: OldTimeLimitOption = None,
 ) -> None:
     """Find a fast parallelization strategy for training MODEL on CLUSTER; compare it with the baselines.
 
@@ -77,11 +80,7 @@ def tune_parallel(
         typer.echo("models:   " + ", ".join(f"{m} (batch {DEFAULT_BATCH[m]})" for m in MODELS))
         typer.echo("clusters: " + ", ".join(preset_names()) + "  (-xN: N nodes, e.g. dgx-a100-x4)")
         return
-    for old, new, value in (("--budget", "--trials", budget), ("--time-limit", "--time-budget", time_limit)):
-        if value is not None:
-            typer.echo(f"note: {old} is deprecated; use {new}", err=True)
-    trials = budget if trials is None else trials
-    time_budget = time_limit if time_budget is None else time_budget
+    trials, time_budget = with_old_budget_names(trials, time_budget, budget, time_limit)
     if model is None or cluster is None:
         raise UsageError("--model and --cluster are required (see --list)")
     if trials is not None and trials < 0:
