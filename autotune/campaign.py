@@ -159,9 +159,9 @@ class Campaign:
                     if self.trials is not None:
                         # the batch is claimed from the budget in the database before it is measured (with
                         # the previous batch's commit), so several workers never measure more than the budget
-                        if granted is None:
-                            granted, measured, _ = self.db.claim(cid, worker, min(self.batch, self.trials - measured),
-                                                                 self.trials)
+                        if granted is None:  # first batch, or after waiting: claim without storing anything
+                            _, measured, granted = self.db.record_batch(tid, did, cid, [], worker=worker,
+                                                                        claim_next=(self.batch, self.trials))
                         n, granted = granted, None
                         if n == 0:
                             if measured >= self.trials:
@@ -184,12 +184,9 @@ class Campaign:
                 reused = [known[c.key] for c in asked if c.key in known]
                 self.algorithm.tell(results + reused)
                 # the budget is the campaign's, shared by every worker running it
-                claim_next = (self.batch, self.trials) if self.trials is not None else None
-                _, measured, granted = self.db.record_batch(tid, did, cid, results, reused,
-                                                            state=self.algorithm.state_dict(), worker=worker,
-                                                            claim_next=claim_next)
-                if claim_next is None:
-                    granted = None
+                _, measured, granted = self.db.record_batch(
+                    tid, did, cid, results, reused, state=self.algorithm.state_dict(), worker=worker,
+                    claim_next=(self.batch, self.trials) if self.trials is not None else None)
                 stalled = 0 if results else stalled + 1
                 evaluations += len(asked)
                 errors += sum(1 for m in results if not m.ok)

@@ -27,9 +27,12 @@ from autotune.db.models import (
     AlgorithmStateRow, CampaignClaimRow, CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, RuleRow, TaskRow, TrialRow, utcnow,
 )
 from autotune.errors import DatabaseError, UsageError
+from autotune.runners.processes import process_alive
 from autotune.types import Candidate, Device, Measurement, Task
 
 CHUNK = 500
+ACCEPTED = "sqlite:///FILE (for example sqlite:///autotune.db) or postgresql+psycopg://USER@HOST:PORT/DBNAME"
+
 
 class _JSONText(TypeDecorator):
     """A JSON column whose values are already serialised: sent as they are (cast to JSON on PostgreSQL)."""
@@ -55,7 +58,6 @@ _WIRE_TRIALS = Table(
     Column("build_s", Float), Column("run_s", Float), Column("simulated_s", Float), Column("meta", _JSONText),
     Column("created", DateTime), Column("worker", Text),
 )
-ACCEPTED = "sqlite:///FILE (for example sqlite:///autotune.db) or postgresql+psycopg://USER@HOST:PORT/DBNAME"
 
 
 def worker_id() -> str:
@@ -65,13 +67,8 @@ def worker_id() -> str:
 def _claim_is_stale(worker: str, heartbeat, now, ttl_s: float) -> bool:
     """A claim's worker is gone: a process of this host that no longer exists, or silent past the TTL."""
     host, _, pid = worker.rpartition(":")
-    if host == socket.gethostname() and pid.isdigit():
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass
+    if host == socket.gethostname() and pid.isdigit() and not process_alive(int(pid)):
+        return True
     return (now - heartbeat).total_seconds() > ttl_s
 
 
@@ -315,26 +312,12 @@ class Database:
     # -- trial-budget claims ----------------------------------------------------------------
     CLAIM_TTL_S = 600.0  # a claim not refreshed for this long belongs to a worker presumed dead
 
-    def claim(self, campaign_id: int, worker: str, n: int, budget: int) -> tuple[int, int, int]:
-        """Claim up to ``n`` measurements of the campaign's ``budget`` for ``worker``, in one transaction
-        that holds the campaign's row, so concurrent workers never claim more than the budget between
-        them. Returns (granted, stored trials, measurements claimed by other live workers)."""
-        now = utcnow()
-        with self.session() as s:
-            lock = select(CampaignRow.id).where(CampaignRow.id == campaign_id)
-            if self.dialect == "postgresql":
-                s.execute(lock.with_for_update())
-            else:  # a write takes SQLite's database lock for the rest of the transaction
-                s.execute(update(CampaignRow.__table__).where(CampaignRow.__table__.c.id == campaign_id)
-                          .values(updated=now))
-            stored = s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
-            granted, others = self._claim_in(s, campaign_id, worker, n, budget, stored, now)
-        return granted, stored, others
-
     def _claim_in(self, s: Session, campaign_id: int, worker: str, n: int, budget: int, stored: int, now
                   ) -> tuple[int, int]:
-        """Set ``worker``'s claim to what it may measure next (the caller holds the campaign's row);
-        claims of dead workers are dropped. Returns (granted, claimed by other live workers)."""
+        """Set ``worker``'s claim to what it may measure next, at most ``n`` of ``budget`` less the
+        ``stored`` trials and other live workers' claims, so workers never claim more than the budget
+        between them (the caller holds the campaign's row: record_batch). Claims of dead workers are
+        dropped. Returns (granted, claimed by other live workers)."""
         claims = CampaignClaimRow.__table__
         rows = s.execute(select(claims.c.id, claims.c.worker, claims.c.n, claims.c.heartbeat)
                          .where(claims.c.campaign_id == campaign_id)).all()

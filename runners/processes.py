@@ -50,7 +50,8 @@ def physical_memory() -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -66,7 +67,7 @@ def sweep_stale(prefix: str, root: str | None = None) -> int:
     removed = 0
     for d in base.glob(f"{prefix}*-*"):
         pid = d.name[len(prefix):].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)) and d.is_dir():
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)) and d.is_dir():
             shutil.rmtree(d, ignore_errors=True)
             removed += 1
     return removed
