@@ -160,9 +160,13 @@ class Database:
     def _ensure(self, model, kind: str, key: str, values: dict) -> int:
         if (kind, key) not in self._ids:
             with self.session() as s:
-                s.execute(self._insert(model).values(key=key, **values).on_conflict_do_nothing(index_elements=["key"]))
-                self._ids[(kind, key)] = s.scalar(select(model.id).where(model.key == key))
+                self._ids[(kind, key)] = self.ensure_in(s, model, key, values)
         return self._ids[(kind, key)]
+
+    def ensure_in(self, s: Session, model, key: str, values: dict) -> int:
+        """Id of the device or task row with this key, inserted in session ``s`` if missing."""
+        s.execute(self._insert(model).values(key=key, **values).on_conflict_do_nothing(index_elements=["key"]))
+        return s.scalar(select(model.id).where(model.key == key))
 
     def device_id(self, device: Device) -> int:
         return self._ensure(DeviceRow, "device", device.key, {"name": device.name, "kind": device.kind, "properties": device.properties})

@@ -233,10 +233,10 @@ def import_file(db: Database, path: str | Path, batch: int = 5000) -> tuple[int,
                 task, device, camp, row = parser.line(text)
                 t, dv = tid.get(id(task)), did.get(id(device))  # parsed objects are shared by equal lines
                 if t is None:
-                    t = tid[id(task)] = _ensure(db, s, TaskRow, task.key,
+                    t = tid[id(task)] = db.ensure_in(s, TaskRow, task.key,
                                                 {"kind": task.kind, "name": task.name, "params": task.params})
                 if dv is None:
-                    dv = did[id(device)] = _ensure(db, s, DeviceRow, device.key, {
+                    dv = did[id(device)] = db.ensure_in(s, DeviceRow, device.key, {
                         "name": device.name, "kind": device.kind, "properties": device.properties})
                 c = None
                 if camp is not None:
@@ -257,11 +257,6 @@ def import_file(db: Database, path: str | Path, batch: int = 5000) -> tuple[int,
                              "nothing was imported") from None
     db._ids.clear()  # ids cached earlier may name rows that a rolled-back import created
     return read, added
-
-
-def _ensure(db: Database, s, model, key: str, values: dict) -> int:
-    s.execute(db._insert(model).values(key=key, **values).on_conflict_do_nothing(index_elements=["key"]))
-    return s.scalar(select(model.id).where(model.key == key))
 
 
 def _campaign_in(db: Database, s, c: dict, task_id: int, device_id: int) -> int:
