@@ -157,22 +157,26 @@ class Database:
         return (pg_insert if self.dialect == "postgresql" else sqlite_insert)(model)
 
     # -- devices, tasks -----------------------------------------------------------------
-    def _ensure(self, model, kind: str, key: str, values: dict) -> int:
-        if (kind, key) not in self._ids:
+    def _ensure(self, kind: str, obj: Device | Task) -> int:
+        if (kind, obj.key) not in self._ids:
             with self.session() as s:
-                self._ids[(kind, key)] = self.ensure_in(s, model, key, values)
-        return self._ids[(kind, key)]
+                self._ids[(kind, obj.key)] = self.row_id_in(s, obj)
+        return self._ids[(kind, obj.key)]
 
-    def ensure_in(self, s: Session, model, key: str, values: dict) -> int:
-        """Id of the device or task row with this key, inserted in session ``s`` if missing."""
-        s.execute(self._insert(model).values(key=key, **values).on_conflict_do_nothing(index_elements=["key"]))
-        return s.scalar(select(model.id).where(model.key == key))
+    def row_id_in(self, s: Session, obj: Device | Task) -> int:
+        """Id of the device's or task's row, inserted in session ``s`` if missing."""
+        if isinstance(obj, Device):
+            model, values = DeviceRow, {"name": obj.name, "kind": obj.kind, "properties": obj.properties}
+        else:
+            model, values = TaskRow, {"kind": obj.kind, "name": obj.name, "params": obj.params}
+        s.execute(self._insert(model).values(key=obj.key, **values).on_conflict_do_nothing(index_elements=["key"]))
+        return s.scalar(select(model.id).where(model.key == obj.key))
 
     def device_id(self, device: Device) -> int:
-        return self._ensure(DeviceRow, "device", device.key, {"name": device.name, "kind": device.kind, "properties": device.properties})
+        return self._ensure("device", device)
 
     def task_id(self, task: Task) -> int:
-        return self._ensure(TaskRow, "task", task.key, {"kind": task.kind, "name": task.name, "params": task.params})
+        return self._ensure("task", task)
 
     # -- campaigns ----------------------------------------------------------------------
     def open_campaign(self, name: str, task: Task, device: Device, algorithm: str, options: dict) -> tuple[CampaignRow, bool]:

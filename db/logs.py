@@ -233,11 +233,9 @@ def import_file(db: Database, path: str | Path, batch: int = 5000) -> tuple[int,
                 task, device, camp, row = parser.line(text)
                 t, dv = tid.get(id(task)), did.get(id(device))  # parsed objects are shared by equal lines
                 if t is None:
-                    t = tid[id(task)] = db.ensure_in(s, TaskRow, task.key,
-                                                {"kind": task.kind, "name": task.name, "params": task.params})
+                    t = tid[id(task)] = db.row_id_in(s, task)
                 if dv is None:
-                    dv = did[id(device)] = db.ensure_in(s, DeviceRow, device.key, {
-                        "name": device.name, "kind": device.kind, "properties": device.properties})
+                    dv = did[id(device)] = db.row_id_in(s, device)
                 c = None
                 if camp is not None:
                     if camp["name"] not in cid:
