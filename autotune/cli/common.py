@@ -127,16 +127,21 @@ def print_table(df, title: str = "", max_width: int = 60) -> None:
     Console().print(table)
 
 
+def _csv_ready(df):
+    """A copy of ``df`` whose dict and list cells are JSON text, as CSV holds them."""
+    out = df.copy()
+    for col in out.columns:
+        if out[col].map(lambda v: isinstance(v, (dict, list))).any():
+            out[col] = out[col].map(lambda v: json.dumps(v, sort_keys=True))
+    return out
+
+
 def write_frame(df, fmt: str, max_width: int = 300) -> None:
     """Write a DataFrame to stdout as table, csv or json (one object per row)."""
     if fmt == "table":
         print_table(df, max_width=max_width)
     elif fmt == "csv":
-        out = df.copy()
-        for col in out.columns:
-            if out[col].map(lambda v: isinstance(v, (dict, list))).any():
-                out[col] = out[col].map(lambda v: json.dumps(v, sort_keys=True))
-        typer.echo(out.to_csv(index=False), nl=False)
+        typer.echo(_csv_ready(df).to_csv(index=False), nl=False)
     elif fmt == "json":
         typer.echo(df.to_json(orient="records", date_format="iso"))
     else:
@@ -150,11 +155,7 @@ def write_pages(frames, fmt: str, max_width: int = 300) -> int:
         typer.echo("[", nl=False)
     for n, df in enumerate(frames):
         if fmt == "csv" and n > 0:
-            out = df.copy()
-            for col in out.columns:
-                if out[col].map(lambda v: isinstance(v, (dict, list))).any():
-                    out[col] = out[col].map(lambda v: json.dumps(v, sort_keys=True))
-            typer.echo(out.to_csv(index=False, header=False), nl=False)
+            typer.echo(_csv_ready(df).to_csv(index=False, header=False), nl=False)
         elif fmt == "json":
             if len(df):
                 typer.echo(("," if rows else "") + df.to_json(orient="records", date_format="iso")[1:-1], nl=False)
