@@ -8,6 +8,8 @@ a campaign killed at any point loses at most the batch in flight, and resuming i
 from __future__ import annotations
 
 import math
+import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,10 +19,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from autotune.algorithms.base import SearchAlgorithm
+from autotune.algorithms.registry import make_algorithm
 from autotune.db.database import Database, worker_id
 from autotune.errors import UsageError
-from autotune.algorithms.registry import make_algorithm
-from autotune.runners.base import Runner
+from autotune.runners.base import Runner, StreamingRunner
 from autotune.search_spaces.base import Space
 from autotune.types import Candidate, Device, Measurement, Task
 
@@ -125,80 +127,155 @@ class Campaign:
             self.algorithm.load_state_dict(state)
         self.db.set_campaign_status(cid, "running")
 
+        dispatch = self.runner if isinstance(self.runner, StreamingRunner) else _Batches(self.runner)
+        slots = self.runner.slots if isinstance(self.runner, StreamingRunner) else self.batch
         warmup = [c for c in self.warmup if c.key not in seen]
         size = self.space.size()
-        worker = worker_id()
-        status, stalled, waits, granted = "finished", 0, 0, None
+        worker = worker_id(run=True)
+        in_flight: dict[str, Candidate] = {}
+        reused: list[Measurement] = []  # told, to be linked to the campaign with the next stored batch
+        grant: int | None = None  # measurements granted by the last claim, not yet started
+        adopted: list[Candidate] = []  # a dead worker's reserved candidates, granted to this one
+        status, stopping, stalled, waits = "finished", None, 0, 0
         progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(), console=self.console, disable=not self.progress, transient=False,
         )
-        with progress:
-            bar = progress.add_task(self.name, total=self.trials, completed=measured, info="")
+        heartbeat = _Heartbeat(self.db, cid, worker)
+        try:
+            with progress:
+                bar = progress.add_task(self.name, total=self.trials, completed=measured, info="")
 
-            def show() -> None:
-                info = f"best {best.cost:.4g} s" if best else "best -"
-                progress.update(bar, completed=measured, info=f"{info}  errors {errors}  reused {evaluations - measured}")
+                def show() -> None:
+                    info = f"best {best.cost:.4g} s" if best else "best -"
+                    progress.update(bar, completed=measured,
+                                    info=f"{info}  errors {errors}  reused {evaluations - measured}")
 
-            show()
-            while True:
-                asked, warmup = warmup, []
-                if not asked:
-                    if self.trials is not None and measured >= self.trials:
-                        break
-                    if self.time_budget is not None and time.perf_counter() - start >= self.time_budget:
-                        status = "time-budget"
-                        break
-                    if self.simulated_budget is not None and simulated >= self.simulated_budget:
-                        status = "simulated-budget"
-                        break
-                    if size is not None and len(seen) >= size or stalled >= STALL_BATCHES:
-                        status = "exhausted"
-                        break
-                    n = self.batch
-                    if self.trials is not None:
-                        # the batch is claimed from the budget in the database before it is measured (with
-                        # the previous batch's commit), so several workers never measure more than the budget
-                        if granted is None:  # first batch, or after waiting: claim without storing anything
-                            _, measured, granted = self.db.record_batch(tid, did, cid, [], worker=worker,
-                                                                        claim_next=(self.batch, self.trials))
-                        n, granted = granted, None
-                        if n == 0:
-                            if measured >= self.trials:
-                                break
-                            # the rest is claimed by other workers: wait until they store it or give it back
-                            time.sleep(min(1.0, 0.05 * 2 ** min(waits, 5)))
-                            waits += 1
-                            continue
-                        waits = 0
-                    asked = list({c.key: c for c in self.algorithm.ask(n)}.values())
-                    if not asked:
-                        status = "exhausted"
-                        break
-                known = self.db.lookup(tid, did, [c.key for c in asked])
-                new = [c for c in asked if c.key not in known]
-                results = self.runner.measure(task, new) if new else []
-                predicted = self.algorithm.predicted  # the model's score, where one chose the candidate
-                for m in results:
-                    m.predicted = predicted.get(m.candidate.key, m.predicted)
-                reused = [known[c.key] for c in asked if c.key in known]
-                self.algorithm.tell(results + reused)
-                # the budget is the campaign's, shared by every worker running it
-                _, measured, granted = self.db.record_batch(
-                    tid, did, cid, results, reused, state=self.algorithm.state_dict(), worker=worker,
-                    claim_next=(self.batch, self.trials) if self.trials is not None else None)
-                stalled = 0 if results else stalled + 1
-                evaluations += len(asked)
-                errors += sum(1 for m in results if not m.ok)
-                simulated += sum(m.simulated_s for m in results)
-                seen.update(c.key for c in asked)
-                for m in results + reused:
-                    if m.ok and (best is None or m.cost < best.cost):
-                        best = m
                 show()
-        self.db.release_claim(cid, worker)
+                while True:
+                    free = slots - len(in_flight)
+                    if stopping is None and free > 0:
+                        if warmup:  # reference points, measured whatever the budgets
+                            pass
+                        elif self.trials is not None and measured >= self.trials:
+                            stopping = "finished"
+                        elif self.time_budget is not None and time.perf_counter() - start >= self.time_budget:
+                            stopping = "time-budget"
+                        elif self.simulated_budget is not None and simulated >= self.simulated_budget:
+                            stopping = "simulated-budget"
+                        elif size is not None and len(seen) >= size or stalled >= STALL_BATCHES:
+                            stopping = "exhausted"
+                    if stopping is None and free > 0:
+                        warmup_round = bool(warmup)
+                        if warmup:
+                            start_now, asked, warmup = [], warmup, []
+                        else:
+                            # measurements are claimed from the budget in the database before they start (with
+                            # the previous results' commit), so workers never measure more than the budget
+                            if grant is None:
+                                got = self.db.record_batch(tid, did, cid, [], worker=worker, in_flight=len(in_flight),
+                                                           claim_next=(free, self.trials))
+                                measured, grant, adopted = got.total, got.granted, got.adopted
+                            n, grant = min(grant, free), None
+                            if n == 0 and not in_flight:
+                                if self.trials is not None and measured >= self.trials:
+                                    continue  # finished: the next round stops
+                                # the rest is claimed by other workers: wait until they store it or die
+                                time.sleep(min(1.0, 0.05 * 2 ** min(waits, 5)))
+                                waits += 1
+                                continue
+                            waits = 0
+                            # candidates a dead worker reserved come first; the algorithm is asked for the
+                            # whole grant all the same, so that a resumed campaign asks what it would have asked
+                            # (a dead run's reservations are what its restored algorithm asks again)
+                            start_now = [c for c in adopted[:n] if c.key not in in_flight]
+                            adopted = []
+                            asked = [c for c in {c.key: c for c in self.algorithm.ask(n)}.values()
+                                     if c.key not in in_flight]
+                            if not asked and not start_now and not in_flight:
+                                stopping = "exhausted"
+                        taken = {c.key for c in start_now}
+                        known = self.db.lookup(tid, did, [c.key for c in asked])
+                        fresh = self.db.reserve(cid, worker, [c for c in asked if c.key not in known and c.key not in taken],
+                                                limit=None if warmup_round else n - len(start_now))
+                        now_reused = [known[c.key] for c in asked if c.key in known]
+                        if now_reused:
+                            self.algorithm.tell(now_reused)
+                            reused += now_reused
+                        seen.update(c.key for c in asked)
+                        start_now += fresh
+                        seen.update(c.key for c in start_now)
+                        in_flight.update((c.key, c) for c in start_now)
+                        if start_now:
+                            dispatch.submit(task, start_now)
+                    results = dispatch.collect() if in_flight else []
+                    predicted = self.algorithm.predicted  # the model's score, where one chose the candidate
+                    for m in results:
+                        in_flight.pop(m.candidate.key, None)
+                        m.predicted = predicted.get(m.candidate.key, m.predicted)
+                    if results:
+                        self.algorithm.tell(results)
+                    if results or reused:
+                        # the budget is the campaign's, shared by every worker running it
+                        want = slots - len(in_flight) if stopping is None else 0
+                        got = self.db.record_batch(tid, did, cid, results, reused, state=self.algorithm.state_dict(),
+                                                   worker=worker, claim_next=(want, self.trials), in_flight=len(in_flight))
+                        measured, grant, adopted = got.total, got.granted, got.adopted
+                        evaluations += len(results) + len(reused)
+                        errors += sum(1 for m in results if not m.ok)
+                        simulated += sum(m.simulated_s for m in results)
+                        for m in results + reused:
+                            if m.ok and (best is None or m.cost < best.cost):
+                                best = m
+                        reused = []
+                        show()
+                    stalled = 0 if results else stalled + 1
+                    if stopping is not None and not in_flight:
+                        status = stopping
+                        break
+        finally:
+            heartbeat.stop()
+            # what is still reserved (nothing, unless the run failed) is left for other workers to take over
+            self.db.release_claim(cid, worker)
         self.db.set_campaign_status(cid, status)
         return CampaignResult(
             campaign=self.name, task=task, device=device, status=status, trials=measured, evaluations=evaluations,
             errors=errors, best=best, simulated_s=simulated, wall_s=time.perf_counter() - start, resumed=resumed,
         )
+
+
+class _Batches:
+    """A plain runner seen as a streaming one: what is submitted is measured as one batch by collect."""
+
+    def __init__(self, runner: Runner):
+        self.runner, self.queue, self.task = runner, [], None
+
+    def submit(self, task: Task, candidates: list[Candidate]) -> None:
+        self.task = task
+        self.queue += candidates
+
+    def collect(self) -> list[Measurement]:
+        batch, self.queue = self.queue, []
+        return self.runner.measure(self.task, batch) if batch else []
+
+
+class _Heartbeat:
+    """A thread that tells the other workers of the campaign that this one is alive."""
+
+    def __init__(self, db: Database, campaign_id: int, worker: str):
+        self.db, self.campaign_id, self.worker = db, campaign_id, worker
+        self.stopped = threading.Event()
+        self.db.heartbeat(campaign_id, worker)
+        self.thread = threading.Thread(target=self._beat, name="autotune-heartbeat", daemon=True)
+        self.thread.start()
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(self.db.HEARTBEAT_S):
+            try:
+                self.db.heartbeat(self.campaign_id, self.worker)
+            except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the campaign goes on
+                print(f"autotune: heartbeat failed ({exc}); retrying", file=sys.stderr)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=5)

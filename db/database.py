@@ -11,11 +11,28 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sqlite3
+import time
+import uuid
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 import orjson
 from sqlalchemy import (
-    JSON, Column, DateTime, Float, Integer, MetaData, Table, Text, TypeDecorator, create_engine, event, func, select, update,
+    JSON,
+    Column,
+    DateTime,
+    Float,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    TypeDecorator,
+    create_engine,
+    event,
+    func,
+    select,
+    update,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -24,7 +41,17 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.db.models import (
-    AlgorithmStateRow, CampaignClaimRow, CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, RuleRow, TaskRow, TrialRow, utcnow,
+    AlgorithmStateRow,
+    CampaignClaimRow,
+    CampaignPendingRow,
+    CampaignRow,
+    CampaignTrialRow,
+    CostModelRow,
+    DeviceRow,
+    RuleRow,
+    TaskRow,
+    TrialRow,
+    utcnow,
 )
 from autotune.errors import DatabaseError, UsageError
 from autotune.runners.processes import process_alive
@@ -60,16 +87,28 @@ _WIRE_TRIALS = Table(
 )
 
 
-def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+def worker_id(run: bool = False) -> str:
+    """HOST:PID, this process; with ``run``, HOST:PID:TOKEN, one campaign run (several may share a process)."""
+    return f"{socket.gethostname()}:{os.getpid()}" + (f":{uuid.uuid4().hex[:8]}" if run else "")
 
 
-def _claim_is_stale(worker: str, heartbeat, now, ttl_s: float) -> bool:
-    """A claim's worker is gone: a process of this host that no longer exists, or silent past the TTL."""
-    host, _, pid = worker.rpartition(":")
+def _worker_is_dead(worker: str, heartbeat, now, grace_s: float) -> bool:
+    """A worker is gone: a process of this host that no longer exists, or no heartbeat for ``grace_s``."""
+    host, pid = (worker.split(":") + ["", ""])[:2]
     if host == socket.gethostname() and pid.isdigit() and not process_alive(int(pid)):
         return True
-    return (now - heartbeat).total_seconds() > ttl_s
+    return (now - heartbeat).total_seconds() > grace_s
+
+
+class Stored(NamedTuple):
+    """What Database.record_batch did: trials that were new, trials the campaign has now (every
+    worker's), measurements granted to the worker next, and candidates it took over from dead workers
+    (to measure first; they are part of the grant)."""
+
+    inserted: int
+    total: int
+    granted: int
+    adopted: list[Candidate]
 
 
 def row_to_measurement(row: TrialRow) -> Measurement:
@@ -90,6 +129,21 @@ def measurement_row(m: Measurement, task_id: int, device_id: int, campaign_id: i
     }
 
 
+def _wal(cur, wait_s: float = 60.0) -> None:
+    """Switch an SQLite file to WAL. The switch needs the file to itself and SQLite does not wait for
+    it on the busy timeout, so a connection opened while another creates the schema retries."""
+    deadline, pause = time.monotonic() + wait_s, 0.01
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(0.5, pause * 2)
+
+
 def _make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
@@ -107,8 +161,8 @@ def _make_engine(url: str) -> Engine:
             @event.listens_for(engine, "connect")
             def _pragmas(dbapi_conn, _record):  # noqa: ANN001
                 cur = dbapi_conn.cursor()
-                cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA busy_timeout=60000")
+                _wal(cur)
                 cur.execute("PRAGMA synchronous=NORMAL")  # durable against a killed process; fsync at checkpoints
                 cur.execute("PRAGMA foreign_keys=ON")
                 cur.close()
@@ -251,12 +305,14 @@ class Database:
     def record_batch(
         self, task_id: int, device_id: int, campaign_id: int | None, measured: list[Measurement],
         reused: list[Measurement] = (), state: dict | None = None, worker: str | None = None,
-        claim_next: tuple[int, int] | None = None,
-    ) -> tuple[int, int, int]:
+        claim_next: tuple[int, int | None] | None = None, in_flight: int = 0,
+    ) -> Stored:
         """Store one batch in one transaction: new trials, the campaign's links to every evaluation
-        in order, and the algorithm state; the worker's claim on the trial budget is closed, and with
-        ``claim_next=(n, budget)`` the next batch is claimed in the same transaction. Returns (trials
-        that were new, trials the campaign has now, counting every worker's, measurements granted)."""
+        in order, and the algorithm state. The stored candidates leave the worker's reservations, and
+        its claim on the trial budget is set to ``in_flight`` (its measurements still running) plus
+        what it is granted next: with ``claim_next=(n, budget)`` up to ``n`` more, never more than
+        ``budget`` (None: no trial budget) less the stored trials and the other live workers' claims.
+        The grant first takes over candidates that dead workers reserved and did not store."""
         worker = worker or worker_id()
         with self.session() as s:
             if campaign_id is not None and self.dialect == "postgresql":
@@ -265,12 +321,18 @@ class Database:
                 s.execute(select(CampaignRow.id).where(CampaignRow.id == campaign_id).with_for_update())
             inserted = self.insert_rows(s, [measurement_row(m, task_id, device_id, campaign_id, worker) for m in measured])
             if campaign_id is None:
-                return inserted, 0, 0
+                return Stored(inserted, 0, 0, [])
             order = [(m.candidate.key, False) for m in measured] + [(m.candidate.key, True) for m in reused]
             if order:
                 ids = self.trial_ids(s, task_id, device_id, [k for k, _ in order])
                 kept = [(ids[k], r) for k, r in order if k in ids]
                 self.link(s, campaign_id, [t for t, _ in kept], [r for _, r in kept])
+            if measured:
+                pending = CampaignPendingRow.__table__
+                keys = [m.candidate.key for m in measured]
+                for i in range(0, len(keys), CHUNK):
+                    s.execute(pending.delete().where(pending.c.campaign_id == campaign_id,
+                                                     pending.c.candidate_key.in_(keys[i:i + CHUNK])))
             now = utcnow()
             if state is not None:
                 states = AlgorithmStateRow.__table__
@@ -278,8 +340,9 @@ class Database:
                           .on_conflict_do_update(index_elements=["campaign_id"], set_={"state": state, "updated": now}))
             s.execute(update(CampaignRow.__table__).where(CampaignRow.__table__.c.id == campaign_id).values(updated=now))
             total = s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
-            granted, _ = self._claim_in(s, campaign_id, worker, *(claim_next or (0, 0)), total, now)
-        return inserted, total, granted
+            want, budget = claim_next or (0, 0)
+            granted, adopted = self._claim_in(s, campaign_id, worker, want, budget, total, in_flight, now)
+        return Stored(inserted, total, granted, adopted)
 
     def insert_rows(self, s: Session, rows: list[dict]) -> int:
         """Insert trial rows, skipping any (task, device, candidate) already stored; returns how many were new.
@@ -317,36 +380,95 @@ class Database:
         table = TrialRow.__table__
         return dict(self._rows_for_keys(s, [table.c.candidate_key, table.c.id], task_id, device_id, keys))
 
-    # -- trial-budget claims ----------------------------------------------------------------
-    CLAIM_TTL_S = 600.0  # a claim not refreshed for this long belongs to a worker presumed dead
+    # -- workers, claims and reservations --------------------------------------------------
+    HEARTBEAT_S = 10.0  # a running worker refreshes its heartbeat this often (Campaign starts the thread)
+    CLAIM_GRACE_S = 60.0  # a worker not heard of for this long is presumed dead
 
-    def _claim_in(self, s: Session, campaign_id: int, worker: str, n: int, budget: int, stored: int, now
-                  ) -> tuple[int, int]:
-        """Set ``worker``'s claim to what it may measure next, at most ``n`` of ``budget`` less the
-        ``stored`` trials and other live workers' claims, so workers never claim more than the budget
-        between them (the caller holds the campaign's row: record_batch). Claims of dead workers are
-        dropped. Returns (granted, claimed by other live workers)."""
-        claims = CampaignClaimRow.__table__
+    def _claim_in(self, s: Session, campaign_id: int, worker: str, want: int, budget: int | None, stored: int,
+                  in_flight: int, now) -> tuple[int, list[Candidate]]:
+        """Set ``worker``'s claim to ``in_flight`` plus what it may start next: at most ``want``, within
+        ``budget`` less the ``stored`` trials and other live workers' claims (the caller holds the
+        campaign's row: record_batch). Dead workers' claims are dropped, and the candidates they (or any
+        worker without a live claim) reserved are reassigned to ``worker`` as the first part of the
+        grant. Returns (granted, adopted candidates)."""
+        claims, pending = CampaignClaimRow.__table__, CampaignPendingRow.__table__
         rows = s.execute(select(claims.c.id, claims.c.worker, claims.c.n, claims.c.heartbeat)
                          .where(claims.c.campaign_id == campaign_id)).all()
-        stale = [r.id for r in rows if r.worker != worker and _claim_is_stale(r.worker, r.heartbeat, now,
-                                                                              self.CLAIM_TTL_S)]
-        if stale:
-            s.execute(claims.delete().where(claims.c.id.in_(stale)))
-        others = sum(r.n for r in rows if r.worker != worker and r.id not in stale)
-        granted = max(0, min(int(n), int(budget) - stored - others))
+        dead = [r for r in rows if r.worker != worker and _worker_is_dead(r.worker, r.heartbeat, now,
+                                                                            self.CLAIM_GRACE_S)]
+        dead_ids = {r.id for r in dead}
+        if dead_ids:
+            s.execute(claims.delete().where(claims.c.id.in_(dead_ids)))
+        live = {r.worker for r in rows if r.id not in dead_ids} | {worker}
+        others = sum(r.n for r in rows if r.worker != worker and r.id not in dead_ids)
+        room = int(want) if budget is None else int(budget) - stored - others - int(in_flight)
+        granted = max(0, min(int(want), room))
+        adopted: list[Candidate] = []
+        if granted:
+            orphans = s.execute(select(pending.c.id, pending.c.candidate_key, pending.c.candidate)
+                                .where(pending.c.campaign_id == campaign_id, pending.c.worker.not_in(live))
+                                .order_by(pending.c.id).limit(granted)).all()
+            if orphans:
+                s.execute(update(pending).where(pending.c.id.in_([r.id for r in orphans]))
+                          .values(worker=worker, claimed=now))
+                adopted = [Candidate(r.candidate, r.candidate_key) for r in orphans]
         mine = [r for r in rows if r.worker == worker]
-        if mine and (mine[0].n, granted) == (0, 0):
-            return granted, others  # nothing held, nothing asked: no write needed
-        s.execute(self._insert(claims).values(campaign_id=campaign_id, worker=worker, n=granted, heartbeat=now)
-                  .on_conflict_do_update(index_elements=["campaign_id", "worker"], set_={"n": granted, "heartbeat": now}))
-        return granted, others
+        n = int(in_flight) + granted
+        if not (mine and mine[0].n == n == 0):  # nothing held, nothing asked: no write needed
+            s.execute(self._insert(claims).values(campaign_id=campaign_id, worker=worker, n=n, heartbeat=now)
+                      .on_conflict_do_update(index_elements=["campaign_id", "worker"], set_={"n": n, "heartbeat": now}))
+        return granted, adopted
+
+    def reserve(self, campaign_id: int, worker: str, candidates: list[Candidate], limit: int | None = None
+                ) -> list[Candidate]:
+        """Reserve candidates for ``worker`` to measure, in order, until ``limit`` are reserved; returns
+        those it got (no other worker of the campaign has them reserved)."""
+        if not candidates or limit is not None and limit <= 0:
+            return []
+        pending, now = CampaignPendingRow.__table__, utcnow()
+        rows = [{"campaign_id": campaign_id, "candidate_key": c.key, "candidate": c.payload, "worker": worker,
+                 "claimed": now} for c in {c.key: c for c in candidates}.values()]
+        got: set[str] = set()
+        with self.session() as s:
+            for i in range(0, len(rows), CHUNK):
+                stmt = self._insert(pending).on_conflict_do_nothing(index_elements=["campaign_id", "candidate_key"])
+                for row in rows[i:i + CHUNK]:  # RETURNING with executemany is not portable: one row at a time
+                    got.update(k for (k,) in s.execute(stmt.values(**row).returning(pending.c.candidate_key)))
+                    if limit is not None and len(got) >= limit:
+                        break
+        return [c for c in candidates if c.key in got]
+
+    def heartbeat(self, campaign_id: int, worker: str) -> None:
+        """Tell the other workers that ``worker`` is alive (creates its claim row, holding nothing, if none)."""
+        claims, now = CampaignClaimRow.__table__, utcnow()
+        with self.session() as s:
+            s.execute(self._insert(claims).values(campaign_id=campaign_id, worker=worker, n=0, heartbeat=now)
+                      .on_conflict_do_update(index_elements=["campaign_id", "worker"], set_={"heartbeat": now}))
 
     def release_claim(self, campaign_id: int, worker: str) -> None:
-        """Give back whatever ``worker`` still holds of the campaign's budget (it stops early)."""
-        claims = CampaignClaimRow.__table__
+        """Give back whatever ``worker`` still holds of the campaign: its claim and its reservations."""
+        claims, pending = CampaignClaimRow.__table__, CampaignPendingRow.__table__
         with self.session() as s:
+            s.execute(pending.delete().where(pending.c.campaign_id == campaign_id, pending.c.worker == worker))
             s.execute(claims.delete().where(claims.c.campaign_id == campaign_id, claims.c.worker == worker))
+
+    def campaign_workers(self, campaign_id: int) -> list[dict]:
+        """The campaign's workers: name, claimed measurements, reserved candidates, last heartbeat, alive."""
+        claims, pending, now = CampaignClaimRow.__table__, CampaignPendingRow.__table__, utcnow()
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(claims.c.worker, claims.c.n, claims.c.heartbeat)
+                                .where(claims.c.campaign_id == campaign_id).order_by(claims.c.id)).all()
+            reserved = dict(conn.execute(select(pending.c.worker, func.count(pending.c.id))
+                                         .where(pending.c.campaign_id == campaign_id).group_by(pending.c.worker)).all())
+        return [{"worker": r.worker, "claimed": r.n, "reserved": reserved.get(r.worker, 0), "heartbeat": r.heartbeat,
+                 "alive": not _worker_is_dead(r.worker, r.heartbeat, now, self.CLAIM_GRACE_S)} for r in rows]
+
+    def pending_keys(self, campaign_id: int) -> dict[str, str]:
+        """Reserved candidates of the campaign not yet stored: candidate key -> worker."""
+        pending = CampaignPendingRow.__table__
+        with self.engine.connect() as conn:
+            return dict(conn.execute(select(pending.c.candidate_key, pending.c.worker)
+                                     .where(pending.c.campaign_id == campaign_id)).all())
 
     def add_trials(self, task: Task, device: Device, measured: list[Measurement], campaign_id: int | None = None,
                    worker: str | None = None) -> int:

@@ -124,12 +124,14 @@ class RuleRow(Base):
 
 
 class CampaignClaimRow(Base):
-    """Measurements a worker has claimed from its campaign's trial budget and not yet stored.
+    """A worker of a campaign: what it holds of the trial budget, and when it was last heard of.
 
-    A worker claims before it measures, so the campaign's stored trials plus every open claim never
-    exceed the budget; storing the batch closes the claim. ``heartbeat`` is refreshed at each claim:
-    a claim whose worker is gone (its process, on the same host, or silent for longer than
-    ``Database.CLAIM_TTL_S``) is dropped by the next worker that claims.
+    ``n`` counts the measurements the worker has claimed and not yet stored (those in flight and
+    those it may start next), so the campaign's stored trials plus every live worker's ``n`` never
+    exceed the budget. ``heartbeat`` is refreshed by a thread of the running worker
+    (``Database.HEARTBEAT_S``); a worker silent for longer than ``Database.CLAIM_GRACE_S``, or whose
+    process on this host is gone, is dead: its claim is dropped and the candidates it reserved
+    (CampaignPendingRow) are taken over by the next worker that claims.
     """
 
     __tablename__ = "campaign_claims"
@@ -140,3 +142,20 @@ class CampaignClaimRow(Base):
     n: Mapped[int] = mapped_column(Integer, default=0)
     heartbeat: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
+
+class CampaignPendingRow(Base):
+    """A candidate a worker has reserved for measurement and not yet stored.
+
+    One row per (campaign, candidate): a second worker asking for the same candidate is refused it,
+    so no candidate is measured twice. Storing the trial removes the row; a dead worker's rows are
+    reassigned to a live worker, which measures them.
+    """
+
+    __tablename__ = "campaign_pending"
+    __table_args__ = (UniqueConstraint("campaign_id", "candidate_key", name="uq_campaign_pending_key"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id"), index=True)
+    candidate_key: Mapped[str] = mapped_column(String(64))
+    candidate: Mapped[dict] = mapped_column(JSON)
+    worker: Mapped[str] = mapped_column(String(200))
+    claimed: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -1,15 +1,19 @@
 """Fakes for unit tests only, never used by campaigns users run: a small knob space, a graph-like
-rewrite space, a synthetic runner over either, and a kernel template with a planted crash."""
+rewrite space, a synthetic runner over either, a streaming runner measuring on threads, and a kernel
+template with a planted crash."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import queue
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from autotune.errors import UsageError
-from autotune.runners.base import Runner
+from autotune.runners.base import Runner, StreamingRunner
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.kernels.softmax import Softmax
 from autotune.search_spaces.knobs import KnobSpace
@@ -170,3 +174,48 @@ class FakeRunner(Runner):
                 t = self.cost(c)
                 out.append(Measurement(c, Status.OK, times=[t, t * 1.01, t * 0.99], simulated_s=1.0 + math.log1p(t)))
         return out
+
+
+class FakeStreamingRunner(StreamingRunner):
+    """Measures with ``inner`` on ``slots`` threads, each candidate after ``delay(candidate)`` seconds,
+    and hands results back as they complete; ``log`` records (event, key, time) for the tests."""
+
+    def __init__(self, inner: Runner, slots: int = 4, delay: Callable[[Candidate], float] = lambda c: 0.0):
+        self.inner, self.slots, self.delay, self.device = inner, slots, delay, inner.device
+        self.pool = ThreadPoolExecutor(max_workers=slots)
+        self.done: queue.Queue = queue.Queue()
+        self.running = 0
+        self.log: list[tuple[str, str, float]] = []
+
+    def _one(self, task: Task, c: Candidate) -> None:
+        time.sleep(self.delay(c))
+        self.done.put(self.inner.measure(task, [c])[0])
+
+    def submit(self, task: Task, candidates: list[Candidate]) -> None:
+        for c in candidates:
+            self.running += 1
+            self.log.append(("submit", c.key, time.perf_counter()))
+            self.pool.submit(self._one, task, c)
+
+    def collect(self, timeout_s: float | None = None) -> list[Measurement]:
+        if not self.running:
+            return []
+        try:
+            out = [self.done.get(timeout=timeout_s)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                out.append(self.done.get_nowait())
+            except queue.Empty:
+                break
+        self.running -= len(out)
+        self.log += [("done", m.candidate.key, time.perf_counter()) for m in out]
+        return out
+
+    @property
+    def in_flight(self) -> int:
+        return self.running
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)

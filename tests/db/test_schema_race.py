@@ -34,3 +34,30 @@ def test_workers_started_together_on_a_fresh_database_all_succeed(db_url):
             assert s.scalar(select(func.count()).select_from(DeviceRow)) == 1
     finally:
         db.close()
+
+
+def test_threads_opening_and_writing_a_fresh_sqlite_file_at_once_all_succeed(tmp_path):
+    """A connection opened while another holds the file for the schema waits to switch it to WAL."""
+    import threading
+
+    from autotune.types import Task
+
+    errors = []
+    for attempt in range(40):
+        url = f"sqlite:///{tmp_path / f'fresh{attempt}.db'}"
+
+        def work(i):
+            try:
+                db = open_database(url)
+                for k in range(10):
+                    db.task_id(Task("race", "t", {"thread": i, "k": k}))
+                db.close()
+            except Exception as exc:  # noqa: BLE001 - collected and reported below
+                errors.append(repr(exc))
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert errors == []

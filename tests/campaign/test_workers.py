@@ -1,0 +1,165 @@
+"""Workers sharing a campaign: candidates reserved before they are measured, claims within the
+budget, heartbeats, and a dead worker's reservations taken over by the others; streaming runners."""
+
+from datetime import timedelta
+
+import pytest
+
+from autotune.campaign import Campaign
+from autotune.db import open_database
+from autotune.db.models import utcnow
+from autotune.runners.replay import ReplayRunner
+from autotune.search_spaces.replay import ReplaySpace
+from autotune.testing.fakes import FakeStreamingRunner
+
+EXAMPLE = "example:pnpoly-rtx3090"
+
+
+@pytest.fixture(scope="module")
+def replay():
+    space = ReplaySpace(EXAMPLE)
+    return space, ReplayRunner(space.cache)
+
+
+def _open(db, space, runner, name="c"):
+    row, _ = db.open_campaign(name, space.task, runner.device, "random", {})
+    return row.id, db.task_id(space.task), db.device_id(runner.device)
+
+
+def _cands(space, n):
+    return list(space.enumerate())[:n]
+
+
+def test_a_reserved_candidate_is_refused_to_every_other_worker(db_url, replay):
+    space, runner = replay
+    db = open_database(db_url)
+    cid, _, _ = _open(db, space, runner)
+    a, b = _cands(space, 2)
+    assert db.reserve(cid, "host:1", [a]) == [a]
+    assert db.reserve(cid, "host:2", [a, b]) == [b]
+    assert db.reserve(cid, "host:2", [a, b]) == []  # its own reservation is not granted twice
+    assert db.pending_keys(cid) == {a.key: "host:1", b.key: "host:2"}
+    assert db.reserve(cid, "host:3", _cands(space, 10), limit=3) == _cands(space, 10)[2:5]
+
+
+def test_storing_a_trial_ends_its_reservation_and_the_claim_counts_what_is_in_flight(db_url, replay):
+    space, runner = replay
+    db = open_database(db_url)
+    cid, tid, did = _open(db, space, runner)
+    got = db.record_batch(tid, did, cid, [], worker="host:1", claim_next=(4, 10))
+    assert got.granted == 4 and got.adopted == []
+    cands = db.reserve(cid, "host:1", _cands(space, 4))
+    done = runner.measure(space.task, cands[:1])
+    got = db.record_batch(tid, did, cid, done, worker="host:1", claim_next=(1, 10), in_flight=3)
+    assert got.total == 1 and got.granted == 1
+    assert set(db.pending_keys(cid)) == {c.key for c in cands[1:]}
+    # another worker may claim only what is left of the budget: 10 - 1 stored - (3 + 1) claimed
+    assert db.record_batch(tid, did, cid, [], worker="host:2", claim_next=(8, 10)).granted == 5
+    assert {w["worker"]: w["claimed"] for w in db.campaign_workers(cid)} == {"host:1": 4, "host:2": 5}
+
+
+def test_a_silent_workers_claim_is_dropped_and_its_reservations_taken_over(db_url, replay, monkeypatch):
+    space, runner = replay
+    db = open_database(db_url)
+    cid, tid, did = _open(db, space, runner)
+    dead = "another-host:77"  # not on this host: only its heartbeat tells whether it lives
+    db.record_batch(tid, did, cid, [], worker=dead, claim_next=(3, 5))
+    cands = db.reserve(cid, dead, _cands(space, 3))
+    assert db.record_batch(tid, did, cid, [], worker="host:2", claim_next=(5, 5)).granted == 2
+    # still heard of: nothing is taken over
+    db.heartbeat(cid, dead)
+    assert db.record_batch(tid, did, cid, [], worker="host:2", claim_next=(5, 5)).adopted == []
+    monkeypatch.setattr(type(db), "CLAIM_GRACE_S", 0.0)
+    got = db.record_batch(tid, did, cid, [], worker="host:2", claim_next=(5, 5))
+    assert got.granted == 5 and [c.key for c in got.adopted] == [c.key for c in cands]
+    assert set(db.pending_keys(cid).values()) == {"host:2"}
+    assert [w["worker"] for w in db.campaign_workers(cid)] == ["host:2"]
+
+
+def test_a_dead_process_of_this_host_is_dead_at_once(db_url, replay):
+    import socket
+    import subprocess
+    import sys
+
+    space, runner = replay
+    db = open_database(db_url)
+    cid, tid, did = _open(db, space, runner)
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    gone = f"{socket.gethostname()}:{p.pid}"
+    db.record_batch(tid, did, cid, [], worker=gone, claim_next=(2, 4))
+    db.reserve(cid, gone, _cands(space, 2))
+    got = db.record_batch(tid, did, cid, [], worker="host:2", claim_next=(4, 4))
+    assert got.granted == 4 and len(got.adopted) == 2
+
+
+def test_a_campaign_measures_the_reservations_of_a_dead_worker(sqlite_url, replay):
+    space, runner = replay
+    db = open_database(sqlite_url)
+    cid, _, _ = _open(db, space, runner, "shared")
+    orphans = db.reserve(cid, "vanished:1", _cands(space, 5))  # no claim row, no heartbeat: not alive
+    result = Campaign("shared", space, "random", runner, db, trials=20, batch=4, seed=1).run()
+    assert result.trials == 20 and db.pending_keys(cid) == {}
+    hist = [m.candidate.key for m, _ in db.campaign_history(cid)]
+    assert hist[:4] == [c.key for c in orphans[:4]] and orphans[4].key in hist
+
+
+def test_heartbeat_refreshes_the_claim(sqlite_url, replay):
+    space, runner = replay
+    db = open_database(sqlite_url)
+    cid, _, _ = _open(db, space, runner)
+    db.heartbeat(cid, "host:1")
+    first = db.campaign_workers(cid)[0]
+    assert first["claimed"] == 0 and first["alive"]
+    with db.session() as s:
+        from sqlalchemy import update
+
+        from autotune.db.models import CampaignClaimRow
+        s.execute(update(CampaignClaimRow).values(heartbeat=utcnow() - timedelta(hours=1)))
+    assert not db.campaign_workers(cid)[0]["alive"]
+    db.heartbeat(cid, "host:1")
+    assert db.campaign_workers(cid)[0]["alive"]
+
+
+def test_a_streaming_runner_is_never_held_up_by_one_slow_candidate(sqlite_url, replay):
+    """Four slots: while the first candidate takes 1 s, the other slots keep measuring."""
+    space, runner = replay
+    slow = {"key": None}
+
+    def delay(c):
+        if slow["key"] is None:
+            slow["key"] = c.key
+        return 1.0 if c.key == slow["key"] else 0.01
+
+    streaming = FakeStreamingRunner(runner, slots=4, delay=delay)
+    db = open_database(sqlite_url)
+    result = Campaign("s", space, "random", streaming, db, trials=40, seed=3).run()
+    streaming.close()
+    assert result.trials == 40 and result.status == "finished"
+    done_at = {k: t for e, k, t in streaming.log if e == "done"}
+    submitted = [k for e, k, _ in streaming.log if e == "submit"]
+    assert len(submitted) == len(set(submitted)) == 40
+    finished_before_slow = [k for k, t in done_at.items() if t < done_at[slow["key"]]]
+    assert len(finished_before_slow) >= 20, "the other slots waited for the slow candidate"
+
+
+def test_a_streaming_runner_keeps_the_trial_budget_exact_with_two_workers(sqlite_url, replay):
+    import threading
+
+    space, _ = replay
+    results = []
+
+    def work(seed):
+        streaming = FakeStreamingRunner(ReplayRunner(space.cache), slots=3, delay=lambda c: 0.005)
+        results.append(Campaign("two", space, "random", streaming, open_database(sqlite_url), trials=60,
+                                seed=seed).run())
+        streaming.close()
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in (1, 1)]  # same seed: same proposals
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    db = open_database(sqlite_url)
+    keys = [m.candidate.key for m, reused in db.campaign_history(db.campaign("two").id) if not reused]
+    assert len(keys) == len(set(keys)) == 60
