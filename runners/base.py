@@ -26,3 +26,34 @@ class Runner(ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class StreamingRunner(Runner):
+    """A runner that measures several candidates at once and hands each result back as it completes.
+
+    The campaign keeps ``slots`` candidates in flight: it ``submit``s new ones whenever ``collect``
+    returned some, so one slow candidate does not hold up the others (no batch barrier).
+    """
+
+    slots: int = 1
+
+    @abstractmethod
+    def submit(self, task: Task, candidates: list[Candidate]) -> None:
+        """Start measuring these candidates (returns at once)."""
+
+    @abstractmethod
+    def collect(self, timeout_s: float | None = None) -> list[Measurement]:
+        """Measurements completed since the last call, in completion order; waits (up to ``timeout_s``)
+        until there is at least one, unless nothing is in flight."""
+
+    @property
+    @abstractmethod
+    def in_flight(self) -> int:
+        """Candidates submitted and not yet collected."""
+
+    def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
+        self.submit(task, candidates)
+        done: dict[str, Measurement] = {}
+        while self.in_flight:
+            done.update((m.candidate.key, m) for m in self.collect())
+        return [done[c.key] for c in candidates]
