@@ -11,6 +11,7 @@ import math
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -74,13 +75,20 @@ class Campaign:
     (reference points such as a parallelization's baselines). They are trials like the others,
     logged, counted in the trial budget and told to the algorithm, but measured whatever the
     budgets; a resumed campaign evaluates only those its history lacks.
+
+    ``recipe``: how to make this campaign again, ``{"kind": ..., "args": {...}}`` of a driver
+    (autotune.drivers.scale), stored with the campaign so that `autotune worker` can join it.
+
+    Several processes (on any hosts sharing the database) may run one campaign: each reserves the
+    candidates it measures, claims from the shared trial budget and sends heartbeats, so none is
+    measured twice, the budget is exact, and a dead worker's candidates are measured by the others.
     """
 
     def __init__(
         self, name: str, space: Space, algorithm: str | SearchAlgorithm, runner: Runner, db: Database, *,
         trials: int | None = None, time_budget: float | None = None, simulated_budget: float | None = None,
         batch: int = 8, seed: int = 0, progress: bool = False, console: Console | None = None,
-        warmup: Sequence[Candidate] = (),
+        warmup: Sequence[Candidate] = (), recipe: dict | None = None,
     ):
         if not name:
             raise UsageError("a campaign needs a name")
@@ -92,6 +100,7 @@ class Campaign:
         self.batch = _positive("the batch size", batch, int)
         self.seed = int(seed)
         self.warmup = list({c.key: c for c in warmup}.values())
+        self.recipe = recipe
         if self.trials is None and self.time_budget is None and self.simulated_budget is None and space.size() is None:
             raise UsageError("give a budget (trials, time or simulated time): this space is unbounded")
         self.algorithm.check_space(space)  # before the campaign is opened in the database
@@ -99,8 +108,11 @@ class Campaign:
         self.console = console or Console(stderr=True)
 
     def _options(self) -> dict:
-        return {"algorithm_options": self.algorithm.config, "seed": self.seed, "batch": self.batch,
-                "budget": {"trials": self.trials, "time_s": self.time_budget, "simulated_s": self.simulated_budget}}
+        options = {"algorithm_options": self.algorithm.config, "seed": self.seed, "batch": self.batch,
+                   "budget": {"trials": self.trials, "time_s": self.time_budget, "simulated_s": self.simulated_budget}}
+        if self.recipe is not None:
+            options["recipe"] = self.recipe
+        return options
 
     def run(self) -> CampaignResult:
         start = time.perf_counter()
@@ -125,13 +137,17 @@ class Campaign:
         state = self.db.load_state(cid)
         if state:
             self.algorithm.load_state_dict(state)
+        worker = worker_id(run=True)
+        if any(w["alive"] for w in self.db.campaign_workers(cid)) and self.algorithm.rng is not None:
+            # joining workers that run now: the shared state would make it propose what they propose
+            mix = np.random.default_rng([self.seed, zlib.crc32(worker.encode())])
+            self.algorithm.rng.bit_generator.state = mix.bit_generator.state
         self.db.set_campaign_status(cid, "running")
 
         dispatch = self.runner if isinstance(self.runner, StreamingRunner) else _Batches(self.runner)
         slots = self.runner.slots if isinstance(self.runner, StreamingRunner) else self.batch
         warmup = [c for c in self.warmup if c.key not in seen]
         size = self.space.size()
-        worker = worker_id(run=True)
         in_flight: dict[str, Candidate] = {}
         reused: list[Measurement] = []  # told, to be linked to the campaign with the next stored batch
         grant: int | None = None  # measurements granted by the last claim, not yet started

@@ -7,8 +7,22 @@ a Status. It raises only when it cannot run at all (no device, bad task).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from autotune.types import Candidate, Device, Measurement, Task
+
+
+@dataclass
+class Built:
+    """One candidate's build, made on any CPU and run where the device is (it travels by pickle):
+    the artifact's bytes (a shared object, a cubin), or why there is none."""
+
+    artifact: bytes | None
+    error: str = ""
+    build_s: float = 0.0
+    info: dict = field(default_factory=dict)
+    invalid: bool = False  # not a point of the space: nothing was built
 
 
 class Runner(ABC):
@@ -17,6 +31,15 @@ class Runner(ABC):
     @abstractmethod
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
         """One Measurement per candidate, in the same order."""
+
+    def build_stage(self) -> Callable[[Task, Candidate], Built] | None:
+        """A picklable function that builds one candidate on any machine, without the device (compiling
+        it), when the runner's work splits into a build and a run; None when it does not."""
+        return None
+
+    def run_built(self, task: Task, candidate: Candidate, built: Built) -> Measurement:
+        """Run a candidate built by ``build_stage()`` (only runners that have one)."""
+        raise NotImplementedError(f"{type(self).__name__} has no separate build stage")
 
     def close(self) -> None:
         """Release worker processes, contexts and files."""

@@ -13,16 +13,19 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
-from autotune.runners.base import Runner
+from autotune.runners.base import Built, Runner
 from autotune.runners.child import run_shared_object
 from autotune.runners.processes import physical_memory, private_workdir
 from autotune.runners.timing import Protocol
@@ -97,6 +100,46 @@ def _build(cc: list[str], flags: tuple[str, ...], source: str, workdir: Path, ti
     return str(so), "", spent
 
 
+def resolve_native(cc: list[str], flags: tuple[str, ...]) -> tuple[str, ...]:
+    """``flags`` with -march=native / -mtune=native replaced by what they mean on this CPU, so that
+    a build made on another machine targets this one."""
+    if not any(f in ("-march=native", "-mtune=native") for f in flags):
+        return tuple(flags)
+    try:
+        out = subprocess.run([*cc, "-march=native", "-Q", "--help=target"], capture_output=True, text=True,
+                             timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return tuple(flags)
+    found = dict(re.findall(r"^\s*-m(arch|tune)=\s+(\S+)", out, flags=re.M))
+    return tuple(f"-m{k}={found[k]}" if f == f"-m{k}=native" and found.get(k) else f
+                 for f in flags for k in [f[2:6]])
+
+
+@cache
+def _stage_dir() -> Path:
+    return private_workdir("autotune-cbuild-")
+
+
+@dataclass(frozen=True)
+class CBuildStage:
+    """Compile one candidate of a C template anywhere (CRunner.build_stage): the shared object's bytes."""
+
+    template: KernelTemplate
+    cc: tuple[str, ...]
+    flags: tuple[str, ...]
+    timeout_s: float
+
+    def __call__(self, task: Task, cand: Candidate) -> Built:
+        if not self.template.space().contains(cand):
+            return Built(None, "not a valid point of the kernel's knob space", invalid=True)
+        try:
+            source = self.template.source(dict(cand.payload))
+        except (UsageError, KeyError, ValueError) as exc:
+            return Built(None, f"invalid configuration: {exc}")
+        so, err, spent = _build(list(self.cc), self.flags, source, _stage_dir(), self.timeout_s)
+        return Built(Path(so).read_bytes() if so else None, err, spent)
+
+
 class CRunner(Runner):
     """Compile and time C candidates of one kernel template on this CPU."""
 
@@ -147,6 +190,21 @@ class CRunner(Runner):
                    for c, ok in zip(candidates, valid)]
         builds = [f.result() if f is not None else None for f in futures]  # build all, then time: quiet cores
         return [self._run(c, b) for c, b in zip(candidates, builds)]
+
+    def build_stage(self) -> CBuildStage:
+        return CBuildStage(self.template, tuple(self.cc), resolve_native(self.cc, self.flags), self.compile_timeout_s)
+
+    def run_built(self, task: Task, cand: Candidate, built: Built) -> Measurement:
+        if built.invalid:
+            return self._run(cand, None)
+        if built.artifact is None:
+            return self._run(cand, (None, built.error, built.build_s))
+        so = self.workdir / f"b_{hashlib.sha1(built.artifact).hexdigest()[:20]}.so"
+        if not so.exists():
+            tmp = so.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(built.artifact)
+            os.replace(tmp, so)
+        return self._run(cand, (str(so), "", built.build_s))
 
     def _meta(self) -> dict:
         return {"protocol": self.protocol.to_json(), "backend": "ctypes", "runner": "c",

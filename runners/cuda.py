@@ -20,9 +20,11 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
-from autotune.runners.base import Runner
+from autotune.runners.base import Built, Runner
 from autotune.runners.timing import Protocol
 from autotune.runners.processes import private_workdir
 from autotune.runners.workers import read_frame, write_frame
@@ -172,6 +174,26 @@ def probe_cuda_device(index: int = 0, backend: str = "auto") -> dict:
         w.kill()
 
 
+@cache
+def _stage_builder(arch: str, timeout_s: float) -> CudaBuilder:
+    return CudaBuilder(arch, 1, timeout_s)
+
+
+@dataclass(frozen=True)
+class CudaBuildStage:
+    """Compile one candidate of a CUDA template with nvcc, anywhere (no GPU needed): the cubin's bytes."""
+
+    template: KernelTemplate
+    arch: str
+    timeout_s: float
+
+    def __call__(self, task: Task, cand: Candidate) -> Built:
+        if not self.template.space().contains(cand):
+            return Built(None, "not a valid point of the kernel's knob space", invalid=True)
+        cubin, err, spent, res = _stage_builder(self.arch, self.timeout_s).build(self.template.source(cand.payload))
+        return Built(Path(cubin).read_bytes() if cubin else None, err, spent, res)
+
+
 class CudaRunner(Runner):
     def __init__(self, template: KernelTemplate, device_index: int = 0, backend: str = "auto",
                  protocol: Protocol | None = None, build_workers: int = 2, compile_timeout_s: float = 120.0,
@@ -198,6 +220,14 @@ class CudaRunner(Runner):
         builds = self.builder.build_many(sources)
         return [self._run(c, b) for c, b in zip(candidates, builds)]
 
+    def build_stage(self) -> CudaBuildStage:
+        return CudaBuildStage(self.template, self.builder.arch, self.builder.timeout_s)
+
+    def run_built(self, task: Task, cand: Candidate, built: Built) -> Measurement:
+        if built.invalid:
+            return self._run(cand, None)
+        return self._run(cand, (built.artifact, built.error, built.build_s, built.info))
+
     def _run(self, cand: Candidate, build) -> Measurement:
         meta = {"protocol": self.protocol.to_json(), "backend": self.worker.props.get("backend"), "runner": "cuda",
                 "arch": self.builder.arch}
@@ -213,7 +243,8 @@ class CudaRunner(Runner):
             self.worker.start()
         except UsageError as exc:
             return Measurement(cand, Status.RUNTIME_ERROR, error=str(exc), build_s=build_s, meta=meta)
-        reply = self.worker.request(("run", Path(cubin).read_bytes(), grid, block, shared, self.protocol),
+        image = cubin if isinstance(cubin, bytes) else Path(cubin).read_bytes()
+        reply = self.worker.request(("run", image, grid, block, shared, self.protocol),
                                     self.run_timeout_s)
         run_s = time.perf_counter() - t0
         meta["worker_restarts"] = self.worker.restarts

@@ -7,6 +7,7 @@ clock, so search can be studied (and time-to-solution reported) without a GPU.
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 from autotune.runners.base import Runner
@@ -44,10 +45,14 @@ def record_measurement(cache: KTCache, candidate: Candidate, rec: dict | None) -
 
 
 class ReplayRunner(Runner):
-    def __init__(self, cache: KTCache | str | Path):
+    """``delay_s``: wall seconds each measurement takes (load tests of the engine and of scale-out,
+    where the measurement, not the engine, must be the bottleneck); 0 answers at once."""
+
+    def __init__(self, cache: KTCache | str | Path, delay_s: float = 0.0):
         self.cache = cache if isinstance(cache, KTCache) else KTCache.load(cache)
         self.device = replay_device(self.cache)
         self.clock = 0.0  # simulated seconds charged so far
+        self.delay_s = float(delay_s)
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
         names = self.cache.param_names
@@ -56,6 +61,8 @@ class ReplayRunner(Runner):
             p = c.payload if isinstance(c.payload, dict) else {}
             rec = self.cache.records.get(tuple(p.get(n) for n in names))
             m = record_measurement(self.cache, c, rec)
+            if self.delay_s > 0:
+                time.sleep(self.delay_s)
             self.clock += m.simulated_s
             out.append(m)
         return out

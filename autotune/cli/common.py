@@ -31,6 +31,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object 
 CostModelOption = Annotated[str | None, typer.Option("--cost-model", help="Guide the algorithm with a cost model (xgb, the default): it searches the model's predictions and only the most promising candidates are measured; none turns it off")]
 TransferOption = Annotated[str | None, typer.Option("--transfer-from", help="Warm-start from other devices' measurements of this task in the database: DEVICE[,DEVICE...] or auto (the most similar)")]
 TransferTopOption = Annotated[int, typer.Option("--transfer-top", help="With --transfer-from: the sources' best configurations measured first")]
+RayOption = Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help="Measure on a Ray cluster (needs the ray extra): local (start one on this machine), auto (the cluster this machine belongs to) or HOST:PORT")]
+RayActorsOption = Annotated[int | None, typer.Option("--ray-actors", help="With --ray: measuring actors, one device each (default: one per GPU for CUDA, one per CPU core otherwise)")]
 ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")]
 
 OldBudgetOption = Annotated[int | None, typer.Option("--budget", hidden=True, help="Deprecated: --trials")]

@@ -70,6 +70,7 @@ def tune_graph(
     db: DbOption = DEFAULT_DB,
     budget: OldBudgetOption = None,
     time_limit: OldTimeLimitOption = None,
+    ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help="Run the campaign as a Ray task on this cluster (local, auto or HOST:PORT), on a GPU with --device cuda")] = None,
 ):
     """Rewrite an ONNX graph with verified substitutions, searched as a campaign by measured per-op cost.
 
@@ -80,9 +81,15 @@ def tune_graph(
 
     writable_output(output, "the output model")
     trials, time_budget = with_old_budget_names(trials, time_budget, budget, time_limit)
-    r = optimize_graph(model, output, device=device, algorithm=algorithm, alpha=alpha, trials=trials,
-                       time_budget=time_budget, seed=seed, batch=batch, campaign=campaign, db=db, rules_file=rules,
-                       max_measure=max_measure, rounds=rounds, progress=progress)
+    kwargs = dict(model=model, output=output, device=device, algorithm=algorithm, alpha=alpha, trials=trials,
+                  time_budget=time_budget, seed=seed, batch=batch, campaign=campaign, db=db, rules_file=rules,
+                  max_measure=max_measure, rounds=rounds)
+    if ray is not None:
+        from autotune.drivers.scale import run_on_ray
+
+        r = run_on_ray("graph", kwargs, ray)
+    else:
+        r = optimize_graph(**kwargs, progress=progress)
     if json_out:
         emit_json(r)
     else:

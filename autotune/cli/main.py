@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "autotune.cli.parallelize",
     "autotune.cli.graphs",
     "autotune.cli.transfer",
+    "autotune.cli.scale",
 ]
 
 for _name in COMMAND_MODULES:

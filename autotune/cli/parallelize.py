@@ -58,6 +58,7 @@ def tune_parallel(
     progress: ProgressOption = False,
     budget: OldBudgetOption = None,
     time_limit: OldTimeLimitOption = None,
+    ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help="Run the campaign as a Ray task on this cluster (local, auto or HOST:PORT)")] = None,
 ) -> None:
     """Find a fast parallelization strategy for training MODEL on CLUSTER; compare it with the baselines.
 
@@ -89,13 +90,22 @@ def tune_parallel(
         raise UsageError(f"--time-budget must be a positive number of seconds, got {time_budget}")
     from autotune.drivers.parallel import parallelize
 
-    database = open_db(db)
-    try:
-        r = parallelize(model, cluster, batch, algorithm, trials, seed, time_budget, db=database, campaign=campaign,
-                        progress=progress, microbatches=microbatches, measured_db=measured_db,
-                        measured_device=measured_device)
-    finally:
-        database.close()
+    if ray is not None:
+        from autotune.drivers.scale import run_on_ray
+
+        open_db(db).close()  # a bad URL fails here, not on the cluster
+        r = run_on_ray("parallel", dict(model=model, cluster=cluster, batch=batch, algorithm=algorithm, trials=trials,
+                                        seed=seed, time_budget=time_budget, db=db, campaign=campaign,
+                                        microbatches=microbatches, measured_db=measured_db,
+                                        measured_device=measured_device), ray)
+    else:
+        database = open_db(db)
+        try:
+            r = parallelize(model, cluster, batch, algorithm, trials, seed, time_budget, db=database, campaign=campaign,
+                            progress=progress, microbatches=microbatches, measured_db=measured_db,
+                            measured_device=measured_device)
+        finally:
+            database.close()
     out = r.to_json()
     if output:
         with open(output, "w") as f:

@@ -8,7 +8,7 @@ import typer
 
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
 from autotune.cli.common import (
-    DEFAULT_DB, CostModelOption, DbOption, TransferOption, TransferTopOption, handle_errors, report, writable_output,
+    DEFAULT_DB, CostModelOption, DbOption, RayActorsOption, RayOption, TransferOption, TransferTopOption, handle_errors, report, writable_output,
 )
 from autotune.search_spaces.kernels import KERNEL_SHAPE_HELP
 
@@ -36,6 +36,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         db: DbOption = DEFAULT_DB,
         json: Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of standard output")] = False,
         progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")] = True,
+        ray: RayOption = None,
+        ray_actors: RayActorsOption = None,
     ) -> None:
         """Tune a kernel template's schedule on real hardware; reports the best time, GFLOP/s and the speed-up over the default configuration."""
         if source:
@@ -46,7 +48,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         result, template, extra = tune_template(name, shape, target, algorithm, trials, time_budget, seed, batch,
                                               campaign, db, threads, device_index, backend, progress,
-                                              cost_model, transfer_from, transfer_top)
+                                              cost_model, transfer_from, transfer_top, ray, ray_actors)
         if source and result.best is not None:
             with open(source, "w") as f:
                 f.write(template.source(result.best.candidate.payload))

@@ -9,7 +9,7 @@ import typer
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
 from autotune.cli.common import (
     DEFAULT_DB, AlgorithmOption, BatchOption, CampaignOption, CostModelOption, DbOption, JsonOption, ProgressOption,
-    SeedOption, SimOption, TimeOption, TransferOption, TransferTopOption, TrialsOption, handle_errors, report,
+    RayActorsOption, RayOption, SeedOption, SimOption, TimeOption, TransferOption, TransferTopOption, TrialsOption, handle_errors, report,
 )
 
 CacheOption = Annotated[str, typer.Option("--cache", help="Kernel Tuner cache file (.json/.json.gz), or example:pnpoly-rtx3090 (bundled)")]
@@ -33,9 +33,12 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         progress: ProgressOption = True,
         transfer_from: TransferOption = None,
         transfer_top: TransferTopOption = 8,
+        ray: RayOption = None,
+        ray_actors: RayActorsOption = None,
+        measure_delay: Annotated[float, typer.Option("--measure-delay", help="Wall seconds each measurement takes (load tests: the measurement, not the engine, is then the bottleneck)")] = 0.0,
     ) -> None:
         """Tune a recorded space: measurements are answered from the cache and charged to a simulated clock."""
         from autotune.drivers.replay import tune_replay as run
 
         report(run(cache, algorithm, cost_model, trials, time_budget, simulated_budget, seed, batch, campaign, db,
-                   progress, transfer_from, transfer_top), json)
+                   progress, transfer_from, transfer_top, measure_delay, ray, ray_actors), json)

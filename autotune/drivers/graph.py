@@ -212,9 +212,16 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
         else:
             database = open_database(db or f"sqlite:///{os.path.join(tmp, 'search.db')}")
         try:
+            recipe = None
+            if isinstance(model, (str, os.PathLike)):  # a file any worker can read again
+                recipe = {"kind": "graph", "args": {
+                    "model": str(model), "device": device, "algorithm": algorithm, "alpha": alpha, "trials": trials,
+                    "time_budget": time_budget, "seed": seed, "batch": batch, "rules_file": rules_file,
+                    "max_measure": max_measure, "rounds": rounds, "threads": threads, "fusion": fusion,
+                    "tolerance": tolerance}}
             return _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign,
                              trials, time_budget, seed, batch, max_measure, rounds, fusion, tolerance, progress,
-                             t_start, [rule_record(r) for r in rules])
+                             t_start, [rule_record(r) for r in rules], recipe)
         finally:
             backend.op_runner.close()
             if database is not db:
@@ -222,7 +229,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
 
 
 def _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign, trials, time_budget,
-              seed, batch, max_measure, rounds, fusion, tolerance, progress, t_start, records) -> dict:
+              seed, batch, max_measure, rounds, fusion, tolerance, progress, t_start, records, recipe=None) -> dict:
     database.save_rules(records)
     op_device = backend.op_runner.device
     cache = DatabaseOpCostCache(database, op_device, backend.label)
@@ -245,7 +252,7 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
 
     op_costs.on_retrain = store_model
     result = Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget, batch=batch,
-                      seed=seed, progress=progress).run()
+                      seed=seed, progress=progress, recipe=recipe).run()
     best = result.best.candidate if result.best is not None else space.initial()
     best_graph = space.graph(best)
     # ops whose cost the result relies on but that were only estimated (beyond the cap) get measured

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 
 from autotune.algorithms.model_guided import make_search
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
@@ -40,6 +41,30 @@ def make_runner(name: str, shape, target: str, threads: int | None = None, devic
     raise UsageError(f"unknown target {target!r}; valid: cpu, cuda")
 
 
+def make_ray_runner(name: str, shape, target: str, threads: int | None, backend: str, seed: int, address: str,
+                    actors: int | None, protocol=None):
+    """(space, template, runner) for one kernel measured by Ray actors, each on one device of the cluster
+    (a GPU for cuda, ``threads`` or one core for cpu); the knob ranges are those of the cluster's devices."""
+    from autotune.runners.ray import RayRunner, probe_device
+    from autotune.search_spaces.kernels import kernel_problem
+
+    if target not in ("cpu", "cuda"):
+        raise UsageError(f"unknown target {target!r}; valid: cpu, cuda")
+    if target == "cuda" and threads is not None:
+        raise UsageError("--threads applies to --target cpu only")
+    props = probe_device(target, backend, address)
+    space, template = kernel_problem(name, shape, target, device_props=props, threads=threads)
+    if target == "cpu":
+        from autotune.runners.c import CRunner
+
+        factory = partial(CRunner, template, protocol=protocol, seed=seed)
+        return space, template, RayRunner(factory, actors, address=address, num_cpus=threads or 1)
+    from autotune.runners.cuda import CudaRunner
+
+    factory = partial(CudaRunner, template, 0, backend, protocol=protocol, seed=seed)
+    return space, template, RayRunner(factory, actors, address=address, num_gpus=1)
+
+
 def default_measurement(database, template, runner):
     """The untuned baseline: looked up in the database, else measured and stored (outside any campaign)."""
     cand = template.space().initial()
@@ -56,13 +81,23 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
                 time_budget: float | None = None, seed: int = 0, batch: int = 8, campaign: str | None = None,
                 db: str = "sqlite:///autotune.db", threads: int | None = None, device_index: int = 0, backend: str = "auto",
                 progress: bool = False, cost_model: str | None = DEFAULT_COST_MODEL, transfer_from: str | None = None,
-                transfer_top: int = 8):
-    """Run (or resume) a kernel tuning campaign; (CampaignResult, template, extra summary keys)."""
+                transfer_top: int = 8, ray: str | None = None, ray_actors: int | None = None):
+    """Run (or resume) a kernel tuning campaign; (CampaignResult, template, extra summary keys).
+
+    ``ray``: measure on ``ray_actors`` Ray actors (default: one per GPU, or per core, of the cluster)
+    of the cluster at this address (``local``, ``auto`` or HOST:PORT); builds run on its CPUs."""
     if name not in TEMPLATES:
         raise UsageError(f"unknown kernel {name!r}; valid: {', '.join(TEMPLATES)}")
     algo = make_search(algorithm, cost_model)
     shape = shape or DEFAULT_SHAPES[name]
-    space, template, runner = make_runner(name, shape, target, threads, device_index, backend, seed)
+    if ray is not None:
+        space, template, runner = make_ray_runner(name, shape, target, threads, backend, seed, ray, ray_actors)
+    else:
+        space, template, runner = make_runner(name, shape, target, threads, device_index, backend, seed)
+    recipe = {"kind": "kernel", "args": {
+        "name": name, "shape": shape, "target": target, "algorithm": algorithm, "cost_model": cost_model,
+        "trials": trials, "time_budget": time_budget, "seed": seed, "batch": batch, "threads": threads,
+        "device_index": device_index, "backend": backend}}
     label = "x".join(str(v) for v in template.shape.values())
     database = open_database(db)
     if transfer_from:
@@ -76,7 +111,7 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
     try:
         base = default_measurement(database, template, runner)
         result = Campaign(cname, space, algo, runner, database, trials=trials, time_budget=time_budget,
-                          batch=batch, seed=seed, progress=progress).run()
+                          batch=batch, seed=seed, progress=progress, recipe=recipe).run()
     finally:
         runner.close()
         database.close()

@@ -126,7 +126,12 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
         else:
             database = open_database(db) if isinstance(db, str) else db
         try:
-            result = _search(space, runner, database, algo, trials, seed, time_budget, name, progress, t0)
+            recipe = None
+            if isinstance(model, str) and isinstance(cluster, str) and measured_db is None:
+                recipe = {"kind": "parallel", "args": {
+                    "model": model, "cluster": cluster, "batch": batch, "algorithm": algorithm, "trials": trials,
+                    "seed": seed, "time_budget": time_budget, "options": options, "microbatches": microbatches}}
+            result = _search(space, runner, database, algo, trials, seed, time_budget, name, progress, t0, recipe)
         finally:
             if database is not db:
                 database.close()
@@ -135,12 +140,14 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
 
 
 def _search(space: StrategySpace, runner: SimulatorRunner, db, algo, trials: int | None, seed: int,
-            time_budget: float | None, name: str, progress: bool, t0: float) -> ParallelizeResult:
+            time_budget: float | None, name: str, progress: bool, t0: float, recipe: dict | None = None
+            ) -> ParallelizeResult:
     baselines = space.baselines()
     step = 1 if algo.name == "mcmc" else 8  # MCMC's chain moves after every result
     left = None if time_budget is None else max(time_budget - (time.perf_counter() - t0), 1e-3)
     Campaign(name, space, algo, runner, db, trials=None if trials is None else trials + len(baselines),
-             time_budget=left, batch=step, seed=seed, progress=progress, warmup=list(baselines.values())).run()
+             time_budget=left, batch=step, seed=seed, progress=progress, warmup=list(baselines.values()),
+             recipe=recipe).run()
     history = [m for m, _ in db.campaign_history(db.campaign(name).id)]
     by_key = {m.candidate.key: m for m in history}
     measured = {n: by_key[c.key] for n, c in baselines.items()}

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 
 from autotune.algorithms.model_guided import make_search
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
 from autotune.campaign import Campaign, CampaignResult
 from autotune.db import open_database
+from autotune.errors import UsageError
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace, cache_label
 
@@ -16,17 +18,31 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
                 trials: int | None = None, time_budget: float | None = None,
                 simulated_budget: float | None = None, seed: int = 0, batch: int = 8, campaign: str | None = None,
                 db: str = "sqlite:///autotune.db", progress: bool = False, transfer_from: str | None = None,
-                transfer_top: int = 8) -> CampaignResult:
+                transfer_top: int = 8, measure_delay: float = 0.0, ray: str | None = None,
+                ray_actors: int | None = None) -> CampaignResult:
     """Run (or resume) a campaign on ``cache`` (a .json/.json.gz file or ``example:pnpoly-rtx3090``).
 
     Without any budget the campaign makes 100 measurements. ``transfer_from`` warm-starts the
     search from other devices' trials of the same task in the database (names or ``auto``).
+    ``measure_delay``: wall seconds each measurement takes (load tests). ``ray``: measure on
+    ``ray_actors`` Ray actors (default: one per CPU of the cluster) of the cluster at this address
+    (``local``, ``auto`` or HOST:PORT).
     """
     algo = make_search(algorithm, cost_model)  # validates the names before anything is written
     if trials is None and time_budget is None and simulated_budget is None:
         trials = 100
+    if measure_delay < 0:
+        raise UsageError(f"the measurement delay must be >= 0 seconds, not {measure_delay}")
     space = ReplaySpace(cache)
-    runner = ReplayRunner(space.cache)
+    if ray is not None:
+        from autotune.runners.ray import RayRunner
+
+        runner = RayRunner(partial(ReplayRunner, space.cache, measure_delay), ray_actors, address=ray)
+    else:
+        runner = ReplayRunner(space.cache, measure_delay)
+    recipe = {"kind": "replay", "args": {
+        "cache": cache, "algorithm": algorithm, "cost_model": cost_model, "trials": trials, "time_budget": time_budget,
+        "simulated_budget": simulated_budget, "seed": seed, "batch": batch, "measure_delay": measure_delay}}
     database = open_database(db)
     try:
         if transfer_from:
@@ -39,6 +55,8 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
                                          or "no similar device measured this task; ordinary search"), file=sys.stderr)
         name = campaign or f"replay-{cache_label(cache)}-{algo.name}-seed{seed}"
         return Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget,
-                        simulated_budget=simulated_budget, batch=batch, seed=seed, progress=progress).run()
+                        simulated_budget=simulated_budget, batch=batch, seed=seed, progress=progress,
+                        recipe=recipe).run()
     finally:
+        runner.close()
         database.close()

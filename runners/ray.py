@@ -1,0 +1,190 @@
+"""RayRunner: a campaign's measurements dispatched over a Ray cluster (``pip install 'autotune[ray]'``).
+
+Each measuring actor holds one runner, made in the actor by ``make_runner`` (a picklable
+function), and measures one candidate at a time on the device it is pinned to (``num_gpus=1``
+for CUDA, a set of cores for C). A runner whose work splits into a build and a run
+(``Runner.build_stage``) has its builds sent to Ray's CPU workers as tasks, and the build's
+result goes straight to the actor, so compiles run beside the measurements instead of before them.
+
+Results come back as they complete (``collect``), so the campaign asks for more while others run.
+Ray handles faults: an actor that dies is restarted (``max_restarts``) and its unfinished calls
+are run again (``max_task_retries``); a candidate whose calls all fail is recorded as a
+RUNTIME_ERROR that says why, so no trial is lost silently.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from autotune.errors import MissingDependencyError, UsageError
+from autotune.runners.base import Built, Runner, StreamingRunner
+from autotune.types import Candidate, Measurement, Status, Task
+
+LOCAL_ADDRESSES = ("local", "", None)
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise MissingDependencyError("--ray needs the package 'ray'; pip install 'autotune[ray]'") from None
+    return ray
+
+
+def ray_init(address: str | None = "local") -> None:
+    """Connect this process to Ray once: ``local`` starts a cluster on this machine, ``auto`` joins
+    the one this machine belongs to, anything else is a cluster address (ray://HOST:10001, HOST:6379)."""
+    ray = _ray()
+    if ray.is_initialized():
+        return
+    kwargs = {"include_dashboard": False, "log_to_driver": False}
+    if address in LOCAL_ADDRESSES:
+        ray.init(**kwargs)
+    else:
+        try:
+            ray.init(address=address, **kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise UsageError(f"cannot reach the Ray cluster at {address!r}: {exc}") from None
+
+
+def cluster_resources() -> dict:
+    return dict(_ray().cluster_resources())
+
+
+class _Actor:
+    """Made remote in RayRunner: one runner, measuring one candidate at a time."""
+
+    def __init__(self, make_runner: Callable[[], Runner]):
+        self.runner = make_runner()
+
+    def ready(self) -> tuple:
+        return self.runner.device, self.runner.build_stage(), os.getpid()
+
+    def measure(self, task: Task, candidate: Candidate) -> Measurement:
+        return self.runner.measure(task, [candidate])[0]
+
+    def run_built(self, task: Task, candidate: Candidate, built: Built) -> Measurement:
+        return self.runner.run_built(task, candidate, built)
+
+
+def _build(stage, task: Task, candidate: Candidate) -> Built:
+    return stage(task, candidate)
+
+
+class RayRunner(StreamingRunner):
+    """Measure with ``actors`` copies of the runner ``make_runner()`` makes, on a Ray cluster.
+
+    ``num_gpus``/``num_cpus``: what each actor holds (its device). ``depth``: candidates queued per
+    actor (with a build stage, 2 keeps an actor busy while the next candidate compiles).
+    """
+
+    def __init__(self, make_runner: Callable[[], Runner], actors: int | None = None, *, address: str | None = "local",
+                 num_gpus: float = 0, num_cpus: float = 0, build_cpus: float = 1, depth: int | None = None,
+                 max_restarts: int = 3, max_task_retries: int = 3, start_timeout_s: float = 600.0):
+        ray = _ray()
+        ray_init(address)
+        if actors is None:
+            res = cluster_resources()
+            actors = int(res.get("GPU", 0)) if num_gpus else int(res.get("CPU", 1) // max(num_cpus, 1))
+            if actors < 1:
+                raise UsageError(f"the Ray cluster has no {'GPU' if num_gpus else 'CPU'} for a measuring actor "
+                                 f"(resources: {res})")
+        if int(actors) < 1:
+            raise UsageError(f"a Ray runner needs at least one actor, not {actors}")
+        remote = ray.remote(num_gpus=num_gpus, num_cpus=num_cpus, max_restarts=max_restarts,
+                            max_task_retries=max_task_retries)(_Actor)
+        self.actors = [remote.remote(make_runner) for _ in range(int(actors))]
+        t0 = time.perf_counter()
+        ready, pending = ray.wait([a.ready.remote() for a in self.actors], num_returns=len(self.actors),
+                                  timeout=start_timeout_s)
+        if pending:
+            self.close()
+            raise UsageError(f"{len(pending)} of {len(self.actors)} Ray actors did not start within "
+                             f"{start_timeout_s:g} s: the cluster lacks the resources they ask for "
+                             f"(num_gpus={num_gpus}, num_cpus={num_cpus}; cluster: {cluster_resources()})")
+        try:
+            infos = ray.get(ready)
+        except ray.exceptions.RayError as exc:
+            self.close()
+            raise UsageError(f"a Ray actor could not make its runner: {exc}") from None
+        self.start_s = time.perf_counter() - t0
+        devices = {d.name for d, _, _ in infos}
+        if len(devices) > 1:
+            self.close()
+            raise UsageError(f"one campaign measures one kind of device; the actors run on {sorted(devices)}: "
+                             "run one campaign per device (autotune tune many)")
+        self.device, self.stage = infos[0][0], infos[0][1]
+        self.pids = [pid for _, _, pid in infos]
+        self._build = ray.remote(num_cpus=build_cpus, max_retries=3)(_build) if self.stage is not None else None
+        self.slots = len(self.actors) * int(depth or (2 if self.stage is not None else 1))
+        self._refs: dict = {}  # ObjectRef -> (candidate, actor index)
+        self._load = [0] * len(self.actors)
+
+    def submit(self, task: Task, candidates: list[Candidate]) -> None:
+        for c in candidates:
+            i = min(range(len(self.actors)), key=self._load.__getitem__)
+            actor = self.actors[i]
+            if self._build is not None:
+                ref = actor.run_built.remote(task, c, self._build.remote(self.stage, task, c))
+            else:
+                ref = actor.measure.remote(task, c)
+            self._refs[ref] = (c, i)
+            self._load[i] += 1
+
+    def collect(self, timeout_s: float | None = None) -> list[Measurement]:
+        ray = _ray()
+        if not self._refs:
+            return []
+        refs = list(self._refs)
+        done, _ = ray.wait(refs, num_returns=1, timeout=timeout_s)
+        if not done:
+            return []
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)  # everything else finished by now too
+        out = []
+        for ref in done:
+            cand, i = self._refs.pop(ref)
+            self._load[i] -= 1
+            try:
+                out.append(ray.get(ref))
+            except ray.exceptions.RayError as exc:
+                why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                out.append(Measurement(cand, Status.RUNTIME_ERROR, error=f"Ray gave up on the candidate: {why}",
+                                       meta={"runner": "ray"}))
+        return out
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._refs)
+
+    def close(self) -> None:
+        ray = _ray()
+        for a in self.actors:
+            ray.kill(a, no_restart=True)
+        self.actors, self._refs = [], {}
+
+
+def _probe(target: str, backend: str) -> dict:
+    if target == "cuda":
+        from autotune.runners.cuda import probe_cuda_device
+
+        return probe_cuda_device(0, backend)
+    from autotune.search_spaces.kernels.base import cpu_props
+
+    return cpu_props()
+
+
+def probe_device(target: str, backend: str = "auto", address: str | None = "local") -> dict:
+    """The properties of a device the cluster's actors will run on (a GPU for ``cuda``, a CPU else),
+    read by a Ray task there: a kernel's knob ranges are those of the device that measures it."""
+    ray = _ray()
+    ray_init(address)
+    task = ray.remote(num_gpus=1 if target == "cuda" else 0, num_cpus=0)(_probe)
+    try:
+        return ray.get(task.remote(target, backend), timeout=600)
+    except ray.exceptions.GetTimeoutError:
+        raise UsageError(f"no {'GPU' if target == 'cuda' else 'CPU'} of the Ray cluster took the device probe "
+                         f"within 600 s (cluster: {cluster_resources()})") from None
+    except ray.exceptions.RayError as exc:
+        raise UsageError(f"the device probe failed on the Ray cluster: {exc}") from None
