@@ -44,6 +44,7 @@ class CampaignResult:
     simulated_s: float
     wall_s: float
     resumed: bool = False
+    measured_here: int = 0  # measurements this run made itself (the others' are in ``trials``)
 
     @property
     def best_cost(self) -> float | None:
@@ -54,7 +55,8 @@ class CampaignResult:
         return {
             "campaign": self.campaign, "task": self.task.key, "device": self.device.name, "trials": self.trials,
             "best_cost": self.best_cost, "best_config": self.best.candidate.payload if self.best else None,
-            "simulated_s": round(self.simulated_s, 6), "wall_s": round(self.wall_s, 6),
+            "simulated_s": round(self.simulated_s, 6), "wall_s": round(self.wall_s, 6), "status": self.status,
+            "measured_here": self.measured_here,
         }
 
 
@@ -152,7 +154,7 @@ class Campaign:
         reused: list[Measurement] = []  # told, to be linked to the campaign with the next stored batch
         grant: int | None = None  # measurements granted by the last claim, not yet started
         adopted: list[Candidate] = []  # a dead worker's reserved candidates, granted to this one
-        status, stopping, stalled, waits = "finished", None, 0, 0
+        status, stopping, stalled, waits, measured_here = "finished", None, 0, 0, 0
         progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(), console=self.console, disable=not self.progress, transient=False,
@@ -238,6 +240,7 @@ class Campaign:
                                                    worker=worker, claim_next=(want, self.trials), in_flight=len(in_flight))
                         measured, grant, adopted = got.total, got.granted, got.adopted
                         evaluations += len(results) + len(reused)
+                        measured_here += len(results)
                         errors += sum(1 for m in results if not m.ok)
                         simulated += sum(m.simulated_s for m in results)
                         for m in results + reused:
@@ -257,6 +260,7 @@ class Campaign:
         return CampaignResult(
             campaign=self.name, task=task, device=device, status=status, trials=measured, evaluations=evaluations,
             errors=errors, best=best, simulated_s=simulated, wall_s=time.perf_counter() - start, resumed=resumed,
+            measured_here=measured_here,
         )
 
 

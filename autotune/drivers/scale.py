@@ -49,10 +49,10 @@ def check_args(kind: str, args: dict, where: str = "") -> None:
 def summarize(kind: str, result) -> dict:
     """One JSON-ready line per campaign, whatever the driver returned."""
     if kind == "replay":
-        return {"status": result.status, **result.summary()}
+        return result.summary()
     if kind == "kernel":
         res, _, extra = result
-        return {"status": res.status, **res.summary(), **extra}
+        return {**res.summary(), **extra}
     if kind == "parallel":
         out = result.to_json()
         return {"campaign": out["campaign"], "status": "finished", "trials": out["simulations"],

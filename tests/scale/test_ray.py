@@ -1,0 +1,150 @@
+"""Measurements and campaigns dispatched over a local Ray cluster (skipped where ray is not installed)."""
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'autotune[ray]'): Ray tests skipped")
+
+from autotune.campaign import Campaign  # noqa: E402
+from autotune.db import open_database  # noqa: E402
+from autotune.errors import UsageError  # noqa: E402
+from autotune.runners.ray import RayRunner  # noqa: E402
+from autotune.runners.replay import ReplayRunner  # noqa: E402
+from autotune.search_spaces.replay import ReplaySpace  # noqa: E402
+from autotune.types import Status  # noqa: E402
+
+EXAMPLE = "example:pnpoly-rtx3090"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def space():
+    return ReplaySpace(EXAMPLE)
+
+
+def _keys(db, name):
+    return [m.candidate.key for m, reused in db.campaign_history(db.campaign(name).id) if not reused]
+
+
+def test_a_campaign_on_ray_actors_stores_exactly_its_budget(cluster, space, sqlite_url):
+    runner = RayRunner(functools.partial(ReplayRunner, space.cache, 0.02), actors=3)
+    try:
+        assert runner.slots == 3 and runner.device.name == space.cache.device_name
+        result = Campaign("ray", space, "random", runner, open_database(sqlite_url), trials=45, seed=1).run()
+    finally:
+        runner.close()
+    keys = _keys(open_database(sqlite_url), "ray")
+    assert result.trials == 45 and len(keys) == len(set(keys)) == 45
+    # the same answers as measuring here
+    here = ReplayRunner(space.cache).measure(space.task, [result.best.candidate])[0]
+    assert here.cost == pytest.approx(result.best.cost)
+
+
+def test_killing_an_actor_mid_campaign_loses_no_trial(cluster, space, sqlite_url):
+    """The actor's process is killed while it measures: Ray restarts it and runs its candidate again."""
+    runner = RayRunner(functools.partial(ReplayRunner, space.cache, 0.1), actors=3)
+    victim = runner.pids[0]
+
+    def kill_soon():
+        time.sleep(1.0)
+        os.kill(victim, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_soon)
+    killer.start()
+    try:
+        result = Campaign("kill", space, "random", runner, open_database(sqlite_url), trials=60, seed=2).run()
+        restarted = ray.get([a.ready.remote() for a in runner.actors])
+    finally:
+        killer.join()
+        runner.close()
+    assert victim not in [pid for _, _, pid in restarted], "the killed actor was not restarted"
+    db = open_database(sqlite_url)
+    history = [m for m, _ in db.campaign_history(db.campaign("kill").id)]
+    assert result.trials == 60 and len({m.candidate.key for m in history}) == 60
+    # every trial is the recorded answer (the cache's own failures included), none a lost measurement
+    direct = ReplayRunner(space.cache).measure(space.task, [m.candidate for m in history])
+    assert [(m.status, m.error) for m in history] == [(d.status, d.error) for d in direct]
+
+
+def test_a_candidate_ray_gives_up_on_is_a_failed_trial_that_says_why(cluster, space, sqlite_url):
+    runner = RayRunner(functools.partial(ReplayRunner, space.cache, 0.5), actors=1, max_restarts=0,
+                       max_task_retries=0)
+    cand = next(iter(space.enumerate()))
+    runner.submit(space.task, [cand])
+    time.sleep(0.2)
+    os.kill(runner.pids[0], signal.SIGKILL)
+    out = []
+    while runner.in_flight:
+        out += runner.collect(timeout_s=30)
+    assert len(out) == 1 and out[0].status is Status.RUNTIME_ERROR and "Ray gave up" in out[0].error
+
+
+def test_builds_run_as_cpu_tasks_and_the_actor_runs_what_they_built(cluster, sqlite_url):
+    from autotune.runners.c import CRunner
+    from autotune.search_spaces.kernels import kernel_problem
+
+    kspace, template = kernel_problem("softmax", "64,64", "cpu", threads=1)
+    runner = RayRunner(functools.partial(CRunner, template), actors=1, num_cpus=1, build_cpus=0.5)
+    try:
+        assert runner.stage is not None and runner.slots == 2  # a build queued behind each run
+        rng = np.random.default_rng(0)
+        cands = list({c.key: c for c in [kspace.initial()] + [kspace.sample(rng) for _ in range(3)]}.values())
+        ms = runner.measure(template.task, cands)
+    finally:
+        runner.close()
+    assert [m.candidate.key for m in ms] == [c.key for c in cands]
+    assert all(m.ok for m in ms), [m.error for m in ms]
+    assert all(m.build_s >= 0 and m.meta["runner"] == "c" for m in ms)
+
+
+def test_actors_that_cannot_start_are_a_usage_error(cluster, space):
+    with pytest.raises(UsageError, match="at least one actor"):
+        RayRunner(functools.partial(ReplayRunner, space.cache), actors=0)
+    with pytest.raises(UsageError, match="did not start"):
+        RayRunner(functools.partial(ReplayRunner, space.cache), actors=1, num_gpus=64, start_timeout_s=3)
+
+
+def test_tune_many_runs_each_campaign_as_a_ray_task_and_reports_failures(cluster, tmp_path, sqlite_url):
+    from autotune.drivers.scale import load_many, tune_many
+
+    spec = tmp_path / "many.yaml"
+    spec.write_text(f"""
+defaults: {{trials: 12}}
+campaigns:
+  - {{kind: replay, cache: "{EXAMPLE}", campaign: a, seed: 1}}
+  - {{kind: replay, cache: "{EXAMPLE}", campaign: b, seed: 2}}
+  - {{kind: parallel, model: mlp-unity, cluster: dgx-a100-x1, campaign: p, trials: 5}}
+  - {{kind: replay, cache: missing.json, campaign: bad}}
+""")
+    results = {r["campaign"]: r for r in tune_many(load_many(spec), sqlite_url, ray="local")}
+    assert results["a"]["trials"] == results["b"]["trials"] == 12
+    assert results["p"]["status"] == "finished" and results["p"]["best_cost"] > 0
+    assert results["bad"]["status"] == "failed" and "missing.json" in results["bad"]["error"]
+    db = open_database(sqlite_url)
+    assert len(_keys(db, "a")) == 12 and len(_keys(db, "b")) == 12
+
+
+def test_tune_replay_with_ray_on_the_command_line(tmp_path):
+    """A fresh process with --ray local starts its own cluster, measures there and logs as usual."""
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    r = subprocess.run([sys.executable, "-c", "from autotune.cli.main import main; main()", "tune", "replay", "--cache", EXAMPLE, "-n", "20",
+                        "--ray", "local", "--ray-actors", "2", "--db", url, "--campaign", "cli", "--json",
+                        "--no-progress"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert '"trials": 20' in r.stdout.splitlines()[-1]
+    assert len(_keys(open_database(url), "cli")) == 20

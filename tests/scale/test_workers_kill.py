@@ -1,0 +1,71 @@
+"""Three `autotune` processes share one campaign through the database; one is killed mid-campaign."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from autotune.db import open_database
+from autotune.db.models import TrialRow
+from autotune.errors import UsageError
+from sqlalchemy import select
+
+EXAMPLE = "example:pnpoly-rtx3090"
+CLI = [sys.executable, "-c", "from autotune.cli.main import main; main()"]
+
+
+def _wait(what, predicate, timeout_s=120):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _campaign_id(db):
+    try:
+        return db.campaign("shared").id
+    except UsageError:
+        return None
+
+
+def test_killing_one_of_three_workers_the_others_finish_the_budget_and_its_candidates(db_url, tmp_path):
+    trials = 150
+    first = subprocess.Popen([*CLI, "tune", "replay", "--cache", EXAMPLE, "-a", "random", "-n", str(trials),
+                              "--batch", "4", "--measure-delay", "0.1", "--campaign", "shared", "--db", db_url,
+                              "--no-progress"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    db = open_database(db_url)
+    cid = _wait("the campaign", lambda: _campaign_id(db))
+    workers = [subprocess.Popen([*CLI, "worker", "--campaign", "shared", "--db", db_url, "--no-progress"],
+                                cwd=tmp_path, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    victim = workers[1]
+
+    def victim_name():
+        return next((w for w in db.pending_keys(cid).values() if w.split(":")[1] == str(victim.pid)), None)
+
+    def victim_busy():  # it has stored trials and holds reserved candidates
+        name = victim_name()
+        if name is None:
+            return None
+        with db.session() as s:
+            stored = s.scalars(select(TrialRow.id).where(TrialRow.worker == name)).all()
+        return name if len(stored) >= 4 else None
+
+    name = _wait("the third worker to be measuring", victim_busy)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    held = {k for k, w in db.pending_keys(cid).items() if w == name}
+    assert held, "the killed worker held no candidate"
+    for p in (first, workers[0]):
+        assert p.wait(timeout=180) == 0, p.stderr.read()[-2000:]
+    with db.session() as s:
+        rows = s.execute(select(TrialRow.candidate_key, TrialRow.worker).where(TrialRow.campaign_id == cid)).all()
+    keys = [k for k, _ in rows]
+    assert len(keys) == len(set(keys)) == trials  # exactly the budget, nothing measured twice
+    by = dict(rows)
+    assert held <= set(by) and all(by[k] != name for k in held)  # its candidates were measured by the others
+    assert db.pending_keys(cid) == {}
+    assert len({w for _, w in rows}) == 3
