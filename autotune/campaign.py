@@ -86,6 +86,8 @@ class Campaign:
     measured twice, the budget is exact, and a dead worker's candidates are measured by the others.
     """
 
+    SYNC_S = 1.0  # how often a worker reads the results other workers stored
+
     def __init__(
         self, name: str, space: Space, algorithm: str | SearchAlgorithm, runner: Runner, db: Database, *,
         trials: int | None = None, time_budget: float | None = None, simulated_budget: float | None = None,
@@ -148,6 +150,7 @@ class Campaign:
 
         dispatch = self.runner if isinstance(self.runner, StreamingRunner) else _Batches(self.runner)
         slots = self.runner.slots if isinstance(self.runner, StreamingRunner) else self.batch
+        self.algorithm.set_parallel(slots if dispatch is self.runner else 1)
         warmup = [c for c in self.warmup if c.key not in seen]
         size = self.space.size()
         in_flight: dict[str, Candidate] = {}
@@ -155,6 +158,8 @@ class Campaign:
         grant: int | None = None  # measurements granted by the last claim, not yet started
         adopted: list[Candidate] = []  # a dead worker's reserved candidates, granted to this one
         status, stopping, stalled, waits, measured_here = "finished", None, 0, 0, 0
+        _, told_upto = self.db.others_since(cid, None, worker)  # what other workers store is told from here on
+        next_sync = 0.0
         progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(), console=self.console, disable=not self.progress, transient=False,
@@ -248,6 +253,17 @@ class Campaign:
                                 best = m
                         reused = []
                         show()
+                    if time.perf_counter() >= next_sync:
+                        # other workers' results reach this one's algorithm (and its cost model) too
+                        news, told_upto = self.db.others_since(cid, told_upto, worker)
+                        news = [m for m in news if m.candidate.key not in in_flight]
+                        if news:
+                            self.algorithm.tell(news)
+                            seen.update(m.candidate.key for m in news)
+                            for m in news:
+                                if m.ok and (best is None or m.cost < best.cost):
+                                    best = m
+                        next_sync = time.perf_counter() + self.SYNC_S
                     stalled = 0 if results else stalled + 1
                     if stopping is not None and not in_flight:
                         status = stopping

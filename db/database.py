@@ -283,6 +283,21 @@ class Database:
             ).all()
         return [(row_to_measurement(t), bool(reused)) for t, reused in rows]
 
+    def others_since(self, campaign_id: int, after: int | None, worker: str) -> tuple[list[Measurement], int]:
+        """Measurements other workers added to the campaign after link ``after`` (None: none, only the
+        position now), and the last link's id: what a worker has not been told yet."""
+        links = CampaignTrialRow.__table__
+        with self.session() as s:
+            last = s.scalar(select(func.max(links.c.id)).where(links.c.campaign_id == campaign_id)) or 0
+            if after is None or last <= after:
+                return [], max(last, after or 0)
+            rows = s.execute(
+                select(TrialRow).join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id)
+                .where(CampaignTrialRow.campaign_id == campaign_id, CampaignTrialRow.id > after,
+                       CampaignTrialRow.id <= last, CampaignTrialRow.reused.is_(False), TrialRow.worker != worker)
+                .order_by(CampaignTrialRow.id)).scalars().all()
+            return [row_to_measurement(t) for t in rows], last
+
     # -- trials -------------------------------------------------------------------------
     def lookup(self, task_id: int, device_id: int, keys: Iterable[str]) -> dict[str, Measurement]:
         """Known measurements of these candidate keys on this task and device."""

@@ -56,8 +56,10 @@ def cluster_resources() -> dict:
 class _Actor:
     """Made remote in RayRunner: one runner, measuring one candidate at a time."""
 
-    def __init__(self, make_runner: Callable[[], Runner]):
-        self.runner = make_runner()
+    def __init__(self, make_runner: list):
+        # the function comes as a reference inside a list, which Ray passes as it is: fetched here, it stays
+        # owned by the RayRunner, so an actor Ray restarts can fetch it again
+        self.runner = _ray().get(make_runner[0])()
 
     def ready(self) -> tuple:
         return self.runner.device, self.runner.build_stage(), os.getpid()
@@ -95,7 +97,9 @@ class RayRunner(StreamingRunner):
             raise UsageError(f"a Ray runner needs at least one actor, not {actors}")
         remote = ray.remote(num_gpus=num_gpus, num_cpus=num_cpus, max_restarts=max_restarts,
                             max_task_retries=max_task_retries)(_Actor)
-        self.actors = [remote.remote(make_runner) for _ in range(int(actors))]
+        # held here for the runner's life: an actor that Ray restarts is made again from it
+        self._factory = ray.put(make_runner)
+        self.actors = [remote.remote([self._factory]) for _ in range(int(actors))]
         t0 = time.perf_counter()
         ready, pending = ray.wait([a.ready.remote() for a in self.actors], num_returns=len(self.actors),
                                   timeout=start_timeout_s)

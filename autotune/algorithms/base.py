@@ -123,6 +123,9 @@ class SearchAlgorithm(ABC):
     def tell(self, results: list[Measurement]) -> None:
         """Feed back measurements (also of candidates this algorithm did not propose)."""
 
+    def set_parallel(self, slots: int) -> None:
+        """Told how many evaluations the campaign keeps in flight at once (1: one batch at a time)."""
+
     def state_dict(self) -> dict:
         """JSON-serialisable state, stored in the database after every batch."""
         return {"rng": self.rng.bit_generator.state if self.rng is not None else None}

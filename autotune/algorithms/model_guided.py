@@ -31,8 +31,10 @@ neighbor moves when ``local`` > 0.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -68,6 +70,9 @@ class ModelGuided(SearchAlgorithm):
         self.cost_model = cost_model
         self.name = f"{inner.name}+{cost_model.name or 'model'}"
         self.on_retrain: Callable[[dict, bytes], None] | None = None
+        self.background = False  # retrain in a thread (set_parallel); results then depend on timing
+        self._fitter: ThreadPoolExecutor | None = None
+        self._job: tuple | None = None  # (future of _fit, results it trains on, metrics)
         self.last_metrics: dict | None = None
         self.predicted: dict[str, float] = {}  # score of each candidate the model chose
 
@@ -92,6 +97,7 @@ class ModelGuided(SearchAlgorithm):
         self._all_scores: np.ndarray | None = None
         self._all_scored_at = -1
         self._calib = (-1.0, 0.0)
+        self._job = None
 
     # -- the model -------------------------------------------------------------------
     def _features(self, cs: list[Candidate]) -> np.ndarray:
@@ -100,10 +106,11 @@ class ModelGuided(SearchAlgorithm):
         return np.asarray(self.space.features(cs), dtype=float).reshape(len(cs), -1)
 
     def _train(self, upto: int) -> None:
+        """Retrain on the first ``upto`` results; in the background (``parallel``, a model exists) the
+        fit runs on a copy in a thread and the current model keeps scoring until the copy replaces it."""
         X = np.vstack(self.rows[:upto])
         y = np.array([m.objective for m in self.history[:upto]])
         metrics: dict = {"n_train": int(upto)}
-        self.retrains += 1
         fresh = upto - self.trained_on
         if self.trained_on > 0 and fresh >= 3 and getattr(self.cost_model, "trained", True):
             # prequential: the results measured since the last training, which that model never saw
@@ -111,29 +118,50 @@ class ModelGuided(SearchAlgorithm):
                                    k=max(1, fresh // 4)), holdout="new results")
         every = int(self.config["quality_every"])
         n_hold = int(upto * float(self.config["holdout"]))
-        if every > 0 and (self.retrains - 1) % every == 0 and n_hold >= 5 and upto - n_hold >= 5:
+        if every > 0 and self.retrains % every == 0 and n_hold >= 5 and upto - n_hold >= 5:
             perm = np.random.default_rng(upto).permutation(upto)  # own rng: the search rng is untouched
             hold, train = perm[:n_hold], perm[n_hold:]
             probe = type(self.cost_model).load(self.cost_model.save()).fit(X[train], y[train])
             if getattr(probe, "trained", True):
                 metrics.update(quality(y[hold], probe.predict(X[hold])), holdout=f"random {n_hold}")
-        self.cost_model.fit(X, y)
-        self.trained_on = upto
+        if self.background and self.trained_on > 0:
+            if self._fitter is None:
+                self._fitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retrain")
+            self._job = (self._fitter.submit(self._fit, copy.deepcopy(self.cost_model), X, y), upto, metrics)
+            return
+        self._install(*self._fit(self.cost_model, X, y), upto, metrics)
+
+    def _fit(self, model: CostModel, X: np.ndarray, y: np.ndarray) -> tuple:
+        """(fitted model, calibration of its scores to log cost, its serialisation for on_retrain)."""
+        model.fit(X, y)
+        calib = self._calib
         ok = np.isfinite(y)
-        if ok.sum() >= 3 and getattr(self.cost_model, "trained", True):
-            s = self.cost_model.predict(X[ok])
+        if ok.sum() >= 3 and getattr(model, "trained", True):
+            s = model.predict(X[ok])
             a, b = np.polyfit(s, np.log(y[ok]), 1) if np.ptp(s) > 0 else (0.0, 0.0)
-            self._calib = (a, b) if a < 0 else (-1.0, float(np.log(np.min(y[ok]))) + float(np.max(s)))
-        self.last_metrics = metrics
+            calib = (a, b) if a < 0 else (-1.0, float(np.log(np.min(y[ok]))) + float(np.max(s)))
+        return model, calib, model.save() if self.on_retrain is not None else b""
+
+    def _install(self, model: CostModel, calib: tuple, data: bytes, upto: int, metrics: dict) -> None:
+        self.cost_model, self._calib, self.trained_on, self.last_metrics = model, calib, upto, metrics
+        self.retrains += 1
         if self.on_retrain is not None:
-            self.on_retrain(metrics, self.cost_model.save())
+            self.on_retrain(metrics, data)
+
+    def set_parallel(self, slots: int) -> None:
+        """With several evaluations in flight, retrain beside the search instead of holding it up."""
+        self.background = slots > 1
 
     def _ready(self) -> bool:
+        if self._job is not None and self._job[0].done():
+            future, upto, metrics = self._job
+            self._job = None
+            self._install(*future.result(), upto, metrics)
         n = len(self.history)
         if n < int(self.config["init"]):
             return False
         every = max(int(self.config["retrain_every"]), int(float(self.config["retrain_growth"]) * self.trained_on))
-        if self.trained_on == 0 or n - self.trained_on >= every:
+        if (self.trained_on == 0 or n - self.trained_on >= every) and self._job is None:
             self._train(n)
         return getattr(self.cost_model, "trained", True)
 

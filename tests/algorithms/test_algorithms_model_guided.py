@@ -96,3 +96,37 @@ def test_select_round_robins_over_members():
     assert ModelGuided._select(scores, 3) == [0, 3, 1]
     assert ModelGuided._select(scores[:1], 2) == [0, 1]
     assert ModelGuided._select(scores, 9) == [0, 3, 1, 2]
+
+
+def test_with_several_evaluations_in_flight_the_model_retrains_beside_the_search(monkeypatch):
+    """set_parallel(n > 1): a due retrain fits a copy in a thread; ask keeps scoring with the current
+    model and the copy replaces it (and is reported to on_retrain) once it is done."""
+    import threading
+
+    space = small_knob_space()
+    runner = FakeRunner(space)
+    algo = make_guided("evolutionary", init=6, retrain_every=4, cost_model_options={"min_samples": 4, "rounds": 10})
+    stored = []
+    algo.on_retrain = lambda metrics, data: stored.append(metrics["n_train"])
+    algo.bind(space, np.random.default_rng(0), [])
+    algo.set_parallel(4)
+    release = threading.Event()
+    fit = XGBCostModel.fit
+
+    def slow_fit(self, X, y, groups=None):
+        if threading.current_thread() is not threading.main_thread():
+            release.wait(30)  # the background fit waits until the test lets it finish
+        return fit(self, X, y, groups)
+
+    monkeypatch.setattr(XGBCostModel, "fit", slow_fit)
+    algo.tell(runner.measure(space.task, algo.ask(6)))
+    algo.ask(2)  # the first model is trained in place: there is none to score with yet
+    assert stored == [6] and algo._job is None
+    first = algo.cost_model
+    algo.tell(runner.measure(space.task, algo.ask(4)))
+    assert len(algo.ask(2)) == 2  # due: the retrain runs in the thread and ask answers meanwhile
+    assert algo._job is not None and algo.cost_model is first and stored == [6]
+    release.set()
+    algo._job[0].result(30)
+    algo.ask(1)
+    assert algo.cost_model is not first and stored == [6, 10] and algo.trained_on == 10

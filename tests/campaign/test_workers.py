@@ -163,3 +163,33 @@ def test_a_streaming_runner_keeps_the_trial_budget_exact_with_two_workers(sqlite
     db = open_database(sqlite_url)
     keys = [m.candidate.key for m, reused in db.campaign_history(db.campaign("two").id) if not reused]
     assert len(keys) == len(set(keys)) == 60
+
+
+def test_results_other_workers_store_are_told_to_the_algorithm(sqlite_url, replay, monkeypatch):
+    """The cost model of each worker learns from every worker's rows, not only its own."""
+    from autotune.algorithms.random_search import RandomSearch
+
+    space, runner = replay
+    db = open_database(sqlite_url)
+    cid, tid, did = _open(db, space, runner, "shared")
+    others = runner.measure(space.task, _cands(space, 30)[20:30])
+
+    class OtherWorkerMeanwhile(ReplayRunner):
+        calls = 0
+
+        def measure(self, task, cands):
+            if OtherWorkerMeanwhile.calls == 1:  # another worker stores its results while this one measures
+                db.record_batch(tid, did, cid, others, worker="elsewhere:1")
+            OtherWorkerMeanwhile.calls += 1
+            return super().measure(task, cands)
+
+    class Recording(RandomSearch):
+        def tell(self, results):
+            self.told = getattr(self, "told", []) + [m.candidate.key for m in results]
+            super().tell(results)
+
+    monkeypatch.setattr(Campaign, "SYNC_S", 0.0)
+    algo = Recording()
+    Campaign("shared", space, algo, OtherWorkerMeanwhile(space.cache), db, trials=40, batch=4, seed=5).run()
+    assert {m.candidate.key for m in others} <= set(algo.told)
+    assert db.others_since(cid, 0, "elsewhere:1")[0] != [] and len(db.others_since(cid, 0, "nobody")[0]) == 40
