@@ -126,3 +126,47 @@ def test_random_cuda_candidates_are_correct(gpu, name, shape):
         assert not bad
     finally:
         runner.close()
+
+
+def _cloudpickle():
+    try:
+        import cloudpickle
+    except ImportError:
+        cloudpickle = pytest.importorskip("ray.cloudpickle", reason="needs cloudpickle (or ray, which has it)")
+    return cloudpickle
+
+
+@needs_nvcc
+def test_the_build_stage_compiles_without_a_gpu_and_travels_by_pickle():
+    """What RayRunner sends to a CPU worker: a function that travels by Ray's pickle (cloudpickle: the
+    template's constraints are closures) and returns the cubin's bytes."""
+    from autotune.runners.cuda import CudaBuildStage
+
+    pickle = _cloudpickle()
+
+    space, t = kernel_problem("softmax", "8,64", "cuda")
+    stage = pickle.loads(pickle.dumps(CudaBuildStage(t, "sm_80", 120.0)))
+    built = stage(t.task, space.initial())
+    assert built.artifact and built.artifact[:4] == b"\x7fELF" and not built.error and built.info["registers"] > 0
+    bad = stage(t.task, Candidate({**t.default_config(), "NT": 3}))
+    assert bad.invalid and bad.artifact is None
+
+
+@pytest.mark.gpu
+def test_a_candidate_built_elsewhere_runs_on_the_gpu(gpu):
+    """build_stage() on one side, run_built() on the GPU: the same answers as measure()."""
+    from autotune.runners.cuda import CudaRunner
+
+    pickle = _cloudpickle()
+
+    space, t = kernel_problem("softmax", "33,1000", "cuda", gpu)
+    runner = CudaRunner(t, protocol=FAST)
+    try:
+        stage = pickle.loads(pickle.dumps(runner.build_stage()))
+        rng = np.random.default_rng(1)
+        cands = [space.initial()] + [space.sample(rng) for _ in range(5)]
+        ms = [runner.run_built(t.task, c, stage(t.task, c)) for c in cands]
+        assert [m.status for m in ms] == [m.status for m in runner.measure(t.task, cands)]
+        assert all(m.ok and m.meta["runner"] == "cuda" for m in ms), [m.error for m in ms if not m.ok]
+    finally:
+        runner.close()
