@@ -437,7 +437,8 @@ class Database:
     def reserve(self, campaign_id: int, worker: str, candidates: list[Candidate], limit: int | None = None
                 ) -> list[Candidate]:
         """Reserve candidates for ``worker`` to measure, in order, until ``limit`` are reserved; returns
-        those it got (no other worker of the campaign has them reserved)."""
+        those it got: no other worker of the campaign has them reserved, and none is stored yet (a
+        worker that stored one after this worker looked it up has also ended its reservation)."""
         if not candidates or limit is not None and limit <= 0:
             return []
         pending, now = CampaignPendingRow.__table__, utcnow()
@@ -451,6 +452,15 @@ class Database:
                     got.update(k for (k,) in s.execute(stmt.values(**row).returning(pending.c.candidate_key)))
                     if limit is not None and len(got) >= limit:
                         break
+            if got:
+                tid, did = s.execute(select(CampaignRow.task_id, CampaignRow.device_id)
+                                     .where(CampaignRow.id == campaign_id)).one()
+                done = {k for (k,) in self._rows_for_keys(s.connection(), [TrialRow.__table__.c.candidate_key],
+                                                          tid, did, got)}
+                if done:
+                    s.execute(pending.delete().where(pending.c.campaign_id == campaign_id, pending.c.worker == worker,
+                                                     pending.c.candidate_key.in_(done)))
+                    got -= done
         return [c for c in candidates if c.key in got]
 
     def heartbeat(self, campaign_id: int, worker: str) -> None:

@@ -110,6 +110,16 @@ def _replay():
     return ReplayRunner(space.cache), space.task, good, bad
 
 
+def _ray():
+    """Two Ray actors on a local cluster, each replaying the pnpoly recording."""
+    import functools
+
+    from autotune.runners.ray import RayRunner
+
+    runner, task, good, bad = _replay()
+    return RayRunner(functools.partial(type(runner), runner.cache), actors=2), task, good, bad
+
+
 def _fake():
     from autotune.testing.fakes import FakeRunner, small_knob_space
 
@@ -241,6 +251,7 @@ def _fake_ops():
 #: raises Unavailable with the reason, and its checks are skipped, listed with that reason.
 RUNNER_FACTORIES: dict[str, list[RunnerCase]] = {
     "autotune.runners.replay:ReplayRunner": [RunnerCase("replay-pnpoly", _replay)],
+    "autotune.runners.ray:RayRunner": [RunnerCase("ray-replay-pnpoly", _ray)],
     "autotune.runners.c:CRunner": [RunnerCase("c-softmax-planted-crash", _c)],
     "autotune.runners.cuda:CudaRunner": [RunnerCase("cuda-softmax", _cuda)],
     "autotune.runners.onnx_ops:OnnxOpRunner": [RunnerCase("onnx-ops", _onnx_ops)],

@@ -193,3 +193,15 @@ def test_results_other_workers_store_are_told_to_the_algorithm(sqlite_url, repla
     Campaign("shared", space, algo, OtherWorkerMeanwhile(space.cache), db, trials=40, batch=4, seed=5).run()
     assert {m.candidate.key for m in others} <= set(algo.told)
     assert db.others_since(cid, 0, "elsewhere:1")[0] != [] and len(db.others_since(cid, 0, "nobody")[0]) == 40
+
+
+def test_a_candidate_stored_since_it_was_looked_up_is_not_reserved(db_url, replay):
+    """Worker B looked a candidate up before worker A stored it: A's reservation is gone, and B must
+    not get a new one (it would measure the candidate a second time)."""
+    space, runner = replay
+    db = open_database(db_url)
+    cid, tid, did = _open(db, space, runner)
+    a, b = _cands(space, 2)
+    assert db.reserve(cid, "host:1", [a]) == [a]
+    db.record_batch(tid, did, cid, runner.measure(space.task, [a]), worker="host:1")
+    assert db.reserve(cid, "host:2", [a, b]) == [b] and db.pending_keys(cid) == {b.key: "host:2"}

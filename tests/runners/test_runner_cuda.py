@@ -73,7 +73,9 @@ def test_cuda_runner_refuses_cpu_templates():
 
 
 ILLEGAL = 'extern "C" __global__ void kernel(const float *x, float *y) { float *p = (float *)0x10; *p = x[0]; }\n'
-HANG = 'extern "C" __global__ void kernel(const float *x, float *y) { volatile int k = 1; while (k) { } y[0] = x[0]; }\n'
+# spins on the clock for about ten minutes (2^40 cycles): a loop with no effect may be compiled away
+HANG = ('extern "C" __global__ void kernel(const float *x, float *y) { long long t0 = clock64(); '
+        'while (clock64() - t0 < (1LL << 40)) { } y[0] = x[0]; }\n')
 
 
 class PlantedCudaSoftmax(Softmax):
