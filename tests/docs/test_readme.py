@@ -15,12 +15,14 @@ one, so a section's campaigns do not find another section's trials. Running one 
   ``pytest`` command itself is not run from inside the tests.
 
 Blocks of the graph quick start skip when onnx or onnxruntime is missing (the ``graphs``
-extra), and the kernel quick start skips without a C compiler, saying so.
+extra), the kernel quick start without a C compiler, and blocks using ``--ray`` without ray,
+saying so.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import re
 import shlex
@@ -144,6 +146,8 @@ def skip_reason(block: Block) -> str | None:
                 return f"the graph quick start needs {module} (pip install -e \".[graphs]\")"
     if "kernel" in section and not shutil.which(os.environ.get("CC", "gcc")):
         return "the kernel quick start needs a C compiler (gcc or $CC)"
+    if "--ray" in block.code and importlib.util.find_spec("ray") is None:
+        return "the scale-out quick start needs ray (pip install -e \".[ray]\")"
     return None
 
 
