@@ -270,7 +270,8 @@ class Campaign:
                         break
         finally:
             heartbeat.stop()
-            # what is still reserved (nothing, unless the run failed) is left for other workers to take over
+            # the claim and any reservation left (only if the run failed) are given back; a killed worker's
+            # stay until another worker sees it is dead and takes them over
             self.db.release_claim(cid, worker)
         self.db.set_campaign_status(cid, status)
         return CampaignResult(
