@@ -54,11 +54,21 @@ def test_killing_one_of_three_workers_the_others_finish_the_budget_and_its_candi
             stored = s.scalars(select(TrialRow.id).where(TrialRow.worker == name)).all()
         return name if len(stored) >= 4 else None
 
-    name = _wait("the third worker to be measuring", victim_busy)
+    def frozen_holding():  # stopped while it holds reserved candidates (between two batches it holds none)
+        name = victim_busy()
+        if name is None:
+            return None
+        os.kill(victim.pid, signal.SIGSTOP)
+        held = {k for k, w in db.pending_keys(cid).items() if w == name}
+        if held:
+            return name, held
+        os.kill(victim.pid, signal.SIGCONT)
+        return None
+
+    name, held = _wait("the third worker to be measuring", frozen_holding)
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
-    held = {k for k, w in db.pending_keys(cid).items() if w == name}
-    assert held, "the killed worker held no candidate"
+    assert held == {k for k, w in db.pending_keys(cid).items() if w == name}
     for p in (first, workers[0]):
         assert p.wait(timeout=180) == 0, p.stderr.read()[-2000:]
     with db.session() as s:
