@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 from autotune.runners.base import Built, Runner
-from autotune.runners.child import run_shared_object
+from autotune.runners.child import run_shared_object, run_user_function
 from autotune.runners.processes import physical_memory, private_workdir
 from autotune.runners.timing import Protocol
 from autotune.runners.workers import IsolatedWorker
@@ -241,3 +241,84 @@ class CRunner(Runner):
         self._worker.close()
         if self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class UserCRunner(Runner):
+    """Compile and time a user's own C function (Kernel Tuner's C backend convention) on this CPU.
+
+    Each configuration is the user's source with its defines (search_spaces/kernels/user.py), built as a
+    shared object by ``compiler`` (g++ by default, as Kernel Tuner) with DEFAULT_FLAGS and the user's
+    options after them; it is called through ctypes in a fresh worker process (a segfault is a
+    RUNTIME_ERROR, a hang a TIMEOUT) with the user's arguments, copied afresh for every configuration.
+    The first call's outputs are checked against ``answer`` (WRONG_RESULT), then the function is timed:
+    by what it returns (its own time in ms, ``kernel.timing == "kernel"``) or by the wall clock."""
+
+    def __init__(self, kernel, arguments: list, answer: list | None = None, atol: float = 1e-6, verify=None,
+                 protocol: Protocol | None = None, compiler_options: list[str] | tuple[str, ...] = (),
+                 build_workers: int = 2, compile_timeout_s: float = 60.0, run_timeout_s: float = 20.0,
+                 memory_limit: int | None = None):
+        from autotune.search_spaces.kernels.user import detect_c_timing
+
+        if kernel.lang != "C":
+            raise UsageError(f"UserCRunner runs C kernels; {kernel.kernel_name} is {kernel.lang}")
+        self.kernel, self.arguments, self.answer, self.atol, self.verify = kernel, list(arguments), answer, atol, verify
+        self.protocol = protocol or Protocol()
+        cc = shlex.split(kernel.compiler)
+        if not cc or shutil.which(cc[0]) is None:
+            raise MissingDependencyError(f"the compiler {kernel.compiler!r} was not found; install it or pass "
+                                         "compiler='gcc' (or another C compiler on the PATH)")
+        self.cc = cc
+        base = tuple(f for f in DEFAULT_FLAGS if not (kernel.compiler_is_cxx and f.startswith("-std=")))
+        self.flags = (*base, *map(str, compiler_options))
+        self.timing, self.restype = detect_c_timing(kernel.source_text, kernel.kernel_name, kernel.timing)
+        self.compile_timeout_s, self.run_timeout_s = compile_timeout_s, run_timeout_s
+        self.workdir = private_workdir("autotune-userc-")
+        self._pool = ThreadPoolExecutor(max_workers=max(1, build_workers), thread_name_prefix="cbuild")
+        self.device = cpu_device(self.cc, self.flags)
+        self.outputs = [i for i, a in enumerate(answer or []) if a is not None]
+        self._worker = IsolatedWorker(memory_limit=memory_limit if memory_limit is not None else physical_memory())
+
+    def build(self, config: dict) -> tuple[str | None, str, float]:
+        try:
+            source = self.kernel.source(config)
+        except (UsageError, KeyError, ValueError, TypeError) as exc:
+            return None, f"invalid configuration: {exc}", 0.0
+        return _build(self.cc, self.flags, source, self.workdir, self.compile_timeout_s)
+
+    def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
+        if task.key != self.kernel.task.key:
+            raise UsageError(f"this runner measures {self.kernel.task.name}, not {task.name} {task.params}")
+        space = self.kernel.space()
+        futures = [self._pool.submit(self.build, dict(c.payload)) if space.contains(c) else None for c in candidates]
+        builds = [f.result() if f is not None else None for f in futures]  # build all, then time: quiet cores
+        return [self._run(c, b) for c, b in zip(candidates, builds)]
+
+    def _run(self, cand: Candidate, build: tuple | None) -> Measurement:
+        meta = {"protocol": self.protocol.to_json(), "backend": "ctypes", "runner": "user-c", "timing": self.timing,
+                "compiler": self.device.properties["compiler"], "cflags": list(self.flags)}
+        if build is None:
+            return Measurement(cand, Status.INVALID, error="not a valid point of the kernel's parameter space", meta=meta)
+        so, err, build_s = build
+        if so is None:
+            return Measurement(cand, Status.COMPILE_ERROR, error=err, build_s=build_s, meta=meta)
+        out = self._worker.call(run_user_function, (so, self.kernel.kernel_name, self.arguments, self.restype,
+                                                    self.timing, self.protocol, self.outputs), self.run_timeout_s)
+        if out.kind == "timeout":
+            return Measurement(cand, Status.TIMEOUT, error=out.error, build_s=build_s, run_s=out.wall_s, meta=meta)
+        if out.kind != "ok":
+            return Measurement(cand, Status.RUNTIME_ERROR, error=out.error, build_s=build_s, run_s=out.wall_s,
+                               meta=meta)
+        times, outputs = out.payload
+        meta["repeats"] = len(times)
+        from autotune.search_spaces.kernels.user import verify_outputs
+
+        why = verify_outputs(self.answer, outputs, self.atol, self.verify)
+        if why:
+            return Measurement(cand, Status.WRONG_RESULT, times=list(times), error=why, build_s=build_s,
+                               run_s=out.wall_s, meta=meta)
+        return Measurement(cand, Status.OK, times=list(times), build_s=build_s, run_s=out.wall_s, meta=meta)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._worker.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)

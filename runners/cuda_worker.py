@@ -5,6 +5,11 @@ stdin/stdout (runners.workers frames):
   start-up reply          ("ready", props) or ("fatal", text)
   ("setup", inputs, out_shape)                   -> ("ok", None)
   ("run", cubin, grid, block, shared, protocol)  -> ("ok", (times, output)) or ("error", text, fatal)
+A user's kernel (Kernel Tuner's convention: any list of numpy arrays and numpy scalars) instead:
+  ("setup_args", arguments)                      -> ("ok", None)
+  ("run_args", cubin, symbol, grid, block, shared, protocol, outputs)
+        -> ("ok", (times, {index: array})) or ("error", text, fatal): the arrays are reset from the
+           host copies, the first launch's outputs (the indices listed) are copied back, then timed.
 After a fatal error (a failed launch: an illegal address ruins the context) the worker
 exits and the runner starts a fresh one. Kernels are timed with CUDA events.
 """
@@ -60,8 +65,37 @@ class PyCudaBackend:
         self.out = cuda.mem_alloc(int(np.prod(out_shape)) * 4)
         self.l2 = cuda.mem_alloc(max(1, self.dev.get_attribute(cuda.device_attribute.L2_CACHE_SIZE)) * 2)
 
-    def load(self, cubin: bytes):
-        return self.cuda.module_from_buffer(cubin).get_function("kernel")
+    def load(self, cubin: bytes, symbol: str = "kernel"):
+        self._module = self.cuda.module_from_buffer(cubin)  # kept alive while its function is used
+        return self._module.get_function(symbol)
+
+    def setup_args(self, arguments: list) -> None:
+        cuda = self.cuda
+        self.host_args = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arguments]
+        self.dev_args = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in self.host_args]
+
+    def run_args(self, fn, grid, block, shared, protocol: Protocol, outputs: list[int]):
+        cuda = self.cuda
+        for h, d in zip(self.host_args, self.dev_args):
+            if isinstance(h, np.ndarray):
+                cuda.memcpy_htod(d, h)
+        start, end = cuda.Event(), cuda.Event()
+        launch = {"grid": tuple(grid), "block": tuple(block), "shared": int(shared)}
+        fn(*self.dev_args, **launch)
+        cuda.Context.synchronize()
+        out = {}
+        for i in outputs:
+            out[i] = np.empty_like(self.host_args[i])
+            cuda.memcpy_dtoh(out[i], self.dev_args[i])
+
+        def timed() -> float:
+            start.record()
+            fn(*self.dev_args, **launch)
+            end.record()
+            end.synchronize()
+            return start.time_till(end) * 1e-3
+
+        return repeat(timed, protocol), out
 
     def run(self, fn, grid, block, shared, protocol: Protocol) -> tuple[list[float], np.ndarray]:
         cuda = self.cuda
@@ -114,15 +148,41 @@ class CupyBackend:
         self.out = cp.empty(tuple(out_shape), dtype=cp.float32)
         self.l2 = cp.empty(max(1, int(self.props().get("l2_bytes") or 1)) * 2, dtype=cp.uint8)
 
-    def load(self, cubin: bytes):
+    def load(self, cubin: bytes, symbol: str = "kernel"):
         import tempfile
 
         with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
             f.write(cubin)
         try:
-            return self.cp.RawModule(path=f.name).get_function("kernel")
+            self._module = self.cp.RawModule(path=f.name)  # kept alive while its function is used
+            return self._module.get_function(symbol)
         finally:
             os.unlink(f.name)
+
+    def setup_args(self, arguments: list) -> None:
+        cp = self.cp
+        self.host_args = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arguments]
+        self.dev_args = [cp.asarray(a) if isinstance(a, np.ndarray) else a for a in self.host_args]
+
+    def run_args(self, fn, grid, block, shared, protocol: Protocol, outputs: list[int]):
+        cp = self.cp
+        for h, d in zip(self.host_args, self.dev_args):
+            if isinstance(h, np.ndarray):
+                d.set(h)
+        args = tuple(self.dev_args)
+        fn(tuple(grid), tuple(block), args, shared_mem=int(shared))
+        cp.cuda.Device().synchronize()
+        out = {i: cp.asnumpy(self.dev_args[i]) for i in outputs}
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+
+        def timed() -> float:
+            start.record()
+            fn(tuple(grid), tuple(block), args, shared_mem=int(shared))
+            end.record()
+            end.synchronize()
+            return cp.cuda.get_elapsed_time(start, end) * 1e-3
+
+        return repeat(timed, protocol), out
 
     def run(self, fn, grid, block, shared, protocol: Protocol):
         cp = self.cp
@@ -164,22 +224,28 @@ def serve(index: int, preference: str, inp: int, out: int) -> int:
         return 2
     while (frame := read_frame(inp)) is not None:
         req = pickle.loads(frame)
-        if req[0] == "setup":
+        if req[0] in ("setup", "setup_args"):
             try:
-                be.setup(req[1], req[2])
+                be.setup(req[1], req[2]) if req[0] == "setup" else be.setup_args(req[1])
                 send(("ok", None))
             except Exception as exc:  # noqa: BLE001 - e.g. out of device memory
                 send(("error", f"could not set up the inputs: {type(exc).__name__}: {exc}", True))
                 return 3
             continue
-        _, cubin, grid, block, shared, protocol = req
+        if req[0] == "run_args":
+            _, cubin, symbol, grid, block, shared, protocol, outputs = req
+        else:
+            (_, cubin, grid, block, shared, protocol), symbol = req, "kernel"
         try:
-            fn = be.load(cubin)
+            fn = be.load(cubin, symbol)
         except Exception as exc:  # noqa: BLE001 - a module that does not load spoils nothing
             send(("error", f"could not load the cubin: {type(exc).__name__}: {exc}", False))
             continue
         try:
-            send(("ok", be.run(fn, grid, block, shared, protocol)))
+            if req[0] == "run_args":
+                send(("ok", be.run_args(fn, grid, block, shared, protocol, outputs)))
+            else:
+                send(("ok", be.run(fn, grid, block, shared, protocol)))
         except Exception as exc:  # noqa: BLE001 - a failed launch may have ruined the context
             send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=2)}", True))
             return 3

@@ -1,0 +1,376 @@
+"""tune_kernel(): Kernel Tuner's interface over autotune's engine, for a user's own C and CUDA kernels.
+
+A Kernel Tuner script switches by changing its import::
+
+    from autotune import tune_kernel      # was: from kernel_tuner import tune_kernel
+    results, env = tune_kernel("vector_add", kernel_string, size, [c, a, b, n], {"block_size_x": [64, 128]})
+
+Every measured configuration is a trial in the database (``db``), in a campaign (``campaign``;
+the same name resumes it), searched by a Kernel Tuner strategy's equivalent guided by a cost
+model. Semantics, supported options and differences from Kernel Tuner: docs/kernel-tuner.md.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from autotune.algorithms.model_guided import make_search
+from autotune.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM
+from autotune.campaign import Campaign
+from autotune.db import open_database
+from autotune.errors import UsageError
+from autotune.runners.timing import Protocol
+from autotune.search_spaces.kernels.user import LANGS, UserKernel, check_answer
+from autotune.types import Measurement, Status
+
+#: Kernel Tuner strategy -> autotune algorithm (None: our default search)
+STRATEGIES: dict[str, str] = {
+    "brute_force": "grid",
+    "random_sample": "random",
+    "genetic_algorithm": "evolutionary",
+    "simulated_annealing": "mcmc",
+    "mcmc": "mcmc",
+}
+#: strategies that are references: never guided by a cost model
+UNGUIDED = ("brute_force", "random_sample", "grid", "random")
+
+#: Kernel Tuner options accepted and ignored (they change nothing here)
+IGNORED_KT_OPTIONS = ("log", "platform")
+#: Kernel Tuner options that would change the results: refused rather than silently ignored
+UNSUPPORTED_KT_OPTIONS = {
+    "cmem_args": "constant memory arguments",
+    "texmem_args": "texture memory arguments",
+    "observers": "observers (power, NVML, registers)",
+    "simulation_mode": "simulation mode (use autotune.tune_replay on the cache file)",
+    "objective_higher_is_better": "objectives other than time",
+}
+
+#: Kernel Tuner's error markers in a cache file, by status
+KT_FAILURES = {Status.COMPILE_ERROR: "CompilationFailedConfig", Status.INVALID: "InvalidConfig"}
+
+# a source given as a file name (Kernel Tuner's rule, with the extensions of C, C++ and CUDA files)
+SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hpp")
+
+
+def _looks_like_filename(text: str) -> bool:
+    if len(text) > 250 or "\n" in text or any(ch in text for ch in "();{}\\"):
+        return False
+    return text.strip().lower().endswith(SOURCE_SUFFIXES)
+
+
+def read_source(kernel_source) -> tuple[str, Path | None]:
+    """(code, file it came from or None): ``kernel_source`` is code, a file name, or a Path."""
+    if isinstance(kernel_source, (list, tuple)):
+        if len(kernel_source) != 1:
+            raise UsageError("kernel_source as a list of several files is not supported; give the main file or "
+                             "its code (#include the others)")
+        kernel_source = kernel_source[0]
+    if callable(kernel_source):
+        raise UsageError("a kernel_source generator function is not supported; give the code or a file name")
+    if isinstance(kernel_source, os.PathLike) or (isinstance(kernel_source, str) and _looks_like_filename(kernel_source)):
+        path = Path(kernel_source)
+        if not path.is_file():
+            raise UsageError(f"kernel source file {str(path)!r} does not exist; give an existing file or the code "
+                             "itself as a string")
+        try:
+            return path.read_text(), path.resolve()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read kernel source file {str(path)!r}: {exc}") from None
+    if not isinstance(kernel_source, str) or not kernel_source.strip():
+        raise UsageError(f"kernel_source must be the kernel's code or a file name, not {type(kernel_source).__name__}")
+    return kernel_source, None
+
+
+def detect_language(code: str, lang: str | None) -> str:
+    if lang is None:
+        return "CUDA" if "__global__" in code else "C"
+    norm = {"c": "C", "cuda": "CUDA", "c++": "C", "cpp": "C"}.get(str(lang).lower())
+    if norm is None:
+        raise UsageError(f"unsupported lang {lang!r}; supported: {', '.join(LANGS)} (OpenCL, HIP, Fortran and "
+                         "the other Kernel Tuner backends are not)")
+    return norm
+
+
+def choose_search(strategy: str | None, cost_model: str | None, budget_given: bool) -> tuple[str, str | None]:
+    """(autotune algorithm, cost model) for a Kernel Tuner strategy name (or an autotune algorithm's)."""
+    if strategy is None:
+        if not budget_given:
+            return "grid", None  # no budget: measure every valid point, as Kernel Tuner's default brute force
+        return DEFAULT_ALGORITHM, cost_model
+    if strategy in STRATEGIES:
+        algo = STRATEGIES[strategy]
+    elif strategy in ALGORITHMS:
+        algo = strategy
+    else:
+        raise UsageError(f"unknown strategy {strategy!r}; valid: {', '.join(STRATEGIES)} (Kernel Tuner's names) "
+                         f"or autotune's algorithms {', '.join(ALGORITHMS)}")
+    return algo, (None if strategy in UNGUIDED else cost_model)
+
+
+def _metric(spec, params: dict):
+    if callable(spec):
+        return spec(dict(params))
+    if isinstance(spec, str):
+        from autotune.search_spaces.constraints import Constraint
+
+        c = Constraint(spec, set(params))
+        return c._fn(params)  # the expression's value
+    raise UsageError(f"a metric must be an expression string or a callable, not {type(spec).__name__}")
+
+
+def _result(m: Measurement, metrics: Mapping | None) -> dict:
+    r = dict(m.candidate.payload)
+    r["time"] = m.cost * 1e3
+    r["times"] = [t * 1e3 for t in m.times]
+    r["compile_time"] = m.build_s * 1e3
+    r["benchmark_time"] = m.run_s * 1e3
+    for k, spec in (metrics or {}).items():
+        try:
+            r[k] = _metric(spec, r)
+        except (ArithmeticError, ValueError, TypeError) as exc:
+            r[k] = f"metric failed: {exc}"
+    return r
+
+
+def _kt_record(m: Measurement, names: list[str]) -> dict:
+    rec = {n: m.candidate.payload[n] for n in names}
+    if m.ok:
+        rec["time"] = m.cost * 1e3
+        rec["times"] = [t * 1e3 for t in m.times]
+    else:
+        rec["time"] = KT_FAILURES.get(m.status, "RuntimeFailedConfig")
+    rec["compile_time"] = m.build_s * 1e3
+    rec["verification_time"] = 0
+    rec["benchmark_time"] = m.run_s * 1e3
+    rec["strategy_time"] = 0
+    rec["framework_time"] = 0
+    rec["timestamp"] = datetime.datetime.now(datetime.UTC).isoformat()
+    return rec
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+def write_cache(path: str | os.PathLike, device_name: str, kernel_name: str, problem_size, tune_params: dict,
+                history: list[Measurement]) -> None:
+    """Write (or extend) a Kernel Tuner cache file with ``history``: the header keys Kernel Tuner writes
+    (device_name, kernel_name, problem_size, tune_params_keys, tune_params, objective, cache) and one
+    record per configuration keyed by its values joined with commas. An existing cache must be of the
+    same device, kernel and parameters (as Kernel Tuner requires); its records are kept."""
+    path = Path(path)
+    names = list(tune_params)
+    data = {"device_name": device_name, "kernel_name": kernel_name,
+            "problem_size": "callable" if callable(problem_size) else problem_size,
+            "tune_params_keys": names, "tune_params": tune_params, "objective": "time", "cache": {}}
+    if path.exists():
+        text = path.read_text().strip()
+        if text and not text.endswith("}\n}") and not text.endswith("}}"):  # left open by an interrupted run
+            text = text.rstrip(",") + "}\n}"
+        try:
+            old = json.loads(text)
+        except ValueError as exc:
+            raise UsageError(f"cache file {str(path)!r} exists but is not a Kernel Tuner cache ({exc}); "
+                             "remove it or name another file") from None
+        for key, mine in (("device_name", device_name), ("kernel_name", kernel_name), ("tune_params_keys", names)):
+            if old.get(key) != mine:
+                raise UsageError(f"cache file {str(path)!r} holds results for another {key.replace('_', ' ')} "
+                                 f"({old.get(key)!r}, not {mine!r}); name another cache file")
+        data["cache"] = dict(old.get("cache") or {})
+    for m in history:
+        key = ",".join(str(m.candidate.payload[n]) for n in names)
+        data["cache"][key] = _kt_record(m, names)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, default=_json_default, indent=""))
+    os.replace(tmp, path)
+
+
+def _check_options(options: dict) -> tuple[dict, int, int | None]:
+    """(strategy_options, device index, smem_args) from Kernel Tuner's other keyword options."""
+    for name, value in options.items():
+        if name in UNSUPPORTED_KT_OPTIONS and value not in (None, False, {}, []):
+            raise UsageError(f"{name}: {UNSUPPORTED_KT_OPTIONS[name]} are not supported by autotune's tune_kernel")
+    known = {"strategy_options", "device", "smem_args", "metrics", "compiler", "defines", "objective",
+             "c_timing", "run_timeout", "backend", "transfer_from", *IGNORED_KT_OPTIONS, *UNSUPPORTED_KT_OPTIONS}
+    unknown = [n for n in options if n not in known]
+    if unknown:
+        raise UsageError(f"unknown option(s) {', '.join(unknown)}; see docs/kernel-tuner.md for the options "
+                         "tune_kernel accepts")
+    objective = options.get("objective")
+    if objective not in (None, "time"):
+        raise UsageError(f"objective {objective!r} is not supported; tune_kernel minimises time")
+    so = options.get("strategy_options") or {}
+    if not isinstance(so, Mapping):
+        raise UsageError("strategy_options must be a dict (e.g. {'max_fevals': 100})")
+    device = options.get("device") or 0
+    if not isinstance(device, (int, np.integer)) or device < 0:
+        raise UsageError(f"device must be a GPU index (0, 1, ...), not {device!r}")
+    return dict(so), int(device), options.get("smem_args")
+
+
+def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, tune_params: dict, *,
+                grid_div_x=None, grid_div_y=None, grid_div_z=None, restrictions=None, answer=None, atol: float = 1e-6,
+                verify: Callable | None = None, lang: str | None = None, compiler_options: list[str] | None = None,
+                block_size_names: list[str] | None = None, iterations: int = 7, strategy: str | None = None,
+                cost_model: str | None = "xgb", trials: int | None = None, time_budget: float | None = None,
+                seed: int = 0, db: str = "sqlite:///autotune.db", campaign: str | None = None,
+                cache: str | os.PathLike | None = None, verbose: bool = False, quiet: bool = False,
+                **ignored_kt_options) -> tuple[list[dict], dict]:
+    """Tune a C or CUDA kernel as Kernel Tuner's ``tune_kernel`` does; ``(results, env)``.
+
+    ``results``: one dict per configuration measured OK in this campaign (the tunable parameters,
+    ``time`` in ms (the median of the repeats), ``times`` (ms), ``compile_time``, ``benchmark_time`` and
+    any ``metrics``); ``env``: the device, problem size, parameters, campaign, and the configurations
+    that failed (``failed``: status and error). Extra options beyond Kernel Tuner's: ``cost_model``,
+    ``trials``, ``time_budget``, ``seed``, ``db``, ``campaign``, and ``c_timing`` ("kernel": the C
+    function returns its own time in ms, Kernel Tuner's convention; "runner": a void function timed by
+    the wall clock; default: decided from the function's declared return type)."""
+    strategy_options, device_index, smem_args = _check_options(ignored_kt_options)
+    for name in IGNORED_KT_OPTIONS:
+        if ignored_kt_options.get(name) is not None:
+            warnings.warn(f"tune_kernel ignores the Kernel Tuner option {name!r}", stacklevel=2)
+    code, source_file = read_source(kernel_source)
+    lang = detect_language(code, lang)
+    if not isinstance(iterations, (int, np.integer)) or iterations < 1:
+        raise UsageError(f"iterations must be a positive integer, not {iterations!r}")
+    if compiler_options is None:
+        compiler_options = []
+    if isinstance(compiler_options, str) or not all(isinstance(o, str) for o in compiler_options):
+        raise UsageError("compiler_options must be a list of strings, e.g. ['-O3', '-fopenmp']")
+    trials = trials if trials is not None else strategy_options.pop("max_fevals", None)
+    time_budget = time_budget if time_budget is not None else strategy_options.pop("time_limit", None)
+    strategy_options.pop("max_fevals", None)
+    strategy_options.pop("time_limit", None)
+    if strategy_options:
+        warnings.warn(f"tune_kernel ignores the strategy options {', '.join(strategy_options)} (only max_fevals "
+                      "and time_limit are used)", stacklevel=2)
+    algorithm, guide = choose_search(strategy, cost_model, trials is not None or time_budget is not None)
+    search = make_search(algorithm, guide)  # unknown names fail before anything is built
+    answer = check_answer(answer, arguments)
+    include = [f"-I{Path.cwd()}"] + ([f"-I{source_file.parent}"] if source_file else [])
+    options = [*include, *compiler_options]
+    compiler = ignored_kt_options.get("compiler") or (os.environ.get("CXX") or "g++")
+    protocol = Protocol(warmup=0, min_repeats=int(iterations), max_repeats=int(iterations), min_time_s=0.0,
+                        budget_s=5.0)
+    run_timeout = float(ignored_kt_options.get("run_timeout") or 60.0)
+    grid_div = (grid_div_x, grid_div_y, grid_div_z)
+    common = {"restrictions": restrictions, "grid_div": grid_div, "block_size_names": block_size_names,
+              "defines": ignored_kt_options.get("defines"), "smem_args": smem_args,
+              "source_name": str(source_file) if source_file else None}
+    if lang == "C":
+        from autotune.runners.c import UserCRunner
+
+        kernel = UserKernel(kernel_name, code, lang, problem_size, arguments, tune_params, compiler=compiler,
+                            timing=ignored_kt_options.get("c_timing"), **common)
+        kernel.space().size()  # an empty space fails here, before any compilation
+        runner = UserCRunner(kernel, arguments, answer, atol, verify, protocol=protocol, compiler_options=options,
+                             run_timeout_s=run_timeout)
+    else:
+        from autotune.runners.cuda import UserCudaRunner, probe_cuda_device
+
+        props = probe_cuda_device(device_index, ignored_kt_options.get("backend") or "auto")
+        kernel = UserKernel(kernel_name, code, lang, problem_size, arguments, tune_params,
+                            max_threads=int(props.get("max_threads_per_block") or 1024), **common)
+        kernel.space().size()
+        runner = UserCudaRunner(kernel, arguments, answer, atol, verify, device_index,
+                                ignored_kt_options.get("backend") or "auto", protocol=protocol,
+                                compiler_options=options, run_timeout_s=run_timeout)
+    space = kernel.space()
+    label = f"{kernel.kernel_name}-{lang.lower()}-{kernel.task.key[:8]}"
+    cname = campaign or f"kt-{label}-{search.name}-seed{seed}"
+    database = open_database(db)
+    try:
+        _compile_check(kernel, runner, space, seed)
+        transfer_from = ignored_kt_options.get("transfer_from")
+        if transfer_from:
+            from autotune.transfer.sources import warm_start_search
+
+            warm, sources = warm_start_search(database, space.task, runner.device, algorithm, transfer_from, 8)
+            search = warm if warm is not None else search
+            if not quiet:
+                print("warm start from: " + (", ".join(s.device.name for s in sources)
+                                             or "no similar device measured this task; ordinary search"),
+                      file=sys.stderr)
+        result = Campaign(cname, space, search, runner, database, trials=trials, time_budget=time_budget,
+                          batch=8, seed=seed, progress=verbose and not quiet).run()
+        history = [m for m, _ in database.campaign_history(database.campaign(cname).id)]
+    finally:
+        runner.close()
+        database.close()
+    if history and all(m.status is Status.COMPILE_ERROR for m in history):
+        raise UsageError(f"every configuration failed to compile ({len(history)} tried); the first error: "
+                         f"{history[0].error.strip()[:1500]}")
+    metrics = ignored_kt_options.get("metrics")
+    results = [_result(m, metrics) for m in history if m.ok]
+    failed = [{**m.candidate.payload, "status": m.status.value, "error": m.error[:500]} for m in history if not m.ok]
+    device = runner.device
+    env = {
+        "device_name": device.name, "device_kind": device.kind, "device_properties": device.properties,
+        "kernel_name": kernel.kernel_name, "lang": lang, "problem_size": problem_size if not callable(problem_size)
+        else "callable", "tune_params": kernel.tune_params, "iterations": int(iterations),
+        "compiler_options": list(compiler_options), "strategy": strategy, "algorithm": search.name,
+        "campaign": cname, "status": result.status, "trials": result.trials, "resumed": result.resumed,
+        "task_key": kernel.task.key, "device_key": device.key, "db": database.safe_url, "failed": failed,
+        "best_config": dict(result.best.candidate.payload) if result.best else None,
+    }
+    if lang == "C":
+        env["c_timing"] = runner.timing
+        env["compiler"] = device.properties.get("compiler")
+    if cache is not None:
+        write_cache(cache, device.name, kernel.kernel_name, problem_size, kernel.tune_params, history)
+        env["cache"] = str(cache)
+    if not quiet:
+        _print(results, failed, kernel.names, verbose)
+    return results, env
+
+
+def _compile_check(kernel: UserKernel, runner, space, seed: int) -> None:
+    """Compile up to three configurations before the campaign; when all fail, the source is broken:
+    UsageError with the first compiler error (a configuration that fails alone is a trial like any other).
+    The builds are cached, so the campaign does not compile them again."""
+    rng = np.random.default_rng(seed)
+    first = ""
+    for k in range(3):
+        cand = space.point(0) if k == 0 and space.size() is not None else space.sample(rng)
+        if kernel.lang == "C":
+            so, err, _ = runner.build(dict(cand.payload))
+            ok = so is not None
+        else:
+            cubin, err, _, _ = runner.builder.build(kernel.source(cand.payload))
+            ok = cubin is not None
+        if ok:
+            return
+        first = first or err
+        if err.startswith("invalid configuration"):
+            raise UsageError(f"configuration {cand.payload} cannot be made: {err}")
+    raise UsageError(f"the kernel does not compile ({kernel.lang}, tried 3 configurations); the first error: "
+                     f"{first.strip()[:1500]}")
+
+
+def _print(results: list[dict], failed: list[dict], names: list[str], verbose: bool) -> None:
+    def line(r: dict) -> str:
+        params = ", ".join(f"{n}={r[n]}" for n in names)
+        return f"{params}, time={r['time']:.3f}ms" if isinstance(r.get("time"), float) else params
+
+    for r in results:
+        print(line(r))
+    if verbose:
+        for f in failed:
+            print(", ".join(f"{n}={f[n]}" for n in names) + f", {f['status']}: {f['error'].splitlines()[0][:120]}")
+    if results:
+        best = min(results, key=lambda r: r["time"])
+        print(f"best performing configuration:\n{line(best)}")
+    elif failed:
+        print(f"no configuration ran correctly ({len(failed)} failed); see env['failed']")
