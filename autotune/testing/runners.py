@@ -174,6 +174,59 @@ def _cuda():
     return CudaRunner(t, protocol=fast, run_timeout_s=10.0), t.task, good, Candidate({**cfg, "NT": 96})
 
 
+# a user's own C function (tune_kernel): the planted crash is a configuration that writes far out of bounds
+_USER_C = """
+void scale(float *y, const float *x, int n) {
+  for (int i = 0; i < n; i += step) for (int j = i; j < i + step && j < n; j++) y[j] = factor * x[j];
+#if crash
+  for (long k = 0; k < (1L << 34); k += 4096) y[k] = 1.0f;
+#endif
+}
+"""
+
+
+def _user_c():
+    import numpy as np
+
+    from autotune.runners.c import UserCRunner
+    from autotune.runners.timing import Protocol
+    from autotune.search_spaces.kernels.user import UserKernel
+
+    x, y = np.arange(64, dtype=np.float32), np.zeros(64, dtype=np.float32)
+    args = [y, x, np.int32(64)]
+    kernel = UserKernel("scale", _USER_C, "C", 64, args, {"step": [1, 8], "factor": [2], "crash": [0, 1]},
+                        restrictions=["crash == 0 or step == 8"])
+    fast = Protocol(warmup=0, min_repeats=3, max_repeats=3, min_time_s=0.0, budget_s=2.0)
+    runner = UserCRunner(kernel, args, [2 * x, None, None], protocol=fast, run_timeout_s=5.0)
+    good = [Candidate({"step": 1, "factor": 2, "crash": 0}), Candidate({"step": 8, "factor": 2, "crash": 0})]
+    bad = [Candidate({"step": 8, "factor": 2, "crash": 1}),  # segfaults: a runtime error
+           Candidate({"step": 1, "factor": 2, "crash": 1})]  # breaks the restriction: invalid, never compiled
+    return runner, kernel.task, good, bad
+
+
+def _user_cuda():
+    if shutil.which("nvcc") is None:
+        raise Unavailable("needs nvcc (the CUDA toolkit)")
+    import numpy as np
+
+    from autotune.runners.cuda import UserCudaRunner
+    from autotune.runners.timing import Protocol
+    from autotune.search_spaces.kernels.user import UserKernel
+
+    props = _gpu_props()
+    src = ("__global__ void scale(float *y, const float *x, int n) {\n"
+           "  int i = blockIdx.x * block_size_x + threadIdx.x;\n  if (i < n) y[i] = 2.0f * x[i];\n}\n")
+    x, y = np.arange(1000, dtype=np.float32), np.zeros(1000, dtype=np.float32)
+    args = [y, x, np.int32(1000)]
+    kernel = UserKernel("scale", src, "CUDA", 1000, args, {"block_size_x": [64, 128, 96]},
+                        restrictions=["block_size_x % 32 == 0 and block_size_x != 96"],
+                        max_threads=int(props.get("max_threads_per_block") or 1024))
+    fast = Protocol(warmup=0, min_repeats=3, max_repeats=3, min_time_s=0.0, budget_s=2.0)
+    runner = UserCudaRunner(kernel, args, [2 * x, None, None], protocol=fast, run_timeout_s=10.0)
+    good = [Candidate({"block_size_x": 64}), Candidate({"block_size_x": 128})]
+    return runner, kernel.task, good, Candidate({"block_size_x": 96})
+
+
 def _op_specs():
     """Two op specs that run and a MatMul whose shapes do not match (fails when built or run)."""
     from autotune.runners.onnx_ops import op_spec
@@ -246,6 +299,51 @@ def _fake_ops():
     return FakeOpRunner(), Task("op", "mixed"), good, [Candidate({"op": "MatMul"}), Candidate("not an op spec")]
 
 
+def _function():
+    from autotune.runners.function import FunctionRunner
+    from autotune.types import Task
+
+    def objective(config):
+        if config["x"] < 0:
+            raise ValueError("planted: x < 0")
+        return 0.001 * (config["x"] + 1)
+
+    good = [Candidate({"x": x}) for x in (0, 1, 2)]
+    bad = [Candidate({"x": -1}),  # raises: a RUNTIME_ERROR holding the exception
+           Candidate({"y": 1})]  # no knob x: a KeyError, the same
+    return FunctionRunner(objective), Task("function", "conformance"), good, bad
+
+
+def _function_isolated():
+    """Each call in a fresh worker process; the objective (a picklable stdlib callable) reads knob x."""
+    import operator
+
+    from autotune.runners.function import FunctionRunner
+    from autotune.types import Task
+
+    good = [Candidate({"x": 0.5}), Candidate({"x": 2})]
+    bad = [Candidate({"y": 1}),  # KeyError in the worker
+           Candidate({"x": -1.0}),  # a negative cost
+           Candidate({"x": "fast"})]  # not a number
+    return FunctionRunner(operator.itemgetter("x"), isolate=True, timeout_s=30), Task("function", "x"), good, bad
+
+
+def _command():
+    """A Python one-liner as the program: prints its time, or exits 1 for a negative x."""
+    import sys
+
+    from autotune.runners.command import CommandRunner
+    from autotune.search_spaces.space_file import Objective
+    from autotune.types import Task
+
+    code = "import sys; x = int(sys.argv[1]); sys.exit('planted failure') if x < 0 else print('time: %d ms' % (x + 1))"
+    runner = CommandRunner([sys.executable, "-c", code, "{x}"], Objective(r"time: (\d+) ms", 1e-3), timeout_s=60,
+                           knobs=["x"])
+    bad = [Candidate({"x": -1}),  # exit status 1: a RUNTIME_ERROR with the stderr tail
+           Candidate({"y": 1})]  # no knob x to fill in: INVALID, never run
+    return runner, Task("command", "one-liner"), [Candidate({"x": 0}), Candidate({"x": 4})], bad
+
+
 #: "module:Class" of every concrete Runner subclass -> the small cases the suite checks. Classes
 #: are named as strings, imported only when built. A runner that needs hardware absent here
 #: raises Unavailable with the reason, and its checks are skipped, listed with that reason.
@@ -254,12 +352,17 @@ RUNNER_FACTORIES: dict[str, list[RunnerCase]] = {
     "autotune.runners.ray:RayRunner": [RunnerCase("ray-replay-pnpoly", _ray)],
     "autotune.runners.c:CRunner": [RunnerCase("c-softmax-planted-crash", _c)],
     "autotune.runners.cuda:CudaRunner": [RunnerCase("cuda-softmax", _cuda)],
+    "autotune.runners.c:UserCRunner": [RunnerCase("user-c-planted-crash", _user_c)],
+    "autotune.runners.cuda:UserCudaRunner": [RunnerCase("user-cuda-scale", _user_cuda)],
     "autotune.runners.onnx_ops:OnnxOpRunner": [RunnerCase("onnx-ops", _onnx_ops)],
     "autotune.runners.torch_ops:TorchOpRunner": [RunnerCase("torch-ops-cpu", _torch_ops("cpu")),
                                                  RunnerCase("torch-ops-cuda", _torch_ops("cuda"))],
     "autotune.runners.simulator.runner:SimulatorRunner": [RunnerCase("simulator-rnnlm-p100", _simulator)],
     "autotune.runners.graph:GraphCostRunner": [RunnerCase("graph-cost-fake-ops", _graph_cost(True)),
                                                RunnerCase("graph-cost-estimated", _graph_cost(False))],
+    "autotune.runners.function:FunctionRunner": [RunnerCase("function-planted-raise", _function),
+                                                  RunnerCase("function-isolated", _function_isolated)],
+    "autotune.runners.command:CommandRunner": [RunnerCase("command-python-one-liner", _command)],
     "autotune.testing.fakes:FakeRunner": [RunnerCase("fake-knobs", _fake)],
     "autotune.testing.graphs:FakeOpRunner": [RunnerCase("fake-ops", _fake_ops)],
 }

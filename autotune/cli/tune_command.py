@@ -1,0 +1,54 @@
+"""`autotune tune command`: tune the knobs of one's own program, run once per configuration."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
+from autotune.cli.common import (
+    DEFAULT_DB,
+    AlgorithmOption,
+    BatchOption,
+    CampaignOption,
+    CostModelOption,
+    DbOption,
+    JsonOption,
+    ProgressOption,
+    SeedOption,
+    TimeOption,
+    TrialsOption,
+    handle_errors,
+    report,
+)
+
+SpaceOption = Annotated[str, typer.Option("--space", help="Space file (YAML or JSON): knobs, constraints and how the cost is read (docs/own-code.md)")]
+TimeoutOption = Annotated[float | None, typer.Option("--timeout", help="Seconds one run of the program may take; a run past it is killed (a TIMEOUT trial)")]
+CommandArgument = Annotated[list[str], typer.Argument(help="The program and its arguments, after --; {knob} is replaced by the knob's value", metavar="PROGRAM")]
+
+
+def register(app: typer.Typer, tune_app: typer.Typer) -> None:
+    @tune_app.command("command", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    @handle_errors
+    def tune_command(
+        command: CommandArgument,
+        space: SpaceOption,
+        campaign: CampaignOption = None,
+        trials: TrialsOption = None,
+        time_budget: TimeOption = None,
+        algorithm: AlgorithmOption = DEFAULT_ALGORITHM,
+        cost_model: CostModelOption = DEFAULT_COST_MODEL,
+        seed: SeedOption = 0,
+        batch: BatchOption = 8,
+        timeout: TimeoutOption = None,
+        db: DbOption = DEFAULT_DB,
+        json: JsonOption = False,
+        progress: ProgressOption = True,
+    ) -> None:
+        """Tune a program: run it once per configuration (no shell) and read its cost from its output or its
+        wall time. Example: autotune tune command --space space.yaml -- ./bench --block {block}"""
+        from autotune.drivers.command import tune_command as run
+
+        report(run(command, space, campaign=campaign, trials=trials, time_budget=time_budget, algorithm=algorithm,
+                   cost_model=cost_model, seed=seed, batch=batch, timeout_s=timeout, db=db, progress=progress), json)

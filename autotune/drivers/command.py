@@ -1,0 +1,52 @@
+"""tune_command(): a campaign whose cost is read from the user's own program, run once per configuration.
+
+    tune_command(["./bench", "--block", "{block}"], "space.yaml", trials=50, timeout_s=10)
+
+The space file (docs/own-code.md) gives the knobs, constraints and how the cost is read (a regular
+expression on the program's output, or its wall time). The program and its placeholders are
+checked before the campaign opens: a program that cannot be found or a placeholder that is not a
+knob is a UsageError. The task is the command template plus the space, so the same command on the
+same space resumes the same campaign.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from autotune.algorithms.model_guided import make_search
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
+from autotune.campaign import Campaign, CampaignResult
+from autotune.db import open_database
+from autotune.drivers.function import budgets, with_task
+from autotune.errors import UsageError
+from autotune.runners.command import CommandRunner
+from autotune.search_spaces.space_file import load_space_file
+
+
+def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, trials: int | None = None,
+                 time_budget: float | None = None, algorithm: str = DEFAULT_ALGORITHM,
+                 cost_model: str | None = DEFAULT_COST_MODEL, seed: int = 0, batch: int = 8,
+                 timeout_s: float | None = None, db: str = "sqlite:///autotune.db",
+                 progress: bool = False) -> CampaignResult:
+    """Run (or resume) a campaign over the space of ``space_file``, measuring each configuration by
+    running ``argv`` with its ``{knob}`` placeholders filled in. Without a budget: 100 trials."""
+    argv = [str(a) for a in argv]
+    if not argv:
+        raise UsageError("the command is empty; give the program to run after --, e.g. autotune tune command --space space.yaml "
+                         "-- ./bench --block {block}")
+    algo = make_search(algorithm, cost_model)  # validates the names before anything is written
+    space, objective = load_space_file(space_file)
+    runner = CommandRunner(argv, objective, timeout_s=timeout_s, knobs=space.names)
+    try:
+        program = os.path.basename(argv[0]) or "program"
+        knobs = with_task(space, "command", program, {"argv": argv, "objective": runner.objective.to_json()})
+        name = campaign or f"command-{program}-{knobs.task.key[:8]}-{algo.name}-seed{seed}"
+        database = open_database(db)
+        try:
+            return Campaign(name, knobs, algo, runner, database, trials=budgets(trials, time_budget),
+                            time_budget=time_budget, batch=batch, seed=seed, progress=progress).run()
+        finally:
+            database.close()
+    finally:
+        runner.close()

@@ -1,0 +1,267 @@
+"""CommandRunner: measure a configuration by running the user's program with the knob values.
+
+Each argument of the command is a template: ``{name}`` is replaced by the knob's value (``{{`` and
+``}}`` are literal braces; a format spec such as ``{x:.3f}`` is applied). The program runs without
+a shell (an argument list: a value such as ``; rm -rf ~`` arrives as one literal argument), in its
+own process group, killed with the whole group when it times out and once it has exited (so
+whatever it started does not outlive it). On Linux it also dies with this process (a small
+launcher sets PR_SET_PDEATHSIG before it executes the program).
+
+The cost is read from its output with the space file's objective (the number in the regular
+expression's group, from the last match in standard output then standard error, times ``scale``) or
+is its wall time. A non-zero exit status, a timeout or output without the number is a failed trial
+(RUNTIME_ERROR or TIMEOUT) whose error holds the last 2,000 characters of both outputs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import signal
+import string
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+
+from autotune.errors import UsageError
+from autotune.runners.base import Runner
+from autotune.runners.function import host_device
+from autotune.search_spaces.space_file import Objective
+from autotune.types import Candidate, Measurement, Status, Task
+
+TAIL_CHARS = 2000
+MAX_OUTPUT_BYTES = 8 * 1024 * 1024  # of each output, read from its end, for the objective's regex
+
+# Run with `python -S -c`: die with the parent (Linux), note when the program starts, then become it.
+_LAUNCHER = r"""
+import os, sys, time
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
+except Exception:
+    pass
+if os.getppid() != int(sys.argv[2]):
+    os._exit(137)
+fd = int(sys.argv[1])
+os.write(fd, repr(time.monotonic()).encode())
+os.close(fd)
+try:
+    os.execv(sys.argv[3], sys.argv[3:])
+except OSError as exc:
+    sys.stderr.write("cannot run %s: %s\n" % (sys.argv[3], exc.strerror or exc))
+    os._exit(127)
+"""
+
+
+def placeholders(argv: Sequence[str]) -> list[str]:
+    """The knob names the arguments use, in order (UsageError for a malformed template)."""
+    names: list[str] = []
+    for arg in argv:
+        for field, _spec, _conv in _fields(arg):
+            if field not in names:
+                names.append(field)
+    return names
+
+
+def _fields(arg: str) -> Iterable[tuple[str, str, str | None]]:
+    try:
+        parsed = list(string.Formatter().parse(arg))
+    except ValueError as exc:
+        raise UsageError(f"the argument {arg[:80]!r} is not a valid template ({exc}); write {{name}} for a knob's "
+                         "value and {{{{ or }}}} for a literal brace") from None
+    for _literal, field, spec, conv in parsed:
+        if field is None:
+            continue
+        if not field.isidentifier():
+            raise UsageError(f"the argument {arg[:80]!r} has the placeholder {{{field[:40]}}}; a placeholder is "
+                             "a knob name in braces, such as {block}")
+        if spec and ("{" in spec or "}" in spec):
+            raise UsageError(f"the argument {arg[:80]!r} nests placeholders in a format spec; not supported")
+        yield field, spec or "", conv
+
+
+def substitute(arg: str, config: dict) -> str:
+    """``arg`` with each ``{name}`` replaced by the knob's value (str() of it, or the format spec's)."""
+    out = []
+    for literal, field, spec, conv in string.Formatter().parse(arg):
+        out.append(literal)
+        if field is None:
+            continue
+        value = config[field]
+        if conv == "r":
+            value = repr(value)
+        elif conv == "a":
+            value = ascii(value)
+        out.append(format(value, spec) if spec else str(value))
+    return "".join(out)
+
+
+def check_template(argv: Sequence[str], knobs: Iterable[str]) -> None:
+    """UsageError when an argument names a placeholder that is not a knob (before anything runs)."""
+    knobs = list(knobs)
+    unknown = [n for n in placeholders(argv) if n not in knobs]
+    if unknown:
+        raise UsageError(f"the command uses the placeholder(s) {', '.join('{' + n + '}' for n in unknown)}, which "
+                         f"are not knobs of the space; knobs: {', '.join(knobs)}")
+
+
+def resolve_program(program: str) -> str:
+    """The program's path (searched on PATH when it has no folder), or UsageError saying why it cannot run."""
+    if not program or "\0" in program:
+        raise UsageError("the command is empty; give the program to run after --, e.g. -- ./bench --block {block}")
+    shown = program if len(program) <= 200 else program[:197] + "..."
+    try:
+        found = shutil.which(program)
+        if found:
+            return os.path.abspath(found) if os.sep in program else found
+        if os.sep in program and os.path.exists(program):
+            why = "is a folder" if os.path.isdir(program) else "is not executable (chmod +x, or run it with its interpreter)"
+            raise UsageError(f"the program {shown!r} {why}")
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"the program {shown!r} cannot be run: {exc}") from None
+    where = "does not exist" if os.sep in program else "was not found on PATH"
+    raise UsageError(f"the program {shown!r} {where}; give a path (./bench) or a command on PATH")
+
+
+def _tail(data: bytes, limit: int = TAIL_CHARS) -> str:
+    text = data.decode("utf-8", errors="replace")
+    return text[-limit:]
+
+
+def _read_end(f, limit: int = MAX_OUTPUT_BYTES) -> bytes:
+    f.flush()
+    size = f.seek(0, os.SEEK_END)
+    f.seek(max(0, size - limit))
+    return f.read()
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class CommandRunner(Runner):
+    """Run ``argv`` (templates over the knobs) for each candidate and read its cost."""
+
+    def __init__(self, argv: Sequence[str], objective: Objective | None = None, timeout_s: float | None = None,
+                 knobs: Iterable[str] | None = None, env: dict | None = None, cwd: str | None = None):
+        argv = [str(a) for a in argv]
+        if not argv:
+            raise UsageError("the command is empty; give the program to run after --, e.g. -- ./bench --block {block}")
+        if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool)
+                                          and math.isfinite(timeout_s) and timeout_s > 0):
+            raise UsageError(f"the timeout must be a positive number of seconds, not {timeout_s!r}")
+        placeholders(argv)  # a malformed template fails here
+        if knobs is not None:
+            check_template(argv, knobs)
+        self.argv, self.objective, self.timeout_s = argv, objective or Objective(), timeout_s
+        self._regex = re.compile(self.objective.regex) if self.objective.regex else None
+        self._fixed_program = not placeholders(argv[:1])
+        self.program = resolve_program(argv[0]) if self._fixed_program else argv[0]
+        self.env, self.cwd = env, cwd
+        self.device = host_device("program")
+
+    def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
+        return [self._one(c) for c in candidates]
+
+    def command(self, config: dict) -> list[str]:
+        """The argument list for one configuration."""
+        return [substitute(a, config) for a in self.argv]
+
+    def _one(self, c: Candidate) -> Measurement:
+        if not isinstance(c.payload, dict):
+            return Measurement(c, Status.INVALID, error=f"a configuration is a dict of knob values, not {c.payload!r}"[:300])
+        try:
+            argv = self.command(c.payload)
+        except (KeyError, ValueError, TypeError) as exc:
+            return Measurement(c, Status.INVALID, error=f"cannot fill in the command for {c.payload}: "
+                                                        f"{type(exc).__name__}: {exc}"[:500])
+        # a program named by a placeholder is looked up now (not found: the launcher says so, a failed trial)
+        program = self.program if self._fixed_program else (shutil.which(argv[0]) or argv[0])
+        return self._run(c, program, argv)
+
+    def _run(self, c: Candidate, program: str, argv: list[str]) -> Measurement:
+        r, w = os.pipe()
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            t0 = time.monotonic()
+            try:
+                if sys.platform.startswith("linux"):
+                    cmd = [sys.executable, "-S", "-c", _LAUNCHER, str(w), str(os.getpid()), program, *argv[1:]]
+                    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(w,),
+                                            start_new_session=True, env=self.env, cwd=self.cwd)
+                else:
+                    proc = subprocess.Popen([program, *argv[1:]], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                            start_new_session=True, env=self.env, cwd=self.cwd)
+            except OSError as exc:
+                os.close(r)
+                os.close(w)
+                return Measurement(c, Status.RUNTIME_ERROR, error=f"cannot run {program!r}: {exc.strerror or exc}")
+            os.close(w)
+            timed_out = False
+            try:
+                code = proc.wait(self.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc.pid)
+                code = proc.wait()
+            t1 = time.monotonic()
+            _kill_group(proc.pid)  # whatever the program left running
+            started = os.read(r, 64)
+            os.close(r)
+            try:
+                t0 = max(t0, float(started)) if started else t0
+            except ValueError:
+                pass
+            wall = t1 - t0
+            stdout, stderr = _read_end(out), _read_end(err)
+        tails = self._tails(stdout, stderr)
+        meta = {"returncode": code, "wall_s": wall, "argv": argv[:64]}
+        if timed_out:
+            return Measurement(c, Status.TIMEOUT, run_s=wall, meta=meta,
+                               error=f"did not finish within {self.timeout_s:g} s; killed{tails}")
+        if code != 0:
+            why = f"exit status {code}"
+            if code < 0:
+                try:
+                    why = f"killed by {signal.Signals(-code).name}"
+                except ValueError:
+                    why = f"killed by signal {-code}"
+            return Measurement(c, Status.RUNTIME_ERROR, run_s=wall, meta=meta, error=f"the program ended with {why}{tails}")
+        if self._regex is None:
+            cost = wall
+        else:
+            cost, why = self._parse(stdout, stderr)
+            if cost is None:
+                return Measurement(c, Status.RUNTIME_ERROR, run_s=wall, meta=meta, error=f"{why}{tails}")
+        return Measurement(c, Status.OK, times=[cost], cost=cost, run_s=wall, meta=meta)
+
+    def _parse(self, stdout: bytes, stderr: bytes) -> tuple[float | None, str]:
+        text = stdout.decode("utf-8", errors="replace") + "\n" + stderr.decode("utf-8", errors="replace")
+        last = None
+        for last in self._regex.finditer(text):
+            pass
+        if last is None:
+            return None, f"no match of the objective regex {self.objective.regex!r} in the program's output"
+        raw = last.group(1)
+        try:
+            value = float(raw) * self.objective.scale
+        except (TypeError, ValueError):
+            return None, f"the objective regex matched {str(raw)[:80]!r}, which is not a number"
+        if not (math.isfinite(value) and value >= 0):
+            return None, f"the program reported {str(raw)[:80]!r}; a cost must be a finite number >= 0"
+        return value, ""
+
+    @staticmethod
+    def _tails(stdout: bytes, stderr: bytes) -> str:
+        parts = []
+        if stderr.strip():
+            parts.append(f"\n--- stderr (last {TAIL_CHARS} characters) ---\n{_tail(stderr)}")
+        if stdout.strip():
+            parts.append(f"\n--- stdout (last {TAIL_CHARS} characters) ---\n{_tail(stdout)}")
+        return "".join(parts)
