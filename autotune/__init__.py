@@ -39,6 +39,11 @@ _LAZY = {
     "tune_template": "autotune.drivers.kernel",
     "optimize_graph": "autotune.drivers.graph",
     "parallelize": "autotune.drivers.parallel",
+    # the user's own code: a C or CUDA kernel (Kernel Tuner's interface), a Python function
+    "tune_kernel": "autotune.drivers.kernel_tuner",
+    "minimize": "autotune.drivers.function",
+    "tune_command": "autotune.drivers.command",
+    "load_space_file": "autotune.search_spaces.space_file",
     # the tuning log as pandas DataFrames: queries.trials(db, campaign=...), best, campaigns, convergence
     "queries": "autotune.db.queries:",
     # transfer across devices

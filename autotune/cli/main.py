@@ -32,6 +32,8 @@ COMMAND_MODULES = [
     "autotune.cli.graphs",
     "autotune.cli.transfer",
     "autotune.cli.scale",
+    "autotune.cli.tune_command",
+    "autotune.cli.space",
 ]
 
 for _name in COMMAND_MODULES:

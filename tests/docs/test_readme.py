@@ -234,6 +234,8 @@ def test_readme_has_a_snippet_per_domain():
     for command in ("autotune tune replay", "autotune tune kernel", "autotune tune graph", "autotune tune parallel"):
         assert command in text, f"README.md shows no {command!r}"
     python = "".join(b.code for b in README_BLOCKS if b.lang == "python")
+    assert "from autotune import tune_kernel" in python and "autotune.minimize(" in python, \
+        "README.md shows no quick start of the user's own kernel or function"
     for function in ("tune_replay", "tune_template", "optimize_graph", "parallelize"):
         assert f"autotune.{function}(" in python, f"README.md has no Python quick start calling autotune.{function}"
 
@@ -287,8 +289,8 @@ def test_python_snippets_import_from_autotune_only(block):
             names = [node.module or ""]
         else:
             continue
-        assert all(n == "autotune" for n in names), (
-            f"{block.id}: imports {names}; snippets use the public API, `import autotune` only")
+        assert all(n in ("autotune", "numpy") for n in names), (  # numpy: the arrays a kernel is tuned on
+            f"{block.id}: imports {names}; snippets use the public API, `import autotune` (and numpy) only")
 
 
 def test_pip_install_lines_name_existing_extras():
