@@ -202,6 +202,26 @@ class CudaBuildStage:
         return Built(Path(cubin).read_bytes() if cubin else None, err, spent, res)
 
 
+def run_on_worker(worker: GpuWorker, request: tuple, timeout_s: float, cand: Candidate, build_s: float, meta: dict
+                  ) -> tuple[Measurement | None, object, float]:
+    """Send one run request to the GPU worker (started again if it died): (the failed Measurement, None,
+    seconds) when the worker could not start, timed out or reported an error, else (None, its reply, seconds)."""
+    t0 = time.perf_counter()
+    try:
+        worker.start()
+    except UsageError as exc:
+        return Measurement(cand, Status.RUNTIME_ERROR, error=str(exc), build_s=build_s, meta=meta), None, 0.0
+    reply = worker.request(request, timeout_s)
+    run_s = time.perf_counter() - t0
+    meta["worker_restarts"] = worker.restarts
+    if reply[0] == "timeout":
+        return Measurement(cand, Status.TIMEOUT, error=reply[1], build_s=build_s, run_s=run_s, meta=meta), None, run_s
+    if reply[0] != "ok":
+        return (Measurement(cand, Status.RUNTIME_ERROR, error=reply[1], build_s=build_s, run_s=run_s, meta=meta),
+                None, run_s)
+    return None, reply[1], run_s
+
+
 class CudaRunner(Runner):
     def __init__(self, template: KernelTemplate, device_index: int = 0, backend: str = "auto",
                  protocol: Protocol | None = None, build_workers: int = 2, compile_timeout_s: float = 120.0,
@@ -246,21 +266,12 @@ class CudaRunner(Runner):
         if cubin is None:
             return Measurement(cand, Status.COMPILE_ERROR, error=err, build_s=build_s, meta=meta)
         grid, block, shared = self.template.launch(cand.payload)
-        t0 = time.perf_counter()
-        try:
-            self.worker.start()
-        except UsageError as exc:
-            return Measurement(cand, Status.RUNTIME_ERROR, error=str(exc), build_s=build_s, meta=meta)
         image = cubin if isinstance(cubin, bytes) else Path(cubin).read_bytes()
-        reply = self.worker.request(("run", image, grid, block, shared, self.protocol),
-                                    self.run_timeout_s)
-        run_s = time.perf_counter() - t0
-        meta["worker_restarts"] = self.worker.restarts
-        if reply[0] == "timeout":
-            return Measurement(cand, Status.TIMEOUT, error=reply[1], build_s=build_s, run_s=run_s, meta=meta)
-        if reply[0] != "ok":
-            return Measurement(cand, Status.RUNTIME_ERROR, error=reply[1], build_s=build_s, run_s=run_s, meta=meta)
-        times, out = reply[1]
+        failed, reply, run_s = run_on_worker(self.worker, ("run", image, grid, block, shared, self.protocol),
+                                             self.run_timeout_s, cand, build_s, meta)
+        if failed is not None:
+            return failed
+        times, out = reply
         meta["repeats"] = len(times)
         if self.check and (why := self.template.check(out, self.reference)):
             return Measurement(cand, Status.WRONG_RESULT, times=list(times), error=why, build_s=build_s,
@@ -391,20 +402,12 @@ class UserCudaRunner(Runner):
         cfg = cand.payload
         grid, block, shared = self.kernel.grid(cfg), self.kernel.block(cfg), self.kernel.shared_bytes(cfg)
         meta.update(grid=list(grid), block=list(block))
-        t0 = time.perf_counter()
-        try:
-            self.worker.start()
-        except UsageError as exc:
-            return Measurement(cand, Status.RUNTIME_ERROR, error=str(exc), build_s=build_s, meta=meta)
-        reply = self.worker.request(("run_args", image, symbol, grid, block, shared, self.protocol, self.outputs),
-                                    self.run_timeout_s)
-        run_s = time.perf_counter() - t0
-        meta["worker_restarts"] = self.worker.restarts
-        if reply[0] == "timeout":
-            return Measurement(cand, Status.TIMEOUT, error=reply[1], build_s=build_s, run_s=run_s, meta=meta)
-        if reply[0] != "ok":
-            return Measurement(cand, Status.RUNTIME_ERROR, error=reply[1], build_s=build_s, run_s=run_s, meta=meta)
-        times, outputs = reply[1]
+        failed, reply, run_s = run_on_worker(
+            self.worker, ("run_args", image, symbol, grid, block, shared, self.protocol, self.outputs),
+            self.run_timeout_s, cand, build_s, meta)
+        if failed is not None:
+            return failed
+        times, outputs = reply
         meta["repeats"] = len(times)
         if why := verify_outputs(self.answer, outputs, self.atol, self.verify):
             return Measurement(cand, Status.WRONG_RESULT, times=list(times), error=why, build_s=build_s,
