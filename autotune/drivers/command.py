@@ -42,10 +42,14 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
         program = os.path.basename(argv[0]) or "program"
         knobs = with_task(space, "command", program, {"argv": argv, "objective": runner.objective.to_json()})
         name = campaign or f"command-{program}-{knobs.task.key[:8]}-{algo.name}-seed{seed}"
+        # how `autotune worker` runs it again (on another host: the program and the space file at the same paths)
+        recipe = {"kind": "command", "args": {
+            "argv": argv, "space_file": os.path.abspath(space_file), "trials": trials, "time_budget": time_budget,
+            "algorithm": algorithm, "cost_model": cost_model, "seed": seed, "batch": batch, "timeout_s": timeout_s}}
         database = open_database(db)
         try:
             return Campaign(name, knobs, algo, runner, database, trials=budgets(trials, time_budget),
-                            time_budget=time_budget, batch=batch, seed=seed, progress=progress).run()
+                            time_budget=time_budget, batch=batch, seed=seed, progress=progress, recipe=recipe).run()
         finally:
             database.close()
     finally:

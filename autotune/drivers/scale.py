@@ -1,8 +1,9 @@
 """Scale-out: a campaign made again from its recipe (`autotune worker`), many campaigns at once
 (`autotune tune many`), and a whole campaign run as a Ray task.
 
-A recipe is ``{"kind": "replay" | "kernel" | "graph" | "parallel", "args": {...}}``: the keyword
-arguments of that kind's driver (tune_replay, tune_template, optimize_graph, parallelize). Drivers
+A recipe is ``{"kind": "replay" | "kernel" | "graph" | "parallel" | "command", "args": {...}}``: the
+keyword arguments of that kind's driver (tune_replay, tune_template, optimize_graph, parallelize,
+tune_command). Drivers
 store the recipe with the campaign, so any process that reaches the database can join it.
 """
 
@@ -23,6 +24,7 @@ KINDS = {
     "kernel": ("autotune.drivers.kernel", "tune_template"),
     "graph": ("autotune.drivers.graph", "optimize_graph"),
     "parallel": ("autotune.drivers.parallel", "parallelize"),
+    "command": ("autotune.drivers.command", "tune_command"),
 }
 #: arguments a recipe may not set: where results go and how this process runs are the caller's
 RUN_ARGS = ("db", "campaign", "progress", "ray", "ray_actors")
@@ -48,7 +50,7 @@ def check_args(kind: str, args: dict, where: str = "") -> None:
 
 def summarize(kind: str, result) -> dict:
     """One JSON-ready line per campaign, whatever the driver returned."""
-    if kind == "replay":
+    if kind in ("replay", "command"):
         return result.summary()
     if kind == "kernel":
         res, _, extra = result

@@ -185,3 +185,16 @@ def test_sigkill_mid_campaign_then_resume_reaches_the_budget_without_duplicates(
     after = keys()
     assert res.resumed and res.trials == trials
     assert after[:len(committed)] == committed and len(after) == len(set(after)) == trials
+
+
+def test_another_worker_joins_a_command_campaign_from_its_recipe(bench, monkeypatch):
+    """`autotune worker` runs the same program over the same space file, from any working directory."""
+    from autotune.drivers.scale import join_campaign
+
+    url = f"sqlite:///{bench / 'join.db'}"
+    first = tune_command(_argv(bench), bench / "space.yaml", campaign="joined", trials=6, db=url, seed=1)
+    recipe = open_database(url).campaign("joined").options["recipe"]
+    assert recipe["kind"] == "command" and recipe["args"]["space_file"] == str(bench / "space.yaml")
+    monkeypatch.chdir(bench.parent)
+    out = join_campaign("joined", url)  # the budget is met: the worker stops at once, measuring nothing
+    assert first.trials == out["trials"] == 6 and out["measured_here"] == 0
