@@ -12,6 +12,8 @@ Status per rule: "proved", "tested" (float tests only), or "rejected".
 
 from __future__ import annotations
 
+from autotune.errors import MissingDependencyError
+
 import numpy as np
 from autotune.search_spaces.graphs.generator import CONV_ATTRS, concrete, run, shape_of
 from autotune.search_spaces.graphs.rules import Rule
@@ -48,7 +50,10 @@ def z3_prove(domain, g1, g2, mapping, timeout_ms: int = 2000) -> bool | None:
     """
     if any(op not in PROVABLE for g in (g1, g2) for op, *_ in g):
         return None
-    import z3
+    try:
+        import z3
+    except ImportError:
+        raise MissingDependencyError("proving rules needs the package 'z3-solver'; pip install 'autotune[graphs]'") from None
     T = z3.DeclareSort("T")
     f2 = lambda n: z3.Function(n, T, T, T)
     mm, add, mul, conv = f2("matmul"), f2("add"), f2("mul"), f2("conv")

@@ -116,10 +116,13 @@ def test_cost_model_campaign_stores_models_and_predict_ranks(url):
     r = run("predict", "--campaign", name, "--top", 5, "--format", "json", "--db", url)
     ranked = json.loads(r.stdout)
     assert len(ranked) == 5 and [x["score"] for x in ranked] == sorted((x["score"] for x in ranked), reverse=True)
-    # the top of the whole space also wins when given again among others
+    # the top of the whole space also wins when given again among others (configurations in one leaf of
+    # every tree tie: then either may come first, with the same score)
     given = [json.dumps(ranked[4]["config"]), json.dumps(ranked[0]["config"])]
     r = run("predict", "--model", models[-1]["id"], "--config", given[0], "--config", given[1], "--format", "json", "--db", url)
-    assert json.loads(r.stdout)[0]["config"] == ranked[0]["config"]
+    again = json.loads(r.stdout)
+    assert again[0]["score"] == pytest.approx(ranked[0]["score"]) and again[0]["score"] >= again[1]["score"]
+    assert again[0]["config"] == ranked[0]["config"] or again[1]["score"] == pytest.approx(again[0]["score"])
     r = run("predict", "--campaign", name, "--config", '{"between_method": 99}', "--db", url)
     assert r.exit_code == 2 and "does not match the knobs" in r.stderr
     r = run("tune", "replay", "--cache", EXAMPLE, "--cost-model", "nope", "--db", url)

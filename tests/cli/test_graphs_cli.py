@@ -69,7 +69,15 @@ def test_tune_graph_text_aliases_and_errors(tmp_path):
         assert bad.exit_code == 2 and words in msg and msg.startswith("error:") and len(msg.splitlines()) == 1, args
 
 
+def test_rules_generate_without_z3_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "z3", None)  # as if z3-solver were not installed
+    r = CliRunner().invoke(app, ["rules", "generate", "--max-ops", "1", "-o", str(tmp_path / "r.json"),
+                                 "--db", f"sqlite:///{tmp_path / 'r.db'}"])
+    assert r.exit_code == 2 and "z3-solver" in r.output and "Traceback" not in r.output
+
+
 def test_rules_generate(tmp_path):
+    pytest.importorskip("z3", reason="rules generate proves rules with z3-solver (the graphs extra)")
     out = tmp_path / "rules.json"
     db = f"sqlite:///{tmp_path / 'r.db'}"
     r = CliRunner().invoke(app, ["rules", "generate", "--max-ops", "1", "--json", "-o", str(out), "--db", db])
