@@ -33,6 +33,8 @@ FAST_OPTIONS = {
 }
 #: ask/tell rounds per check (default 6): the Gaussian process is slow to fit
 STEPS = {"optuna-gp": 3}
+#: algorithms whose checks take minutes (where they can run at all: optuna-gp needs torch) run with -m slow
+SLOW = {"optuna-gp"}
 #: rounds per check under guidance: two batches of random points train the model, two more search it
 GUIDED_STEPS = 4
 #: model guidance: a few random points, then an XGBoost model retrained every 4 results and
@@ -67,7 +69,7 @@ def cases() -> list:
             options = {**FAST_OPTIONS.get(name, {}), **(GUIDED_OPTIONS if cost_model else {})}
             for arena in arenas:
                 case = Case(name, cost_model, arena, options)
-                out.append(pytest.param(case, id=case.id))
+                out.append(pytest.param(case, id=case.id, marks=[pytest.mark.slow] if name in SLOW else []))
     return out
 
 
