@@ -47,6 +47,23 @@ from autotune.types import Candidate, Measurement, Status
 from autotune.algorithms.registry import cost_model_class, make_algorithm
 
 
+def _members(model: CostModel, X: np.ndarray) -> np.ndarray:
+    """Scores per ensemble member (members x rows); one row for a plain model."""
+    if hasattr(model, "predict_members"):
+        return np.atleast_2d(model.predict_members(X))
+    return model.predict(X)[None, :]
+
+
+def _best_first(row: np.ndarray, k: int) -> np.ndarray:
+    """Indices of at least the ``k`` highest scores of ``row``, highest first, ties by index (the
+    order of a stable argsort of -row, without sorting the whole row)."""
+    if k >= len(row):
+        return np.argsort(-row, kind="stable")
+    threshold = np.partition(row, len(row) - k)[len(row) - k]
+    top = np.flatnonzero(row >= threshold)  # every tie of the k-th score too
+    return top[np.argsort(-row[top], kind="stable")]
+
+
 class ModelGuided(SearchAlgorithm):
     name = "model-guided"
     description = "any algorithm searching against a cost model; the best unmeasured candidates are measured"
@@ -132,7 +149,8 @@ class ModelGuided(SearchAlgorithm):
         self._install(*self._fit(self.cost_model, X, y), upto, metrics)
 
     def _fit(self, model: CostModel, X: np.ndarray, y: np.ndarray) -> tuple:
-        """(fitted model, calibration of its scores to log cost, its serialisation for on_retrain)."""
+        """(fitted model, calibration of its scores to log cost, its serialisation for on_retrain, its
+        scores of the enumerated space when there is one)."""
         model.fit(X, y)
         calib = self._calib
         ok = np.isfinite(y)
@@ -140,11 +158,15 @@ class ModelGuided(SearchAlgorithm):
             s = model.predict(X[ok])
             a, b = np.polyfit(s, np.log(y[ok]), 1) if np.ptp(s) > 0 else (0.0, 0.0)
             calib = (a, b) if a < 0 else (-1.0, float(np.log(np.min(y[ok]))) + float(np.max(s)))
-        return model, calib, model.save() if self.on_retrain is not None else b""
+        scores = _members(model, self._all_X) if self._all_X is not None else None
+        return model, calib, model.save() if self.on_retrain is not None else b"", scores
 
-    def _install(self, model: CostModel, calib: tuple, data: bytes, upto: int, metrics: dict) -> None:
+    def _install(self, model: CostModel, calib: tuple, data: bytes, scores: np.ndarray | None, upto: int,
+                 metrics: dict) -> None:
         self.cost_model, self._calib, self.trained_on, self.last_metrics = model, calib, upto, metrics
         self.retrains += 1
+        if scores is not None:
+            self._all_scores, self._all_scored_at = scores, self.retrains
         if self.on_retrain is not None:
             self.on_retrain(metrics, data)
 
@@ -183,10 +205,7 @@ class ModelGuided(SearchAlgorithm):
         return [self._all[i] for i in idx], self._all_scores[:, idx]
 
     def _members(self, X: np.ndarray) -> np.ndarray:
-        """Scores per ensemble member (members x rows); one row for a plain model."""
-        if hasattr(self.cost_model, "predict_members"):
-            return np.atleast_2d(self.cost_model.predict_members(X))
-        return self.cost_model.predict(X)[None, :]
+        return _members(self.cost_model, X)
 
     def _scored_by_inner(self) -> tuple[list[Candidate], np.ndarray]:
         inner = type(self.inner)(**self.inner.config)
@@ -218,7 +237,7 @@ class ModelGuided(SearchAlgorithm):
         chosen: list[int] = []
         if scores.shape[1] == 0:
             return chosen
-        orders = [np.argsort(-row, kind="stable") for row in scores]
+        orders = [_best_first(row, 2 * n) for row in scores]  # a member is passed over at most n times
         pos = [0] * len(orders)
         taken: set[int] = set()
         while len(chosen) < min(n, scores.shape[1]):
