@@ -21,7 +21,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from autotune.algorithms.base import SearchAlgorithm
 from autotune.algorithms.registry import make_algorithm
-from autotune.db.database import Database, worker_id
+from autotune.db.database import Database
+from autotune.db.workers import worker_id
 from autotune.errors import UsageError
 from autotune.runners.base import Runner, StreamingRunner
 from autotune.search_spaces.base import Space

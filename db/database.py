@@ -9,11 +9,8 @@ one campaign never write a trial twice.
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import sqlite3
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -41,8 +38,8 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.db.models import (
+    CHUNK,
     AlgorithmStateRow,
-    CampaignClaimRow,
     CampaignPendingRow,
     CampaignRow,
     CampaignTrialRow,
@@ -53,11 +50,10 @@ from autotune.db.models import (
     TrialRow,
     utcnow,
 )
+from autotune.db.workers import CampaignWorkers, worker_id
 from autotune.errors import DatabaseError, UsageError
-from autotune.runners.processes import process_alive
 from autotune.types import Candidate, Device, Measurement, Task
 
-CHUNK = 500
 ACCEPTED = "sqlite:///FILE (for example sqlite:///autotune.db) or postgresql+psycopg://USER@HOST:PORT/DBNAME"
 
 
@@ -85,19 +81,6 @@ _WIRE_TRIALS = Table(
     Column("build_s", Float), Column("run_s", Float), Column("simulated_s", Float), Column("meta", _JSONText),
     Column("created", DateTime), Column("worker", Text),
 )
-
-
-def worker_id(run: bool = False) -> str:
-    """HOST:PID, this process; with ``run``, HOST:PID:TOKEN, one campaign run (several may share a process)."""
-    return f"{socket.gethostname()}:{os.getpid()}" + (f":{uuid.uuid4().hex[:8]}" if run else "")
-
-
-def _worker_is_dead(worker: str, heartbeat, now, grace_s: float) -> bool:
-    """A worker is gone: a process of this host that no longer exists, or no heartbeat for ``grace_s``."""
-    host, pid = (worker.split(":") + ["", ""])[:2]
-    if host == socket.gethostname() and pid.isdigit() and not process_alive(int(pid)):
-        return True
-    return (now - heartbeat).total_seconds() > grace_s
 
 
 class Stored(NamedTuple):
@@ -174,7 +157,7 @@ def _make_engine(url: str) -> Engine:
         raise UsageError(f"database URL {url!r} needs a driver that is not installed: {exc}{hint}") from None
 
 
-class Database:
+class Database(CampaignWorkers):
     """The experiment database. Use :func:`autotune.db.open_database` to open one (it checks the schema)."""
 
     def __init__(self, url: str):
@@ -394,106 +377,6 @@ class Database:
     def trial_ids(self, s: Session, task_id: int, device_id: int, keys: list[str]) -> dict[str, int]:
         table = TrialRow.__table__
         return dict(self._rows_for_keys(s, [table.c.candidate_key, table.c.id], task_id, device_id, keys))
-
-    # -- workers, claims and reservations --------------------------------------------------
-    HEARTBEAT_S = 10.0  # a running worker refreshes its heartbeat this often (Campaign starts the thread)
-    CLAIM_GRACE_S = 60.0  # a worker not heard of for this long is presumed dead
-
-    def _claim_in(self, s: Session, campaign_id: int, worker: str, want: int, budget: int | None, stored: int,
-                  in_flight: int, now) -> tuple[int, list[Candidate]]:
-        """Set ``worker``'s claim to ``in_flight`` plus what it may start next: at most ``want``, within
-        ``budget`` less the ``stored`` trials and other live workers' claims (the caller holds the
-        campaign's row: record_batch). Dead workers' claims are dropped, and the candidates they (or any
-        worker without a live claim) reserved are reassigned to ``worker`` as the first part of the
-        grant. Returns (granted, adopted candidates)."""
-        claims, pending = CampaignClaimRow.__table__, CampaignPendingRow.__table__
-        rows = s.execute(select(claims.c.id, claims.c.worker, claims.c.n, claims.c.heartbeat)
-                         .where(claims.c.campaign_id == campaign_id)).all()
-        dead = [r for r in rows if r.worker != worker and _worker_is_dead(r.worker, r.heartbeat, now,
-                                                                            self.CLAIM_GRACE_S)]
-        dead_ids = {r.id for r in dead}
-        if dead_ids:
-            s.execute(claims.delete().where(claims.c.id.in_(dead_ids)))
-        live = {r.worker for r in rows if r.id not in dead_ids} | {worker}
-        others = sum(r.n for r in rows if r.worker != worker and r.id not in dead_ids)
-        room = int(want) if budget is None else int(budget) - stored - others - int(in_flight)
-        granted = max(0, min(int(want), room))
-        adopted: list[Candidate] = []
-        if granted:
-            orphans = s.execute(select(pending.c.id, pending.c.candidate_key, pending.c.candidate)
-                                .where(pending.c.campaign_id == campaign_id, pending.c.worker.not_in(live))
-                                .order_by(pending.c.id).limit(granted)).all()
-            if orphans:
-                s.execute(update(pending).where(pending.c.id.in_([r.id for r in orphans]))
-                          .values(worker=worker, claimed=now))
-                adopted = [Candidate(r.candidate, r.candidate_key) for r in orphans]
-        mine = [r for r in rows if r.worker == worker]
-        n = int(in_flight) + granted
-        if not (mine and mine[0].n == n == 0):  # nothing held, nothing asked: no write needed
-            s.execute(self._insert(claims).values(campaign_id=campaign_id, worker=worker, n=n, heartbeat=now)
-                      .on_conflict_do_update(index_elements=["campaign_id", "worker"], set_={"n": n, "heartbeat": now}))
-        return granted, adopted
-
-    def reserve(self, campaign_id: int, worker: str, candidates: list[Candidate], limit: int | None = None
-                ) -> list[Candidate]:
-        """Reserve candidates for ``worker`` to measure, in order, until ``limit`` are reserved; returns
-        those it got: no other worker of the campaign has them reserved, and none is stored yet (a
-        worker that stored one after this worker looked it up has also ended its reservation)."""
-        if not candidates or limit is not None and limit <= 0:
-            return []
-        pending, now = CampaignPendingRow.__table__, utcnow()
-        rows = [{"campaign_id": campaign_id, "candidate_key": c.key, "candidate": c.payload, "worker": worker,
-                 "claimed": now} for c in {c.key: c for c in candidates}.values()]
-        got: set[str] = set()
-        with self.session() as s:
-            for i in range(0, len(rows), CHUNK):
-                stmt = self._insert(pending).on_conflict_do_nothing(index_elements=["campaign_id", "candidate_key"])
-                for row in rows[i:i + CHUNK]:  # RETURNING with executemany is not portable: one row at a time
-                    got.update(k for (k,) in s.execute(stmt.values(**row).returning(pending.c.candidate_key)))
-                    if limit is not None and len(got) >= limit:
-                        break
-            if got:
-                tid, did = s.execute(select(CampaignRow.task_id, CampaignRow.device_id)
-                                     .where(CampaignRow.id == campaign_id)).one()
-                done = {k for (k,) in self._rows_for_keys(s.connection(), [TrialRow.__table__.c.candidate_key],
-                                                          tid, did, got)}
-                if done:
-                    s.execute(pending.delete().where(pending.c.campaign_id == campaign_id, pending.c.worker == worker,
-                                                     pending.c.candidate_key.in_(done)))
-                    got -= done
-        return [c for c in candidates if c.key in got]
-
-    def heartbeat(self, campaign_id: int, worker: str) -> None:
-        """Tell the other workers that ``worker`` is alive (creates its claim row, holding nothing, if none)."""
-        claims, now = CampaignClaimRow.__table__, utcnow()
-        with self.session() as s:
-            s.execute(self._insert(claims).values(campaign_id=campaign_id, worker=worker, n=0, heartbeat=now)
-                      .on_conflict_do_update(index_elements=["campaign_id", "worker"], set_={"heartbeat": now}))
-
-    def release_claim(self, campaign_id: int, worker: str) -> None:
-        """Give back whatever ``worker`` still holds of the campaign: its claim and its reservations."""
-        claims, pending = CampaignClaimRow.__table__, CampaignPendingRow.__table__
-        with self.session() as s:
-            s.execute(pending.delete().where(pending.c.campaign_id == campaign_id, pending.c.worker == worker))
-            s.execute(claims.delete().where(claims.c.campaign_id == campaign_id, claims.c.worker == worker))
-
-    def campaign_workers(self, campaign_id: int) -> list[dict]:
-        """The campaign's workers: name, claimed measurements, reserved candidates, last heartbeat, alive."""
-        claims, pending, now = CampaignClaimRow.__table__, CampaignPendingRow.__table__, utcnow()
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(claims.c.worker, claims.c.n, claims.c.heartbeat)
-                                .where(claims.c.campaign_id == campaign_id).order_by(claims.c.id)).all()
-            reserved = dict(conn.execute(select(pending.c.worker, func.count(pending.c.id))
-                                         .where(pending.c.campaign_id == campaign_id).group_by(pending.c.worker)).all())
-        return [{"worker": r.worker, "claimed": r.n, "reserved": reserved.get(r.worker, 0), "heartbeat": r.heartbeat,
-                 "alive": not _worker_is_dead(r.worker, r.heartbeat, now, self.CLAIM_GRACE_S)} for r in rows]
-
-    def pending_keys(self, campaign_id: int) -> dict[str, str]:
-        """Reserved candidates of the campaign not yet stored: candidate key -> worker."""
-        pending = CampaignPendingRow.__table__
-        with self.engine.connect() as conn:
-            return dict(conn.execute(select(pending.c.candidate_key, pending.c.worker)
-                                     .where(pending.c.campaign_id == campaign_id)).all())
 
     def add_trials(self, task: Task, device: Device, measured: list[Measurement], campaign_id: int | None = None,
                    worker: str | None = None) -> int:

@@ -13,6 +13,10 @@ from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Intege
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
+#: rows per IN (...) list or per batch of statements (keeps statements within the drivers' limits)
+CHUNK = 500
+
+
 def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 

@@ -30,6 +30,7 @@ from autotune.runners.child import run_shared_object, run_user_function
 from autotune.runners.processes import physical_memory, private_workdir
 from autotune.runners.timing import Protocol
 from autotune.runners.workers import IsolatedWorker
+from autotune.search_spaces.kernels.user import detect_c_timing, verify_outputs
 from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props
 
 from autotune.errors import MissingDependencyError, UsageError
@@ -219,11 +220,8 @@ class CRunner(Runner):
             return Measurement(cand, Status.COMPILE_ERROR, error=err, build_s=build_s, meta=meta)
         out = self._worker.call(run_shared_object, (so, "kernel", self.inputs, self.template.output_shape(),
                                                self.protocol), self.run_timeout_s)
-        if out.kind == "timeout":
-            return Measurement(cand, Status.TIMEOUT, error=out.error, build_s=build_s, run_s=out.wall_s, meta=meta)
-        if out.kind != "ok":
-            return Measurement(cand, Status.RUNTIME_ERROR, error=out.error, build_s=build_s, run_s=out.wall_s,
-                               meta=meta)
+        if failed := out.failure(cand, build_s=build_s, meta=meta):
+            return failed
         times, result = out.payload
         meta["repeats"] = len(times)
         if self.check:
@@ -257,8 +255,6 @@ class UserCRunner(Runner):
                  protocol: Protocol | None = None, compiler_options: list[str] | tuple[str, ...] = (),
                  build_workers: int = 2, compile_timeout_s: float = 60.0, run_timeout_s: float = 20.0,
                  memory_limit: int | None = None):
-        from autotune.search_spaces.kernels.user import detect_c_timing
-
         if kernel.lang != "C":
             raise UsageError(f"UserCRunner runs C kernels; {kernel.kernel_name} is {kernel.lang}")
         self.kernel, self.arguments, self.answer, self.atol, self.verify = kernel, list(arguments), answer, atol, verify
@@ -303,15 +299,10 @@ class UserCRunner(Runner):
             return Measurement(cand, Status.COMPILE_ERROR, error=err, build_s=build_s, meta=meta)
         out = self._worker.call(run_user_function, (so, self.kernel.kernel_name, self.arguments, self.restype,
                                                     self.timing, self.protocol, self.outputs), self.run_timeout_s)
-        if out.kind == "timeout":
-            return Measurement(cand, Status.TIMEOUT, error=out.error, build_s=build_s, run_s=out.wall_s, meta=meta)
-        if out.kind != "ok":
-            return Measurement(cand, Status.RUNTIME_ERROR, error=out.error, build_s=build_s, run_s=out.wall_s,
-                               meta=meta)
+        if failed := out.failure(cand, build_s=build_s, meta=meta):
+            return failed
         times, outputs = out.payload
         meta["repeats"] = len(times)
-        from autotune.search_spaces.kernels.user import verify_outputs
-
         why = verify_outputs(self.answer, outputs, self.atol, self.verify)
         if why:
             return Measurement(cand, Status.WRONG_RESULT, times=list(times), error=why, build_s=build_s,

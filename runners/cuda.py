@@ -28,6 +28,7 @@ from autotune.runners.base import Built, Runner
 from autotune.runners.timing import Protocol
 from autotune.runners.processes import private_workdir
 from autotune.runners.workers import read_frame, write_frame
+from autotune.search_spaces.kernels.user import verify_outputs
 from autotune.search_spaces.kernels.base import KernelTemplate
 
 from autotune.errors import MissingDependencyError, UsageError
@@ -385,8 +386,6 @@ class UserCudaRunner(Runner):
         return [self._run(c, b) for c, b in zip(candidates, builds)]
 
     def _run(self, cand: Candidate, build) -> Measurement:
-        from autotune.search_spaces.kernels.user import verify_outputs
-
         meta = {"protocol": self.protocol.to_json(), "backend": self.worker.props.get("backend"),
                 "runner": "user-cuda", "arch": self.builder.arch}
         if build is None:

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.types import Candidate, Measurement, Status
+
 HEADER = struct.Struct("<Q")
 
 
@@ -31,6 +33,14 @@ class Outcome:
     payload: Any = None  # what the function returned, for "ok"
     error: str = ""
     wall_s: float = 0.0
+
+    def failure(self, candidate: Candidate, **fields) -> Measurement | None:
+        """The failed trial of a call that did not return (TIMEOUT, or RUNTIME_ERROR for an error or a
+        crash), with ``fields`` (build_s, meta); None when it returned."""
+        if self.kind == "ok":
+            return None
+        status = Status.TIMEOUT if self.kind == "timeout" else Status.RUNTIME_ERROR
+        return Measurement(candidate, status, error=self.error, run_s=self.wall_s, **fields)
 
 
 def write_frame(fd: int, data: bytes) -> None:
