@@ -278,7 +278,8 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
         runner = UserCRunner(kernel, arguments, answer, atol, verify, protocol=protocol, compiler_options=options,
                              run_timeout_s=run_timeout)
     else:
-        from autotune.runners.cuda import UserCudaRunner, probe_cuda_device
+        from autotune.runners.cuda import probe_cuda_device
+        from autotune.runners.user_cuda import UserCudaRunner
 
         props = probe_cuda_device(device_index, ignored_kt_options.get("backend") or "auto")
         kernel = UserKernel(kernel_name, code, lang, problem_size, arguments, tune_params,

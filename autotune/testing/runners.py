@@ -209,7 +209,7 @@ def _user_cuda():
         raise Unavailable("needs nvcc (the CUDA toolkit)")
     import numpy as np
 
-    from autotune.runners.cuda import UserCudaRunner
+    from autotune.runners.user_cuda import UserCudaRunner
     from autotune.runners.timing import Protocol
     from autotune.search_spaces.kernels.user import UserKernel
 
@@ -353,7 +353,7 @@ RUNNER_FACTORIES: dict[str, list[RunnerCase]] = {
     "autotune.runners.c:CRunner": [RunnerCase("c-softmax-planted-crash", _c)],
     "autotune.runners.cuda:CudaRunner": [RunnerCase("cuda-softmax", _cuda)],
     "autotune.runners.c:UserCRunner": [RunnerCase("user-c-planted-crash", _user_c)],
-    "autotune.runners.cuda:UserCudaRunner": [RunnerCase("user-cuda-scale", _user_cuda)],
+    "autotune.runners.user_cuda:UserCudaRunner": [RunnerCase("user-cuda-scale", _user_cuda)],
     "autotune.runners.onnx_ops:OnnxOpRunner": [RunnerCase("onnx-ops", _onnx_ops)],
     "autotune.runners.torch_ops:TorchOpRunner": [RunnerCase("torch-ops-cpu", _torch_ops("cpu")),
                                                  RunnerCase("torch-ops-cuda", _torch_ops("cuda"))],

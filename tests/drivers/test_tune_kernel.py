@@ -142,7 +142,8 @@ def test_cache_file_reads_back_and_replays(tmp_path):
 # -- CUDA ------------------------------------------------------------------------------------------
 @needs_nvcc
 def test_cuda_example_compiles_with_nvcc_and_its_kernel_is_found():
-    from autotune.runners.cuda import CudaBuilder, find_kernel_symbol
+    from autotune.runners.cuda import CudaBuilder
+    from autotune.runners.user_cuda import find_kernel_symbol
 
     g = runpy.run_path(str(EXAMPLES / "vector_add_cuda.py"), run_name="kt_example")
     kernel = UserKernel("vector_add", g["kernel_string"], "CUDA", g["size"], g["args"], g["tune_params"])
@@ -162,7 +163,8 @@ def test_cuda_example_compiles_with_nvcc_and_its_kernel_is_found():
 
 @needs_nvcc
 def test_cuda_symbols_plain_mangled_namespaced_and_missing(tmp_path):
-    from autotune.runners.cuda import CudaBuilder, find_kernel_symbol
+    from autotune.runners.cuda import CudaBuilder
+    from autotune.runners.user_cuda import find_kernel_symbol
 
     src = """
 __global__ void k1(float *x, int n) { x[0] = n; }
