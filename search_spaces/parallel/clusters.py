@@ -131,7 +131,13 @@ MAX_DEVICES = 1 << 20
 
 
 def _quantity(v, what: str, zero: bool = False, most: float | None = None) -> float:
-    """A finite number, positive (or zero when allowed), at most ``most``; UsageError naming it otherwise."""
+    """A finite number, positive (or zero when allowed), at most ``most``; UsageError naming it otherwise.
+    Numeric text is read as a number: YAML 1.1 (PyYAML) reads ``300e9`` as a string."""
+    if isinstance(v, str):
+        try:
+            v = float(v.replace("_", ""))
+        except ValueError:
+            pass
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (v >= 0 if zero else v > 0)
     if not ok or (most is not None and v > most):
         bound = f" and at most {most:g}" if most is not None else ""
