@@ -7,7 +7,9 @@ a campaign killed at any point loses at most the batch in flight, and resuming i
 
 from __future__ import annotations
 
+import json
 import math
+import shlex
 import sys
 import threading
 import time
@@ -18,10 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from sqlalchemy import select
 
 from autotune.algorithms.base import SearchAlgorithm
-from autotune.algorithms.registry import make_algorithm
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, make_algorithm
 from autotune.db.database import Database
+from autotune.db.models import CampaignRow
+from autotune.db.queries import CampaignFigures, campaign_figures
 from autotune.db.workers import worker_id
 from autotune.errors import UsageError
 from autotune.runners.base import Runner, StreamingRunner
@@ -34,31 +39,56 @@ STALL_BATCHES = 50
 
 @dataclass
 class CampaignResult:
+    """A campaign's figures count its *own* measurements: the trials whose campaign is this one, made
+    by any of its runs and workers (autotune.db.queries.CampaignFigures, the rule ``autotune
+    campaigns`` and ``autotune plot convergence`` use too). Look-ups of trials measured elsewhere are
+    counted apart, in ``reused``, and a better reused trial is in ``best_including_reused``."""
+
     campaign: str
     task: Task
     device: Device
-    status: str  # finished, exhausted, time-budget, simulated-budget
-    trials: int  # measurements made by this campaign (all runs and workers)
-    evaluations: int  # measurements plus look-ups of known trials
-    errors: int
-    best: Measurement | None
-    simulated_s: float
+    status: str  # finished, exhausted, time-budget, simulated-budget, interrupted
+    trials: int  # the campaign's own measurements (all runs and workers)
+    evaluations: int  # trials + reused
+    errors: int  # own measurements that failed
+    best: Measurement | None  # the best own measurement
+    simulated_s: float  # simulated seconds of the own measurements
     wall_s: float
     resumed: bool = False
     measured_here: int = 0  # measurements this run made itself (the others' are in ``trials``)
+    reused: int = 0  # look-ups of trials measured elsewhere (another campaign, an import, a deleted campaign)
+    best_including_reused: Measurement | None = None  # a reused trial better than ``best``; None if none is
+
+    def __post_init__(self):
+        for name in ("trials", "evaluations", "errors", "measured_here", "reused"):
+            assert getattr(self, name) >= 0, f"negative {name}: {getattr(self, name)}"
+        assert self.evaluations == self.trials + self.reused, (self.evaluations, self.trials, self.reused)
 
     @property
     def best_cost(self) -> float | None:
         return self.best.cost if self.best is not None else None
 
+    @property
+    def best_evaluated(self) -> Measurement | None:
+        """The best of everything the campaign evaluated, look-ups included."""
+        return self.best_including_reused or self.best
+
     def summary(self) -> dict:
-        """The keys of ``autotune tune ... --json`` (later capabilities add keys, never rename these)."""
-        return {
+        """The keys of ``autotune tune ... --json`` (later capabilities add keys, never rename these).
+        ``trials``, ``best_cost`` and ``best_config`` are the campaign's own measurements; ``reused``
+        counts its look-ups, and ``best_including_reused`` ({cost, config}) is there only when a
+        reused trial is better than its own best."""
+        out = {
             "campaign": self.campaign, "task": self.task.key, "device": self.device.name, "trials": self.trials,
+            "reused": self.reused,
             "best_cost": self.best_cost, "best_config": self.best.candidate.payload if self.best else None,
             "simulated_s": round(self.simulated_s, 6), "wall_s": round(self.wall_s, 6), "status": self.status,
             "measured_here": self.measured_here,
         }
+        if self.best_including_reused is not None:
+            out["best_including_reused"] = {"cost": self.best_including_reused.cost,
+                                            "config": self.best_including_reused.candidate.payload}
+        return out
 
 
 def _positive(name: str, value, kind=float):
@@ -82,6 +112,13 @@ class Campaign:
     ``recipe``: how to make this campaign again, ``{"kind": ..., "args": {...}}`` of a driver
     (autotune.drivers.scale), stored with the campaign so that `autotune worker` can join it.
 
+    ``fresh``: start afresh under this name: an existing campaign of that name is deleted first (its
+    measured trials stay in the database, with no campaign, and this campaign looks them up as
+    ``reused``).
+
+    Ctrl-C (KeyboardInterrupt) stores what was measured, marks the campaign "interrupted", gives back
+    this worker's claim and reservations, says on stderr how to resume, and is raised again.
+
     Several processes (on any hosts sharing the database) may run one campaign: each reserves the
     candidates it measures, claims from the shared trial budget and sends heartbeats, so none is
     measured twice, the budget is exact, and a dead worker's candidates are measured by the others.
@@ -93,7 +130,7 @@ class Campaign:
         self, name: str, space: Space, algorithm: str | SearchAlgorithm, runner: Runner, db: Database, *,
         trials: int | None = None, time_budget: float | None = None, simulated_budget: float | None = None,
         batch: int = 8, seed: int = 0, progress: bool = False, console: Console | None = None,
-        warmup: Sequence[Candidate] = (), recipe: dict | None = None,
+        warmup: Sequence[Candidate] = (), recipe: dict | None = None, fresh: bool = False,
     ):
         if not name:
             raise UsageError("a campaign needs a name")
@@ -106,6 +143,7 @@ class Campaign:
         self.seed = int(seed)
         self.warmup = list({c.key: c for c in warmup}.values())
         self.recipe = recipe
+        self.fresh = bool(fresh)
         if self.trials is None and self.time_budget is None and self.simulated_budget is None and space.size() is None:
             raise UsageError("give a budget (trials, time or simulated time): this space is unbounded")
         self.algorithm.check_space(space)  # before the campaign is opened in the database
@@ -113,35 +151,56 @@ class Campaign:
         self.console = console or Console(stderr=True)
 
     def _options(self) -> dict:
-        options = {"algorithm_options": self.algorithm.config, "seed": self.seed, "batch": self.batch,
+        config = dict(self.algorithm.config)
+        inner = getattr(self.algorithm, "inner", None)
+        if isinstance(inner, SearchAlgorithm):  # a wrapper (model guidance): its inner algorithm's options too
+            config = {**inner.config, **config}
+        options = {"algorithm_options": config, "seed": self.seed, "batch": self.batch,
                    "budget": {"trials": self.trials, "time_s": self.time_budget, "simulated_s": self.simulated_budget}}
         if self.recipe is not None:
             options["recipe"] = self.recipe
         return options
 
+    def _start_afresh(self) -> None:
+        """Delete the campaign of this name, if there is one; its trials stay (campaign NULL), to be reused."""
+        with self.db.session() as s:
+            cid = s.scalar(select(CampaignRow.id).where(CampaignRow.name == self.name))
+        if cid is None:
+            return
+        alive = [w["worker"] for w in self.db.campaign_workers(cid) if w["alive"]]
+        if alive:
+            raise UsageError(f"campaign {self.name!r} has {len(alive)} live worker(s) ({', '.join(alive[:3])}); "
+                             "stop them before starting it afresh, or choose another --campaign name")
+        self.db.delete_campaign(self.name, with_trials=False)
+
     def run(self) -> CampaignResult:
         start = time.perf_counter()
         task, device = self.space.task, self.runner.device
+        if self.fresh:
+            self._start_afresh()
         row, resumed = self.db.open_campaign(self.name, task, device, self.algorithm.name or "custom", self._options())
         cid, tid, did = row.id, self.db.task_id(task), self.db.device_id(device)
-        history = self.db.campaign_history(cid)
-        measured = sum(1 for _, reused in history if not reused)
-        evaluations = len(history)
-        errors = sum(1 for m, reused in history if not reused and not m.ok)
-        simulated = sum(m.simulated_s for m, reused in history if not reused)
-        best = min((m for m, _ in history if m.ok), key=lambda m: m.cost, default=None)
-        seen = {m.candidate.key for m, _ in history}
+        try:  # reloading a long history (and retraining a model on it) may be interrupted too
+            history = self.db.campaign_history(cid)
+            # what the campaign has so far, counted as every report counts it (queries.CampaignFigures)
+            figures = campaign_figures(self.db, cid)
+            measured, errors, simulated, best = figures.trials, figures.errors, figures.simulated_s, figures.best
+            looked_up = figures.reused  # shown by the progress bar: the stored look-ups and this run's
+            seen = {m.candidate.key for m, _ in history}
 
-        def store_model(metrics: dict, data: bytes) -> None:  # every retrained cost model is logged
-            model = self.algorithm.cost_model
-            self.db.save_cost_model((model.name if model is not None else "") or "model", data, metrics,
-                                    int(metrics.get("n_train", metrics.get("n_samples", 0))), task, device, cid)
+            def store_model(metrics: dict, data: bytes) -> None:  # every retrained cost model is logged
+                model = self.algorithm.cost_model
+                self.db.save_cost_model((model.name if model is not None else "") or "model", data, metrics,
+                                        int(metrics.get("n_train", metrics.get("n_samples", 0))), task, device, cid)
 
-        self.algorithm.on_retrain = store_model
-        self.algorithm.bind(self.space, np.random.default_rng(self.seed), [m for m, _ in history])
-        state = self.db.load_state(cid)
-        if state:
-            self.algorithm.load_state_dict(state)
+            self.algorithm.on_retrain = store_model
+            self.algorithm.bind(self.space, np.random.default_rng(self.seed), [m for m, _ in history])
+            state = self.db.load_state(cid)
+            if state:
+                self.algorithm.load_state_dict(state)
+        except KeyboardInterrupt:
+            self._interrupted(cid)
+            raise
         worker = worker_id(run=True)
         if any(w["alive"] for w in self.db.campaign_workers(cid)) and self.algorithm.rng is not None:
             # joining workers that run now: the shared state would make it propose what they propose
@@ -159,6 +218,8 @@ class Campaign:
         grant: int | None = None  # measurements granted by the last claim, not yet started
         adopted: list[Candidate] = []  # a dead worker's reserved candidates, granted to this one
         status, stopping, stalled, waits, measured_here = "finished", None, 0, 0, 0
+        unstored: list[Measurement] = []  # measured, not yet stored (stored on Ctrl-C)
+        told = True  # whether the algorithm was told ``unstored`` (its state then matches them)
         _, told_upto = self.db.others_since(cid, None, worker)  # what other workers store is told from here on
         next_sync = 0.0
         progress = Progress(
@@ -166,14 +227,15 @@ class Campaign:
             TimeElapsedColumn(), console=self.console, disable=not self.progress, transient=False,
         )
         heartbeat = _Heartbeat(self.db, cid, worker)
+        interrupted = False
         try:
             with progress:
                 bar = progress.add_task(self.name, total=self.trials, completed=measured, info="")
 
                 def show() -> None:
                     info = f"best {best.cost:.4g} s" if best else "best -"
-                    progress.update(bar, completed=measured,
-                                    info=f"{info}  errors {errors}  reused {evaluations - measured}")
+                    assert measured >= 0 and looked_up >= 0, (measured, looked_up)
+                    progress.update(bar, completed=measured, info=f"{info}  errors {errors}  reused {looked_up}")
 
                 show()
                 while True:
@@ -233,23 +295,26 @@ class Campaign:
                         if start_now:
                             dispatch.submit(task, start_now)
                     results = dispatch.collect() if in_flight else []
+                    unstored, told = results, False
                     predicted = self.algorithm.predicted  # the model's score, where one chose the candidate
                     for m in results:
                         in_flight.pop(m.candidate.key, None)
                         m.predicted = predicted.get(m.candidate.key, m.predicted)
                     if results:
                         self.algorithm.tell(results)
+                    told = True
                     if results or reused:
                         # the budget is the campaign's, shared by every worker running it
                         want = slots - len(in_flight) if stopping is None else 0
                         got = self.db.record_batch(tid, did, cid, results, reused, state=self.algorithm.state_dict(),
                                                    worker=worker, claim_next=(want, self.trials), in_flight=len(in_flight))
                         measured, grant, adopted = got.total, got.granted, got.adopted
-                        evaluations += len(results) + len(reused)
+                        unstored = []
+                        looked_up += len(reused)
                         measured_here += len(results)
                         errors += sum(1 for m in results if not m.ok)
                         simulated += sum(m.simulated_s for m in results)
-                        for m in results + reused:
+                        for m in results:  # the campaign's own best; look-ups are counted apart
                             if m.ok and (best is None or m.cost < best.cost):
                                 best = m
                         reused = []
@@ -269,17 +334,88 @@ class Campaign:
                     if stopping is not None and not in_flight:
                         status = stopping
                         break
+        except KeyboardInterrupt:
+            interrupted = True
+            if unstored or reused:  # measured (or looked up) before Ctrl-C: stored, with the state if it matches
+                self.db.record_batch(tid, did, cid, unstored, reused, state=self.algorithm.state_dict() if told else None,
+                                     worker=worker, claim_next=(0, self.trials))
+            raise
         finally:
             heartbeat.stop()
-            # the claim and any reservation left (only if the run failed) are given back; a killed worker's
-            # stay until another worker sees it is dead and takes them over
+            # the claim and any reservation left (only if the run failed or was interrupted) are given back; a
+            # killed worker's stay until another worker sees it is dead and takes them over
             self.db.release_claim(cid, worker)
+            if interrupted:
+                self._interrupted(cid)
         self.db.set_campaign_status(cid, status)
-        return CampaignResult(
-            campaign=self.name, task=task, device=device, status=status, trials=measured, evaluations=evaluations,
-            errors=errors, best=best, simulated_s=simulated, wall_s=time.perf_counter() - start, resumed=resumed,
-            measured_here=measured_here,
-        )
+        figures = campaign_figures(self.db, cid)
+        return _result(self.name, task, device, status, figures, time.perf_counter() - start, resumed, measured_here)
+
+    def _interrupted(self, campaign_id: int) -> None:
+        """Mark the campaign interrupted and say how to resume it (what was stored stays)."""
+        self.db.set_campaign_status(campaign_id, "interrupted")
+        stored = campaign_figures(self.db, campaign_id).trials
+        print(f"interrupted: {stored} trials stored; resume with: {self.resume_command()}", file=sys.stderr)
+
+    def resume_command(self) -> str:
+        """The command line that resumes this campaign (from its recipe), or how to make one."""
+        return resume_command(self.name, self.recipe, self.db)
+
+
+def _result(name: str, task: Task, device: Device, status: str, figures: CampaignFigures, wall_s: float,
+            resumed: bool, measured_here: int) -> CampaignResult:
+    return CampaignResult(
+        campaign=name, task=task, device=device, status=status, trials=figures.trials,
+        evaluations=figures.evaluations, errors=figures.errors, best=figures.best, simulated_s=figures.simulated_s,
+        wall_s=wall_s, resumed=resumed, measured_here=measured_here, reused=figures.reused,
+        best_including_reused=figures.best_including_reused,
+    )
+
+
+#: how each recipe kind is run from the command line: (command, positional arguments, options)
+_COMMANDS = {
+    "replay": ("autotune tune replay", (), {
+        "cache": "--cache", "algorithm": "--algorithm", "cost_model": "--cost-model", "trials": "--trials",
+        "time_budget": "--time-budget", "simulated_budget": "--simulated-budget", "seed": "--seed", "batch": "--batch",
+        "measure_delay": "--measure-delay"}),
+    "kernel": ("autotune tune kernel", ("name",), {
+        "shape": "--shape", "target": "--target", "algorithm": "--algorithm", "cost_model": "--cost-model",
+        "trials": "--trials", "time_budget": "--time-budget", "seed": "--seed", "batch": "--batch",
+        "threads": "--threads", "device_index": "--device", "backend": "--backend"}),
+    "command": ("autotune tune command", (), {
+        "space_file": "--space", "algorithm": "--algorithm", "cost_model": "--cost-model", "trials": "--trials",
+        "time_budget": "--time-budget", "seed": "--seed", "batch": "--batch", "timeout_s": "--timeout"}),
+}
+#: values the command line gives when an option is left out (not repeated in a resume command)
+_CLI_DEFAULTS = {"algorithm": DEFAULT_ALGORITHM, "cost_model": DEFAULT_COST_MODEL, "seed": 0, "batch": 8,
+                 "measure_delay": 0.0, "target": "cpu", "device_index": 0, "backend": "auto"}
+DEFAULT_DB_URL = "sqlite:///autotune.db"
+
+
+def resume_command(name: str, recipe: dict | None, db: Database | None = None) -> str:
+    """``autotune tune KIND ... --campaign NAME`` rebuilt from a campaign's recipe; for a recipe the
+    command line cannot spell, or none, what to run instead."""
+    db_arg = [] if db is None or db.url == DEFAULT_DB_URL else ["--db", db.safe_url]
+    kind, args = (recipe or {}).get("kind"), dict((recipe or {}).get("args") or {})
+    if kind not in _COMMANDS:
+        worker = shlex.join(["autotune", "worker", "--campaign", name, *db_arg])
+        return (f"rerun the same command with --campaign {shlex.quote(name)}"
+                + (f" (or: {worker})" if recipe else ""))
+    command, positional, flags = _COMMANDS[kind]
+    words = [str(args.get(p)) for p in positional]
+    for key, flag in flags.items():
+        value = args.get(key)
+        if key == "cost_model" and value in (None, "", "none"):
+            value = "none"
+        if value is None or (key in _CLI_DEFAULTS and value == _CLI_DEFAULTS[key]):
+            continue
+        words += [flag, str(value)]
+    for key, value in (args.get("options") or {}).items():
+        words += ["--option", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+    words += ["--campaign", name, *db_arg]
+    if kind == "command":
+        words += ["--", *[str(a) for a in args.get("argv") or []]]
+    return " ".join([command, shlex.join(words)])
 
 
 class _Batches:

@@ -7,18 +7,30 @@ query asks for it, and no candidate is measured twice on one device.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-
 
 #: rows per IN (...) list or per batch of statements (keeps statements within the drivers' limits)
 CHUNK = 500
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class Base(DeclarativeBase):
@@ -112,6 +124,8 @@ class CostModelRow(Base):
     data: Mapped[bytes] = mapped_column(LargeBinary)  # the library's own format (XGBoost JSON), never pickle
     format: Mapped[str] = mapped_column(String(32), default="json")
     created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # kept on purpose (`autotune models --pin ID`): never pruned as a superseded model
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class RuleRow(Base):

@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import and_, func, or_, select
 
 from autotune.db.database import Database
-from autotune.db.models import CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, RuleRow, TaskRow, TrialRow
+from autotune.db.models import (
+    CampaignRow,
+    CampaignTrialRow,
+    CostModelRow,
+    DeviceRow,
+    RuleRow,
+    TaskRow,
+    TrialRow,
+)
+from autotune.db.names import resolve, resolve_name  # noqa: F401 - resolve_name: the public helper
 from autotune.errors import UsageError
-from autotune.types import Status
+from autotune.types import Measurement, Status
 
 TRIAL_COLUMNS = [
     "id", "campaign", "task", "task_key", "device", "candidate_key", "config", "status", "cost", "repeats",
@@ -27,24 +37,90 @@ def _device_filter(device: str | None):
     return or_(DeviceRow.name == device, DeviceRow.key == device) if device else True
 
 
-def campaigns(db: Database) -> pd.DataFrame:
-    """One row per campaign: its task, device, algorithm, status, measured trials and best cost."""
+class CampaignFigures(NamedTuple):
+    """What a campaign counts. Its *own* trials are the trials whose ``campaign_id`` is the campaign:
+    the measurements its runs and workers made (each trial row has one campaign, so no measurement is
+    counted by two campaigns, and the trial budget counts the same rows). Its *reused* evaluations are
+    the links of its history to trials it did not measure (measured by another campaign, imported, or
+    left by a deleted campaign): look-ups, free, reported apart."""
+
+    trials: int  # own measurements, every run and worker
+    reused: int  # look-ups of trials measured elsewhere
+    errors: int  # own measurements that failed
+    simulated_s: float  # simulated seconds of the own measurements
+    best: Measurement | None  # the best own measurement
+    best_including_reused: Measurement | None  # a reused trial better than ``best``, else None
+
+    @property
+    def evaluations(self) -> int:
+        return self.trials + self.reused
+
+
+def _not_own():
+    """A link's trial was not measured by the linking campaign (another's, an import's, a deleted one's)."""
+    return or_(TrialRow.campaign_id.is_(None), TrialRow.campaign_id != CampaignTrialRow.campaign_id)
+
+
+def campaign_figures(db: Database, campaign_id: int) -> CampaignFigures:
+    """The figures of one campaign (by id), by the rule of :class:`CampaignFigures`."""
+    from autotune.db.database import row_to_measurement
+
     with db.session() as s:
-        stats = (
+        n, sim, failed = s.execute(
+            select(func.count(TrialRow.id), func.sum(TrialRow.simulated_s),
+                   func.count(TrialRow.id).filter(TrialRow.status != Status.OK.value))
+            .where(TrialRow.campaign_id == campaign_id)).one()
+        best_row = s.scalars(select(TrialRow).where(TrialRow.campaign_id == campaign_id, TrialRow.cost.is_not(None))
+                             .order_by(TrialRow.cost, TrialRow.id).limit(1)).first()
+        looked_up = select(TrialRow).join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id).where(
+            CampaignTrialRow.campaign_id == campaign_id, _not_own())
+        reused = s.scalar(select(func.count()).select_from(looked_up.subquery()))
+        reused_row = s.scalars(looked_up.where(TrialRow.cost.is_not(None))
+                               .order_by(TrialRow.cost, CampaignTrialRow.id).limit(1)).first()
+    best = row_to_measurement(best_row) if best_row is not None else None
+    better = reused_row is not None and (best_row is None or reused_row.cost < best_row.cost)
+    figures = CampaignFigures(int(n or 0), int(reused or 0), int(failed or 0), float(sim or 0.0), best,
+                              row_to_measurement(reused_row) if better else None)
+    assert figures.trials >= 0 and figures.reused >= 0 and 0 <= figures.errors <= figures.trials, figures
+    return figures
+
+
+def campaigns(db: Database, include_reused: bool = False) -> pd.DataFrame:
+    """One row per campaign: its task, device, algorithm, status, its own measured ``trials``, the
+    ``reused`` trials it looked up (measured elsewhere), and the ``best_cost`` and ``simulated_s`` of
+    its own trials (:class:`CampaignFigures`). ``include_reused`` adds ``evaluations`` (trials +
+    reused) and ``best_cost_including_reused``."""
+    with db.session() as s:
+        own = (
             select(TrialRow.campaign_id, func.count(TrialRow.id).label("trials"), func.min(TrialRow.cost).label("best_cost"),
                    func.sum(TrialRow.simulated_s).label("simulated_s"))
-            .group_by(TrialRow.campaign_id).subquery()
+            .where(TrialRow.campaign_id.is_not(None)).group_by(TrialRow.campaign_id).subquery()
+        )
+        looked_up = (
+            select(CampaignTrialRow.campaign_id, func.count(CampaignTrialRow.id).label("reused"),
+                   func.min(TrialRow.cost).label("reused_best"))
+            .join(TrialRow, TrialRow.id == CampaignTrialRow.trial_id).where(_not_own())
+            .group_by(CampaignTrialRow.campaign_id).subquery()
         )
         rows = s.execute(
             select(CampaignRow.name, TaskRow.name, TaskRow.key, DeviceRow.name, CampaignRow.algorithm, CampaignRow.status,
-                   stats.c.trials, stats.c.best_cost, stats.c.simulated_s, CampaignRow.created, CampaignRow.updated)
+                   own.c.trials, looked_up.c.reused, own.c.best_cost, looked_up.c.reused_best, own.c.simulated_s,
+                   CampaignRow.created, CampaignRow.updated)
             .join(TaskRow, TaskRow.id == CampaignRow.task_id).join(DeviceRow, DeviceRow.id == CampaignRow.device_id)
-            .outerjoin(stats, stats.c.campaign_id == CampaignRow.id).order_by(CampaignRow.id)
+            .outerjoin(own, own.c.campaign_id == CampaignRow.id)
+            .outerjoin(looked_up, looked_up.c.campaign_id == CampaignRow.id).order_by(CampaignRow.id)
         ).all()
     df = pd.DataFrame(rows, columns=["campaign", "task", "task_key", "device", "algorithm", "status", "trials",
-                                     "best_cost", "simulated_s", "created", "updated"])
-    df["trials"] = df["trials"].fillna(0).astype(int)
-    return df
+                                     "reused", "best_cost", "reused_best", "simulated_s", "created", "updated"])
+    for col in ("trials", "reused"):
+        df[col] = df[col].fillna(0).astype(int)
+    assert (df["trials"] >= 0).all() and (df["reused"] >= 0).all()
+    df["simulated_s"] = df["simulated_s"].astype(float).fillna(0.0)
+    if include_reused:
+        df.insert(df.columns.get_loc("reused") + 1, "evaluations", df["trials"] + df["reused"])
+        both = df[["best_cost", "reused_best"]].astype(float)
+        df.insert(df.columns.get_loc("best_cost") + 1, "best_cost_including_reused", both.min(axis=1))
+    return df.drop(columns=["reused_best"])
 
 
 def _trial_query(db: Database, campaign, task, device, status):
@@ -94,7 +170,9 @@ def trials(db: Database, campaign: str | None = None, task: str | None = None, d
 def count_trials(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
                  status: str | None = None) -> int:
     with db.session() as s:
-        return s.scalar(select(func.count(TrialRow.id)).where(_trial_query(db, campaign, task, device, status)))
+        return s.scalar(select(func.count(TrialRow.id)).join(TaskRow, TaskRow.id == TrialRow.task_id)
+                        .join(DeviceRow, DeviceRow.id == TrialRow.device_id)
+                        .where(_trial_query(db, campaign, task, device, status)))
 
 
 def trial_pages(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
@@ -129,41 +207,72 @@ def best(db: Database, task: str | None = None, device: str | None = None, k: in
     return pd.DataFrame(rows, columns=["task", "task_key", "device", "rank", "cost", "config", "candidate_key"])
 
 
-def convergence(db: Database, campaign: str) -> pd.DataFrame:
-    """Best-so-far per evaluation of a campaign, in order, with the cumulative simulated time
-    (reused evaluations cost no simulated time)."""
+def convergence(db: Database, campaign: str, include_reused: bool = False) -> pd.DataFrame:
+    """Best-so-far per trial of a campaign, in the order it evaluated them, with the cumulative
+    simulated time: its own measurements only (:class:`CampaignFigures`), so ``trial`` counts what
+    the campaign measured. ``include_reused`` also keeps its look-ups of trials measured elsewhere
+    (``reused`` True), each at 0 simulated seconds (a look-up costs none); ``trial`` then counts
+    evaluations."""
     camp = db.campaign(campaign)
     with db.session() as s:
         rows = s.execute(
-            select(TrialRow.cost, TrialRow.status, TrialRow.simulated_s, CampaignTrialRow.reused)
+            select(TrialRow.cost, TrialRow.status, TrialRow.simulated_s, _not_own())
             .join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id)
             .where(CampaignTrialRow.campaign_id == camp.id).order_by(CampaignTrialRow.id)
         ).all()
     df = pd.DataFrame(rows, columns=["cost", "status", "simulated_s", "reused"])
+    df["reused"] = df["reused"].astype(bool)
+    if not include_reused:
+        df = df[~df["reused"]].reset_index(drop=True)
     df.insert(0, "trial", np.arange(1, len(df) + 1))
     costs = df["cost"].astype(float).fillna(np.inf)
     df["best_so_far"] = costs.cummin().replace(np.inf, np.nan)
-    df["simulated_s"] = df["simulated_s"].where(~df["reused"].astype(bool), 0.0)
+    df["simulated_s"] = df["simulated_s"].astype(float).fillna(0.0).where(~df["reused"], 0.0)
     df["simulated_cum_s"] = df["simulated_s"].cumsum()
     df["campaign"] = campaign
     return df
 
 
-def cost_models(db: Database, task: str | None = None, device: str | None = None) -> pd.DataFrame:
-    """Stored cost models: what they were trained for, on how many samples, and their held-out quality."""
+def cost_models(db: Database, task: str | None = None, device: str | None = None, campaign: str | None = None,
+                latest: bool = False) -> pd.DataFrame:
+    """Stored cost models: what they were trained for, on how many samples, their held-out quality and
+    whether they are pinned (kept on purpose). ``latest`` keeps the latest model of each campaign, and
+    of each (task, device, model name) among models stored outside a campaign."""
+    conds = [_task_filter(task), _device_filter(device)]
+    if campaign:
+        conds.append(CampaignRow.name == campaign)
+    if latest:
+        newest = select(func.max(CostModelRow.id)).where(CostModelRow.campaign_id.is_not(None)).group_by(
+            CostModelRow.campaign_id).union_all(
+            select(func.max(CostModelRow.id)).where(CostModelRow.campaign_id.is_(None)).group_by(
+                CostModelRow.task_id, CostModelRow.device_id, CostModelRow.name))
+        conds.append(CostModelRow.id.in_(newest))
     with db.session() as s:
         rows = s.execute(
             select(CostModelRow.id, CostModelRow.name, TaskRow.name, DeviceRow.name, CampaignRow.name,
-                   CostModelRow.n_samples, CostModelRow.metrics, func.length(CostModelRow.data), CostModelRow.created)
+                   CostModelRow.n_samples, CostModelRow.metrics, func.length(CostModelRow.data), CostModelRow.created,
+                   CostModelRow.pinned)
             .outerjoin(TaskRow, TaskRow.id == CostModelRow.task_id)
             .outerjoin(DeviceRow, DeviceRow.id == CostModelRow.device_id)
             .outerjoin(CampaignRow, CampaignRow.id == CostModelRow.campaign_id)
-            .where(_task_filter(task), _device_filter(device)).order_by(CostModelRow.id)
+            .where(and_(*conds)).order_by(CostModelRow.id)
         ).all()
-    df = pd.DataFrame(rows, columns=["id", "model", "task", "device", "campaign", "n_samples", "metrics", "bytes", "created"])
+    df = pd.DataFrame(rows, columns=["id", "model", "task", "device", "campaign", "n_samples", "metrics", "bytes", "created",
+                                     "pinned"])
     df["spearman"] = df["metrics"].map(lambda m: (m or {}).get("spearman"))
     df["top_k_recall"] = df["metrics"].map(lambda m: (m or {}).get("top_k_recall"))
+    df["pinned"] = df.pop("pinned").astype(bool)
     return df.drop(columns=["metrics"])
+
+
+def resolve_filters(db: Database, campaign: str | None = None, task: str | None = None,
+                    device: str | None = None) -> dict:
+    """The name filters of a query (campaign name, task key or name, device name or key), each resolved
+    against the database by :func:`autotune.db.names.resolve`: taken as given when stored, a
+    case-only difference or a unique key prefix resolved to the stored name, anything else a
+    UsageError naming the closest stored names. None stays None."""
+    return {"campaign": resolve(db, "campaign", campaign), "task": resolve(db, "task", task),
+            "device": resolve(db, "device", device)}
 
 
 def load_cost_model(db: Database, model_id: int | None = None, campaign: str | None = None):
@@ -178,14 +287,18 @@ def load_cost_model(db: Database, model_id: int | None = None, campaign: str | N
     if model_id is not None:
         query = query.where(CostModelRow.id == model_id)
     else:
-        query = query.where(CostModelRow.campaign_id == db.campaign(campaign).id).order_by(CostModelRow.id.desc()).limit(1)
+        query = (query.where(CostModelRow.campaign_id == db.campaign(campaign).id, func.length(CostModelRow.data) > 0)
+                 .order_by(CostModelRow.id.desc()).limit(1))
     with db.session() as s:
         found = s.execute(query).first()
     if found is None:
         what = f"model {model_id}" if model_id is not None else f"model of campaign {campaign!r}"
         raise UsageError(f"no stored {what}; `autotune models` lists them (campaigns run with --cost-model store one)")
     row, task_row, device_row = found
-    model = cost_model_class(row.name).load(row.data)
+    if not row.data:
+        raise UsageError(f"model {row.id} was superseded and its weights were not kept (only the latest model of "
+                         "each campaign and pinned models keep theirs; `autotune models --pin ID` keeps one)")
+    model = cost_model_class(row.name).load(Database.cost_model_bytes(row.data, row.format))
     task = Task(task_row.kind, task_row.name, task_row.params)
     props = device_row.properties if device_row is not None else None
     return model, task, {"id": row.id, "name": row.name, "n_samples": row.n_samples, "metrics": row.metrics,

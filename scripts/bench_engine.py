@@ -1,7 +1,10 @@
 """Engine overhead: wall time per trial of a replay campaign spent outside the runner
 (ask + database look-up + store + tell), and bulk-import throughput, on SQLite: Kernel Tuner
 caches (import-kt) and JSONL trial logs (import; --import-lines lines, each with its campaign,
-made by repeating the cache's exported trials under new candidate keys; target >= 10,000 lines/s).
+made by repeating the cache's exported trials under new candidate keys; target >= 10,000 lines/s),
+and storage: the SQLite file of a default campaign (evolutionary search guided by the XGBoost cost
+model) of --storage-trials trials, per 1,000 trials and for its stored cost models (target: under
+5 MB for 2,000 trials), with the engine's time per trial when the model is on (target < 50 ms).
 
     python scripts/bench_engine.py --cache ../shared/datasets/replay/gemm/RTX_3090.json.gz --trials 5000
 
@@ -41,6 +44,35 @@ class TimedReplay(ReplayRunner):
         return out
 
 
+def storage(space: ReplaySpace, path: Path, trials: int) -> dict:
+    """The size of the database of a default campaign (model-guided search, every retrain stored
+    as the campaign stores it), after the WAL is folded into the file."""
+    from sqlalchemy import text
+
+    from autotune.algorithms.model_guided import make_search
+    from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
+
+    db = open_database(f"sqlite:///{path}")
+    runner = TimedReplay(space.cache)
+    t0 = time.perf_counter()
+    res = Campaign("storage", space, make_search(DEFAULT_ALGORITHM, DEFAULT_COST_MODEL), runner, db, trials=trials).run()
+    wall = time.perf_counter() - t0
+    with db.engine.connect() as c:
+        models, model_bytes, kept = c.execute(text(
+            "SELECT count(*), coalesce(sum(length(data)), 0), sum(length(data) > 0) FROM cost_models")).one()
+        c.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+    db.close()
+    size = path.stat().st_size
+    out = {"trials": res.trials, "db_bytes": size, "bytes_per_1000_trials": size / res.trials * 1000,
+           "models": models, "models_with_weights": int(kept or 0), "model_bytes": model_bytes,
+           "engine_ms_per_trial": (wall - runner.spent) / res.trials * 1e3}
+    print(f"storage: {res.trials} trials of {DEFAULT_ALGORITHM}+{DEFAULT_COST_MODEL}: database {size / 2**20:.2f} MiB "
+          f"({out['bytes_per_1000_trials'] / 2**20:.2f} MiB per 1,000 trials); {models} retrains logged, "
+          f"{out['models_with_weights']} with weights ({model_bytes / 2**20:.2f} MiB); "
+          f"engine {out['engine_ms_per_trial']:.1f} ms/trial with the model")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", default=None, help="Kernel Tuner cache (needs at least --trials points; "
@@ -49,6 +81,8 @@ def main() -> None:
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--algorithm", default="random")
     ap.add_argument("--import-lines", type=int, default=200_000, help="JSONL lines for the import benchmark")
+    ap.add_argument("--storage-trials", type=int, default=2000,
+                    help="trials of the default campaign whose database size is measured (0: skip)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     args = ap.parse_args()
     args.cache = args.cache or str(replay_dir() / DEFAULT_CACHE)
@@ -88,6 +122,8 @@ def main() -> None:
         target.close()
         results["import_jsonl"] = {"lines": read, "added": added, "seconds": dt, "lines_per_s": read / dt}
         print(f"import (JSONL): {read} lines in {dt:.2f} s = {read / dt:,.0f} lines/s")
+        if args.storage_trials:
+            results["storage"] = storage(space, Path(tmp) / "storage.db", args.storage_trials)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

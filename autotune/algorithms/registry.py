@@ -6,9 +6,13 @@ missing optional dependency affects only the entry that needs it.
 
 from __future__ import annotations
 
+import difflib
+import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from autotune.cost_models.registry import COST_MODELS, cost_model_class
+from autotune.errors import UsageError
 from autotune.lazy import load
 
 ALGORITHMS: dict[str, str] = {
@@ -24,15 +28,109 @@ ALGORITHMS: dict[str, str] = {
     "bandit": "autotune.algorithms.bandit:AUCBandit",
 }
 
+#: the wrapper that a cost model puts around an algorithm (make_search), and whose options it adds
+GUIDES = {"model-guided": "autotune.algorithms.model_guided:ModelGuided"}
+
 # the default search of the tuning commands, chosen from scripts/bench_search.py (docs/benchmarks.md)
 DEFAULT_ALGORITHM, DEFAULT_COST_MODEL = "evolutionary", "xgb"
 
-__all__ = ["DEFAULT_ALGORITHM", "DEFAULT_COST_MODEL", "ALGORITHMS", "COST_MODELS", "algorithm_class", "cost_model_class", "make_algorithm"]
+__all__ = [
+    "ALGORITHMS",
+    "COST_MODELS",
+    "DEFAULT_ALGORITHM",
+    "DEFAULT_COST_MODEL",
+    "algorithm_class",
+    "check_options",
+    "cost_model_class",
+    "make_algorithm",
+    "parse_options",
+    "valid_options",
+]
 
 
 def algorithm_class(name: str) -> type:
     return load(ALGORITHMS, "algorithm", name)
 
 
-def make_algorithm(name: str, **options: Any):
-    return algorithm_class(name)(**options)
+def make_algorithm(name: str, options: Mapping[str, Any] | None = None, **kwargs: Any):
+    """The registered algorithm ``name`` with ``options`` (checked by :func:`check_options`) and ``kwargs``."""
+    return algorithm_class(name)(**check_options(name, options), **kwargs)
+
+
+def _guided(cost_model: str | None) -> bool:
+    return cost_model not in (None, "", "none")
+
+
+def valid_options(algorithm: str, cost_model: str | None = None) -> dict:
+    """Name -> Option of what ``--option`` may set: the algorithm's options and, with a cost model,
+    those of the model-guided wrapper (which takes a name both declare)."""
+    out = dict(algorithm_class(algorithm).options)
+    if _guided(cost_model):
+        out.update(load(GUIDES, "search wrapper", "model-guided").options)
+    return out
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a JSON list",
+            dict: "a JSON object"}.get(type(value), type(value).__name__)
+
+
+def _checked(key: str, value: Any, default: Any) -> Any:
+    """``value`` as the type of ``default`` (an int is a float too; a whole float an int), else UsageError."""
+    if default is None:
+        return value
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        shown = value if isinstance(value, str) else json.dumps(value)
+        raise UsageError(f"--option {key}={shown}: {key} must be {_type_name(default)} (default "
+                         f"{json.dumps(default)}), not {_type_name(value)}")
+    return value
+
+
+def check_options(algorithm: str, options: Mapping[str, Any] | None, cost_model: str | None = None) -> dict:
+    """``options`` checked against what ``algorithm`` (model-guided when ``cost_model`` names a model)
+    declares: an unknown name is a UsageError naming the closest valid one and every valid one, and
+    each value must have its default's type. Returns them, with numbers as their default's type."""
+    if not options:
+        return {}
+    valid = valid_options(algorithm, cost_model)
+    guide = f" guided by {cost_model}" if _guided(cost_model) else ""
+    out = {}
+    for key, value in options.items():
+        if key not in valid:
+            close = difflib.get_close_matches(str(key), list(valid), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            listed = ", ".join(sorted(valid)) or "none"
+            raise UsageError(f"algorithm {algorithm!r}{guide} has no option {key!r}{hint} (valid: {listed}; "
+                             "`autotune algorithms` lists them with their defaults)")
+        out[key] = _checked(key, value, valid[key].default)
+    return out
+
+
+def parse_options(pairs: Iterable[str] | None) -> dict:
+    """``--option KEY=VALUE`` arguments as a dict: VALUE as JSON when it parses (numbers, true/false,
+    lists, quoted strings), else as the text itself; a later KEY wins."""
+    out: dict[str, Any] = {}
+    for pair in pairs or ():
+        key, eq, text = str(pair).partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise UsageError(f"--option {pair!r} is not KEY=VALUE (for example --option population=64)")
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            value = text
+        out[key] = value
+    return out

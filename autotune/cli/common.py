@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from autotune.cli.tables import Col
 from autotune.errors import AutotuneError, UsageError
 
 DEFAULT_DB = "sqlite:///autotune.db"
@@ -34,6 +36,9 @@ TransferTopOption = Annotated[int, typer.Option("--transfer-top", help="With --t
 RayOption = Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help="Measure on a Ray cluster (needs the ray extra): local (start one on this machine), auto (the cluster this machine belongs to) or HOST:PORT")]
 RayActorsOption = Annotated[int | None, typer.Option("--ray-actors", help="With --ray: measuring actors, one device each (default: one per GPU for CUDA, one per CPU core otherwise)")]
 ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")]
+FreshOption = Annotated[bool, typer.Option("--fresh", help="Start the campaign afresh: an existing campaign of this name is deleted first (its measured trials stay in the database and are reused as look-ups)")]
+AlgorithmOptionsOption = Annotated[list[str] | None, typer.Option("--option", metavar="KEY=VALUE", help="An option of the algorithm, or of the cost-model guidance (see `autotune algorithms`); VALUE is read as JSON when it parses (numbers, true/false, lists), else as text. Repeat for several")]
+IncludeReusedOption = Annotated[bool, typer.Option("--include-reused", help="Also count the trials the campaign looked up (measured by another campaign, an import or a deleted campaign), not only its own measurements")]
 
 OldBudgetOption = Annotated[int | None, typer.Option("--budget", hidden=True, help="Deprecated: --trials")]
 OldTimeLimitOption = Annotated[float | None, typer.Option("--time-limit", hidden=True, help="Deprecated: --time-budget")]
@@ -107,16 +112,35 @@ def _cell(v) -> str:
         return " ".join(f"{k}={_cell(x)}" for k, x in v.items())
     if isinstance(v, list):
         return json.dumps(v)
-    if v is None or (isinstance(v, float) and v != v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
-def print_table(df, title: str = "", max_width: int = 60) -> None:
-    """Print a DataFrame as a rich table (long cells are shortened)."""
+WideOption = Annotated[bool, typer.Option("--wide", help="Every column in full (the default table shows the main columns, shortened to fit 100 columns)")]
+
+
+def print_table(df, title: str = "", max_width: int = 60, columns: list[Col] | None = None, console=None,
+                wide: bool = False) -> None:
+    """Print a DataFrame as a rich table. With ``columns`` (a command's default layout) and not ``wide``:
+    only those columns, each rendered by its spec, one line per row, fitting the console (100 columns
+    when the output is not a terminal). Else every column, long cells shortened to ``max_width`` and
+    folded to the terminal's width; ``wide`` (the commands' --wide) folds nothing when the output is
+    not a terminal (and COLUMNS is unset): each row is one line, as long as it needs."""
     from rich.console import Console
     from rich.table import Table
 
+    if columns is not None and not wide:
+        from rich.text import Text
+
+        from autotune.cli.tables import narrow_lines, table_console
+
+        console = console or table_console()
+        lines, head = narrow_lines(df, columns, title=title, width=console.width)
+        for n, line in enumerate(lines[:head + 1]):
+            console.print(Text(line, style="bold" if n == head else ""), soft_wrap=True)
+        console.print(Text("\n".join(lines[head + 1:])), soft_wrap=True)
+        return
     table = Table(title=title or None, show_lines=False)
     for col in df.columns:
         table.add_column(str(col), overflow="fold")
@@ -126,7 +150,35 @@ def print_table(df, title: str = "", max_width: int = 60) -> None:
             text = _cell(v)
             cells.append(text if len(text) <= max_width else text[: max_width - 1] + "…")
         table.add_row(*cells)
-    Console().print(table)
+    if console is None:
+        console = Console()
+        if wide and not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+            console = Console(width=100_000)
+    console.print(table)
+
+
+def device_or_known_gpu(database, device: str | None) -> str | None:
+    """A --device name for commands that can answer for a device that measured nothing (best,
+    devices --similar-to): the stored name it resolves to (autotune.db.names), else, for a GPU of the
+    known table (autotune.gpus), the name as given, with a note on standard error; any other unknown
+    name is a UsageError naming the closest stored names."""
+    from autotune.db.names import resolve, stored_names
+
+    if device is None:
+        return None
+    try:
+        return resolve(database, "device", device)
+    except UsageError:
+        from autotune.gpus import gpu_properties
+
+        props = gpu_properties(device)
+        if not props:
+            raise
+        same = [n for n in stored_names(database, "device")[0] if gpu_properties(n).get("model") == props["model"]]
+        also = f" (the database has this GPU as {', '.join(repr(n) for n in same[:3])})" if same else ""
+        typer.echo(f"note: device {device!r} is not in the database: answering from the known properties of "
+                   f"the {props['model']}{also}", err=True)
+        return device
 
 
 def _csv_ready(df):
@@ -138,10 +190,13 @@ def _csv_ready(df):
     return out
 
 
-def write_frame(df, fmt: str, max_width: int = 300) -> None:
-    """Write a DataFrame to stdout as table, csv or json (one object per row)."""
+def write_frame(df, fmt: str, max_width: int = 300, columns: list[Col] | None = None, title: str = "",
+                wide: bool = False) -> None:
+    """Write a DataFrame to stdout as table, csv or json (one object per row); a table is laid out by
+    ``columns`` when given (a command's default, narrow table), else, or when ``wide``, shows every
+    column (print_table). CSV and JSON always hold every column, raw."""
     if fmt == "table":
-        print_table(df, max_width=max_width)
+        print_table(df, title=title, max_width=max_width, columns=columns, wide=wide)
     elif fmt == "csv":
         typer.echo(_csv_ready(df).to_csv(index=False), nl=False)
     elif fmt == "json":
@@ -150,7 +205,7 @@ def write_frame(df, fmt: str, max_width: int = 300) -> None:
         raise typer.BadParameter(f"unknown format {fmt!r}; valid: table, csv, json")
 
 
-def write_pages(frames, fmt: str, max_width: int = 300) -> int:
+def write_pages(frames, fmt: str, max_width: int = 300, columns: list[Col] | None = None, wide: bool = False) -> int:
     """Write DataFrames one after another as one table, CSV (one header) or JSON array; returns the rows."""
     rows = 0
     if fmt == "json":
@@ -162,7 +217,7 @@ def write_pages(frames, fmt: str, max_width: int = 300) -> int:
             if len(df):
                 typer.echo(("," if rows else "") + df.to_json(orient="records", date_format="iso")[1:-1], nl=False)
         else:
-            write_frame(df, fmt, max_width)
+            write_frame(df, fmt, max_width, columns=columns, wide=wide)
         rows += len(df)
     if fmt == "json":
         typer.echo("]")
@@ -180,11 +235,15 @@ def report(result, as_json: bool, extra: dict | None = None) -> None:
     c = Console()
     c.print(f"[bold]campaign[/] {result.campaign} ({result.status}{', resumed' if result.resumed else ''})")
     c.print(f"task {result.task.name} [{result.task.key}] on {result.device.name}")
-    c.print(f"trials {result.trials} measured, {result.evaluations - result.trials} reused, {result.errors} errors")
+    assert result.trials >= 0 and result.reused >= 0, (result.trials, result.reused)
+    c.print(f"trials {result.trials} measured, {result.reused} reused (looked up, not measured), {result.errors} errors")
     if result.best is not None:
         c.print(f"best {result.best.cost:.6g} s  config {json.dumps(result.best.candidate.payload)}")
     else:
         c.print("no successful measurement")
+    if result.best_including_reused is not None:
+        better = result.best_including_reused
+        c.print(f"best including reused trials {better.cost:.6g} s  config {json.dumps(better.candidate.payload)}")
     c.print(f"simulated time {result.simulated_s:.1f} s, wall time {result.wall_s:.2f} s")
     for k, v in (extra or {}).items():
         c.print(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}")

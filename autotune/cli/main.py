@@ -41,11 +41,14 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
+    # Ctrl-C inside a command exits 130 (typer turns KeyboardInterrupt into that status); a campaign first
+    # stores what it measured, marks itself "interrupted" and says how to resume (autotune.campaign)
     try:
         app()
     except AutotuneError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        typer.echo("interrupted; everything measured so far is committed", err=True)
+        typer.echo("interrupted; everything already stored stays in the database (rerun a campaign with the "
+                   "same --campaign NAME to resume it)", err=True)
         sys.exit(130)

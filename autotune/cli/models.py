@@ -9,7 +9,35 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, print_table, write_frame, parse_json_arg
+from autotune.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    WideOption,
+    handle_errors,
+    open_db,
+    parse_json_arg,
+    print_table,
+    write_frame,
+)
+from autotune.cli.tables import Col, device_text, number, relative_time, size_bytes
+
+
+def _weights(v) -> str:
+    return "pruned" if v == 0 else size_bytes(v)
+
+
+# The default table (--wide: every column in full; csv and json: every column, raw).
+MODEL_COLUMNS = [
+    Col("id", render=number, right=True),
+    Col("model", width=10),
+    Col("trained_for", header="trained for", flex=True, cut="start"),
+    Col("n_samples", header="samples", render=number, right=True),
+    Col("spearman", render=number, right=True),
+    Col("top_k_recall", header="top-k recall", render=number, right=True),
+    Col("bytes", header="weights", render=_weights, right=True),
+    Col("pinned", render=number),
+    Col("created", render=relative_time, least=10),
+]
 
 
 def space_for_task(task, device_props: dict | None = None):
@@ -30,15 +58,47 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @app.command("models")
     @handle_errors
     def models_cmd(
-        task: Annotated[str | None, typer.Option("--task", help="Task key or name")] = None,
-        device: Annotated[str | None, typer.Option("--device", help="Device name or key")] = None,
+        task: Annotated[str | None, typer.Option("--task", help="Task key (or a unique prefix of it) or name")] = None,
+        device: Annotated[str | None, typer.Option("--device", help="Device name or key (or a unique prefix of it)")] = None,
+        campaign: Annotated[str | None, typer.Option("--campaign", help="Only this campaign's models")] = None,
+        latest: Annotated[bool, typer.Option("--latest", help="Only the latest model of each campaign (of each task, device and model kind for models outside a campaign)")] = False,
+        pin: Annotated[list[int] | None, typer.Option("--pin", metavar="ID", help="Keep this model (its weights are never pruned as superseded); repeatable")] = None,
+        unpin: Annotated[list[int] | None, typer.Option("--unpin", metavar="ID", help="No longer keep this model; repeatable")] = None,
         format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json")] = "table",
+        wide: WideOption = False,
         db: DbOption = DEFAULT_DB,
     ) -> None:
-        """List stored cost models with their training size and held-out quality (Spearman, top-k recall)."""
-        from autotune.db.queries import cost_models
+        """List stored cost models with their training size, held-out quality (Spearman, top-k recall),
+        whether their weights are kept and whether they are pinned; --pin/--unpin ID marks a model kept."""
+        from autotune.db.queries import cost_models, resolve_filters
+        from autotune.errors import UsageError
 
-        write_frame(cost_models(open_db(db), task=task, device=device), format)
+        if format not in ("table", "csv", "json"):
+            raise UsageError(f"unknown format {format!r}; valid: table, csv, json")
+        database = open_db(db)
+        if pin or unpin:
+            both = set(pin or ()) & set(unpin or ())
+            if both:
+                raise UsageError(f"model {min(both)} given to both --pin and --unpin")
+            stored = set(cost_models(database)["id"].tolist())
+            missing = sorted((set(pin or ()) | set(unpin or ())) - stored)
+            if missing:
+                raise UsageError(f"no stored model {', '.join(map(str, missing))}; `autotune models` lists them")
+            for ids, flag in ((pin or [], True), (unpin or [], False)):
+                for model_id in ids:
+                    has_weights = database.pin_cost_model(model_id, flag)
+                    note = "" if has_weights or not flag else " (its weights were already pruned: only its row is kept)"
+                    typer.echo(f"{'pinned' if flag else 'unpinned'} model {model_id}{note}")
+            return
+        names = resolve_filters(database, campaign=campaign, task=task, device=device)
+        df = cost_models(database, **names, latest=latest)
+        if format == "table" and df.empty:
+            typer.echo("no stored cost models" + (" match" if task or device or campaign else " yet"), err=True)
+            return
+        if format == "table" and not wide:
+            df = df.assign(trained_for=[c if isinstance(c, str) else f"{t or '-'} on {device_text(d) or '-'}"
+                                        for c, t, d in zip(df["campaign"], df["task"], df["device"])])
+        write_frame(df, format, columns=MODEL_COLUMNS, wide=wide)
 
     @app.command("predict")
     @handle_errors

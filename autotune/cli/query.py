@@ -1,16 +1,63 @@
-"""Query commands: campaigns, trials, best, algorithms."""
+"""Query commands: campaigns (list, delete, rename), trials, best, algorithms."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
-from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, print_table, write_frame, write_pages
+from autotune.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    IncludeReusedOption,
+    WideOption,
+    device_or_known_gpu,
+    handle_errors,
+    open_db,
+    print_table,
+    write_frame,
+    write_pages,
+)
+from autotune.cli.tables import Col, config_text, device_text, number, relative_time, seconds, short_key
 
 FormatOption = Annotated[str, typer.Option("--format", "-f", help="table, csv or json")]
-TaskOption = Annotated[str | None, typer.Option("--task", help="Task key or name")]
-DeviceOption = Annotated[str | None, typer.Option("--device", help="Device name or key")]
+TaskOption = Annotated[str | None, typer.Option("--task", help="Task key (or a unique prefix of it) or name")]
+DeviceOption = Annotated[str | None, typer.Option("--device", help="Device name or key (or a unique prefix of it)")]
+CampaignFilter = Annotated[str | None, typer.Option("--campaign", help="Campaign name")]
+
+# The default tables (--wide: every column in full; csv and json: every column, raw).
+CAMPAIGN_COLUMNS = [
+    Col("campaign", flex=True, cut="start", least=12),
+    Col("task", width=12),
+    Col("device", render=device_text, width=14),
+    Col("algorithm", width=14, cut="middle"),
+    Col("status", width=10, least=8),
+    Col("trials", render=number, right=True),
+    Col("reused", render=number, right=True),
+    Col("best_cost", header="best", render=seconds, right=True),
+    Col("best_cost_including_reused", header="best+reused", render=seconds, right=True),
+    Col("updated", render=relative_time, least=10),
+]
+TRIAL_COLUMNS = [
+    Col("id", render=number, right=True),
+    Col("campaign", width=20, cut="start", optional=True),
+    Col("device", render=device_text, width=14),
+    Col("status", width=13),
+    Col("cost", render=seconds, right=True),
+    Col("config", render=config_text, flex=True),
+    Col("error", flex=True, optional=True),
+]
+BEST_COLUMNS = [
+    Col("task", width=16),
+    Col("task_key", header="task key", render=short_key),
+    Col("device", render=device_text, width=16),
+    Col("rank", render=number, right=True),
+    Col("cost", render=seconds, right=True),
+    Col("source", width=9),
+    Col("from", flex=True, optional=True),
+    Col("config", render=config_text, flex=True),
+]
 
 
 def _check_format(fmt: str) -> None:
@@ -20,21 +67,150 @@ def _check_format(fmt: str) -> None:
         raise UsageError(f"unknown format {fmt!r}; valid: table, csv, json")
 
 
+def _layout(columns: list[Col], drop: tuple[str, ...] = ()) -> list[Col]:
+    """The column spec of a default table without the ``drop``ped columns."""
+    return [c for c in columns if c.name not in drop]
+
+
+def _group_db(ctx: typer.Context, db: str) -> str:
+    """The --db of a `campaigns` subcommand, or the one given before it (`campaigns --db URL delete NAME`)."""
+    parent = ctx.parent.params.get("db") if ctx.parent is not None else None
+    return parent if db == DEFAULT_DB and parent else db
+
+
+def _stdin_is_tty() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+def list_campaigns(db: str, format: str, include_reused: bool, wide: bool, task: str | None = None,
+                   device: str | None = None) -> None:
+    """Print the campaigns (optionally of one task and/or device)."""
+    from autotune.db import queries
+
+    _check_format(format)
+    database = open_db(db)
+    names = queries.resolve_filters(database, task=task, device=device)
+    df = queries.campaigns(database, include_reused=include_reused)
+    if names["task"] is not None:
+        df = df[(df["task"] == names["task"]) | (df["task_key"] == names["task"])]
+    if names["device"] is not None:
+        from sqlalchemy import select
+
+        from autotune.db.models import DeviceRow
+
+        with database.session() as s:
+            dev_names = set(s.scalars(select(DeviceRow.name).where(
+                (DeviceRow.name == names["device"]) | (DeviceRow.key == names["device"]))).all())
+        df = df[df["device"].isin(dev_names)]
+    if format == "table" and df.empty:
+        typer.echo("no campaigns" + (" match" if task or device else " yet"), err=True)
+        return
+    write_frame(df.reset_index(drop=True), format, columns=CAMPAIGN_COLUMNS, wide=wide)
+
+
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
-    @app.command("campaigns")
+    campaigns_app = typer.Typer(
+        invoke_without_command=True, no_args_is_help=False,
+        help="List campaigns (the default), or delete or rename one.")
+    app.add_typer(campaigns_app, name="campaigns")
+
+    @campaigns_app.callback()
     @handle_errors
-    def campaigns_cmd(db: DbOption = DEFAULT_DB, format: FormatOption = "table") -> None:
-        """List campaigns with their task, device, algorithm, status, trials and best cost."""
+    def campaigns_cmd(
+        ctx: typer.Context,
+        db: DbOption = DEFAULT_DB,
+        format: FormatOption = "table",
+        include_reused: IncludeReusedOption = False,
+        task: TaskOption = None,
+        device: DeviceOption = None,
+        wide: WideOption = False,
+    ) -> None:
+        """List campaigns with their task, device, algorithm, status, trials (own measurements), reused
+        (trials looked up, measured elsewhere), best cost (of the own trials) and when they last stored
+        a batch; `campaigns delete NAME` and `campaigns rename OLD NEW` manage them."""
+        if ctx.invoked_subcommand is None:
+            list_campaigns(db, format, include_reused, wide, task, device)
+
+    @campaigns_app.command("list")
+    @handle_errors
+    def campaigns_list_cmd(
+        ctx: typer.Context,
+        db: DbOption = DEFAULT_DB,
+        format: FormatOption = "table",
+        include_reused: IncludeReusedOption = False,
+        task: TaskOption = None,
+        device: DeviceOption = None,
+        wide: WideOption = False,
+    ) -> None:
+        """List campaigns (the same as `autotune campaigns`)."""
+        list_campaigns(_group_db(ctx, db), format, include_reused, wide, task, device)
+
+    @campaigns_app.command("delete")
+    @handle_errors
+    def campaigns_delete_cmd(
+        ctx: typer.Context,
+        name: Annotated[str, typer.Argument(help="The campaign to delete")],
+        with_trials: Annotated[bool, typer.Option("--with-trials", help="Also delete the trials the campaign measured (and other campaigns' links to them); by default they stay in the database, reusable, with no campaign")] = False,
+        yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (needed when standard input is not a terminal)")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Delete even while workers of the campaign are alive (they will fail)")] = False,
+        db: DbOption = DEFAULT_DB,
+    ) -> None:
+        """Delete a campaign: its history, algorithm state, workers' claims and reservations and its cost
+        models (pinned models are kept, without the campaign). The trials it measured stay in the
+        database (other campaigns reuse them) unless --with-trials."""
+        from autotune.db import queries
+        from autotune.errors import UsageError
+
+        database = open_db(_group_db(ctx, db))
+        name = queries.resolve_filters(database, campaign=name)["campaign"]
+        row = database.campaign(name)
+        live = [w for w in database.campaign_workers(row.id) if w["alive"]]
+        if live and not force:
+            who = ", ".join(w["worker"] for w in live[:3]) + (f" and {len(live) - 3} more" if len(live) > 3 else "")
+            raise UsageError(f"campaign {name!r} has {len(live)} live worker(s) ({who}); stop them first, "
+                             "or pass --force")
+        stats = queries.campaigns(database)
+        stats = stats[stats["campaign"] == name].iloc[0]
+        n_models = len(queries.cost_models(database, campaign=name))
+        fate = (f"and the {stats['trials']} trials it measured" if with_trials else
+                f"its {stats['trials']} measured trials stay in the database, with no campaign")
+        what = (f"campaign {name!r} ({stats['task']} on {stats['device']}): its history of "
+                f"{stats['trials'] + stats['reused']} evaluations, its state and {n_models} cost model(s); {fate}")
+        if not yes:
+            if not _stdin_is_tty():
+                raise UsageError(f"not deleting campaign {name!r} without confirmation: standard input is not a "
+                                 "terminal; pass --yes to delete it")
+            typer.echo(f"delete {what}")
+            if not typer.confirm("delete it?", default=False):
+                typer.echo("nothing deleted", err=True)
+                raise typer.Exit(1)
+        done = database.delete_campaign(name, with_trials=with_trials)
+        kept = f", {done['models_kept']} pinned model(s) kept" if done["models_kept"] else ""
+        trials = (f"{done['trials_deleted']} trials deleted" if with_trials
+                  else f"{done['trials_kept']} measured trials kept (no campaign)")
+        typer.echo(f"deleted campaign {name!r}: {done['links']} evaluations, {done['models_deleted']} cost model(s)"
+                   f"{kept}; {trials}")
+
+    @campaigns_app.command("rename")
+    @handle_errors
+    def campaigns_rename_cmd(
+        ctx: typer.Context,
+        old: Annotated[str, typer.Argument(help="The campaign's name")],
+        new: Annotated[str, typer.Argument(help="Its new name (no campaign may have it)")],
+        db: DbOption = DEFAULT_DB,
+    ) -> None:
+        """Rename a campaign (refused when a campaign of the new name exists); resume it with --campaign NEW."""
         from autotune.db import queries
 
-        _check_format(format)
-        database = open_db(db)
-        write_frame(queries.campaigns(database), format)
+        database = open_db(_group_db(ctx, db))
+        old = queries.resolve_filters(database, campaign=old)["campaign"]
+        database.rename_campaign(old, new)
+        typer.echo(f"renamed campaign {old!r} to {new!r}; resume it with --campaign {new!r}")
 
     @app.command("trials")
     @handle_errors
     def trials_cmd(
-        campaign: Annotated[str | None, typer.Option("--campaign", help="Campaign name")] = None,
+        campaign: CampaignFilter = None,
         task: TaskOption = None,
         device: DeviceOption = None,
         status: Annotated[str | None, typer.Option("--status", help="OK, INVALID, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT or WRONG_RESULT")] = None,
@@ -42,6 +218,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         limit: Annotated[int | None, typer.Option("--limit", help="At most this many trials, oldest first (default 50, or every trial of the --campaign)")] = None,
         all_: Annotated[bool, typer.Option("--all", help="Every matching trial (streamed page by page)")] = False,
         format: FormatOption = "table",
+        wide: WideOption = False,
         db: DbOption = DEFAULT_DB,
     ) -> None:
         """List trials (every measurement) with their configuration, status and cost: every trial of a
@@ -50,15 +227,15 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         _check_format(format)
         database = open_db(db)
-        filters = {"campaign": campaign, "task": task, "device": device, "status": status}
+        filters = {**queries.resolve_filters(database, campaign=campaign, task=task, device=device), "status": status}
         all_ = all_ or (campaign is not None and limit is None)
         limit = 50 if limit is None else limit
         if all_ and top is None:
             pages = queries.trial_pages(database, **filters)
         else:
             pages = iter([queries.trials(database, **filters, top=top, limit=None if all_ else limit)])
-        columns = ["id", "status", "cost", "config", "device", "campaign", "error"]
-        shown = write_pages((df[columns] if format == "table" else df for df in pages), format)
+        drop = tuple(k for k in ("campaign", "device") if filters[k] is not None)  # the same on every row
+        shown = write_pages(pages, format, columns=_layout(TRIAL_COLUMNS, drop), wide=wide)
         if not all_ and top is None and shown == limit:
             total = queries.count_trials(database, **filters)
             if total > shown:
@@ -71,9 +248,12 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         device: DeviceOption = None,
         k: Annotated[int, typer.Option("--k", help="How many per task and device")] = 1,
         format: FormatOption = "table",
+        wide: WideOption = False,
         db: DbOption = DEFAULT_DB,
     ) -> None:
-        """The best measured configuration per (task, device)."""
+        """The best measured configuration per (task, device); for a device that never measured the task
+        (in the database without a trial of it, or a GPU of the known table), the configuration expected
+        best from the most similar devices."""
         from autotune.db import queries
         from autotune.errors import UsageError
 
@@ -81,6 +261,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         if k <= 0:
             raise UsageError(f"--k must be positive, not {k}")
         database = open_db(db)
+        task = queries.resolve_filters(database, task=task)["task"]
+        device = device_or_known_gpu(database, device) if task else queries.resolve_filters(database, device=device)["device"]
         df = queries.best(database, task=task, device=device, k=k)
         if df.empty and task and device:  # a device never tuned: the config expected best from similar devices
             import pandas as pd
@@ -92,15 +274,15 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             df = pd.DataFrame([res])[["task", "task_key", "device", "source", "from", "config"]]
         if df.empty:
             raise UsageError("no successful trial matches" + (f" task {task!r}" if task else "") + (f" device {device!r}" if device else ""))
-        write_frame(df, format)
+        write_frame(df, format, columns=_layout(BEST_COLUMNS, () if k > 1 else ("rank",)), wide=wide)
 
     @app.command("algorithms")
     def algorithms_cmd() -> None:
         """List the search algorithms with their options and defaults."""
         import pandas as pd
 
-        from autotune.errors import MissingDependencyError
         from autotune.algorithms.registry import ALGORITHMS, algorithm_class
+        from autotune.errors import MissingDependencyError
 
         rows = []
         for name in sorted(ALGORITHMS):
@@ -116,3 +298,4 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         opts = "; ".join(f"{k}={o.default!r}: {o.help}" for k, o in ModelGuided.options.items())
         rows.append(("ALGORITHM --cost-model xgb", ModelGuided.description, opts))
         print_table(pd.DataFrame(rows, columns=["algorithm", "description", "options"]), max_width=400)
+

@@ -6,22 +6,55 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.common import DEFAULT_DB, DbOption, emit_json, handle_errors, open_db, print_table
+from autotune.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    WideOption,
+    device_or_known_gpu,
+    emit_json,
+    handle_errors,
+    open_db,
+    print_table,
+)
+from autotune.cli.tables import Col, number, short_key, text
+
+# The default tables (--wide: every column in full; --json: everything).
+DEVICE_COLUMNS = [
+    Col("name", flex=True),
+    Col("kind", width=10),
+    Col("architecture", header="arch", width=12),
+    Col("compute_capability", header="cc", render=text),
+    Col("sm_count", header="SMs", render=number, right=True),
+    Col("memory_bandwidth_gbs", header="mem GB/s", render=number, right=True),
+    Col("boost_clock_mhz", header="boost MHz", render=number, right=True),
+    Col("l2_kib", header="L2 KiB", render=number, right=True),
+    Col("key", render=short_key),
+]
+SIMILAR_COLUMNS = [
+    Col("device", width=28),
+    Col("score", render=number, right=True),
+    Col("property_score", header="props", render=number, right=True),
+    Col("rank_correlation", header="rank corr", render=number, right=True),
+    Col("common_configs", header="common", render=number, right=True),
+    Col("why", flex=True),
+]
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @app.command("devices")
     @handle_errors
     def devices_cmd(
-        similar_to: Annotated[str | None, typer.Option("--similar-to", help="List the devices most similar to this one (name or key), and why")] = None,
+        similar_to: Annotated[str | None, typer.Option("--similar-to", help="List the devices most similar to this one (a name or key in the database, or a GPU of the known table), and why")] = None,
         task: Annotated[str | None, typer.Option("--task", help="With --similar-to: compare measured times on this task (key or name)")] = None,
         json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
+        wide: WideOption = False,
         db: DbOption = DEFAULT_DB,
     ) -> None:
         """List devices with their properties, or the devices most similar to one."""
         import pandas as pd
 
         from autotune.db import transfer as store
+        from autotune.db.queries import resolve_filters
         from autotune.transfer.dispatch import as_device
         from autotune.transfer.similarity import rank_similar
 
@@ -31,18 +64,18 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             if similar_to is None:
                 rows = [{"name": d.name, "kind": d.kind, "key": d.key, **{k: v for k, v in d.properties.items()
                                                                            if k != "source"}} for d in devs]
-                shown = ["name", "kind", "architecture", "compute_capability", "sm_count", "memory_bandwidth_gbs",
-                         "boost_clock_mhz", "l2_kib", "key"]
                 if json:
                     emit_json({"devices": rows})
+                elif not rows:
+                    typer.echo("no devices yet")
                 else:
-                    print_table(pd.DataFrame(rows).reindex(columns=shown), max_width=40) if rows else typer.echo("no devices yet")
+                    print_table(pd.DataFrame(rows), max_width=40, columns=DEVICE_COLUMNS, wide=wide)
                 return
-            target = as_device(database, similar_to)
+            target = as_device(database, device_or_known_gpu(database, similar_to))
             measured: dict[str, list] = {}
             mine: list = []
             if task is not None:
-                t = store.resolve_task(database, task)
+                t = store.resolve_task(database, resolve_filters(database, task=task)["task"])
                 for key, (_, ms) in store.task_trials(database, t).items():
                     measured[key] = ms
                 mine = measured.get(target.key, [])
@@ -55,8 +88,9 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         if json:
             emit_json({"device": target.name, "similar": rows})
         elif rows:
-            print_table(pd.DataFrame(rows)[["device", "score", "property_score", "rank_correlation", "common_configs", "why"]],
-                        title=f"devices similar to {target.name}", max_width=120)
+            df = pd.DataFrame(rows)[["device", "score", "property_score", "rank_correlation", "common_configs", "why"]]
+            print_table(df, title=f"devices similar to {target.name}", max_width=120, columns=SIMILAR_COLUMNS,
+                        wide=wide)
         else:
             typer.echo("no other devices in the database")
 
@@ -100,8 +134,8 @@ def _best_shared_task(database, target):
     """(measurements by device key, the target's) of the task the target shares most with others."""
     from sqlalchemy import select
 
-    from autotune.db.models import DeviceRow, TaskRow, TrialRow
     from autotune.db import transfer as store
+    from autotune.db.models import DeviceRow, TaskRow, TrialRow
 
     with database.session() as s:
         tasks = s.execute(select(TaskRow).join(TrialRow, TrialRow.task_id == TaskRow.id)

@@ -10,10 +10,12 @@ from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
 from autotune.cli.common import (
     DEFAULT_DB,
     AlgorithmOption,
+    AlgorithmOptionsOption,
     BatchOption,
     CampaignOption,
     CostModelOption,
     DbOption,
+    FreshOption,
     JsonOption,
     ProgressOption,
     SeedOption,
@@ -45,10 +47,14 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         db: DbOption = DEFAULT_DB,
         json: JsonOption = False,
         progress: ProgressOption = True,
+        fresh: FreshOption = False,
+        option: AlgorithmOptionsOption = None,
     ) -> None:
         """Tune a program: run it once per configuration (no shell) and read its cost from its output or its
         wall time. Example: autotune tune command --space space.yaml -- ./bench --block {block}"""
+        from autotune.algorithms.registry import parse_options
         from autotune.drivers.command import tune_command as run
 
         report(run(command, space, campaign=campaign, trials=trials, time_budget=time_budget, algorithm=algorithm,
-                   cost_model=cost_model, seed=seed, batch=batch, timeout_s=timeout, db=db, progress=progress), json)
+                   cost_model=cost_model, seed=seed, batch=batch, timeout_s=timeout, db=db, progress=progress,
+                   fresh=fresh, options=parse_options(option)), json)

@@ -8,7 +8,18 @@ import typer
 
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
 from autotune.cli.common import (
-    DEFAULT_DB, CostModelOption, DbOption, RayActorsOption, RayOption, TransferOption, TransferTopOption, handle_errors, report, writable_output,
+    DEFAULT_DB,
+    AlgorithmOptionsOption,
+    CostModelOption,
+    DbOption,
+    FreshOption,
+    RayActorsOption,
+    RayOption,
+    TransferOption,
+    TransferTopOption,
+    handle_errors,
+    report,
+    writable_output,
 )
 from autotune.search_spaces.kernels import KERNEL_SHAPE_HELP
 
@@ -38,17 +49,21 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")] = True,
         ray: RayOption = None,
         ray_actors: RayActorsOption = None,
+        fresh: FreshOption = False,
+        option: AlgorithmOptionsOption = None,
     ) -> None:
         """Tune a kernel template's schedule on real hardware; reports the best time, GFLOP/s and the speed-up over the default configuration."""
         if source:
             writable_output(source, "the --source file")
         if trials is None and time_budget is None:
             trials = 100
+        from autotune.algorithms.registry import parse_options
         from autotune.drivers.kernel import tune_template
 
         result, template, extra = tune_template(name, shape, target, algorithm, trials, time_budget, seed, batch,
                                               campaign, db, threads, device_index, backend, progress,
-                                              cost_model, transfer_from, transfer_top, ray, ray_actors)
+                                              cost_model, transfer_from, transfer_top, ray, ray_actors,
+                                              fresh=fresh, options=parse_options(option))
         if source and result.best is not None:
             with open(source, "w") as f:
                 f.write(template.source(result.best.candidate.payload))

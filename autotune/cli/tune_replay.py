@@ -8,8 +8,26 @@ import typer
 
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
 from autotune.cli.common import (
-    DEFAULT_DB, AlgorithmOption, BatchOption, CampaignOption, CostModelOption, DbOption, JsonOption, ProgressOption,
-    RayActorsOption, RayOption, SeedOption, SimOption, TimeOption, TransferOption, TransferTopOption, TrialsOption, handle_errors, report,
+    DEFAULT_DB,
+    AlgorithmOption,
+    AlgorithmOptionsOption,
+    BatchOption,
+    CampaignOption,
+    CostModelOption,
+    DbOption,
+    FreshOption,
+    JsonOption,
+    ProgressOption,
+    RayActorsOption,
+    RayOption,
+    SeedOption,
+    SimOption,
+    TimeOption,
+    TransferOption,
+    TransferTopOption,
+    TrialsOption,
+    handle_errors,
+    report,
 )
 
 CacheOption = Annotated[str, typer.Option("--cache", help="Kernel Tuner cache file (.json/.json.gz), or example:pnpoly-rtx3090 (bundled)")]
@@ -36,9 +54,13 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         ray: RayOption = None,
         ray_actors: RayActorsOption = None,
         measure_delay: Annotated[float, typer.Option("--measure-delay", help="Wall seconds each measurement takes (load tests: the measurement, not the engine, is then the bottleneck)")] = 0.0,
+        fresh: FreshOption = False,
+        option: AlgorithmOptionsOption = None,
     ) -> None:
         """Tune a recorded space: measurements are answered from the cache and charged to a simulated clock."""
+        from autotune.algorithms.registry import parse_options
         from autotune.drivers.replay import tune_replay as run
 
         report(run(cache, algorithm, cost_model, trials, time_budget, simulated_budget, seed, batch, campaign, db,
-                   progress, transfer_from, transfer_top, measure_delay, ray, ray_actors), json)
+                   progress, transfer_from, transfer_top, measure_delay, ray, ray_actors, fresh=fresh,
+                   options=parse_options(option)), json)

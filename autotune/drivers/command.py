@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 
 from autotune.algorithms.model_guided import make_search
-from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, check_options
 from autotune.campaign import Campaign, CampaignResult
 from autotune.db import open_database
 from autotune.drivers.function import budgets, with_task
@@ -28,14 +28,17 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
                  time_budget: float | None = None, algorithm: str = DEFAULT_ALGORITHM,
                  cost_model: str | None = DEFAULT_COST_MODEL, seed: int = 0, batch: int = 8,
                  timeout_s: float | None = None, db: str = "sqlite:///autotune.db",
-                 progress: bool = False) -> CampaignResult:
+                 progress: bool = False, fresh: bool = False, options: dict | None = None) -> CampaignResult:
     """Run (or resume) a campaign over the space of ``space_file``, measuring each configuration by
-    running ``argv`` with its ``{knob}`` placeholders filled in. Without a budget: 100 trials."""
+    running ``argv`` with its ``{knob}`` placeholders filled in. Without a budget: 100 trials.
+    ``fresh``: delete a campaign of that name first (its trials stay, reused as look-ups).
+    ``options``: the algorithm's options, and the cost-model guidance's (``autotune algorithms``)."""
     argv = [str(a) for a in argv]
     if not argv:
         raise UsageError("the command is empty; give the program to run after --, e.g. autotune tune command --space space.yaml "
                          "-- ./bench --block {block}")
-    algo = make_search(algorithm, cost_model)  # validates the names before anything is written
+    options = check_options(algorithm, options, cost_model)
+    algo = make_search(algorithm, cost_model, **options)  # validates the names before anything is written
     space, objective = load_space_file(space_file)
     runner = CommandRunner(argv, objective, timeout_s=timeout_s, knobs=space.names)
     try:
@@ -46,10 +49,13 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
         recipe = {"kind": "command", "args": {
             "argv": argv, "space_file": os.path.abspath(space_file), "trials": trials, "time_budget": time_budget,
             "algorithm": algorithm, "cost_model": cost_model, "seed": seed, "batch": batch, "timeout_s": timeout_s}}
+        if options:
+            recipe["args"]["options"] = options
         database = open_database(db)
         try:
             return Campaign(name, knobs, algo, runner, database, trials=budgets(trials, time_budget),
-                            time_budget=time_budget, batch=batch, seed=seed, progress=progress, recipe=recipe).run()
+                            time_budget=time_budget, batch=batch, seed=seed, progress=progress, recipe=recipe,
+                            fresh=fresh).run()
         finally:
             database.close()
     finally:

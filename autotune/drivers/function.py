@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from autotune.algorithms.model_guided import make_search
-from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, check_options
 from autotune.campaign import Campaign, CampaignResult
 from autotune.db import open_database
 from autotune.errors import UsageError
@@ -73,7 +73,7 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
              algorithm: str = DEFAULT_ALGORITHM, cost_model: str | None = DEFAULT_COST_MODEL,
              db: str = "sqlite:///autotune.db", campaign: str | None = None, seed: int = 0, batch: int = 8,
              isolate: bool = False, timeout_s: float | None = None, progress: bool = False,
-             memory_limit: int | None = None) -> CampaignResult:
+             memory_limit: int | None = None, fresh: bool = False, options: dict | None = None) -> CampaignResult:
     """Run (or resume) a campaign minimising ``objective(config)`` over ``space``.
 
     ``space``: a KnobSpace, a dict of knobs (name -> list of values) or a space file's path (YAML or
@@ -83,9 +83,12 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
     call in a fresh worker process (the objective must be picklable: a module-level function), where
     ``timeout_s`` stops a hang (a TIMEOUT trial) and a crash is a RUNTIME_ERROR trial;
     ``memory_limit`` caps its address space in bytes. The campaign's default name is the function's
-    name, the space's hash, the algorithm and the seed.
+    name, the space's hash, the algorithm and the seed. ``fresh``: delete a campaign of that name
+    first (its trials stay, reused as look-ups). ``options``: the algorithm's options, and the
+    cost-model guidance's (``autotune algorithms``), e.g. ``{"population": 16}``.
     """
-    algo = make_search(algorithm, cost_model)  # validates the names before anything is written
+    options = check_options(algorithm, options, cost_model)
+    algo = make_search(algorithm, cost_model, **options)  # validates the names before anything is written
     runner = FunctionRunner(objective, isolate=isolate, timeout_s=timeout_s, memory_limit=memory_limit)
     try:
         knobs = with_task(as_knob_space(space), "function", runner.name, {"function": runner.name})
@@ -93,7 +96,8 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
         database = open_database(db)
         try:
             return Campaign(name, knobs, algo, runner, database, trials=budgets(trials, time_budget),
-                            time_budget=time_budget, batch=batch, seed=seed, progress=progress).run()
+                            time_budget=time_budget, batch=batch, seed=seed, progress=progress,
+                            fresh=fresh).run()
         finally:
             database.close()
     finally:

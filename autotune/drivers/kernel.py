@@ -11,7 +11,7 @@ import sys
 from functools import partial
 
 from autotune.algorithms.model_guided import make_search
-from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, check_options
 from autotune.campaign import Campaign
 from autotune.db import open_database
 from autotune.errors import UsageError
@@ -81,14 +81,20 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
                 time_budget: float | None = None, seed: int = 0, batch: int = 8, campaign: str | None = None,
                 db: str = "sqlite:///autotune.db", threads: int | None = None, device_index: int = 0, backend: str = "auto",
                 progress: bool = False, cost_model: str | None = DEFAULT_COST_MODEL, transfer_from: str | None = None,
-                transfer_top: int = 8, ray: str | None = None, ray_actors: int | None = None):
+                transfer_top: int = 8, ray: str | None = None, ray_actors: int | None = None, fresh: bool = False,
+                options: dict | None = None):
     """Run (or resume) a kernel tuning campaign; (CampaignResult, template, extra summary keys).
 
     ``ray``: measure on ``ray_actors`` Ray actors (default: one per GPU, or per core, of the cluster)
-    of the cluster at this address (``local``, ``auto`` or HOST:PORT); builds run on its CPUs."""
+    of the cluster at this address (``local``, ``auto`` or HOST:PORT); builds run on its CPUs.
+    ``fresh``: delete a campaign of that name first (its trials stay, reused as look-ups).
+    ``options``: the algorithm's options, and the cost-model guidance's (``autotune algorithms``)."""
     if name not in TEMPLATES:
         raise UsageError(f"unknown kernel {name!r}; valid: {', '.join(TEMPLATES)}")
-    algo = make_search(algorithm, cost_model)
+    options = check_options(algorithm, options, cost_model)
+    if options and transfer_from:
+        raise UsageError("algorithm options (--option) apply to the ordinary search, not to a warm start (--transfer-from)")
+    algo = make_search(algorithm, cost_model, **options)
     shape = shape or DEFAULT_SHAPES[name]
     if ray is not None:
         space, template, runner = make_ray_runner(name, shape, target, threads, backend, seed, ray, ray_actors)
@@ -98,6 +104,8 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
         "name": name, "shape": shape, "target": target, "algorithm": algorithm, "cost_model": cost_model,
         "trials": trials, "time_budget": time_budget, "seed": seed, "batch": batch, "threads": threads,
         "device_index": device_index, "backend": backend}}
+    if options:
+        recipe["args"]["options"] = options
     label = "x".join(str(v) for v in template.shape.values())
     database = open_database(db)
     if transfer_from:
@@ -111,7 +119,7 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
     try:
         base = default_measurement(database, template, runner)
         result = Campaign(cname, space, algo, runner, database, trials=trials, time_budget=time_budget,
-                          batch=batch, seed=seed, progress=progress, recipe=recipe).run()
+                          batch=batch, seed=seed, progress=progress, recipe=recipe, fresh=fresh).run()
     finally:
         runner.close()
         database.close()

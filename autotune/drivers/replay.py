@@ -6,7 +6,7 @@ import sys
 from functools import partial
 
 from autotune.algorithms.model_guided import make_search
-from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, check_options
 from autotune.campaign import Campaign, CampaignResult
 from autotune.db import open_database
 from autotune.errors import UsageError
@@ -19,16 +19,21 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
                 simulated_budget: float | None = None, seed: int = 0, batch: int = 8, campaign: str | None = None,
                 db: str = "sqlite:///autotune.db", progress: bool = False, transfer_from: str | None = None,
                 transfer_top: int = 8, measure_delay: float = 0.0, ray: str | None = None,
-                ray_actors: int | None = None) -> CampaignResult:
+                ray_actors: int | None = None, fresh: bool = False, options: dict | None = None) -> CampaignResult:
     """Run (or resume) a campaign on ``cache`` (a .json/.json.gz file or ``example:pnpoly-rtx3090``).
 
     Without any budget the campaign makes 100 measurements. ``transfer_from`` warm-starts the
     search from other devices' trials of the same task in the database (names or ``auto``).
     ``measure_delay``: wall seconds each measurement takes (load tests). ``ray``: measure on
     ``ray_actors`` Ray actors (default: one per CPU of the cluster) of the cluster at this address
-    (``local``, ``auto`` or HOST:PORT).
+    (``local``, ``auto`` or HOST:PORT). ``fresh``: delete a campaign of that name first (its trials
+    stay, reused as look-ups). ``options``: the algorithm's options, and the cost-model guidance's
+    (``autotune algorithms``).
     """
-    algo = make_search(algorithm, cost_model)  # validates the names before anything is written
+    options = check_options(algorithm, options, cost_model)
+    if options and transfer_from:
+        raise UsageError("algorithm options (--option) apply to the ordinary search, not to a warm start (--transfer-from)")
+    algo = make_search(algorithm, cost_model, **options)  # validates the names before anything is written
     if trials is None and time_budget is None and simulated_budget is None:
         trials = 100
     if measure_delay < 0:
@@ -43,6 +48,8 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
     recipe = {"kind": "replay", "args": {
         "cache": cache, "algorithm": algorithm, "cost_model": cost_model, "trials": trials, "time_budget": time_budget,
         "simulated_budget": simulated_budget, "seed": seed, "batch": batch, "measure_delay": measure_delay}}
+    if options:
+        recipe["args"]["options"] = options
     database = open_database(db)
     try:
         if transfer_from:
@@ -56,7 +63,7 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
         name = campaign or f"replay-{cache_label(cache)}-{algo.name}-seed{seed}"
         return Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget,
                         simulated_budget=simulated_budget, batch=batch, seed=seed, progress=progress,
-                        recipe=recipe).run()
+                        recipe=recipe, fresh=fresh).run()
     finally:
         runner.close()
         database.close()

@@ -63,10 +63,11 @@ def test_known_trials_are_reused_not_measured_again(sqlite_url, replay):
     db = open_database(sqlite_url)
     Campaign("first", space, "random", runner, db, trials=40, seed=9).run()
     res = Campaign("second", space, "random", runner, db, trials=40, seed=9).run()  # same seed: same proposals
-    assert res.evaluations - res.trials == 40  # the first 40 came from the database
+    assert res.evaluations - res.trials == res.reused == 40  # the first 40 came from the database
     assert db.count_trials() == 80
-    conv = queries.convergence(db, "second")
+    conv = queries.convergence(db, "second", include_reused=True)
     assert conv["reused"].sum() == 40 and len(conv) == 80
+    assert len(queries.convergence(db, "second")) == 40  # its own measurements
 
 
 def test_finite_space_is_exhausted(sqlite_url):

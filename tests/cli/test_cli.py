@@ -111,7 +111,11 @@ def test_cost_model_campaign_stores_models_and_predict_ranks(url):
     name = json.loads(r.stdout.strip().splitlines()[-1])["campaign"]
     assert name.endswith("mcmc+xgb-seed0")
     models = json.loads(run("models", "--format", "json", "--db", url).stdout)
-    assert models and all(m["campaign"] == name and m["model"] == "xgb" and m["bytes"] > 0 for m in models)
+    assert models and all(m["campaign"] == name and m["model"] == "xgb" for m in models)
+    # every retrain keeps its row; only the latest keeps its weights
+    assert [m["bytes"] > 0 for m in models] == [False] * (len(models) - 1) + [True]
+    latest = json.loads(run("models", "--latest", "--format", "json", "--db", url).stdout)
+    assert [m["id"] for m in latest] == [models[-1]["id"]]
     assert models[-1]["n_samples"] > models[0]["n_samples"] > 0
     r = run("predict", "--campaign", name, "--top", 5, "--format", "json", "--db", url)
     ranked = json.loads(r.stdout)

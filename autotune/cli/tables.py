@@ -1,0 +1,287 @@
+"""The default (narrow) tables of the listing commands: a column spec per command says which columns
+a table shows and how each value is written (short keys, relative times, costs with a unit, configs as
+k=v text), and the layout fits the console's width (100 columns when the output is not a terminal) with
+one line per row. `--wide` and the csv and json formats bypass this (autotune.cli.common.print_table)."""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: the width default tables are laid out for; a wider terminal gives the flexible columns more room,
+#: output that is not a terminal (a pipe, a file) gets this width unless COLUMNS says otherwise
+TABLE_WIDTH = 100
+KEY_CHARS = 8
+_GAP = 2  # spaces between two columns
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or type(v).__name__ in ("NaTType", "NAType")
+
+
+def text(v) -> str:
+    """Any value as plain text ('' for a missing one): floats to 6 significant digits, configurations
+    as k=v text."""
+    if _missing(v):
+        return ""
+    if isinstance(v, (dict, list)):
+        return config_text(v)
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def short_key(v) -> str:
+    """A task, device or candidate key shortened to its first 8 characters (a unique prefix is
+    accepted wherever a key is)."""
+    return "" if _missing(v) else str(v)[:KEY_CHARS]
+
+
+def number(v) -> str:
+    """A number to 4 significant digits; integers as they are; booleans as yes or nothing."""
+    if _missing(v):
+        return ""
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        return "yes" if v else ""
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    try:
+        return f"{float(v):.4g}"
+    except (TypeError, ValueError):
+        return str(v)
+
+
+_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+
+
+def seconds(v) -> str:
+    """A time in seconds to 4 significant digits with a unit: '1.234 ms', '12.5 µs', '3.2 s'."""
+    if _missing(v):
+        return ""
+    x = float(v)
+    if not math.isfinite(x):
+        return str(x)
+    if x == 0:
+        return "0 s"
+    r = float(f"{x:.4g}")  # rounded first, so 0.99996 s is '1 s' and not '1000 ms'
+    if abs(r) >= 1e4:
+        return f"{r:,.0f} s"
+    for scale, unit in _UNITS:
+        if abs(r) >= scale or unit == "ns":
+            return f"{r / scale:.4g} {unit}"
+    return f"{r:.4g} s"
+
+
+def size_bytes(v) -> str:
+    """A size in bytes, binary units: '12.3 KiB'; 0 as 'none'."""
+    if _missing(v):
+        return ""
+    n = float(v)
+    if n == 0:
+        return "none"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1024
+    return str(v)
+
+
+def _as_datetime(v):
+    from datetime import UTC, datetime
+
+    if isinstance(v, str):
+        try:
+            v = datetime.fromisoformat(v)
+        except ValueError:
+            return None
+    if hasattr(v, "to_pydatetime"):
+        v = v.to_pydatetime()
+    if not isinstance(v, datetime):
+        return None
+    return v.astimezone(UTC).replace(tzinfo=None) if v.tzinfo else v  # the database stores naive UTC
+
+
+def relative_time(v, now=None) -> str:
+    """When, relative to now: 'just now', '3 min ago', '2 h ago', 'yesterday', '4 days ago', and the ISO
+    date beyond a week. Database times are naive UTC."""
+    from datetime import UTC, datetime
+
+    if _missing(v):
+        return ""
+    t = _as_datetime(v)
+    if t is None:
+        return str(v)
+    now = now or datetime.now(UTC).replace(tzinfo=None)
+    s = (now - t).total_seconds()
+    if s < 60:
+        return "just now"
+    if s < 3600:
+        return f"{int(s // 60)} min ago"
+    if s < 86400:
+        return f"{int(s // 3600)} h ago"
+    if s < 2 * 86400:
+        return "yesterday"
+    if s < 7 * 86400:
+        return f"{int(s // 86400)} days ago"
+    return t.date().isoformat()
+
+
+def _compact(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, str):
+        return v
+    return json.dumps(v, separators=(",", ":"), default=str)
+
+
+def config_text(v) -> str:
+    """A configuration as compact k=v text: 'block=64 unroll=2 vec=true'; other JSON as compact JSON."""
+    if _missing(v):
+        return ""
+    if isinstance(v, dict):
+        return " ".join(f"{k}={_compact(x)}" for k, x in v.items())
+    return _compact(v)
+
+
+_VENDOR = ("NVIDIA ", "GeForce ")
+
+
+def device_text(v) -> str:
+    """A device name without the vendor words a table has no room for: 'NVIDIA GeForce RTX 3090' is
+    'RTX 3090' (`--wide` and the devices table show the full name)."""
+    if _missing(v):
+        return ""
+    name = str(v)
+    for word in _VENDOR:
+        if name.startswith(word) and len(name) > len(word):
+            name = name[len(word):]
+    return name.replace("(R)", "").replace("(TM)", "")
+
+
+@dataclass(frozen=True)
+class Col:
+    """How a default table shows one column of a DataFrame: the column, its header, how a value is
+    written, and its room: at most ``width`` cells (cut with '…'), or ``flex``: what the other
+    columns leave of the console's width. ``cut`` is where a long value loses text: at the ``end``,
+    the ``start`` (campaign names, whose end says the algorithm and seed) or the ``middle``."""
+
+    name: str
+    header: str | None = None
+    render: Callable[[Any], str] = text
+    width: int | None = None
+    flex: bool = False
+    right: bool = False
+    cut: str = "end"
+    optional: bool = False  # left out when no row has a value (an error column of successful trials)
+    least: int | None = None  # cells kept when the table must be narrowed (default: 6, 8 if flex)
+
+
+def shorten(s: str, width: int, cut: str = "end") -> str:
+    """``s`` in at most ``width`` terminal cells, with '…' where text was cut."""
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(s) <= width:
+        return s
+    if width <= 1:
+        return "…"[:width]
+    if cut == "start":
+        return "…" + set_cell_size(s[::-1], width - 1)[::-1]
+    if cut == "middle" and width >= 5:
+        head = width // 2
+        return set_cell_size(s, head) + "…" + set_cell_size(s[::-1], width - 1 - head)[::-1]
+    return set_cell_size(s, width - 1) + "…"
+
+
+def table_console(width: int | None = None):
+    """A console for tables: ``width`` when given; else the terminal's width, or TABLE_WIDTH when the
+    output is not a terminal and COLUMNS is unset."""
+    from rich.console import Console
+
+    if width is not None:
+        return Console(width=width)
+    console = Console()
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        console = Console(width=TABLE_WIDTH)
+    return console
+
+
+def _fill(naturals: list[int], room: int) -> list[int]:
+    """Widths for the flexible columns: each its natural width when they fit in ``room``, else the
+    room shared out, no column given more than it needs (water-filling)."""
+    out = [0] * len(naturals)
+    left, pending = room, sorted(range(len(naturals)), key=lambda i: naturals[i])
+    while pending:
+        share = left // len(pending)
+        i = pending.pop(0)
+        out[i] = min(naturals[i], share)
+        left -= out[i]
+    return out
+
+
+def _one_line(s: str) -> str:
+    return " ".join(s.split()) if ("\n" in s or "\r" in s or "\t" in s) else s
+
+
+def _squeeze(widths: list[int], cols: list[Col], headers: list[str], cells: list[list[str]], room: int) -> None:
+    """Narrow the text columns, the widest first, until the columns fit in ``room`` cells: numbers
+    (right-aligned columns) and headers are never cut; a text column keeps at least its ``least`` cells
+    (6, 8 for a flexible one) or its longest value when shorter."""
+    from rich.cells import cell_len
+
+    floors = []
+    for c, h, col, w in zip(cols, headers, cells, widths):
+        longest = max([0] + [cell_len(v) for v in col])
+        least = c.least if c.least is not None else 8 if c.flex else 6
+        floors.append(w if c.right else max(cell_len(h), min(longest, least)))
+    excess = sum(widths) - room
+    while excess > 0:
+        slack = [(widths[i] - floors[i], widths[i], i) for i in range(len(widths)) if widths[i] > floors[i]]
+        if not slack:
+            return
+        i = max(slack, key=lambda t: (t[1], t[0]))[2]
+        widths[i] -= 1
+        excess -= 1
+
+
+def narrow_lines(df, columns: list[Col], title: str = "", width: int | None = None,
+                 min_flex: int = 12) -> tuple[list[str], int]:
+    """The lines of ``df``'s table laid out by ``columns`` (those absent from ``df`` skipped) for a
+    console ``width`` cells wide: [title,] header, rule, one line per row. Fixed columns are cut at
+    their width, the flexible columns share what is left (at least ``min_flex`` cells each), and if
+    that is still too wide the widest text columns are narrowed. Returns (lines, index of the header)."""
+    from rich.cells import cell_len
+
+    width = width or TABLE_WIDTH
+    cols = [c for c in columns if c.name in df.columns]
+    headers = [c.header or c.name for c in cols]
+    cells = [[_one_line(c.render(v)) for v in df[c.name].tolist()] for c in cols]
+    keep = [i for i, c in enumerate(cols) if not (c.optional and not any(cells[i]))]
+    cols, headers, cells = [cols[i] for i in keep], [headers[i] for i in keep], [cells[i] for i in keep]
+    widths = []
+    for c, h, col in zip(cols, headers, cells):
+        natural = max([cell_len(h)] + [cell_len(v) for v in col])
+        widths.append(natural if c.width is None or c.flex else min(natural, max(c.width, cell_len(h))))
+    flex = [i for i, c in enumerate(cols) if c.flex]
+    if flex:
+        fixed = sum(w for i, w in enumerate(widths) if i not in flex)
+        room = max(width - fixed - _GAP * (len(cols) - 1), min_flex * len(flex))
+        for i, w in zip(flex, _fill([widths[i] for i in flex], room)):
+            widths[i] = max(w, min(widths[i], min_flex), cell_len(headers[i]) if w else 0)
+    _squeeze(widths, cols, headers, cells, width - _GAP * (len(cols) - 1))
+
+    def line(values: list[str], cut: bool = True) -> str:
+        out = []
+        for v, w, c in zip(values, widths, cols):
+            v = shorten(v, w, c.cut if cut else "end")
+            pad = " " * (w - cell_len(v))
+            out.append(pad + v if c.right else v + pad)
+        return (" " * _GAP).join(out).rstrip()
+
+    total = sum(widths) + _GAP * max(0, len(cols) - 1)
+    lines = [shorten(_one_line(title), width).center(total).rstrip()] if title else []
+    lines += [line(headers, cut=False), "─" * total]
+    lines += [line(list(row)) for row in zip(*cells)] if cells else []
+    return lines, 1 if title else 0

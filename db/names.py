@@ -1,0 +1,127 @@
+"""Names given on the command line (campaigns, tasks, devices) matched to the names in the database.
+
+A name is taken as given when the database has it exactly (a task or device also by its key, or a
+unique prefix of its key of at least 6 characters, as the tables show keys shortened); a name that
+differs from one stored name only in case resolves to that name. Anything else is a usage error
+naming the closest stored names (difflib), never a silent guess and never an empty answer.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+
+from sqlalchemy import select
+
+from autotune.db.models import CampaignRow, DeviceRow, TaskRow
+from autotune.errors import UsageError
+
+#: what each kind of name is looked up in: (model, whether it also has a key)
+KINDS = {"campaign": (CampaignRow, False), "task": (TaskRow, True), "device": (DeviceRow, True)}
+PLURAL = {"campaign": "campaigns", "task": "tasks", "device": "devices"}
+MIN_KEY_PREFIX = 6
+
+
+def _norm(text: str) -> str:
+    """Lower case, runs of anything but letters and digits as one space: 'RTX_3090' ~ 'rtx 3090'."""
+    return re.sub(r"[^0-9a-z]+", " ", text.casefold()).strip()
+
+
+def close_matches(given: str, known: Iterable[str], n: int = 4) -> list[str]:
+    """The stored names closest to ``given``, best first, ignoring case and spacing: names having every
+    word of it ('rtx 3090' ~ 'NVIDIA GeForce RTX 3090'), then names containing it written without
+    spaces ('RTX3090'), then difflib's close matches (typos)."""
+    by_norm: dict[str, list[str]] = {}
+    for name in dict.fromkeys(known):
+        by_norm.setdefault(_norm(name), []).append(name)
+    g = _norm(given)
+    if not g:
+        return []
+    words, squashed = set(g.split()), g.replace(" ", "")
+
+    def ratio(k: str) -> float:
+        return difflib.SequenceMatcher(None, g, k).ratio()
+
+    having = sorted((k for k in by_norm if words <= set(k.split())), key=lambda k: (-ratio(k), k))
+    inside = sorted((k for k in by_norm if squashed in k.replace(" ", "")), key=lambda k: (-ratio(k), k))
+    similar = difflib.get_close_matches(g, list(by_norm), n=n, cutoff=0.6)
+    out: list[str] = []
+    for k in dict.fromkeys(having + inside + similar):
+        out.extend(by_norm[k])
+    return out[:n]
+
+
+def _listing(names: list[str], n: int = 8) -> str:
+    shown = ", ".join(names[:n])
+    return shown + (f" (and {len(names) - n} more)" if len(names) > n else "")
+
+
+def resolve_name(kind: str, given: str, known_names: Iterable[str], keys: Iterable[str] = ()) -> str:
+    """The stored name ``given`` stands for, or UsageError naming the closest stored names.
+
+    ``kind`` is what the name is ("campaign", "task", "device"), for the message. ``keys`` (tasks and
+    devices) are also accepted exactly, or by a unique prefix of at least 6 hex digits. A name that
+    equals one stored name but for case resolves to it silently; two such names are ambiguous."""
+    known = list(dict.fromkeys(known_names))
+    key_list = list(dict.fromkeys(keys))
+    if given in known or given in key_list:
+        return given
+    folded = [n for n in known if n.casefold() == given.casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    if len(folded) > 1:
+        raise UsageError(f"{kind} {given!r} is ambiguous: it differs only in case from {_listing(folded)}; "
+                         "give the name exactly")
+    if key_list and len(given) >= MIN_KEY_PREFIX and re.fullmatch(r"[0-9a-fA-F]+", given):
+        prefixed = [k for k in key_list if k.startswith(given.casefold())]
+        if len(prefixed) == 1:
+            return prefixed[0]
+        if len(prefixed) > 1:
+            raise UsageError(f"{kind} key prefix {given!r} matches several {PLURAL.get(kind, kind + 's')} "
+                             f"({_listing(prefixed)}); give more of the key")
+    raise unknown_name(kind, given, known)
+
+
+def unknown_name(kind: str, given: str, known: Iterable[str]) -> UsageError:
+    """The error for a name the database does not have: the closest stored names, else the stored
+    names (or that there are none)."""
+    known = list(dict.fromkeys(known))
+    closest = close_matches(given, known)
+    if closest:
+        return UsageError(f"unknown {kind} {given!r}; closest: {', '.join(closest)}")
+    plural = PLURAL.get(kind, kind + "s")
+    if known:
+        return UsageError(f"unknown {kind} {given!r}; {plural} in the database: {_listing(sorted(known))}")
+    return UsageError(f"unknown {kind} {given!r}; there are no {plural} in the database yet")
+
+
+def stored_names(db, kind: str) -> tuple[list[str], list[str]]:
+    """(every distinct name, every key) of this kind in the database (keys empty for campaigns)."""
+    model, has_key = KINDS[kind]
+    with db.session() as s:
+        names = list(s.scalars(select(model.name).distinct()).all())
+        keys = list(s.scalars(select(model.key)).all()) if has_key else []
+    return names, keys
+
+
+def is_stored(db, kind: str, given: str) -> bool:
+    """Whether ``given`` is exactly a stored name (or key) of this kind: the common case, one indexed look-up."""
+    model, has_key = KINDS[kind]
+    cond = model.name == given
+    if has_key:
+        cond = cond | (model.key == given)
+    with db.session() as s:
+        return s.scalar(select(model.id).where(cond).limit(1)) is not None
+
+
+def resolve(db, kind: str, given: str | None) -> str | None:
+    """``given`` resolved against the database's names of this kind (None stays None); see resolve_name."""
+    if given is None:
+        return None
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind of name {kind!r}; valid: {', '.join(KINDS)}")
+    if is_stored(db, kind, given):
+        return given
+    names, keys = stored_names(db, kind)
+    return resolve_name(kind, given, names, keys)

@@ -1,0 +1,132 @@
+"""Ctrl-C during a campaign: what was measured is stored, the campaign is marked "interrupted", this
+worker's claim and reservations are given back, stderr says how to resume, and the interrupt goes on
+(the command line exits 130). Rerunning the campaign continues it to "finished"."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from autotune.algorithms.registry import make_algorithm
+from autotune.campaign import Campaign, resume_command
+from autotune.cli.main import app
+from autotune.db import open_database, queries
+from autotune.db.models import TrialRow
+from autotune.runners.replay import ReplayRunner
+from autotune.search_spaces.replay import ReplaySpace
+
+CACHE = "example:pnpoly-rtx3090"
+RECIPE = {"kind": "replay", "args": {"cache": CACHE, "algorithm": "random", "cost_model": None, "trials": 60,
+                                     "time_budget": None, "simulated_budget": None, "seed": 4, "batch": 8,
+                                     "measure_delay": 0.0}}
+
+
+class FakeInterruptingRunner(ReplayRunner):
+    """A replay runner whose measure call number ``after + 1`` raises KeyboardInterrupt, as Ctrl-C would
+    while a batch is being measured (a fake: for unit tests only)."""
+
+    def __init__(self, cache, after: int):
+        super().__init__(cache)
+        self.after, self.calls = after, 0
+
+    def measure(self, task, candidates):
+        self.calls += 1
+        if self.calls > self.after:
+            raise KeyboardInterrupt
+        return super().measure(task, candidates)
+
+
+def _keys(db, name):
+    with db.session() as s:
+        return s.scalars(select(TrialRow.candidate_key).where(TrialRow.campaign_id == db.campaign(name).id)
+                         .order_by(TrialRow.id)).all()
+
+
+def test_ctrl_c_stores_marks_interrupted_and_a_rerun_finishes(db_url, tmp_path, capsys):
+    space = ReplaySpace(CACHE)
+    db = open_database(db_url)
+    with pytest.raises(KeyboardInterrupt):
+        Campaign("c", space, "random", FakeInterruptingRunner(space.cache, after=3), db, trials=60, batch=8, seed=4,
+                 recipe=RECIPE).run()
+    err = capsys.readouterr().err
+    row = db.campaign("c")
+    assert row.status == "interrupted"
+    assert len(_keys(db, "c")) == 24  # three batches were stored; the fourth was being measured
+    assert db.campaign_workers(row.id) == [] and db.pending_keys(row.id) == {}  # claim and reservations given back
+    assert (f"interrupted: 24 trials stored; resume with: autotune tune replay --cache {CACHE} --algorithm random "
+            f"--cost-model none --trials 60 --seed 4 --campaign c --db {db_url}") in err
+    assert queries.campaigns(db).set_index("campaign").loc["c", "status"] == "interrupted"
+
+    res = Campaign("c", space, "random", ReplayRunner(space.cache), db, trials=60, batch=8, seed=4, recipe=RECIPE).run()
+    assert res.resumed and res.status == "finished" and res.trials == 60 and res.measured_here == 36
+    assert db.campaign("c").status == "finished"
+    # the interrupted batch was lost before it was stored, as a killed run's: the search goes on where it was
+    ref = open_database(f"sqlite:///{tmp_path / 'ref.db'}")
+    Campaign("c", space, "random", ReplayRunner(space.cache), ref, trials=60, batch=8, seed=4).run()
+    assert _keys(db, "c") == _keys(ref, "c")
+
+
+def test_results_measured_before_ctrl_c_are_stored(sqlite_url, capsys):
+    """Ctrl-C after a batch was measured and before it was stored (here: while the algorithm is told
+    its results): the batch is stored all the same."""
+    space = ReplaySpace(CACHE)
+    db = open_database(sqlite_url)
+    algo = make_algorithm("random")
+    tell, calls = algo.tell, []
+
+    def interrupting_tell(results):
+        calls.append(len(results))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return tell(results)
+
+    algo.tell = interrupting_tell
+    with pytest.raises(KeyboardInterrupt):
+        Campaign("m", space, algo, ReplayRunner(space.cache), db, trials=40, batch=8, seed=2).run()
+    assert "interrupted: 24 trials stored; resume with: rerun the same command with --campaign m" in capsys.readouterr().err
+    assert db.campaign("m").status == "interrupted" and len(set(_keys(db, "m"))) == 24
+    res = Campaign("m", space, "random", ReplayRunner(space.cache), db, trials=40, batch=8, seed=2).run()
+    assert res.status == "finished" and res.trials == 40 and len(set(_keys(db, "m"))) == 40
+
+
+def test_cli_exits_130_and_the_printed_command_resumes(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setattr("autotune.drivers.replay.ReplayRunner", lambda cache, delay: FakeInterruptingRunner(cache, 2))
+    cli = CliRunner()
+    args = ["tune", "replay", "--cache", CACHE, "--db", url, "--campaign", "k", "--trials", "40", "--cost-model", "none",
+            "-a", "mcmc", "--option", "t0=0.2", "--no-progress", "--json"]
+    r = cli.invoke(app, args)
+    assert r.exit_code == 130, r.output
+    line = [x for x in r.stderr.splitlines() if x.startswith("interrupted: ")][-1]
+    assert line.startswith("interrupted: 16 trials stored; resume with: autotune tune replay ")
+    command = shlex.split(line.split("resume with: ", 1)[1])
+    assert command[:3] == ["autotune", "tune", "replay"] and "--campaign" in command and "t0=0.2" in command
+    db = open_database(url)
+    assert db.campaign("k").status == "interrupted" and len(_keys(db, "k")) == 16
+    monkeypatch.undo()
+    again = cli.invoke(app, command[1:] + ["--json", "--no-progress"])
+    assert again.exit_code == 0, again.output
+    out = json.loads(again.stdout.strip().splitlines()[-1])
+    assert out["status"] == "finished" and out["trials"] == 40 and out["measured_here"] == 24
+    assert db.campaign("k").status == "finished"
+    db.close()
+
+
+def test_resume_commands_of_each_kind():
+    kernel = {"kind": "kernel", "args": {"name": "gemm", "shape": "64,64,64", "target": "cpu", "algorithm": "random",
+                                         "cost_model": "xgb", "trials": 20, "time_budget": None, "seed": 0, "batch": 8,
+                                         "threads": 2, "device_index": 0, "backend": "auto",
+                                         "options": {"init": 4}}}
+    assert resume_command("k1", kernel) == ("autotune tune kernel gemm --shape 64,64,64 --algorithm random --trials 20 "
+                                            "--threads 2 --option init=4 --campaign k1")
+    command = {"kind": "command", "args": {"argv": ["./bench", "--block", "{block}"], "space_file": "/x/space yaml",
+                                           "trials": 5, "algorithm": "evolutionary", "cost_model": "xgb"}}
+    assert resume_command("c1", command) == ("autotune tune command --space '/x/space yaml' --trials 5 --campaign c1 "
+                                             "-- ./bench --block '{block}'")
+    assert resume_command("g", {"kind": "graph", "args": {}}) == (
+        "rerun the same command with --campaign g (or: autotune worker --campaign g)")
+    assert resume_command("s", None) == "rerun the same command with --campaign s"

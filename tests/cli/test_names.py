@@ -1,0 +1,138 @@
+"""Unknown campaign, task and device names get a clear error with the closest stored names, never a
+silent guess or an empty table; a case-only difference and a unique key prefix resolve silently."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from autotune.cli.main import app
+from autotune.db import open_database
+from autotune.db.logs import import_kt
+from autotune.db.names import close_matches, resolve, resolve_name
+from autotune.errors import UsageError
+from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache
+
+cli = CliRunner()
+
+
+def run(*args):
+    return cli.invoke(app, [str(a) for a in args])
+
+
+def test_resolve_name_exact_case_and_key_prefix():
+    known = ["NVIDIA GeForce RTX 3090", "NVIDIA TITAN RTX"]
+    keys = ["f06d8c92aa11bb22", "5c56192e33445566"]
+    assert resolve_name("device", "NVIDIA TITAN RTX", known, keys) == "NVIDIA TITAN RTX"
+    assert resolve_name("device", "nvidia titan rtx", known, keys) == "NVIDIA TITAN RTX"  # case only: silent
+    assert resolve_name("device", "f06d8c92", known, keys) == "f06d8c92aa11bb22"  # the 8 characters tables show
+    assert resolve_name("device", "5c56192e33445566", known, keys) == "5c56192e33445566"
+    with pytest.raises(UsageError, match=r"^unknown device 'rtx 3090'; closest: NVIDIA GeForce RTX 3090$"):
+        resolve_name("device", "rtx 3090", known, keys)
+    with pytest.raises(UsageError, match="ambiguous"):
+        resolve_name("campaign", "run", ["Run", "RUN"])
+    with pytest.raises(UsageError, match="matches several"):
+        resolve_name("task", "abcdef", ["t"], ["abcdef01", "abcdef02"])
+    with pytest.raises(UsageError, match="unknown task 'f06d'"):  # too short to be taken as a key prefix
+        resolve_name("task", "f06d", ["t"], ["f06d8c92aa11bb22"])
+    with pytest.raises(UsageError, match=r"unknown campaign 'zzz'; campaigns in the database: a, b$"):
+        resolve_name("campaign", "zzz", ["b", "a"])
+    with pytest.raises(UsageError, match="there are no devices in the database yet"):
+        resolve_name("device", "x", [])
+
+
+def test_close_matches_ignore_case_and_spacing_and_rank_containment_first():
+    known = ["NVIDIA A100-PCIE-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA A10", "NVIDIA TITAN RTX", "Tesla T4"]
+    got = close_matches("NVIDIA A100", known)
+    assert got[:2] == ["NVIDIA A100-PCIE-40GB", "NVIDIA A100-SXM4-80GB"] and "Tesla T4" not in got
+    assert close_matches("titan_rtx", known) == ["NVIDIA TITAN RTX"]
+    assert close_matches("something else entirely", known) == []
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """A TITAN RTX and an RTX 3090 measured toy_kernel; an A100 measured another kernel only."""
+    url = f"sqlite:///{tmp_path / 'n.db'}"
+    db = open_database(url)
+    task, *_ = import_kt(db, write_cache(tmp_path / "titan.json.gz", NAMES["turing"], turing_time))
+    import_kt(db, write_cache(tmp_path / "r3090.json.gz", NAMES["ampere"], ampere_time))
+    import_kt(db, write_cache(tmp_path / "a100.json.gz", "NVIDIA A100-PCIE-40GB", ampere_time, kernel="other_kernel"))
+    db.close()
+    assert run("tune", "replay", "--cache", tmp_path / "r3090.json.gz", "--trials", 4, "--algorithm", "random",
+               "--cost-model", "none", "--campaign", "toy-3090-random", "--db", url, "--no-progress").exit_code == 0
+    return url, task
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["best", "--device", "NVIDIA A100", "--task", "toy_kernel"],
+     "unknown device 'NVIDIA A100'; closest: NVIDIA A100-PCIE-40GB"),
+    (["best", "--device", "NVIDIA A100"], "unknown device 'NVIDIA A100'; closest: NVIDIA A100-PCIE-40GB"),
+    (["trials", "--device", "rtx 3090"], "unknown device 'rtx 3090'; closest: NVIDIA GeForce RTX 3090"),
+    (["trials", "--task", "toy_kernl"], "unknown task 'toy_kernl'; closest: toy_kernel"),
+    (["trials", "--campaign", "toy-3090-randon"], "unknown campaign 'toy-3090-randon'; closest: toy-3090-random"),
+    (["best", "--task", "toy-kernel2"], "unknown task 'toy-kernel2'; closest: toy_kernel"),
+    (["models", "--campaign", "toy3090random"], "unknown campaign 'toy3090random'; closest: toy-3090-random"),
+    (["models", "--device", "titan"], "unknown device 'titan'; closest: NVIDIA TITAN RTX"),
+    (["campaigns", "--task", "toy"], "unknown task 'toy'; closest: toy_kernel"),
+    (["campaigns", "list", "--device", "RTX3090"], "unknown device 'RTX3090'; closest: NVIDIA GeForce RTX 3090"),
+    (["devices", "--similar-to", "Nope GPU"], "unknown device 'Nope GPU'"),
+    (["devices", "--similar-to", NAMES["turing"], "--task", "toy kernel"], "unknown task 'toy kernel'; closest: toy_kernel"),
+    (["campaigns", "rename", "toy-3090", "x"], "unknown campaign 'toy-3090'; closest: toy-3090-random"),
+])
+def test_unknown_names_exit_2_with_the_closest(recorded, args, needle):
+    url, _ = recorded
+    r = run(*args, "--db", url)
+    assert r.exit_code == 2, r.output
+    assert needle in r.stderr and "Traceback" not in r.output and len(r.stderr.strip().splitlines()) == 1
+    assert r.stdout == ""  # no table, not even an empty one
+
+
+def test_case_only_differences_and_key_prefixes_resolve_silently(recorded):
+    url, task = recorded
+    every = json.loads(run("trials", "--device", NAMES["ampere"], "--all", "--format", "json", "--db", url).stdout)
+    r = run("trials", "--device", NAMES["ampere"].lower(), "--all", "--format", "json", "--db", url)
+    assert r.exit_code == 0 and r.stderr == "" and json.loads(r.stdout) == every and len(every) == 32
+    by_prefix = json.loads(run("trials", "--task", task.key[:8], "--all", "--format", "json", "--db", url).stdout)
+    assert len(by_prefix) == 64 and {t["task_key"] for t in by_prefix} == {task.key}
+    r = run("best", "--task", "TOY_KERNEL", "--device", "nvidia titan rtx", "--format", "json", "--db", url)
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["device"] == NAMES["turing"]
+    r = run("campaigns", "--task", "toy_kernel", "--device", "nvidia geforce rtx 3090", "--format", "json", "--db", url)
+    assert [c["campaign"] for c in json.loads(r.stdout)] == ["toy-3090-random"]
+    exact = json.loads(run("trials", "--campaign", "toy-3090-random", "--format", "json", "--db", url).stdout)
+    r = run("trials", "--campaign", "TOY-3090-RANDOM", "--format", "json", "--db", url)
+    assert r.exit_code == 0 and json.loads(r.stdout) == exact and len(exact) == 32  # all looked up
+
+
+def test_best_transfers_to_a_stored_device_without_trials_and_to_a_known_gpu(recorded):
+    url, _ = recorded
+    # in the database (it measured another kernel), but never this task: transfer, silently
+    r = run("best", "--task", "toy_kernel", "--device", "NVIDIA A100-PCIE-40GB", "--format", "json", "--db", url)
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)[0]
+    assert row["source"] == "transfer" and row["device"] == "NVIDIA A100-PCIE-40GB" and r.stderr == ""
+    # not in the database but a GPU of the known table: transfer, saying so
+    r = run("best", "--task", "toy_kernel", "--device", NAMES["turing2"], "--format", "json", "--db", url)
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)[0]
+    assert row["source"] == "transfer" and NAMES["turing"] in row["from"]
+    assert "not in the database" in r.stderr and "RTX 2080 Ti" in r.stderr
+    # a known GPU stored under another spelling: answered, and the stored name is pointed out
+    r = run("best", "--task", "toy_kernel", "--device", "RTX_3090", "--format", "json", "--db", url)
+    assert r.exit_code == 0 and f"as '{NAMES['ampere']}'" in r.stderr
+    assert NAMES["ampere"] in json.loads(r.stdout)[0]["from"]
+
+
+def test_resolve_against_a_database(recorded):
+    url, task = recorded
+    db = open_database(url)
+    try:
+        assert resolve(db, "task", None) is None
+        assert resolve(db, "task", "toy_kernel") == "toy_kernel"
+        assert resolve(db, "task", task.key[:6]) == task.key
+        assert resolve(db, "campaign", "Toy-3090-Random") == "toy-3090-random"
+        with pytest.raises(UsageError, match="closest: NVIDIA A100-PCIE-40GB"):
+            resolve(db, "device", "a100")
+    finally:
+        db.close()
