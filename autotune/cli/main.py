@@ -34,6 +34,7 @@ COMMAND_MODULES = [
     "autotune.cli.scale",
     "autotune.cli.tune_command",
     "autotune.cli.space",
+    "autotune.cli.dashboard",
 ]
 
 for _name in COMMAND_MODULES:

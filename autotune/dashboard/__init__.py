@@ -1,0 +1,1 @@
+"""The web dashboard (`autotune dashboard`): a read-only view of the tuning database."""

@@ -1,0 +1,448 @@
+"""What the dashboard reads from the experiment database, as JSON-ready dicts.
+
+The dashboard must stay quick on a database of millions of trials while campaigns keep writing to
+it, so no read here loads a campaign's trials whole:
+
+- a campaign's figures (own measurements, look-ups, counts by status, best cost) and its
+  convergence (only the points where the best so far improves) come from one streamed scan of its
+  history, kept and brought up to date by reading only the links added since, so a live campaign
+  costs a few new rows per refresh (summary.py);
+- the trial table pages by keyset, and a filtered page looks at a bounded number of trials before it
+  answers (paging.py);
+- plots read a sample: the campaign's best trials plus random ones, drawn as random link ids
+  (primary-key look-ups, not a sort of the whole campaign);
+- per task, the devices are compared with one GROUP BY on the (task, device, cost) index.
+
+A campaign's *own* trials are those it measured (their ``campaign_id`` is the campaign); the other
+trials of its history are *reused* look-ups of measurements made elsewhere, counted apart.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import random
+import threading
+from collections import Counter, OrderedDict
+
+import numpy as np
+import orjson
+from sqlalchemy import Text, cast, func, or_, select
+from sqlalchemy.engine import make_url
+
+from autotune.dashboard.analysis import dimensions, flatten, main_effects, strategy_layout, transfer_of
+from autotune.dashboard.paging import decode_cursor, encode_cursor, text_filter, trial_page
+from autotune.dashboard.summary import Series, Summary, as_text, seconds_between
+from autotune.db import Database, open_database
+from autotune.db.models import CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, TaskRow, TrialRow
+from autotune.errors import UsageError
+
+#: a text-filtered count is exact up to this many trials in the campaign (None above)
+COUNT_LIMIT = 200_000
+#: trials of the plots' sample, and how many of them are the campaign's best
+SAMPLE_SIZE, SAMPLE_BEST = 2000, 200
+#: rows a page of the trial table holds, at most
+PAGE_MAX = 200
+#: samples, importances and other per-campaign results kept between requests
+CACHE_SIZE = 64
+
+T, L = TrialRow.__table__, CampaignTrialRow.__table__
+
+
+class NotFound(UsageError):
+    """A campaign or task that is not in the database; ``suggestions`` holds the closest names."""
+
+    def __init__(self, what: str, name: str, suggestions: list[str]):
+        hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+        super().__init__(f"unknown {what} {name!r}{hint}")
+        self.suggestions = suggestions
+
+
+def open_dashboard_db(url: str) -> Database:
+    """Open an existing experiment database for reading: a bad URL, a missing SQLite file or a
+    database without the autotune schema is a UsageError (nothing is created)."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - any parse failure is the same usage error
+        raise UsageError(f"database URL {url!r} is malformed; use sqlite:///FILE or postgresql+psycopg://...") from None
+    sqlite_file = parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
+    if sqlite_file and not os.path.isfile(parsed.database):
+        raise UsageError(f"no database file {parsed.database!r} (the dashboard reads an existing database; "
+                         "campaigns create one)")
+    return open_database(url, create=False)
+
+
+def _json(v):
+    """A JSON column value: SQLite may hand back text when the column is read without its type."""
+    if isinstance(v, (str, bytes)):
+        try:
+            return orjson.loads(v)
+        except orjson.JSONDecodeError:
+            return v
+    return v
+
+
+# -- the reads -------------------------------------------------------------------------------------
+class DashboardData:
+    """The dashboard's view of one database. Thread-safe: the web server calls it from its worker
+    threads; per-campaign results are cached and keyed by the campaign's history (last link id and
+    length), so they are recomputed only when the campaign has moved on."""
+
+    def __init__(self, db: Database):
+        self.db = db
+        self._summaries: dict[int, Summary] = {}
+        self._cache: OrderedDict[tuple, tuple] = OrderedDict()  # the latest CACHE_SIZE results
+        self._lock = threading.Lock()
+
+    # campaigns and their figures
+    def _campaign_row(self, name: str):
+        with self.db.session() as s:
+            found = s.execute(
+                select(CampaignRow, TaskRow, DeviceRow).join(TaskRow, TaskRow.id == CampaignRow.task_id)
+                .join(DeviceRow, DeviceRow.id == CampaignRow.device_id).where(CampaignRow.name == name)).first()
+            if found is None:
+                names = s.scalars(select(CampaignRow.name).order_by(CampaignRow.id.desc()).limit(20_000)).all()
+        if found is None:
+            raise NotFound("campaign", name, difflib.get_close_matches(name, names, n=5, cutoff=0.4))
+        return found
+
+    def summary_of(self, campaign_id: int, wait: bool = True) -> tuple[Summary, bool]:
+        """(the campaign's summary, whether it is complete), brought up to date first (a deleted and
+        re-made history starts over). Without ``wait``, a summary another thread is reading (the
+        start-up warm-up, a first visit) is returned as far as it got, and marked incomplete."""
+        with self._lock:
+            summ = self._summaries.setdefault(campaign_id, Summary(campaign_id))
+        if not summ.lock.acquire(blocking=wait):
+            return summ, False
+        try:
+            with self.db.session() as s:
+                last = s.scalar(select(func.max(L.c.id)).where(L.c.campaign_id == campaign_id)) or 0
+            if last < summ.last_link:
+                summ.reset()
+            if last > summ.last_link:
+                summ.update(self.db)
+            return summ, True
+        finally:
+            summ.lock.release()
+
+    def _cached(self, key: tuple, version, compute):
+        """``compute()``, or its kept result while ``version`` is unchanged (the latest CACHE_SIZE kept)."""
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = compute()
+        with self._lock:
+            self._cache[key] = (version, value)
+            self._cache.move_to_end(key)
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return value
+
+    @staticmethod
+    def _campaign_json(c: CampaignRow, task: TaskRow, device: DeviceRow, summ: Summary, complete: bool = True) -> dict:
+        statuses = dict(summ.statuses)  # a copy: another thread may be reading the history into it
+        return {
+            "name": c.name, "id": c.id, "task": task.name, "task_key": task.key, "task_kind": task.kind,
+            "device": device.name, "device_key": device.key, "device_kind": device.kind, "algorithm": c.algorithm,
+            "status": c.status, "measured": summ.own.n, "reused": summ.all.n - summ.own.n, "evaluations": summ.all.n,
+            "errors": sum(n for s, n in statuses.items() if s != "OK"), "best_cost": summ.own.best,
+            "best_cost_including_reused": summ.all.best, "simulated_s": summ.own.simulated_s,
+            "created": as_text(c.created), "updated": as_text(c.updated), "complete": complete,
+        }
+
+    def campaigns(self, q: str = "", limit: int = 100, offset: int = 0) -> dict:
+        """A page of campaigns, most recently updated first, optionally those whose name, task or
+        device contains ``q``."""
+        limit, offset = max(1, min(int(limit), 500)), max(0, int(offset))
+        where = True
+        if q:
+            pat = f"%{q}%"
+            where = or_(CampaignRow.name.ilike(pat), TaskRow.name.ilike(pat), DeviceRow.name.ilike(pat),
+                        CampaignRow.algorithm.ilike(pat))
+        base = (select(CampaignRow, TaskRow, DeviceRow).join(TaskRow, TaskRow.id == CampaignRow.task_id)
+                .join(DeviceRow, DeviceRow.id == CampaignRow.device_id).where(where))
+        with self.db.session() as s:
+            total = s.scalar(select(func.count()).select_from(base.subquery()))
+            rows = s.execute(base.order_by(CampaignRow.updated.desc(), CampaignRow.id.desc())
+                             .limit(limit).offset(offset)).all()
+        return {"total": total, "offset": offset, "limit": limit,
+                "campaigns": [self._campaign_json(c, t, d, *self.summary_of(c.id, wait=False)) for c, t, d in rows]}
+
+    def campaign(self, name: str) -> dict:
+        """One campaign: its figures, options, counts by status and best trials."""
+        c, task, device = self._campaign_row(name)
+        summ, complete = self.summary_of(c.id, wait=False)
+        out = self._campaign_json(c, task, device, summ, complete)
+        best_ids = [i for i in (summ.own.best_trial, summ.all.best_trial) if i is not None]
+        best = {}
+        if best_ids:
+            with self.db.session() as s:
+                for r in s.execute(select(T).where(T.c.id.in_(best_ids))).all():
+                    best[r.id] = self._trial_json(r, c.id)
+        out.update({
+            "options": c.options or {}, "task_params": task.params or {}, "device_properties": device.properties or {},
+            "statuses": dict(summ.statuses), "reused_statuses": dict(summ.reused_statuses),
+            "best": best.get(summ.own.best_trial), "best_including_reused": best.get(summ.all.best_trial),
+            "transfer": transfer_of(c.algorithm, c.options or {}),
+        })
+        return out
+
+    def convergence(self, name: str) -> dict:
+        """Best-so-far where it improves, against the campaign's own trials and against all its
+        evaluations (look-ups count as trials at no simulated time), each with simulated seconds and
+        wall seconds since the campaign's first trial (by the trials' ``created`` time)."""
+        c, _, _ = self._campaign_row(name)
+        summ, complete = self.summary_of(c.id, wait=False)
+        first, last = summ.first_created, summ.last_created
+
+        def series(s: Series) -> dict:
+            end = {"n": s.n, "simulated_s": s.simulated_s, "created": as_text(last),
+                   "elapsed_s": seconds_between(first, last) if first is not None else 0.0}
+            return {"points": s.public_points(), "end": end, "best": s.best, "best_trial": s.best_trial, "n": s.n}
+
+        return {"campaign": c.name, "own": series(summ.own), "all": series(summ.all), "complete": complete}
+
+    # the trial table
+    @staticmethod
+    def _trial_json(r, campaign_id: int) -> dict:
+        cand = _json(r.candidate)
+        return {"id": r.id, "status": r.status, "cost": r.cost, "candidate": cand, "reused": r.campaign_id != campaign_id,
+                "error": (r.error or "")[:500], "simulated_s": r.simulated_s, "predicted": r.predicted,
+                "created": as_text(r.created), "worker": r.worker, "repeats": len(_json(r.times) or []),
+                "meta": _json(r.meta) or {}}
+
+    def trials(self, name: str, sort: str = "id", status: str = "", q: str = "", after: str | None = None,
+               limit: int = 50) -> dict:
+        """One page of the campaign's trials (own and reused), sorted by ``sort`` (id, -id, cost, -cost;
+        failures, which have no cost, come after every cost), filtered by ``status`` and text ``q``,
+        starting after the cursor ``after``. ``next`` is the cursor of the following page (None at
+        the end); ``partial`` says the page stopped after SCAN_LIMIT trials without filling up."""
+        if sort not in ("id", "-id", "cost", "-cost"):
+            raise UsageError(f"unknown sort {sort!r}; valid: id, -id, cost, -cost")
+        limit = max(1, min(int(limit), PAGE_MAX))
+        c, task, device = self._campaign_row(name)
+        summ, complete = self.summary_of(c.id, wait=False)
+        cursor = decode_cursor(after) or {}
+        filters = []
+        if status:
+            filters.append(T.c.status == status.upper())
+        if q.strip():
+            filters.append(text_filter(q.strip()))
+        with self.db.engine.connect() as conn:
+            rows, nxt, partial = trial_page(conn, c.id, task.id, device.id, sort, cursor, filters, status, limit)
+            count, exact = self._count(conn, c.id, summ, status, q, filters)
+            exact = exact and complete
+        return {"trials": [self._trial_json(r, c.id) for r in rows], "next": encode_cursor(nxt) if nxt else None,
+                "partial": partial, "count": count, "count_exact": exact, "sort": sort}
+
+    @staticmethod
+    def _count(conn, cid: int, summ: Summary, status: str, q: str, filters: list) -> tuple[int | None, bool]:
+        """How many trials the filters keep: from the summary when there is no text filter, counted
+        in SQL for a campaign of at most COUNT_LIMIT trials, else unknown (None)."""
+        if not q.strip():
+            if not status:
+                return summ.all.n, True
+            s = status.upper()
+            return summ.statuses.get(s, 0) + summ.reused_statuses.get(s, 0), True
+        if summ.all.n > COUNT_LIMIT:
+            return None, False
+        n = conn.scalar(select(func.count()).select_from(T).join(L, L.c.trial_id == T.c.id)
+                        .where(L.c.campaign_id == cid, *filters))
+        return int(n or 0), True
+
+    # samples for plots, and parameter importance
+    def sample(self, name: str) -> dict:
+        """At most SAMPLE_SIZE trials for the plots: the SAMPLE_BEST best, then random ones; each with its
+        flattened configuration. Cached until the campaign moves on."""
+        c, task, device = self._campaign_row(name)
+        summ, _ = self.summary_of(c.id)
+        return self._cached(("sample", c.id), summ.version, lambda: self._sample(c.id, task.id, device.id, summ))
+
+    def _sample(self, cid: int, task_id: int, device_id: int, summ: Summary) -> dict:
+        member = select(L.c.id).where(L.c.campaign_id == cid, L.c.trial_id == T.c.id).exists()
+        with self.db.engine.connect() as conn:
+            best = conn.execute(select(T).where(T.c.task_id == task_id, T.c.device_id == device_id,
+                                                T.c.cost.is_not(None), member)
+                                .order_by(T.c.cost, T.c.id).limit(SAMPLE_BEST)).all()
+            seen = {r.id for r in best}
+            want = SAMPLE_SIZE - len(best)
+            if summ.all.n <= SAMPLE_SIZE:
+                rnd = [r for r in conn.execute(select(T).join(L, L.c.trial_id == T.c.id).where(L.c.campaign_id == cid)
+                                               .order_by(L.c.id).limit(SAMPLE_SIZE + 1)).all()
+                       if r.id not in seen]
+            else:
+                rnd = self._random_trials(conn, cid, summ.all.n, want, seen)
+        random.Random(0).shuffle(rnd)
+        trials = []
+        whole = summ.all.n <= SAMPLE_SIZE  # the whole campaign: no trial is singled out as best
+        for r, is_best in [(r, not whole) for r in best] + [(r, False) for r in rnd[:want]]:
+            trials.append({"id": r.id, "status": r.status, "cost": r.cost, "best": is_best,
+                           "reused": r.campaign_id != cid, "params": flatten(_json(r.candidate)),
+                           "meta": {k: v for k, v in (_json(r.meta) or {}).items() if isinstance(v, (int, float))}})
+        return {"trials": trials, "params": dimensions(trials), "n": summ.all.n}
+
+    @staticmethod
+    def _random_trials(conn, cid: int, n: int, want: int, seen: set) -> list:
+        """About ``want`` random trials of the campaign, drawn as random link ids between its first and
+        last (index look-ups, oversampled by how densely its links fill that range)."""
+        lo = conn.scalar(select(func.min(L.c.id)).where(L.c.campaign_id == cid))
+        hi = conn.scalar(select(func.max(L.c.id)).where(L.c.campaign_id == cid))
+        span = hi - lo + 1
+        density = n / span
+        rng = np.random.default_rng(hi)
+        if density < 0.02:  # a campaign spread thin among others': let the database draw
+            return conn.execute(select(T).join(L, L.c.trial_id == T.c.id).where(L.c.campaign_id == cid)
+                                .order_by(func.random()).limit(want)).all()
+        draw = min(span, int(want / density * 1.2) + 10)
+        ids = np.unique(rng.integers(lo, hi + 1, size=draw)).tolist()  # with repeats, dropped: O(draw) memory
+        out = []
+        for i in range(0, len(ids), 500):
+            # the campaign is checked on the rows, not in the WHERE clause: with it there, a planner may
+            # walk the campaign's whole index instead of looking the ids up
+            out += [r for r in conn.execute(select(T, L.c.campaign_id.label("link_campaign"))
+                                            .join(L, L.c.trial_id == T.c.id).where(L.c.id.in_(ids[i:i + 500]))).all()
+                    if r.link_campaign == cid and r.id not in seen]
+        return out
+
+    def importance(self, name: str) -> dict:
+        """A main-effect share per parameter (fANOVA-style): the variance of log cost explained by each
+        parameter alone, over the random part of the sample's successful trials."""
+        c, _, _ = self._campaign_row(name)
+        summ, _ = self.summary_of(c.id)
+        sample = self.sample(name)
+        return self._cached(("importance", c.id), summ.version, lambda: main_effects(sample["trials"]))
+
+    # cost models, graph rewrites, parallel strategies
+    def cost_models(self, name: str | None = None, limit: int = 5000) -> dict:
+        """Stored cost models (their training size, quality metrics and time, not their bytes), of one
+        campaign or of all; the latest ``limit``."""
+        query = (select(CostModelRow.id, CostModelRow.name, CampaignRow.name, TaskRow.name, TaskRow.key, DeviceRow.name,
+                        CostModelRow.n_samples, CostModelRow.metrics, CostModelRow.created)
+                 .outerjoin(CampaignRow, CampaignRow.id == CostModelRow.campaign_id)
+                 .outerjoin(TaskRow, TaskRow.id == CostModelRow.task_id)
+                 .outerjoin(DeviceRow, DeviceRow.id == CostModelRow.device_id))
+        if name is not None:
+            c, _, _ = self._campaign_row(name)
+            query = query.where(CostModelRow.campaign_id == c.id)
+        with self.db.session() as s:
+            rows = s.execute(query.order_by(CostModelRow.id.desc()).limit(limit)).all()
+        models = [{"id": i, "model": m, "campaign": camp, "task": t, "task_key": tk, "device": d, "n_samples": n,
+                   "metrics": _json(metrics) or {}, "created": as_text(created)}
+                  for i, m, camp, t, tk, d, n, metrics, created in reversed(rows)]
+        return {"models": models}
+
+    def _trial_rows(self, ids: list[int]) -> dict:
+        with self.db.session() as s:
+            return {r.id: r for r in s.execute(select(T).where(T.c.id.in_(ids))).all()} if ids else {}
+
+    def graph(self, name: str) -> dict:
+        """A graph campaign's rewrites: the best graph's sequence of rule applications and each rule's
+        count, the initial graph's cost, and how often each rule appears in the 50 best graphs."""
+        c, task, device = self._campaign_row(name)
+        summ, _ = self.summary_of(c.id)
+
+        def compute() -> dict:
+            member = select(L.c.id).where(L.c.campaign_id == c.id, L.c.trial_id == T.c.id).exists()
+            with self.db.engine.connect() as conn:
+                top = conn.execute(select(T.c.id, T.c.cost, T.c.candidate).where(
+                    T.c.task_id == task.id, T.c.device_id == device.id, T.c.cost.is_not(None), member)
+                    .order_by(T.c.cost, T.c.id).limit(50)).all()
+                first = select(L.c.trial_id).where(L.c.campaign_id == c.id).order_by(L.c.id).limit(1000)
+                initial = conn.execute(select(T.c.id, T.c.cost).where(  # the initial graph: among the first trials
+                    T.c.id.in_(first), cast(T.c.candidate, Text).in_(["[]", "[ ]"])).limit(1)).first()
+            usage = Counter()
+            for _, _, cand in top:
+                usage.update({s[0] for s in (_json(cand) or []) if isinstance(s, list) and s})
+            best = None
+            if top:
+                steps = [s for s in (_json(top[0][2]) or []) if isinstance(s, list) and s]
+                best = {"trial": top[0][0], "cost": top[0][1], "steps": steps,
+                        "rule_counts": dict(Counter(s[0] for s in steps).most_common())}
+            return {"best": best, "initial": None if initial is None else {"trial": initial[0], "cost": initial[1]},
+                    "top_rule_usage": dict(usage.most_common()), "top_n": len(top)}
+
+        return self._cached(("graph", c.id), summ.version, compute)
+
+    def parallel(self, name: str) -> dict:
+        """A parallel campaign's strategies: the best one's layout (each operator's parallel degrees and
+        the devices it occupies, from its ``start`` device), its memory figures, and the strategy at
+        each improvement of the search (devices used per operator), the strategy timeline."""
+        c, _, _ = self._campaign_row(name)
+        summ, _ = self.summary_of(c.id)
+
+        def compute() -> dict:
+            points = list(summ.all.points)
+            if len(points) > 200:  # the timeline keeps the last 200 improvements
+                points = points[-200:]
+            rows = self._trial_rows([p["trial"] for p in points])
+            timeline = []
+            for p in points:
+                r = rows.get(p["trial"])
+                if r is not None:
+                    timeline.append({"n": p["n"], "trial": p["trial"], "cost": p["cost"],
+                                     "layout": strategy_layout(_json(r.candidate))})
+            best = None
+            if points and points[-1]["trial"] in rows:
+                r = rows[points[-1]["trial"]]
+                cand = _json(r.candidate) or {}
+                best = {"trial": r.id, "cost": r.cost, "meta": _json(r.meta) or {}, "devices": cand.get("devices"),
+                        "model": cand.get("model"), "layout": strategy_layout(cand)}
+            return {"best": best, "timeline": timeline}
+
+        return self._cached(("parallel", c.id), summ.version, compute)
+
+    # tasks
+    def tasks(self, limit: int = 500) -> dict:
+        """Tasks that have campaigns, with their campaign counts."""
+        with self.db.session() as s:
+            rows = s.execute(select(TaskRow.key, TaskRow.kind, TaskRow.name, func.count(CampaignRow.id))
+                             .join(CampaignRow, CampaignRow.task_id == TaskRow.id)
+                             .group_by(TaskRow.id, TaskRow.key, TaskRow.kind, TaskRow.name)
+                             .order_by(TaskRow.name).limit(limit)).all()
+        return {"tasks": [{"key": k, "kind": kind, "name": n, "campaigns": cnt} for k, kind, n, cnt in rows]}
+
+    def task(self, key: str) -> dict:
+        """A task (by key, or by name when one task has it): the devices that measured it compared by
+        best cost, and its campaigns with what each transferred from other devices."""
+        with self.db.session() as s:
+            rows = s.execute(select(TaskRow).where(or_(TaskRow.key == key, TaskRow.name == key))
+                             .order_by(TaskRow.id)).scalars().all()
+            if not rows:
+                names = s.execute(select(TaskRow.key, TaskRow.name).limit(20_000)).all()
+                close = difflib.get_close_matches(key, [n for _, n in names] + [k for k, _ in names], n=5, cutoff=0.4)
+                raise NotFound("task", key, close)
+            task = next((t for t in rows if t.key == key), rows[0])
+            max_trial = s.scalar(select(func.max(T.c.id))) or 0  # any new trial may change the comparison
+        return self._cached(("task", task.id), max_trial, lambda: self._task(task))
+
+    def _task(self, task: TaskRow) -> dict:
+        with self.db.session() as s:
+            per_device = s.execute(
+                select(T.c.device_id, func.min(T.c.cost), func.count(T.c.id), func.count(T.c.cost))
+                .where(T.c.task_id == task.id).group_by(T.c.device_id)).all()
+            devices = {d.id: d for d in s.execute(select(DeviceRow).where(
+                DeviceRow.id.in_([r[0] for r in per_device]))).scalars().all()} if per_device else {}
+            camps = s.execute(select(CampaignRow, DeviceRow.name).join(DeviceRow, DeviceRow.id == CampaignRow.device_id)
+                              .where(CampaignRow.task_id == task.id).order_by(CampaignRow.id)).all()
+        out_devices = sorted(
+            ({"device": devices[d].name, "device_key": devices[d].key, "kind": devices[d].kind, "best_cost": best,
+              "trials": n, "ok": ok, "properties": devices[d].properties or {}} for d, best, n, ok in per_device),
+            key=lambda r: (r["best_cost"] is None, r["best_cost"] or 0.0))
+        campaigns = [{"name": c.name, "device": dname, "algorithm": c.algorithm, "status": c.status,
+                      "created": as_text(c.created), "transfer": transfer_of(c.algorithm, c.options or {}),
+                      "options": c.options or {}} for c, dname in camps]
+        return {"key": task.key, "kind": task.kind, "name": task.name, "params": task.params or {},
+                "devices": out_devices, "campaigns": campaigns}
+
+    def warm(self, stop: threading.Event) -> None:
+        """Bring every campaign's summary up to date, most recently updated first (run at start-up in
+        a background thread, so the first visit of a large campaign finds its figures ready)."""
+        with self.db.session() as s:
+            ids = s.scalars(select(CampaignRow.id).order_by(CampaignRow.updated.desc()).limit(10_000)).all()
+        for cid in ids:
+            if stop.is_set():
+                return
+            self.summary_of(cid)
