@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from sqlalchemy import select
 
 from autotune.algorithms.base import SearchAlgorithm
@@ -129,7 +129,7 @@ class Campaign:
     def __init__(
         self, name: str, space: Space, algorithm: str | SearchAlgorithm, runner: Runner, db: Database, *,
         trials: int | None = None, time_budget: float | None = None, simulated_budget: float | None = None,
-        batch: int = 8, seed: int = 0, progress: bool = False, console: Console | None = None,
+        batch: int = 8, seed: int = 0, progress: bool | None = None, console: Console | None = None,
         warmup: Sequence[Candidate] = (), recipe: dict | None = None, fresh: bool = False,
     ):
         if not name:
@@ -147,8 +147,10 @@ class Campaign:
         if self.trials is None and self.time_budget is None and self.simulated_budget is None and space.size() is None:
             raise UsageError("give a budget (trials, time or simulated time): this space is unbounded")
         self.algorithm.check_space(space)  # before the campaign is opened in the database
-        self.progress = progress
         self.console = console or Console(stderr=True)
+        # a bar only on a terminal (or a notebook): logs and pipes get no control characters; None, the
+        # default of the Python API, is on there too, False (--no-progress) off everywhere
+        self.progress = (progress is None or bool(progress)) and bool(self.console.is_terminal or self.console.is_jupyter)
 
     def _options(self) -> dict:
         config = dict(self.algorithm.config)
@@ -224,7 +226,7 @@ class Campaign:
         next_sync = 0.0
         progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(), console=self.console, disable=not self.progress, transient=False,
+            TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, disable=not self.progress, transient=False,
         )
         heartbeat = _Heartbeat(self.db, cid, worker)
         interrupted = False

@@ -19,3 +19,19 @@ class DatabaseError(AutotuneError):
 
 class MissingDependencyError(AutotuneError, ImportError):
     """An optional dependency is needed; the message names the extra to install."""
+
+
+def did_you_mean(value: str, names, n: int = 3) -> str:
+    """" (did you mean 'a' or 'b'?)" naming the closest of ``names`` to ``value`` (difflib), or ""."""
+    import difflib
+
+    close = difflib.get_close_matches(str(value), [str(x) for x in names], n=n)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+def check_choice(what: str, value: str, valid) -> str:
+    """``value`` when it is one of ``valid``; else UsageError naming the valid values and the closest."""
+    valid = list(valid)
+    if value in valid:
+        return value
+    raise UsageError(f"unknown {what} {value!r}; valid: {', '.join(map(str, valid))}{did_you_mean(value, valid)}")

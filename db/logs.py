@@ -19,6 +19,7 @@ from autotune.db.database import Database
 from autotune.db.models import CampaignRow, DeviceRow, TaskRow, TrialRow, utcnow
 from autotune.db.queries import _device_filter, _task_filter
 from autotune.errors import UsageError
+from autotune.progress import Progress
 from autotune.types import Device, Status, Task
 
 FORMAT = "autotune-trials/1"
@@ -196,11 +197,24 @@ _LINE_KEYS = ("task", "device", "campaign", "candidate_key", "candidate", "statu
 _STATUSES = {s.value for s in Status}
 
 
-def import_file(db: Database, path: str | Path, batch: int = 5000) -> tuple[int, int]:
+def count_lines(path: str | Path) -> int:
+    """Lines of a file (a last line without a newline counts), read in binary chunks: a quick first pass
+    that gives a progress bar its total."""
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            n += chunk.count(b"\n")
+            last = chunk[-1:]
+    return n + (last != b"\n")
+
+
+def import_file(db: Database, path: str | Path, batch: int = 5000,
+                progress: Progress | None = None) -> tuple[int, int]:
     """Import a JSONL export in one transaction: every line is validated, and the trials are stored
     all together or not at all (a bad line, or a database error, leaves the database as it was).
     Trials already present (same task, device and candidate) are kept as they are.
-    Returns (lines read, trials added)."""
+    Returns (lines read, trials added). ``progress``: a phase counting the file's lines (counted
+    first when the bar is drawn)."""
     path = Path(path)
     try:
         found = path.is_file()
@@ -208,13 +222,16 @@ def import_file(db: Database, path: str | Path, batch: int = 5000) -> tuple[int,
         found = False
     if not found:
         raise UsageError(f"file {str(path)[:200]!r} does not exist; give a JSONL file written by autotune export")
+    bar = progress or Progress("import", enabled=False)
     parser = _LineParser()
     read = added = 0
     tid: dict[int, int] = {}
     did: dict[int, int] = {}
     cid: dict[str, tuple[int, int, int]] = {}
     pending: dict[tuple[int, int, int | None], list] = {}
-    with db.session() as s, open(path, encoding="utf-8", errors="strict") as f:
+    total = count_lines(path) if bar.shown else None
+    with bar.phase(f"importing {path.name}", total=total), db.session() as s, \
+            open(path, encoding="utf-8", errors="strict") as f:
 
         def flush() -> None:
             nonlocal added
@@ -247,7 +264,9 @@ def import_file(db: Database, path: str | Path, batch: int = 5000) -> tuple[int,
                 read += 1
                 if read % batch == 0:
                     flush()
+                    bar.update(completed=lineno)
             flush()
+            bar.update(completed=lineno)
         except _BadLine as exc:
             raise UsageError(f"{path}:{lineno} is not a valid autotune trial line: {exc}; nothing was imported") from None
         except UnicodeDecodeError:
@@ -271,16 +290,24 @@ def _campaign_in(db: Database, s, c: dict, task_id: int, device_id: int) -> int:
     return row.id
 
 
-def import_kt(db: Database, spec: str | Path, batch: int = 5000) -> tuple[Task, Device, int, int]:
-    """Store every configuration of a Kernel Tuner cache as a trial of its task and device."""
+def import_kt(db: Database, spec: str | Path, batch: int = 5000,
+              progress: Progress | None = None) -> tuple[Task, Device, int, int]:
+    """Store every configuration of a Kernel Tuner cache as a trial of its task and device, ``batch`` per
+    transaction; ``progress``: a phase counting the cache's records as they are stored."""
     from autotune.runners.replay import record_measurement, replay_device
     from autotune.search_spaces.replay import KTCache
     from autotune.types import Candidate
 
+    bar = progress or Progress("import-kt", enabled=False)
     cache = KTCache.load(spec)
     task, device = cache.task(), replay_device(cache)
     worker = f"import-kt:{Path(cache.path).name}"
-    ms = [record_measurement(cache, Candidate(cache.config(values)), rec) for values, rec in cache.records.items()]
-    added = sum(db.add_trials(task, device, ms[i:i + batch], worker=worker) for i in range(0, len(ms), batch))
-    return task, device, len(ms), added
+    records = list(cache.records.items())
+    added = 0
+    with bar.phase(f"importing {Path(cache.path).name}", total=len(records)):
+        for i in range(0, len(records), batch):
+            ms = [record_measurement(cache, Candidate(cache.config(values)), rec) for values, rec in records[i:i + batch]]
+            added += db.add_trials(task, device, ms, worker=worker)
+            bar.advance(len(ms))
+    return task, device, len(records), added
 

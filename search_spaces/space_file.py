@@ -22,7 +22,6 @@ UsageError naming what was wrong and what is accepted.
 
 from __future__ import annotations
 
-import difflib
 import json
 import keyword
 import math
@@ -30,7 +29,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotune.errors import UsageError
+from autotune.errors import UsageError, did_you_mean
 from autotune.search_spaces.knobs import KnobSpace
 from autotune.types import Task
 
@@ -69,8 +68,7 @@ def _shown(value, n: int = 60) -> str:
 
 
 def _suggest(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(word, choices, n=1)
 
 
 def _number(x) -> bool:

@@ -1,9 +1,11 @@
-"""Shared fixtures: database URLs for SQLite (always) and PostgreSQL (when a server is reachable)."""
+"""Shared fixtures: database URLs for SQLite (always) and PostgreSQL (when a server is reachable), and
+a guard that fails a test that writes into the working directory or the repository root."""
 
 from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +51,52 @@ def postgres_url():
 def db_url(request):
     """Every database test runs on SQLite and, where a server is reachable, on PostgreSQL."""
     return request.getfixturevalue(f"{request.param}_url")
+
+
+# -- nothing written into the working directory -------------------------------------------------------
+# A command run without --db writes ./autotune.db, an example without an output path writes next to
+# itself: a test must write under tmp_path (or chdir there). The guard lists the working directory and
+# the repository root at session start and, after every test, fails the test that added or changed a
+# file there, naming the files. Only the top level is watched (a folder counts as added or removed, its
+# contents are not read); the caches of the test tools themselves are left out.
+_TOOL_CACHES = {".hypothesis", ".pytest_cache", ".ruff_cache", ".import_linter_cache", ".mypy_cache", "__pycache__"}
+
+
+def _listing(folder: Path) -> dict[str, tuple[int, int]]:
+    """Name -> (mtime ns, size) of each file at the top of ``folder`` ((0, 0) for a folder)."""
+    out = {}
+    with os.scandir(folder) as entries:
+        for e in entries:
+            if e.name in _TOOL_CACHES:
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+                out[e.name] = (st.st_mtime_ns, st.st_size) if e.is_file(follow_symlinks=False) else (0, 0)
+            except OSError:  # removed meanwhile
+                continue
+    return out
+
+
+@pytest.fixture(scope="session")
+def _watched_folders() -> dict[Path, dict[str, tuple[int, int]]]:
+    folders = {Path.cwd().resolve(), Path(__file__).resolve().parents[1]}
+    return {f: _listing(f) for f in folders}
+
+
+@pytest.fixture(autouse=True)
+def _no_files_written_into_the_working_directory(_watched_folders, request):
+    yield
+    problems = []
+    for folder, before in _watched_folders.items():
+        after = _listing(folder)
+        new = sorted(set(after) - set(before))
+        changed = sorted(n for n in set(after) & set(before) if after[n] != before[n])
+        if new or changed:
+            problems.append(f"{folder}: " + "; ".join(
+                part for part in (f"new {', '.join(new)}" if new else "",
+                                  f"changed {', '.join(changed)}" if changed else "") if part))
+            _watched_folders[folder] = after  # reported once, by the test that did it
+    if problems:
+        pytest.fail(f"{request.node.nodeid} wrote into the working directory or the repository root "
+                    f"({' | '.join(problems)}); write under tmp_path, or pass --db / an output path there",
+                    pytrace=False)

@@ -6,13 +6,12 @@ missing optional dependency affects only the entry that needs it.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from autotune.cost_models.registry import COST_MODELS, cost_model_class
-from autotune.errors import UsageError
+from autotune.errors import UsageError, did_you_mean
 from autotune.lazy import load
 
 ALGORITHMS: dict[str, str] = {
@@ -110,8 +109,7 @@ def check_options(algorithm: str, options: Mapping[str, Any] | None, cost_model:
     out = {}
     for key, value in options.items():
         if key not in valid:
-            close = difflib.get_close_matches(str(key), list(valid), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(key, valid, n=1)
             listed = ", ".join(sorted(valid)) or "none"
             raise UsageError(f"algorithm {algorithm!r}{guide} has no option {key!r}{hint} (valid: {listed}; "
                              "`autotune algorithms` lists them with their defaults)")

@@ -35,7 +35,7 @@ TransferOption = Annotated[str | None, typer.Option("--transfer-from", help="War
 TransferTopOption = Annotated[int, typer.Option("--transfer-top", help="With --transfer-from: the sources' best configurations measured first")]
 RayOption = Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help="Measure on a Ray cluster (needs the ray extra): local (start one on this machine), auto (the cluster this machine belongs to) or HOST:PORT")]
 RayActorsOption = Annotated[int | None, typer.Option("--ray-actors", help="With --ray: measuring actors, one device each (default: one per GPU for CUDA, one per CPU core otherwise)")]
-ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")]
+ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars with the time left (drawn only on a terminal) and a closing summary line, on standard error")]
 FreshOption = Annotated[bool, typer.Option("--fresh", help="Start the campaign afresh: an existing campaign of this name is deleted first (its measured trials stay in the database and are reused as look-ups)")]
 AlgorithmOptionsOption = Annotated[list[str] | None, typer.Option("--option", metavar="KEY=VALUE", help="An option of the algorithm, or of the cost-model guidance (see `autotune algorithms`); VALUE is read as JSON when it parses (numbers, true/false, lists), else as text. Repeat for several")]
 IncludeReusedOption = Annotated[bool, typer.Option("--include-reused", help="Also count the trials the campaign looked up (measured by another campaign, an import or a deleted campaign), not only its own measurements")]

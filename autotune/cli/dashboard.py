@@ -19,7 +19,9 @@ def check_port(host: str, port: int) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise UsageError(f"--host {host!r} is not an address of this machine ({exc.strerror})") from None
+        raise UsageError(f"--host {host[:80]!r} is not an address of this machine ({exc.strerror})") from None
+    except (UnicodeError, ValueError) as exc:  # a name no resolver takes (a label over 63 characters, a NUL)
+        raise UsageError(f"--host {host[:80]!r} is not a valid host name ({str(exc)[:80]})") from None
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -8,14 +8,17 @@ import typer
 
 from autotune.cli.common import (
     DEFAULT_DB,
+    AlgorithmOptionsOption,
     BatchOption,
     CampaignOption,
     DbOption,
+    FreshOption,
     JsonOption,
     OldBudgetOption,
     OldTimeLimitOption,
     ProgressOption,
     SeedOption,
+    WideOption,
     emit_json,
     handle_errors,
     open_db,
@@ -23,7 +26,15 @@ from autotune.cli.common import (
     writable_output,
     write_frame,
 )
-from autotune.errors import UsageError
+from autotune.cli.tables import Col, relative_time, short_key
+from autotune.errors import UsageError, check_choice
+from autotune.progress import Progress
+
+#: the verification statuses a stored rule can have (builtin rules are hand-written; generated ones proved or tested)
+RULE_STATUSES = ("hand-written", "proved", "tested")
+#: provenances of stored rules (generated ones are "generated:DOMAIN"; --provenance matches a prefix)
+RULE_PROVENANCES = ("builtin", "generated")
+LIST_FORMATS = ("table", "csv", "json")
 
 GraphTrialsOption = Annotated[int | None, typer.Option(
     "--trials", "-n", help="Graphs to evaluate (over all runs of the campaign); with no budget given, 3000 and a 45 s time budget")]
@@ -31,6 +42,16 @@ GraphTimeOption = Annotated[float | None, typer.Option("--time-budget", help="Wa
 GraphAlgorithmOption = Annotated[str, typer.Option(
     "--algorithm", "-a", help="Search algorithm: taso-queue (TASO's cost-ordered queue), backtracking, mcmc, "
                               "evolutionary, random, bandit (see `autotune algorithms`)")]
+
+
+# `rules list`: key shortened, the name given the room, times relative (--wide: every column in full)
+RULE_COLUMNS = [Col("key", render=short_key), Col("name", flex=True), Col("provenance"), Col("status"),
+                Col("created", render=relative_time)]
+
+
+def command_name(ctx: typer.Context) -> str:
+    """The command as the user typed it, without the program name ("tune graph", "optimize-graph")."""
+    return ctx.command_path.split(" ", 1)[-1]
 
 
 def _print(r: dict) -> None:
@@ -52,6 +73,7 @@ def _print(r: dict) -> None:
 
 
 def tune_graph(
+    ctx: typer.Context,
     model: Annotated[str, typer.Argument(help="Input ONNX model (static shapes)")],
     output: Annotated[str, typer.Option("-o", "--output", help="Where to write the optimized ONNX model")],
     device: Annotated[str, typer.Option("--device", help="cpu (onnxruntime) or cuda (PyTorch on the GPU; needs the torch extra)")] = "cpu",
@@ -62,11 +84,13 @@ def tune_graph(
     seed: SeedOption = 0,
     batch: BatchOption = 16,
     campaign: CampaignOption = None,
+    fresh: FreshOption = False,
+    option: AlgorithmOptionsOption = None,
     rules: Annotated[str | None, typer.Option("--rules", help="Extra rules JSON (e.g. from `autotune rules generate`)")] = None,
     max_measure: Annotated[int, typer.Option("--max-measure", help="Distinct ops timed during the search; the rest are predicted by the op-cost model, and those the result relies on are timed at the end")] = 400,
     rounds: Annotated[int, typer.Option("--rounds", help="Interleaved end-to-end timing rounds of the final check")] = 25,
     json_out: JsonOption = False,
-    progress: ProgressOption = False,
+    progress: ProgressOption = True,
     db: DbOption = DEFAULT_DB,
     budget: OldBudgetOption = None,
     time_limit: OldTimeLimitOption = None,
@@ -76,24 +100,31 @@ def tune_graph(
 
     Every evaluated graph is a trial of the campaign (its rewrite sequence from MODEL), logged to --db: `autotune trials --campaign NAME` lists them, and rerunning with the same --campaign resumes the search.
 
-    Each distinct op is timed once per device and stored as a trial of task kind "op". The best graph is checked numerically and timed end to end; OUTPUT is the original model unless the new one is faster."""
-    from autotune.drivers.graph import optimize_graph
+    Each distinct op is timed once per device and stored as a trial of task kind "op". The best graph is checked numerically and timed end to end; OUTPUT is the original model unless the new one is faster.
+
+    On a terminal, bars on standard error show the search and the end-to-end check, and a summary line ends the run (--no-progress: neither)."""
+    from autotune.algorithms.registry import parse_options
+    from autotune.drivers.graph import optimize_graph, summary_text
 
     writable_output(output, "the output model")
     trials, time_budget = with_old_budget_names(trials, time_budget, budget, time_limit)
-    kwargs = dict(model=model, output=output, device=device, algorithm=algorithm, alpha=alpha, trials=trials,
-                  time_budget=time_budget, seed=seed, batch=batch, campaign=campaign, db=db, rules_file=rules,
-                  max_measure=max_measure, rounds=rounds)
+    kwargs = {"model": model, "output": output, "device": device, "algorithm": algorithm, "alpha": alpha,
+              "trials": trials, "time_budget": time_budget, "seed": seed, "batch": batch, "campaign": campaign,
+              "db": db, "rules_file": rules, "max_measure": max_measure, "rounds": rounds,
+              "options": parse_options(option) or None, "fresh": fresh}
+    bar = Progress(command_name(ctx), enabled=progress, defer_summary=not json_out)  # the summary ends the text
     if ray is not None:
         from autotune.drivers.scale import run_on_ray
 
         r = run_on_ray("graph", kwargs, ray)
+        bar.summary(summary_text(r))
     else:
-        r = optimize_graph(**kwargs, progress=progress)
+        r = optimize_graph(**kwargs, progress=bar)
     if json_out:
         emit_json(r)
     else:
         _print(r)
+        bar.write_summary()
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
@@ -105,26 +136,40 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @rules_app.command("generate")
     @handle_errors
     def generate_cmd(
+        ctx: typer.Context,
         max_ops: Annotated[int, typer.Option("--max-ops", help="largest graph size enumerated (1-3)")] = 2,
         output: Annotated[str | None, typer.Option("-o", "--output", help="write the kept rules as JSON")] = None,
         z3_timeout_ms: Annotated[int, typer.Option(help="z3 timeout per rule, ms")] = 2000,
         json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        progress: ProgressOption = True,
         db: DbOption = DEFAULT_DB,
     ):
         """Enumerate small graphs, find equal pairs by exact fingerprints, verify, keep the non-redundant rules
-        (stored in the database with their provenance and verification status, and with -o as JSON)."""
+        (stored in the database with their provenance and verification status, and with -o as JSON).
+
+        On a terminal, bars on standard error show the enumeration (graphs per domain) and the verification
+        (candidate pairs), and a summary line ends the run (--no-progress: neither)."""
         from autotune.search_spaces.graphs.rules import rule_record
-        from autotune.search_spaces.graphs.synthesis import generate
+        from autotune.search_spaces.graphs.synthesis import generate, summary_text
         if not 1 <= max_ops <= 3:
             raise UsageError(f"--max-ops must be 1, 2 or 3 (got {max_ops})")
-        rep = generate(max_ops, z3_timeout_ms=z3_timeout_ms, output=output)
-        rep["stored_new"] = open_db(db).save_rules([rule_record(r) for r in rep["rules"]])
+        if output:
+            writable_output(output, "the rules file")
+        bar = Progress(command_name(ctx), enabled=progress, defer_summary=not json_out)
+        database = open_db(db)  # a bad URL fails here, before minutes of work
+        try:
+            rep = generate(max_ops, z3_timeout_ms=z3_timeout_ms, output=output, progress=bar)
+            rep["stored_new"] = database.save_rules([rule_record(r) for r in rep["rules"]])
+        finally:
+            database.close()
+        bar.summary(summary_text(rep))
         if json_out:
             emit_json({k: v for k, v in rep.items() if k != "rules"})
             return
         for k, v in rep.items():
             if k != "rules":
                 typer.echo(f"{k}: {v}")
+        bar.write_summary()
 
     @rules_app.command("list")
     @handle_errors
@@ -132,10 +177,34 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         status: Annotated[str | None, typer.Option(help="hand-written, proved or tested")] = None,
         provenance: Annotated[str | None, typer.Option(help="builtin or generated (prefix)")] = None,
         format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json")] = "table",
+        wide: WideOption = False,
         db: DbOption = DEFAULT_DB,
     ):
         """List the rules stored in the database with their provenance and verification status."""
         from autotune.db.queries import rules as rules_query
 
-        df = rules_query(open_db(db), status=status, provenance=provenance)
-        write_frame(df.drop(columns=["rule"]) if format == "table" else df, format)
+        if status is not None:
+            check_choice("status", status, RULE_STATUSES)
+        check_choice("format", format, LIST_FORMATS)
+        database = open_db(db)
+        try:
+            df = rules_query(database, status=status, provenance=provenance)
+            if provenance is not None and df.empty:
+                _check_provenance(provenance, rules_query(database)["provenance"])
+        finally:
+            database.close()
+        write_frame(df.drop(columns=["rule"]) if format == "table" else df, format, columns=RULE_COLUMNS, wide=wide)
+
+
+def _check_provenance(prefix: str, stored) -> None:
+    """UsageError when ``prefix`` starts no provenance a rule can have (builtin, generated:DOMAIN, or one
+    stored in the database), naming the valid ones and the closest; an empty listing of a valid one is fine."""
+    valid = sorted({*RULE_PROVENANCES, *(f"generated:{d.name}" for d in _domains()), *stored})
+    if not any(v.startswith(prefix) for v in valid):
+        check_choice("provenance", prefix, valid)
+
+
+def _domains():
+    from autotune.search_spaces.graphs.generator import DOMAINS
+
+    return DOMAINS

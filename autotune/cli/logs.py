@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, writable_output
+from autotune.cli.common import DEFAULT_DB, DbOption, ProgressOption, handle_errors, open_db, writable_output
+from autotune.progress import Progress
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
@@ -16,18 +17,30 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @handle_errors
     def import_kt_cmd(
         files: Annotated[list[str], typer.Argument(help="Kernel Tuner cache files (.json/.json.gz) or example:NAME")],
+        progress: ProgressOption = True,
         db: DbOption = DEFAULT_DB,
     ) -> None:
-        """Store Kernel Tuner caches' measurements as trials of their task and device."""
+        """Store Kernel Tuner caches' measurements as trials of their task and device.
+
+        On a terminal, a bar on standard error counts each cache's records as they are stored, and a
+        summary line ends the run (--no-progress: neither)."""
         from autotune.db.logs import import_kt
 
+        bar = Progress("import-kt", enabled=progress)
         database = open_db(db)
-        for f in files:
-            t0 = time.perf_counter()
-            task, device, n, added = import_kt(database, f)
-            dt = time.perf_counter() - t0
-            typer.echo(f"{f}: {added} new of {n} trials for task {task.name} [{task.key}] on {device.name} "
-                       f"({n / dt:,.0f} trials/s)")
+        total = new = 0
+        try:
+            for f in files:
+                t0 = time.perf_counter()
+                task, device, n, added = import_kt(database, f, progress=bar)
+                dt = time.perf_counter() - t0
+                total, new = total + n, new + added
+                typer.echo(f"{f}: {added} new of {n} trials for task {task.name} [{task.key}] on {device.name} "
+                           f"({n / dt:,.0f} trials/s)")
+        finally:
+            database.close()
+        bar.summary(f"{new:,} new of {total:,} trials from {len(files)} cache file{'s' * (len(files) != 1)} "
+                    f"in {bar.elapsed_s:.1f} s")
 
     @app.command("export")
     @handle_errors
@@ -41,22 +54,35 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     ) -> None:
         """Write trials (with their task, device and campaign) as JSON lines, losslessly."""
         from autotune.db.logs import export_file
+        from autotune.db.queries import resolve_filters
 
         writable_output(output, "the export file")
-        n = export_file(open_db(db), output, campaign=campaign, task=task, device=device, status=status)
+        database = open_db(db)
+        names = resolve_filters(database, campaign=campaign, task=task, device=device)  # unknown: closest names
+        n = export_file(database, output, **names, status=status)
         typer.echo(f"wrote {n} trials to {output}")
 
     @app.command("import")
     @handle_errors
     def import_cmd(
         file: Annotated[Path, typer.Argument(help="JSONL file written by autotune export")],
+        progress: ProgressOption = True,
         db: DbOption = DEFAULT_DB,
     ) -> None:
-        """Import trials exported from another database; trials already present are kept."""
+        """Import trials exported from another database; trials already present are kept.
+
+        On a terminal, a bar on standard error counts the file's lines, and a summary line ends the run
+        (--no-progress: neither)."""
         from autotune.db.logs import import_file
 
-        read, added = import_file(open_db(db), file)
+        bar = Progress("import", enabled=progress)
+        database = open_db(db)
+        try:
+            read, added = import_file(database, file, progress=bar)
+        finally:
+            database.close()
         typer.echo(f"read {read} trials from {file}, {added} new")
+        bar.summary(f"{added:,} new of {read:,} trials in {bar.elapsed_s:.1f} s")
 
     db_app = typer.Typer(help="Database schema management.", no_args_is_help=True)
     app.add_typer(db_app, name="db")

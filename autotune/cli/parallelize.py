@@ -10,8 +10,10 @@ import typer
 
 from autotune.cli.common import (
     DEFAULT_DB,
+    AlgorithmOptionsOption,
     CampaignOption,
     DbOption,
+    FreshOption,
     JsonOption,
     OldBudgetOption,
     OldTimeLimitOption,
@@ -39,6 +41,7 @@ def _fmt(s: dict) -> str:
 
 
 def tune_parallel(
+    ctx: typer.Context,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Built-in model name (see --list), an .onnx file or a .json graph")] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster preset (e.g. dgx-a100-x2) or .json/.yaml file")] = None,
     batch: Annotated[int | None, typer.Option("--batch", "-b", help="Global batch size of the model (default: the model's)")] = None,
@@ -55,7 +58,9 @@ def tune_parallel(
     measured_device: Annotated[str | None, typer.Option("--measured-device", help="Use measurements of devices whose name contains this (default: the cluster's device, e.g. A100)")] = None,
     db: DbOption = DEFAULT_DB,
     campaign: CampaignOption = None,
-    progress: ProgressOption = False,
+    fresh: FreshOption = False,
+    option: AlgorithmOptionsOption = None,
+    progress: ProgressOption = True,
     budget: OldBudgetOption = None,
     time_limit: OldTimeLimitOption = None,
     ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help="Run the campaign as a Ray task on this cluster (local, auto or HOST:PORT)")] = None,
@@ -65,7 +70,12 @@ def tune_parallel(
     The search runs as a campaign logged to --db: the baselines (data parallelism, Megatron, model
     parallelism) are its first trials, then every simulated strategy is one (task kind "parallel").
     `autotune trials --campaign NAME` and `autotune plot convergence` show how it went, and rerunning
-    with the same --campaign resumes it."""
+    with the same --campaign resumes it.
+
+    On a terminal, the campaign's bar on standard error shows the search, and a summary line ends the
+    run (--no-progress: neither)."""
+    from autotune.algorithms.registry import parse_options
+    from autotune.progress import Progress
     from autotune.search_spaces.parallel.clusters import preset_names
     from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS
 
@@ -84,26 +94,39 @@ def tune_parallel(
     trials, time_budget = with_old_budget_names(trials, time_budget, budget, time_limit)
     if model is None or cluster is None:
         raise UsageError("--model and --cluster are required (see --list)")
+    from autotune.drivers.parallel import (
+        check_algorithm,
+        check_cluster,
+        check_model,
+        parallelize,
+        summary_text,
+    )
+
+    check_model(model)  # before the database is opened: a typo creates nothing
+    check_cluster(cluster)
+    check_algorithm(algorithm)
     if trials is not None and trials < 0:
         raise UsageError(f"--trials must be >= 0 (simulations after the baselines), got {trials}")
     if time_budget is not None and not time_budget > 0:
         raise UsageError(f"--time-budget must be a positive number of seconds, got {time_budget}")
-    from autotune.drivers.parallel import parallelize
-
+    # the summary ends the text report; with --json it comes before the JSON line
+    bar = Progress(ctx.command_path.split(" ", 1)[-1], enabled=progress, defer_summary=not json)
     if ray is not None:
         from autotune.drivers.scale import run_on_ray
 
         open_db(db).close()  # a bad URL fails here, not on the cluster
-        r = run_on_ray("parallel", dict(model=model, cluster=cluster, batch=batch, algorithm=algorithm, trials=trials,
-                                        seed=seed, time_budget=time_budget, db=db, campaign=campaign,
-                                        microbatches=microbatches, measured_db=measured_db,
-                                        measured_device=measured_device), ray)
+        r = run_on_ray("parallel", {"model": model, "cluster": cluster, "batch": batch, "algorithm": algorithm,
+                                    "trials": trials, "seed": seed, "time_budget": time_budget, "db": db,
+                                    "campaign": campaign, "microbatches": microbatches, "measured_db": measured_db,
+                                    "measured_device": measured_device, "options": parse_options(option) or None,
+                                    "fresh": fresh}, ray)
+        bar.summary(summary_text(r))
     else:
         database = open_db(db)
         try:
             r = parallelize(model, cluster, batch, algorithm, trials, seed, time_budget, db=database, campaign=campaign,
-                            progress=progress, microbatches=microbatches, measured_db=measured_db,
-                            measured_device=measured_device)
+                            progress=bar, microbatches=microbatches, measured_db=measured_db,
+                            measured_device=measured_device, options=parse_options(option) or None, fresh=fresh)
         finally:
             database.close()
     out = r.to_json()
@@ -136,6 +159,7 @@ def tune_parallel(
         typer.echo(f"  strategy written to {output}")
     if timeline:
         typer.echo(f"  timeline drawn to {timeline}")
+    bar.write_summary()
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:

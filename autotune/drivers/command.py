@@ -28,7 +28,7 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
                  time_budget: float | None = None, algorithm: str = DEFAULT_ALGORITHM,
                  cost_model: str | None = DEFAULT_COST_MODEL, seed: int = 0, batch: int = 8,
                  timeout_s: float | None = None, db: str = "sqlite:///autotune.db",
-                 progress: bool = False, fresh: bool = False, options: dict | None = None) -> CampaignResult:
+                 progress: bool | None = None, fresh: bool = False, options: dict | None = None) -> CampaignResult:
     """Run (or resume) a campaign over the space of ``space_file``, measuring each configuration by
     running ``argv`` with its ``{knob}`` placeholders filled in. Without a budget: 100 trials.
     ``fresh``: delete a campaign of that name first (its trials stay, reused as look-ups).

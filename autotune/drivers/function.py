@@ -72,7 +72,7 @@ def budgets(trials: int | None, time_budget: float | None) -> int | None:
 def minimize(objective: Callable, space, trials: int | None = None, time_budget: float | None = None,
              algorithm: str = DEFAULT_ALGORITHM, cost_model: str | None = DEFAULT_COST_MODEL,
              db: str = "sqlite:///autotune.db", campaign: str | None = None, seed: int = 0, batch: int = 8,
-             isolate: bool = False, timeout_s: float | None = None, progress: bool = False,
+             isolate: bool = False, timeout_s: float | None = None, progress: bool | None = None,
              memory_limit: int | None = None, fresh: bool = False, options: dict | None = None) -> CampaignResult:
     """Run (or resume) a campaign minimising ``objective(config)`` over ``space``.
 

@@ -28,12 +28,13 @@ from pathlib import Path
 import numpy as np
 
 from autotune.algorithms.base import SearchAlgorithm
-from autotune.algorithms.registry import ALGORITHMS, algorithm_class
+from autotune.algorithms.registry import ALGORITHMS, algorithm_class, check_options
 from autotune.campaign import Campaign
 from autotune.db import open_database
 from autotune.db.database import Database
 from autotune.db.op_costs import DatabaseOpCostCache
 from autotune.errors import UsageError
+from autotune.progress import Progress, make_progress
 from autotune.runners.graph import TORCH_DEVICES, GraphCostRunner, OpCosts, check_device, make_backend
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.graphs.ir import Graph
@@ -44,8 +45,12 @@ DEFAULT_ALGORITHM = "taso-queue"
 #: which searches knob spaces only)
 GRAPH_OPTIONS = {"bandit": {"algorithms": "taso-queue,mcmc,evolutionary"}}
 DEFAULT_TRIALS, DEFAULT_TIME_BUDGET = 3000, 45.0  # when neither budget is given
+#: the numeric check's share of the end-to-end check's bar, in timing rounds: it runs both models on
+#: three inputs without the runtime's optimisations, which takes about as long as three rounds
+CHECK_UNITS = 3
 
-__all__ = ["DEFAULT_ALGORITHM", "check_device", "faster_beyond_noise", "finalize", "graph_algorithm", "optimize_graph"]
+__all__ = ["DEFAULT_ALGORITHM", "check_device", "faster_beyond_noise", "finalize", "graph_algorithm", "optimize_graph",
+           "summary_text"]
 
 
 # ---- the search algorithm ------------------------------------------------------
@@ -72,15 +77,18 @@ def graph_algorithms(space: Space) -> list[str]:
     return names
 
 
-def graph_algorithm(name: str, space: Space, alpha: float | None = None, seed: int = 0) -> SearchAlgorithm:
+def graph_algorithm(name: str, space: Space, alpha: float | None = None, seed: int = 0,
+                    options: dict | None = None) -> SearchAlgorithm:
     """The registered algorithm ``name``, checked against the moves of ``space`` before anything is stored;
-    ``alpha`` goes to algorithms that have that option (taso-queue, backtracking)."""
+    ``alpha`` goes to algorithms that have that option (taso-queue, backtracking); ``options`` are the
+    algorithm's options (checked: ``check_options``)."""
     cls = algorithm_class(name)
     missing = [m for m in cls.needs if not _offers(space, m)]
     if missing:
         raise UsageError(f"algorithm {name!r} needs the move(s) {', '.join(missing)}, which graph spaces do not "
                          f"offer; valid here: {', '.join(graph_algorithms(space))}")
-    options = {**GRAPH_OPTIONS.get(name, {}), **({} if alpha is None else {"alpha": alpha})}
+    options = {**GRAPH_OPTIONS.get(name, {}), **check_options(name, options),
+               **({} if alpha is None else {"alpha": alpha})}
     probe = cls(**options)
     try:
         probe.bind(space, np.random.default_rng(seed))  # refuses a space it cannot search, before anything is stored
@@ -109,23 +117,36 @@ def faster_beyond_noise(before: list[float], after: list[float], min_gain: float
     return bool(p < alpha and gain >= min_gain), p
 
 
-def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int = 25, tolerance: float = 1e-3):
+def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int = 25, tolerance: float = 1e-3,
+             progress: Progress | None = None):
     """Numeric check and interleaved end-to-end timing of ``graph`` against the original on the backend's
-    device; returns (the model to keep, report). The original is kept unless the new graph is faster."""
+    device; returns (the model to keep, report). The original is kept unless the new graph is faster.
+
+    ``progress``: its current phase counts ``CHECK_UNITS`` for the numeric check and one unit per round
+    of each timing (a confirming timing adds ``rounds`` to the total when it runs)."""
     from autotune.search_spaces.graphs.onnx_io import to_onnx
 
+    bar = progress or Progress("finalize", enabled=False)
     new_model = to_onnx(graph)
+    bar.update(description="end-to-end check: numeric check")
     check = backend.max_errors(original_model, new_model)
     check["passed"] = check["max_rel_error"] <= tolerance
+    bar.advance(CHECK_UNITS)
+    bar.update(description=f"end-to-end check: timing {rounds} rounds")
     if rewritten:
         lat = backend.compare_latency([original_model, new_model], rounds=rounds)
     else:
         lat = backend.compare_latency([original_model], rounds=rounds) * 2
+    bar.advance(rounds)
     before, after = lat[0], lat[1]
     faster, p_value = faster_beyond_noise(before["times"], after["times"])
     if faster and rewritten and check["passed"]:
         # confirm on fresh rounds: load drift on a shared machine can fake one significant run
+        total = bar.phases[-1].total if bar.phases else None
+        bar.update(total=None if total is None else total + rounds,
+                   description=f"end-to-end check: confirming on {rounds} fresh rounds")
         again = backend.compare_latency([original_model, new_model], rounds=rounds)
+        bar.advance(rounds)
         faster, p2 = faster_beyond_noise(again[0]["times"], again[1]["times"])
         p_value = max(p_value, p2)
         if faster:
@@ -141,6 +162,13 @@ def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int
         "measured_speedup": before["median_s"] / after["median_s"] if kept else 1.0, "sign_test_p": p_value,
         "candidate_speedup": before["median_s"] / after["median_s"],
     }
+
+
+def summary_text(r: dict) -> str:
+    """The closing line of a graph search from its report (:func:`optimize_graph`'s return value)."""
+    return (f"{r['evaluated']:,} graphs evaluated in {r['search_s']:.1f} s ({r['ops_measured']} ops timed), "
+            f"predicted {r['predicted_speedup']:.3f}x, measured {r['candidate_speedup']:.3f}x; kept the "
+            f"{'optimized' if r['kept'] else 'original'} graph ({r['reason']}); {r['total_s']:.1f} s in all")
 
 
 # ---- the driver ----------------------------------------------------------------
@@ -174,7 +202,9 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
                    alpha: float | None = None, trials: int | None = None, time_budget: float | None = None,
                    seed: int = 0, batch: int = 16, campaign: str | None = None, db: str | Database | None = None,
                    rules_file: str | None = None, max_measure: int = 400, rounds: int = 25, threads: int = 1,
-                   fusion: bool | None = None, tolerance: float = 1e-3, progress: bool = False) -> dict:
+                   fusion: bool | None = None, tolerance: float = 1e-3,
+                   progress: bool | Progress | None = False, fresh: bool = False,
+                   options: dict | None = None) -> dict:
     """Search rewrites of ``model`` (an ONNX path or ModelProto) as a campaign, check the best end to end,
     write the model to keep to ``output`` (when given) and return a JSON-ready report.
 
@@ -185,8 +215,12 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     URL or :class:`Database`; None uses a throw-away SQLite file (nothing is kept). ``max_measure``:
     distinct ops timed during the search, the rest estimated by the op-cost model (the ops the result
     relies on are timed at the end). ``fusion``: count ops the runtime fuses into their producer as
-    free (default: on for onnxruntime, off for torch)."""
+    free (default: on for onnxruntime, off for torch). ``progress``: bars on standard error for the
+    search and the end-to-end check, and a closing summary line (True, False, None: when standard
+    error is a terminal, or an :class:`autotune.progress.Progress`). ``fresh``: delete an existing
+    campaign of that name first (its trials stay, to be looked up); ``options``: the algorithm's options."""
     t_start = time.perf_counter()
+    bar = make_progress(progress, "optimize_graph")
     check_device(device)
     trials, time_budget = _budgets(trials, time_budget, batch)
     if max_measure < 0:
@@ -204,7 +238,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
             check_op(n.op, f" (node {n.outputs[0]!r})")
     rules = builtin_rules() + (load_rules(rules_file) if rules_file else [])
     space = GraphSpace(graph, rules, name=name)
-    algo = graph_algorithm(algorithm, space, alpha, seed)
+    algo = graph_algorithm(algorithm, space, alpha, seed, options)
     backend = make_backend(device, threads)
     with tempfile.TemporaryDirectory(prefix="autotune-graph-") as tmp:
         if isinstance(db, Database):
@@ -218,10 +252,10 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
                     "model": str(model), "device": device, "algorithm": algorithm, "alpha": alpha, "trials": trials,
                     "time_budget": time_budget, "seed": seed, "batch": batch, "rules_file": rules_file,
                     "max_measure": max_measure, "rounds": rounds, "threads": threads, "fusion": fusion,
-                    "tolerance": tolerance}}
+                    "tolerance": tolerance, **({"options": options} if options else {})}}
             return _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign,
-                             trials, time_budget, seed, batch, max_measure, rounds, fusion, tolerance, progress,
-                             t_start, [rule_record(r) for r in rules], recipe)
+                             trials, time_budget, seed, batch, max_measure, rounds, fusion, tolerance, bar,
+                             t_start, [rule_record(r) for r in rules], recipe, fresh)
         finally:
             backend.op_runner.close()
             if database is not db:
@@ -229,7 +263,8 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
 
 
 def _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign, trials, time_budget,
-              seed, batch, max_measure, rounds, fusion, tolerance, progress, t_start, records, recipe=None) -> dict:
+              seed, batch, max_measure, rounds, fusion, tolerance, bar: Progress, t_start, records, recipe=None,
+              fresh: bool = False) -> dict:
     database.save_rules(records)
     op_device = backend.op_runner.device
     cache = DatabaseOpCostCache(database, op_device, backend.label)
@@ -239,7 +274,7 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
     task = space.task
     name = campaign or f"graph-{task.name}-{task.key[:8]}-{device}-{algo.name}-s{seed}-{runner.device.key[:6]}"
     # the measurement cap is the campaign's: ops timed by its earlier runs count (the trials record it)
-    earlier = _campaign_history(database, name)
+    earlier = [] if fresh else _campaign_history(database, name)
     op_costs.measured = max((int(m.meta.get("ops_measured", 0)) for m in earlier), default=0)
     measured_before = op_costs.measured
     campaign_id: list[int] = []
@@ -252,22 +287,29 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
 
     op_costs.on_retrain = store_model
     result = Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget, batch=batch,
-                      seed=seed, progress=progress, recipe=recipe).run()
-    best = result.best.candidate if result.best is not None else space.initial()
+                      seed=seed, progress=bar.shown, console=bar.console, recipe=recipe, fresh=fresh).run()
+    # the best graph evaluated, own or looked up: a graph found by an earlier campaign is as good to keep
+    best = result.best_evaluated.candidate if result.best_evaluated is not None else space.initial()
     best_graph = space.graph(best)
-    # ops whose cost the result relies on but that were only estimated (beyond the cap) get measured
-    confirmed = op_costs.confirm(graph) + op_costs.confirm(best_graph)
-    cost_before, cost_after = op_costs.graph_cost(graph), op_costs.graph_cost(best_graph)
-    if op_costs.measured > measured_before:
-        op_costs.train()  # the op-cost model of every op met, stored with the campaign
-    out_model, report = finalize(original, best_graph, bool(best.payload), backend, rounds, tolerance)
+    # after the search (the campaign's own bar), the end-to-end check: the ops the result relies on that
+    # were only estimated, one unit; the numeric check, CHECK_UNITS; each interleaved timing, one per round
+    with bar.phase("end-to-end check", total=1 + CHECK_UNITS + rounds):
+        bar.update(description="end-to-end check: timing estimated ops")
+        # ops whose cost the result relies on but that were only estimated (beyond the cap) get measured
+        confirmed = op_costs.confirm(graph) + op_costs.confirm(best_graph)
+        cost_before, cost_after = op_costs.graph_cost(graph), op_costs.graph_cost(best_graph)
+        if op_costs.measured > measured_before:
+            op_costs.train()  # the op-cost model of every op met, stored with the campaign
+        bar.advance(1)
+        out_model, report = finalize(original, best_graph, bool(best.payload), backend, rounds, tolerance, bar)
+        bar.update(description="end-to-end check")
     if output:
         from autotune.search_spaces.graphs.onnx_io import _onnx
 
         _onnx().save(out_model, output)
     applied = [step[0] for step in best.payload]
     summary = result.summary()
-    return {
+    out = {
         "model": task.name, "output": output, "device": device, "op_device": op_device.name,
         "backend": backend.name, "algorithm": algo.name, "campaign": result.campaign, "task": summary["task"],
         "status": result.status, "resumed": result.resumed, "trials": result.trials, "evaluated": result.evaluations,
@@ -281,6 +323,8 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
         "ops_confirmed": confirmed, "rules": len(rules), "simulated_s": summary["simulated_s"],
         "wall_s": summary["wall_s"], "total_s": time.perf_counter() - t_start, **report,
     }
+    bar.summary(summary_text(out))
+    return out
 
 
 def _campaign_history(database: Database, name: str) -> list:

@@ -80,7 +80,7 @@ def default_measurement(database, template, runner):
 def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = DEFAULT_ALGORITHM, trials: int | None = 100,
                 time_budget: float | None = None, seed: int = 0, batch: int = 8, campaign: str | None = None,
                 db: str = "sqlite:///autotune.db", threads: int | None = None, device_index: int = 0, backend: str = "auto",
-                progress: bool = False, cost_model: str | None = DEFAULT_COST_MODEL, transfer_from: str | None = None,
+                progress: bool | None = None, cost_model: str | None = DEFAULT_COST_MODEL, transfer_from: str | None = None,
                 transfer_top: int = 8, ray: str | None = None, ray_actors: int | None = None, fresh: bool = False,
                 options: dict | None = None):
     """Run (or resume) a kernel tuning campaign; (CampaignResult, template, extra summary keys).

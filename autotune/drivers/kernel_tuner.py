@@ -27,6 +27,7 @@ from autotune.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM
 from autotune.campaign import Campaign
 from autotune.db import open_database
 from autotune.errors import UsageError
+from autotune.progress import Progress, make_progress, stderr_is_terminal
 from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels.user import LANGS, UserKernel, check_answer
 from autotune.types import Measurement, Status
@@ -227,7 +228,7 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
                 cost_model: str | None = "xgb", trials: int | None = None, time_budget: float | None = None,
                 seed: int = 0, db: str = "sqlite:///autotune.db", campaign: str | None = None,
                 cache: str | os.PathLike | None = None, verbose: bool = False, quiet: bool = False,
-                **ignored_kt_options) -> tuple[list[dict], dict]:
+                progress: bool | Progress | None = None, **ignored_kt_options) -> tuple[list[dict], dict]:
     """Tune a C or CUDA kernel as Kernel Tuner's ``tune_kernel`` does; ``(results, env)``.
 
     ``results``: one dict per configuration measured OK in this campaign (the tunable parameters,
@@ -236,8 +237,14 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
     that failed (``failed``: status and error). Extra options beyond Kernel Tuner's: ``cost_model``,
     ``trials``, ``time_budget``, ``seed``, ``db``, ``campaign``, and ``c_timing`` ("kernel": the C
     function returns its own time in ms, Kernel Tuner's convention; "runner": a void function timed by
-    the wall clock; default: decided from the function's declared return type)."""
+    the wall clock; default: decided from the function's declared return type), and ``progress``: bars
+    on standard error for the compile check and the search, and a closing summary line (True, False,
+    or an :class:`autotune.progress.Progress`; default: on when standard error is a terminal or with
+    ``verbose``, off with ``quiet``; the bars themselves are drawn only on a terminal)."""
     strategy_options, device_index, smem_args = _check_options(ignored_kt_options)
+    if progress is None:
+        progress = not quiet and (verbose or stderr_is_terminal())
+    bar = make_progress(progress, "tune_kernel")
     for name in IGNORED_KT_OPTIONS:
         if ignored_kt_options.get(name) is not None:
             warnings.warn(f"tune_kernel ignores the Kernel Tuner option {name!r}", stacklevel=2)
@@ -293,7 +300,7 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
     cname = campaign or f"kt-{label}-{search.name}-seed{seed}"
     database = open_database(db)
     try:
-        _compile_check(kernel, runner, space, seed)
+        _compile_check(kernel, runner, space, seed, bar)
         transfer_from = ignored_kt_options.get("transfer_from")
         if transfer_from:
             from autotune.transfer.sources import warm_start_search
@@ -305,7 +312,7 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
                                              or "no similar device measured this task; ordinary search"),
                       file=sys.stderr)
         result = Campaign(cname, space, search, runner, database, trials=trials, time_budget=time_budget,
-                          batch=8, seed=seed, progress=verbose and not quiet).run()
+                          batch=8, seed=seed, progress=bar.shown, console=bar.console).run()
         history = [m for m, _ in database.campaign_history(database.campaign(cname).id)]
     finally:
         runner.close()
@@ -334,13 +341,31 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
         env["cache"] = str(cache)
     if not quiet:
         _print(results, failed, kernel.names, verbose)
+    bar.summary(summary_text(results, failed, result.measured_here, cname, bar.elapsed_s))
     return results, env
 
 
-def _compile_check(kernel: UserKernel, runner, space, seed: int) -> None:
+def summary_text(results: list[dict], failed: list[dict], measured_here: int, campaign: str, seconds: float) -> str:
+    """The closing line of a tune_kernel call: what the campaign holds, what this call measured and in how
+    long, and the best time."""
+    text = (f"{len(results) + len(failed)} configurations in campaign {campaign} ({len(failed)} failed), "
+            f"{measured_here} measured in {seconds:.1f} s")
+    if results:
+        text += f", best {min(r['time'] for r in results):.4g} ms"
+    return text
+
+
+def _compile_check(kernel: UserKernel, runner, space, seed: int, bar: Progress | None = None) -> None:
     """Compile up to three configurations before the campaign; when all fail, the source is broken:
     UsageError with the first compiler error (a configuration that fails alone is a trial like any other).
-    The builds are cached, so the campaign does not compile them again."""
+    The builds are cached, so the campaign does not compile them again. ``bar`` counts the compilations
+    (its total grows by one for each one that fails)."""
+    bar = bar or Progress("compile check", enabled=False)
+    with bar.phase("compile check", total=1):
+        _compile_first(kernel, runner, space, seed, bar)
+
+
+def _compile_first(kernel: UserKernel, runner, space, seed: int, bar: Progress) -> None:
     rng = np.random.default_rng(seed)
     first = ""
     for k in range(3):
@@ -351,8 +376,11 @@ def _compile_check(kernel: UserKernel, runner, space, seed: int) -> None:
         else:
             cubin, err, _, _ = runner.builder.build(kernel.source(cand.payload))
             ok = cubin is not None
+        bar.advance(1)
         if ok:
             return
+        if k < 2:
+            bar.update(total=k + 2)
         first = first or err
         if err.startswith("invalid configuration"):
             raise UsageError(f"configuration {cand.payload} cannot be made: {err}")

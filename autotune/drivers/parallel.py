@@ -14,20 +14,22 @@ another database, see :mod:`autotune.db.calibration`) replace the simulator's es
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
 
-from autotune.algorithms.registry import make_algorithm
+from autotune.algorithms.registry import ALGORITHMS, check_options, make_algorithm
 from autotune.campaign import Campaign
 from autotune.db import open_database
 from autotune.db.calibration import measured
-from autotune.errors import UsageError
+from autotune.errors import UsageError, did_you_mean
+from autotune.progress import Progress, make_progress
 from autotune.runners.simulator import SimulatorRunner
 from autotune.runners.simulator.calibration import calibrated
-from autotune.search_spaces.parallel.clusters import Cluster, get_cluster
+from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, preset_names
 from autotune.search_spaces.parallel.graph import Graph
-from autotune.search_spaces.parallel.models import DEFAULT_BATCH, get_model
+from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS, get_model
 from autotune.search_spaces.parallel.space import StrategySpace
 from autotune.types import Measurement
 
@@ -67,6 +69,42 @@ class ParallelizeResult:
         return out
 
 
+def check_model(name: str) -> str:
+    """``name`` when it is a built-in model or names a .onnx/.json file; else UsageError naming the built-in
+    models and the closest ones (checked before anything is opened or built)."""
+    if name in MODELS or name.endswith((".onnx", ".json")):
+        return name
+    raise UsageError(f"unknown model {name!r}; valid: {', '.join(MODELS)} or a .onnx/.json graph file"
+                     f"{did_you_mean(name, list(MODELS))}")
+
+
+def check_algorithm(name: str) -> str:
+    """``name`` when it is a registered algorithm; else UsageError naming them and the closest ones."""
+    if name in ALGORITHMS:
+        return name
+    raise UsageError(f"unknown algorithm {name!r}; valid: {', '.join(sorted(ALGORITHMS))}"
+                     f"{did_you_mean(name, sorted(ALGORITHMS))}")
+
+
+def check_cluster(spec: str) -> str:
+    """``spec`` when it is a cluster preset (a ``-xN`` preset with any N >= 1) or a .json/.yaml file; else
+    UsageError naming the presets and the closest ones."""
+    if spec.endswith((".json", ".yaml", ".yml")):
+        return spec
+    try:
+        get_cluster(spec)
+        return spec
+    except UsageError:
+        pass
+    # suggest concrete names: "dgx-a10-x2" is closer to "dgx-a100-x2" than to the pattern "dgx-a100-xN"
+    m = re.fullmatch(r".*-x(\d+)", spec)
+    n = m.group(1) if m and int(m.group(1)) >= 1 else "1"
+    presets = preset_names()
+    names = [p[:-1] + n if p.endswith("-xN") else p for p in presets]
+    raise UsageError(f"unknown cluster {spec!r}; valid: {', '.join(presets)} (N = number of nodes) or a "
+                     f".json/.yaml file{did_you_mean(spec, names)}")
+
+
 def micro_batch(model: str, batch: int | None, microbatches: int) -> int | None:
     """The batch of one micro-batch (a file model's own batch is taken as one micro-batch)."""
     if microbatches < 1:
@@ -82,34 +120,62 @@ def micro_batch(model: str, batch: int | None, microbatches: int) -> int | None:
 
 def calibrate(cluster: Cluster, db, device: str | None = None) -> tuple[Cluster, dict]:
     """``cluster`` with the op and collective times measured in ``db`` (a Database or URL) on devices
-    whose name contains ``device`` (default: the cluster's device name, e.g. A100); and the counts read."""
+    whose name contains ``device`` (default: the cluster's device name, e.g. A100); and the counts read.
+    A ``device`` given that matches no device with measurements is a UsageError naming those devices."""
     database = open_database(db, create=False) if isinstance(db, str) else db
     try:
         ops, coll = measured(database, device or cluster.device.name)
+        if device is not None and not ops and not coll:
+            names = _measured_devices(database)
+            raise UsageError(f"no measured op or collective times on a device whose name contains {device!r}; "
+                             f"devices with measurements: {', '.join(names) or 'none'}{did_you_mean(device, names)}")
     finally:
         if database is not db:
             database.close()
     return calibrated(cluster, ops, coll), {"op_times": len(ops), "collectives": len(coll)}
 
 
+def _measured_devices(database) -> list[str]:
+    """Names of the devices that hold parallel-op or collective trials."""
+    from sqlalchemy import select
+
+    from autotune.db.models import DeviceRow, TaskRow, TrialRow
+
+    q = (select(DeviceRow.name).distinct().join(TrialRow, TrialRow.device_id == DeviceRow.id)
+         .join(TaskRow, TaskRow.id == TrialRow.task_id).where(TaskRow.kind.in_(("parallel-op", "collective"))))
+    with database.session() as s:
+        return sorted(s.scalars(q).all())
+
+
 def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = None, algorithm: str = "mcmc",
                 trials: int | None = None, seed: int = 0, time_budget: float | None = None,
-                options: dict | None = None, db=None, campaign: str | None = None, progress: bool = False,
-                microbatches: int = 1, measured_db=None, measured_device: str | None = None) -> ParallelizeResult:
+                options: dict | None = None, db=None, campaign: str | None = None,
+                progress: bool | Progress | None = False, microbatches: int = 1, measured_db=None,
+                measured_device: str | None = None, fresh: bool = False) -> ParallelizeResult:
     """Search a parallelization strategy for training ``model`` on ``cluster``, as a campaign.
 
     ``trials``: simulations of the search after the baselines, over every run of the campaign
     (``DEFAULT_TRIALS`` when neither it nor ``time_budget``, wall seconds of this call, is given).
     Every simulated strategy is a trial in ``db`` (a Database or URL; a throw-away SQLite file when
     None), so a named ``campaign`` resumes and `autotune trials` shows it. ``measured_db`` (a
-    Database or URL) supplies measured op and collective times (see :func:`calibrate`)."""
+    Database or URL) supplies measured op and collective times (see :func:`calibrate`). ``progress``:
+    the campaign's bar on standard error and a closing summary line (True, False, None: when standard
+    error is a terminal, or an :class:`autotune.progress.Progress`). ``options``: the algorithm's
+    options; ``fresh``: delete an existing campaign of that name first (its trials stay, to be looked up)."""
     if trials is not None and trials < 0:
         raise UsageError(f"the trial budget must be >= 0 simulations after the baselines, not {trials}")
     if time_budget is not None and not time_budget > 0:
         raise UsageError(f"the time budget must be a positive number of seconds, not {time_budget}")
     if trials is None and time_budget is None:
         trials = DEFAULT_TRIALS
-    algo = make_algorithm(algorithm, **(options or {}))  # an unknown name fails before anything is built
+    check_algorithm(algorithm)
+    options = check_options(algorithm, options)
+    algo = make_algorithm(algorithm, **options)  # unknown options fail before anything is built
+    if isinstance(model, str):
+        check_model(model)
+    if isinstance(cluster, str):
+        check_cluster(cluster)
+    bar = make_progress(progress, "parallelize")
     t0 = time.perf_counter()
     graph = model if isinstance(model, Graph) else get_model(model, micro_batch(model, batch, microbatches))
     cl = cluster if isinstance(cluster, Cluster) else get_cluster(cluster)
@@ -131,23 +197,35 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                 recipe = {"kind": "parallel", "args": {
                     "model": model, "cluster": cluster, "batch": batch, "algorithm": algorithm, "trials": trials,
                     "seed": seed, "time_budget": time_budget, "options": options, "microbatches": microbatches}}
-            result = _search(space, runner, database, algo, trials, seed, time_budget, name, progress, t0, recipe)
+            result = _search(space, runner, database, algo, trials, seed, time_budget, name, bar, t0, recipe, fresh)
         finally:
             if database is not db:
                 database.close()
     result.measured = counts
+    bar.summary(summary_text(result))
     return result
 
 
+def summary_text(r: ParallelizeResult) -> str:
+    """The closing line of a strategy search."""
+    best = r.best
+    if not best.ok:
+        return f"{r.simulations:,} strategies simulated in {r.search_s:.1f} s; none fits in memory"
+    dp = r.baselines.get("data-parallel")
+    over = f", {dp.cost / best.cost:.2f}x over data parallelism" if dp is not None and dp.ok else ""
+    return (f"{r.simulations:,} strategies simulated in {r.search_s:.1f} s, best {best.cost * 1e3:.3f} ms/iteration "
+            f"({r.best_source}){over}")
+
+
 def _search(space: StrategySpace, runner: SimulatorRunner, db, algo, trials: int | None, seed: int,
-            time_budget: float | None, name: str, progress: bool, t0: float, recipe: dict | None = None
-            ) -> ParallelizeResult:
+            time_budget: float | None, name: str, bar: Progress, t0: float, recipe: dict | None = None,
+            fresh: bool = False) -> ParallelizeResult:
     baselines = space.baselines()
     step = 1 if algo.name == "mcmc" else 8  # MCMC's chain moves after every result
     left = None if time_budget is None else max(time_budget - (time.perf_counter() - t0), 1e-3)
     Campaign(name, space, algo, runner, db, trials=None if trials is None else trials + len(baselines),
-             time_budget=left, batch=step, seed=seed, progress=progress, warmup=list(baselines.values()),
-             recipe=recipe).run()
+             time_budget=left, batch=step, seed=seed, progress=bar.shown, console=bar.console,
+             warmup=list(baselines.values()), recipe=recipe, fresh=fresh).run()
     history = [m for m, _ in db.campaign_history(db.campaign(name).id)]
     by_key = {m.candidate.key: m for m in history}
     measured = {n: by_key[c.key] for n, c in baselines.items()}

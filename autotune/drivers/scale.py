@@ -9,7 +9,6 @@ store the recipe with the campaign, so any process that reaches the database can
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import json
@@ -17,7 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from autotune.errors import AutotuneError, UsageError
+from autotune.errors import AutotuneError, UsageError, did_you_mean
 
 KINDS = {
     "replay": ("autotune.drivers.replay", "tune_replay"),
@@ -42,8 +41,7 @@ def check_args(kind: str, args: dict, where: str = "") -> None:
     params = inspect.signature(driver(kind)).parameters
     for key in args:
         if key not in params or key in RUN_ARGS:
-            close = difflib.get_close_matches(key, [p for p in params if p not in RUN_ARGS], n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(key, [p for p in params if p not in RUN_ARGS], n=1)
             raise UsageError(f"{where}{kind} campaigns take no argument {key!r}{hint} "
                              f"(valid: {', '.join(p for p in params if p not in RUN_ARGS)})")
 

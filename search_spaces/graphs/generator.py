@@ -16,6 +16,7 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
+
 from autotune.search_spaces.graphs import ops
 
 CONV_ATTRS = {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1), "group": 1}
@@ -230,8 +231,9 @@ def _rename_key(g1, g2, domain) -> str:
     return best
 
 
-def candidate_pairs(domain: Domain, max_ops: int, seed: int = 0):
-    """(pairs, stats): equal-fingerprint pairs that survive TASO's pruning."""
+def candidate_pairs(domain: Domain, max_ops: int, seed: int = 0, on_graph=None):
+    """(pairs, stats): equal-fingerprint pairs that survive TASO's pruning. ``on_graph``: called (with no
+    argument) after each graph enumerated and fingerprinted, to report progress."""
     rng = np.random.default_rng(seed)
     shapes = concrete(domain, domain.sizes[0])
     ivals = {k: rng.integers(-2**62, 2**62, size=s, dtype=np.int64) for k, s in shapes.items() if k != "#dims"}
@@ -243,6 +245,8 @@ def candidate_pairs(domain: Domain, max_ops: int, seed: int = 0):
             n += 1
             fp = fingerprints(g, ivals)
             groups.setdefault((tuple(sorted(fp)), used_inputs(g, domain)), []).append((g, fp))
+            if on_graph is not None:
+                on_graph()
     stats = {"graphs": n, "pairs": 0, "pruned_common": 0, "pruned_renaming": 0}
     pairs, seen = [], set()
     for members in groups.values():

@@ -67,7 +67,7 @@ def test_tune_replay_option_is_stored_with_the_campaign(tmp_path):
 
 
 @pytest.mark.parametrize("option,cost_model,needle", [
-    ("populaton=8", "none", "did you mean 'population'? (valid: crossover_rate, init, mutation_rate"),
+    ("populaton=8", "none", "did you mean 'population'?) (valid: crossover_rate, init, mutation_rate"),
     ("population=lots", "none", "population must be an integer"),
     ("epsilon=0.2", "none", "has no option 'epsilon'"),
     ("nothing", "xgb", "KEY=VALUE"),

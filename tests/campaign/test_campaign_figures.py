@@ -112,6 +112,22 @@ def test_summary_campaigns_best_convergence_and_plot_agree(tmp_path, algorithm, 
         r = cli.invoke(app, ["plot", "convergence", "--campaign", "second", "-o", str(png), "--db", url, *flags])
         assert r.exit_code == 0 and png.stat().st_size > 0, r.output
 
+    # the dashboard's campaign row and convergence say the same
+    from starlette.testclient import TestClient
+
+    from autotune.dashboard.app import create_app
+
+    with TestClient(create_app(url, warm=False)) as web:
+        rows = {c["name"]: c for c in web.get("/api/campaigns").json()["campaigns"]}
+        shown = rows["second"]
+        assert (shown["measured"], shown["reused"]) == (out["trials"], out["reused"])
+        assert shown["best_cost"] == pytest.approx(out["best_cost"])
+        assert shown["best_cost_including_reused"] == pytest.approx(overall)
+        conv_web = web.get("/api/convergence", params={"campaign": "second"}).json()
+        assert (conv_web["own"]["n"], conv_web["all"]["n"]) == (out["trials"], out["trials"] + out["reused"])
+        assert conv_web["own"]["best"] == pytest.approx(out["best_cost"])
+        assert conv_web["all"]["best"] == pytest.approx(overall)
+
     # the Python API gives the same figures (a run with nothing left to measure)
     res = autotune.tune_replay(CACHE, algorithm, None, trials=60, seed=seeds[1], campaign="second", db=url)
     assert res.measured_here == 0 and res.resumed

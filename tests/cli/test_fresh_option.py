@@ -118,7 +118,39 @@ def test_tune_kernel_fresh(tmp_path):
     assert fresh["best_cost"] > 0 and fresh["gflops"] > 0
 
 
-@pytest.mark.parametrize("command", [["replay"], ["kernel"], ["command"]])
+@pytest.mark.parametrize("command", [["replay"], ["kernel"], ["command"], ["graph"], ["parallel"]])
 def test_the_tuning_commands_offer_fresh_and_option(command):
     r = cli.invoke(app, ["tune", *command, "--help"])
     assert r.exit_code == 0 and "--fresh" in r.stdout and "--option" in r.stdout
+
+
+def test_tune_parallel_fresh_and_option(tmp_path):
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    args = ["tune", "parallel", "--model", "mlp-unity", "--cluster", "p3.16xlarge-x2", "--trials", "12", "--db", url,
+            "--campaign", "p", "--no-progress", "--json", "-a", "mcmc", "--option", "t0=0.5"]
+    last_json(cli.invoke(app, args))
+    db = open_database(url)
+    assert db.campaign("p").options["algorithm_options"]["t0"] == 0.5
+    n = queries.campaigns(db)["trials"].iloc[0]
+    last_json(cli.invoke(app, [*args, "--fresh"]))
+    row = queries.campaigns(db).iloc[0]
+    assert (row["campaign"], row["trials"]) == ("p", n) and row["reused"] > 0  # afresh: the old trials looked up
+    bad = cli.invoke(app, [*args[:-2], "--option", "t00=0.5"])
+    assert bad.exit_code == 2 and "did you mean 't0'" in bad.output
+    db.close()
+
+
+def test_tune_graph_fresh_and_option(tmp_path):
+    pytest.importorskip("onnxruntime")
+    model = tmp_path / "nasrnn.onnx"
+    model.write_bytes(autotune.zoo_model("nasrnn", small=True).SerializeToString())
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    args = ["tune", "graph", str(model), "-o", str(tmp_path / "out.onnx"), "--trials", "10", "--db", url,
+            "--campaign", "g", "--no-progress", "--json", "--rounds", "3", "--option", "alpha=1.1"]
+    last_json(cli.invoke(app, args))
+    db = open_database(url)
+    assert db.campaign("g").options["algorithm_options"]["alpha"] == 1.1
+    last_json(cli.invoke(app, [*args, "--fresh"]))
+    row = queries.campaigns(db).iloc[0]
+    assert row["campaign"] == "g" and row["reused"] > 0
+    db.close()

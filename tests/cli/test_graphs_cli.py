@@ -1,4 +1,7 @@
-"""`autotune tune graph` (alias `optimize-graph`) and `autotune rules generate` end to end (small models)."""
+"""`autotune tune graph` (alias `optimize-graph`) and `autotune rules generate|list` end to end (small models).
+
+Every command names a database under tmp_path (--db), and each test runs in tmp_path, so nothing is
+written into the directory pytest runs in."""
 
 import json
 
@@ -7,10 +10,15 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from autotune.search_spaces.graphs import model_zoo
 from typer.testing import CliRunner
 
 from autotune.cli.main import app
+from autotune.search_spaces.graphs import model_zoo
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default --db is autotune.db in the working directory
 
 
 def test_optimize_graph_json(tmp_path):
@@ -20,7 +28,13 @@ def test_optimize_graph_json(tmp_path):
     onnx.save(model_zoo.build("resnet50", small=True), src)
     r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--trials", "60", "--json", "--db", db])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output.strip().splitlines()[-1])
+    assert len(r.stdout.strip().splitlines()) == 1  # --json: standard output is the one JSON line
+    d = json.loads(r.stdout)
+    # progress is on by default: off a terminal no bar is drawn, and the summary line goes to stderr
+    summary = r.stderr.strip().splitlines()
+    assert summary == [(f"optimize-graph: 60 graphs evaluated in {d['search_s']:.1f} s ({d['ops_measured']} ops timed), "
+                       f"predicted {d['predicted_speedup']:.3f}x, measured {d['candidate_speedup']:.3f}x; kept the "
+                       f"{'optimized' if d['kept'] else 'original'} graph ({d['reason']}); {d['total_s']:.1f} s in all")]
     assert d["check"]["passed"] and d["check"]["max_rel_error"] < 1e-3
     assert d["predicted_cost_after_s"] <= d["predicted_cost_before_s"]
     assert d["latency_before"]["median_s"] > 0 and "reason" in d
@@ -34,8 +48,10 @@ def test_optimize_graph_json(tmp_path):
     assert len(queries.trials(database, campaign=d["campaign"])) == 60  # and every evaluated graph
     rules = queries.rules(database)
     assert len(rules) > 10 and set(rules["status"]) <= {"hand-written", "proved", "tested"}
-    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--trials", "60", "--json", "--db", db])
-    d2 = json.loads(r.output.strip().splitlines()[-1])
+    r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--trials", "60", "--json", "--db", db,
+                                 "--no-progress"])
+    assert r.stderr == ""  # --no-progress: nothing at all on stderr
+    d2 = json.loads(r.stdout)
     assert d2["ops_measured"] == 0 and d2["resumed"] and d2["campaign"] == d["campaign"]
     assert d2["best_config"] == d["best_config"]
 
@@ -47,11 +63,12 @@ def test_tune_graph_text_aliases_and_errors(tmp_path):
                                  "--campaign", "sq", "--db", db])
     assert r.exit_code == 0, r.output
     assert "numeric check" in r.output and "predicted cost" in r.output and "campaign sq" in r.output
+    assert r.output.strip().splitlines()[-1].startswith("tune graph: 30 graphs evaluated")  # the summary ends it
     # the deprecated budget names still work, hidden, with a note
     r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--budget", "40", "--time-limit", "30",
                                  "--algorithm", "mcmc", "--campaign", "sq", "--json", "--db", db])
     assert r.exit_code == 0, r.output
-    assert "--budget is deprecated" in r.output and json.loads(r.output.strip().splitlines()[-1])["trials"] == 40
+    assert "--budget is deprecated" in r.output and json.loads(r.stdout.strip().splitlines()[-1])["trials"] == 40
     for cmd in (["tune", "graph"], ["optimize-graph"]):
         text = CliRunner().invoke(app, [*cmd, "--help"], terminal_width=200).output
         assert "--trials" in text and "--time-budget" in text and "--campaign" in text and "--budget" not in text
@@ -82,13 +99,18 @@ def test_rules_generate(tmp_path):
     db = f"sqlite:///{tmp_path / 'r.db'}"
     r = CliRunner().invoke(app, ["rules", "generate", "--max-ops", "1", "--json", "-o", str(out), "--db", db])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output.strip().splitlines()[-1])
+    assert len(r.stdout.strip().splitlines()) == 1
+    d = json.loads(r.stdout)
+    assert r.stderr.strip().splitlines() == [
+        (f"rules generate: {d['graphs']:,} graphs enumerated, {d['generated']:,} candidate pairs verified: "
+        f"{d['kept']:,} kept ({d['proved']:,} proved, {d['z3_unknown_or_timeout']:,} tested), {d['rules_written']:,} "
+        f"rules ({d['stored_new']:,} new in the database) in {d['time_s']:.1f} s")]
     listed = json.loads(CliRunner().invoke(app, ["rules", "list", "--format", "json", "--db", db]).output)
     assert len(listed) == d["stored_new"] == d["rules_written"]
     assert all(x["provenance"].startswith("generated") and x["status"] in ("proved", "tested") for x in listed)
     with open(out) as f:
         assert d["graphs"] > 0 and d["rules_written"] == len(json.load(f)["rules"]) >= d["kept"]
-    assert CliRunner().invoke(app, ["rules", "generate", "--max-ops", "7"]).exit_code == 2
+    assert CliRunner().invoke(app, ["rules", "generate", "--max-ops", "7", "--db", db]).exit_code == 2
 
 
 def test_optimize_graph_predicts_beyond_the_measurement_cap(tmp_path):
@@ -97,5 +119,34 @@ def test_optimize_graph_predicts_beyond_the_measurement_cap(tmp_path):
     r = CliRunner().invoke(app, ["optimize-graph", str(src), "-o", str(out), "--trials", "40", "--max-measure", "20",
                                  "--json", "--db", f"sqlite:///{tmp_path / 'g.db'}"])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output.strip().splitlines()[-1])
+    d = json.loads(r.stdout)
     assert d["ops_estimated"] > 0 and d["ops_confirmed"] > 0 and d["check"]["passed"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--status", "bogus"], "unknown status 'bogus'; valid: hand-written, proved, tested"),
+    (["--status", "prooved"], "unknown status 'prooved'; valid: hand-written, proved, tested (did you mean 'proved'?)"),
+    (["--provenance", "bultin"], "(did you mean 'builtin'?)"),
+    (["--provenance", "nothing-like-it"], "unknown provenance 'nothing-like-it'; valid: builtin, generated"),
+    (["--format", "jsn"], "unknown format 'jsn'; valid: table, csv, json (did you mean 'json'?)"),
+])
+def test_rules_list_refuses_unknown_choices_naming_the_closest(tmp_path, args, message):
+    r = CliRunner().invoke(app, ["rules", "list", *args, "--db", f"sqlite:///{tmp_path / 'r.db'}"])
+    assert r.exit_code == 2 and r.stdout == "" and r.stderr.startswith("error: ") and message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_rules_list_filters_by_valid_choices(tmp_path):
+    """A valid status or provenance prefix lists what matches, even nothing; builtin rules are stored by a search."""
+    from autotune.db import open_database
+    from autotune.search_spaces.graphs.builtin_rules import builtin_rules
+    from autotune.search_spaces.graphs.rules import rule_record
+
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    database = open_database(db)
+    database.save_rules([rule_record(r) for r in builtin_rules()])
+    database.close()
+    for args, n in ((["--status", "hand-written"], len(builtin_rules())), (["--status", "proved"], 0),
+                    (["--provenance", "built"], len(builtin_rules())), (["--provenance", "generated:conv"], 0)):
+        r = CliRunner().invoke(app, ["rules", "list", *args, "--format", "json", "--db", db])
+        assert r.exit_code == 0 and len(json.loads(r.stdout)) == n, (args, r.output)

@@ -1,5 +1,7 @@
 """`autotune tune parallel` (alias `autotune parallelize`) end to end: every built-in model on some
-preset (the full matrix is marked slow), results checked against independent simulations."""
+preset (the full matrix is marked slow), results checked against independent simulations.
+
+Every test runs in its tmp_path, and names its database there with --db unless it checks the default."""
 
 import itertools
 import json
@@ -25,12 +27,15 @@ def _in_tmp(tmp_path, monkeypatch):
 
 
 def run(*args, command=("tune", "parallel")):
-    return runner.invoke(app, [*command, *map(str, args)])
+    """The command with a database under the test's tmp_path (the working directory) unless ``args`` name one."""
+    db = [] if "--db" in args or "--list" in args or "--help" in args else ["--db", "sqlite:///parallel.db"]
+    return runner.invoke(app, [*command, *map(str, args), *db])
 
 
 def last_json(r) -> dict:
     assert r.exit_code == 0, r.output
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(r.stdout.strip().splitlines()) == 1  # --json: standard output is the one JSON line
+    return json.loads(r.stdout)
 
 
 def simulated(graph, cluster, strategy, microbatches: int = 1) -> float | None:
@@ -112,19 +117,61 @@ def test_output_strategy_and_timeline(tmp_path):
 
 @pytest.mark.parametrize("args,msg", [
     (["--model", "alexnet", "--cluster", "p100-4x4"], "unknown model"),
+    (["--model", "bert-larg", "--cluster", "p100-4x4"], "unknown model 'bert-larg'; valid: mlp-unity, bert-large"),
+    (["--model", "bert-larg", "--cluster", "p100-4x4"], "(did you mean 'bert-large'?)"),
     (["--model", "dlrm", "--cluster", "tpu"], "unknown cluster"),
+    (["--model", "dlrm", "--cluster", "dgx-a10-x2"], "(did you mean 'dgx-a100-x2' or 'dgx-h100-x2'?)"),
+    (["--model", "dlrm", "--cluster", "dgx-a100-xfoo"], "unknown cluster 'dgx-a100-xfoo'; valid: p100-4x4"),
     (["--model", "dlrm"], "required"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--algorithm", "nope"], "unknown algorithm"),
+    (["--model", "dlrm", "--cluster", "p100-4x4", "--algorithm", "mcmcm"], "(did you mean 'mcmc'?)"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--algorithm", "backtracking"], "needs a space with children"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--batch", "0"], "batch"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--trials", "-1"], "--trials must be >= 0"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--time-budget", "0"], "--time-budget must be a positive"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--measured-db", "sqlite:///missing/nowhere.db"], "nowhere.db"),
 ])
-def test_bad_input_exits_2_with_one_sentence(args, msg):
+def test_bad_input_exits_2_with_one_sentence(args, msg, tmp_path):
     r = run(*args)
     assert r.exit_code == 2 and msg in r.output
     assert r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1
+    if "unknown" in msg:  # a mistyped name is refused before the database is opened: nothing is created
+        assert not (tmp_path / "parallel.db").exists()
+
+
+def test_an_unknown_measured_device_names_the_devices_measured(tmp_path):
+    from autotune.db import open_database
+    from autotune.db.calibration import record
+    from autotune.types import Device
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    db = open_database(url)
+    record(db, Device("Tesla P100-SXM2-16GB", "cuda", {}), collectives=[("allreduce", 16, 1e3, 1.0)])
+    db.close()
+    r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 0, "--measured-db", url, "--measured-device", "Tesla P100-SXM3")
+    assert r.exit_code == 2 and r.stderr.startswith("error: no measured op or collective times on a device whose name "
+                                                    "contains 'Tesla P100-SXM3'; devices with measurements: Tesla "
+                                                    "P100-SXM2-16GB (did you mean 'Tesla P100-SXM2-16GB'?)")
+    assert last_json(run("-m", "rnnlm", "-c", "p100-4x4", "-n", 0, "--measured-db", url, "--measured-device", "p100",
+                         "--json"))["measured"] == {"op_times": 0, "collectives": 1}
+
+
+def test_progress_is_on_by_default_and_ends_with_a_summary_line():
+    """Off a terminal no bar is drawn, but the summary line is written on stderr: after the text report,
+    before the JSON line with --json (stdout keeps only the JSON); --no-progress writes nothing there."""
+    r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 5, "--campaign", "p")
+    assert r.exit_code == 0, r.output
+    lines = r.output.strip().splitlines()
+    assert lines[-1].startswith("tune parallel: 8 strategies simulated in ") and "ms/iteration" in lines[-1]
+    assert r.stderr.strip().splitlines() == [lines[-1]]
+    r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 5, "--campaign", "p", "--json", command=("parallelize",))
+    out = last_json(r)
+    summary = r.stderr.strip().splitlines()
+    assert len(summary) == 1 and summary[0].startswith("parallelize: 0 strategies simulated")  # resumed: done
+    assert f"{out['best']['iteration_s'] * 1e3:.3f} ms/iteration ({out['best']['source']})" in summary[0]
+    assert r.output.strip().splitlines()[-1] == r.stdout.strip()  # merged, the JSON line is still the last
+    r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 5, "--campaign", "q", "--json", "--no-progress")
+    assert last_json(r)["simulations"] == 8 and r.stderr == ""
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ def _write(tmp_path, text, name="many.yaml"):
 
 
 @pytest.mark.parametrize("text,match", [
-    ("- {kind: replay, cache: x, trails: 5}", "no argument 'trails'; did you mean 'trials'"),
+    ("- {kind: replay, cache: x, trails: 5}", r"no argument 'trails' \(did you mean 'trials'\?\)"),
     ("- {kind: kernels, name: gemm}", "unknown campaign kind 'kernels'"),
     ("- {cache: x}", "names no kind"),
     ("[]", "non-empty list"),
