@@ -37,7 +37,8 @@ NOW = datetime(2026, 5, 20, 12, 0, 0)
 
 
 def run(*args, env=None):
-    return cli.invoke(app, [str(a) for a in args], env=env)
+    # the width a pipe gets, whatever COLUMNS the test runner's environment holds (pytest-xdist's workers)
+    return cli.invoke(app, [str(a) for a in args], env={"COLUMNS": "", **(env or {})})
 
 
 def test_seconds_have_4_significant_digits_and_a_unit():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import socket
 import threading
@@ -182,7 +183,8 @@ def test_the_100k_trial_table_pages_in_under_a_second(page, demo_db, shots):
     show(page, "#/campaign/" + quote("bulk-100k"), CAMPAIGN_PLOTS + ["conv-simulated_s", "importance"], shots,
          "campaign-bulk")
     wait_table(page, 1)
-    assert f"{demo_db['bulk']['n']:,} trials" in page.locator("#trials-info").inner_text()
+    # "N+ trials" while the server's background pass is still counting the campaign (a busy machine)
+    assert re.search(rf"{demo_db['bulk']['n']:,}\+? trials", page.locator("#trials-info").inner_text())
     times: dict[str, list[float]] = {"next by id": [], "sort by cost": [], "next by cost": [], "prev": []}
     seen: set[int] = set()
     rows = ids_and_costs(page)
