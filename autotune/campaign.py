@@ -164,16 +164,12 @@ class Campaign:
         return options
 
     def _start_afresh(self) -> None:
-        """Delete the campaign of this name, if there is one; its trials stay (campaign NULL), to be reused."""
+        """Delete the campaign of this name, if there is one (refused while it has live workers); its
+        trials stay (campaign NULL), to be reused."""
         with self.db.session() as s:
-            cid = s.scalar(select(CampaignRow.id).where(CampaignRow.name == self.name))
-        if cid is None:
-            return
-        alive = [w["worker"] for w in self.db.campaign_workers(cid) if w["alive"]]
-        if alive:
-            raise UsageError(f"campaign {self.name!r} has {len(alive)} live worker(s) ({', '.join(alive[:3])}); "
-                             "stop them before starting it afresh, or choose another --campaign name")
-        self.db.delete_campaign(self.name, with_trials=False)
+            exists = s.scalar(select(CampaignRow.id).where(CampaignRow.name == self.name)) is not None
+        if exists:
+            self.db.delete_campaign(self.name, with_trials=False)
 
     def run(self) -> CampaignResult:
         start = time.perf_counter()

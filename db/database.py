@@ -447,15 +447,18 @@ class Database(CampaignWorkers):
             raise unknown_name("campaign", name, s.scalars(select(CampaignRow.name)).all())
         return cid
 
-    def delete_campaign(self, name: str, with_trials: bool = False) -> dict:
+    def delete_campaign(self, name: str, with_trials: bool = False, force: bool = False) -> dict:
         """Delete the campaign ``name`` in one transaction: its row, its history (campaign_trials), its
         algorithm state, its workers' claims and reservations, and its cost models (a pinned model is
         kept, detached from the campaign). The trials it measured stay, with campaign_id NULL: they
         are measurements of the task on the device, which other campaigns reuse. ``with_trials`` deletes
-        them too, with every other campaign's links to them. Returns what was deleted and kept."""
+        them too, with every other campaign's links to them. A campaign with live workers is refused
+        (``refuse_live_workers``) unless ``force``. Returns what was deleted and kept."""
         links, trials, models = CampaignTrialRow.__table__, TrialRow.__table__, CostModelRow.__table__
         with self.session() as s:
             cid = self._campaign_id_for_change(s, name)
+            if not force:
+                self.refuse_live_workers(cid, name)
             own = select(trials.c.id).where(trials.c.campaign_id == cid)
             n_own = s.scalar(select(func.count()).select_from(own.subquery()))
             n_links = s.scalar(select(func.count(links.c.id)).where(links.c.campaign_id == cid))

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from autotune.db.models import CHUNK, CampaignClaimRow, CampaignPendingRow, CampaignRow, TrialRow, utcnow
 from autotune.runners.processes import process_alive
+from autotune.errors import UsageError
 from autotune.types import Candidate
 
 
@@ -129,6 +130,14 @@ class CampaignWorkers:
                                          .where(pending.c.campaign_id == campaign_id).group_by(pending.c.worker)).all())
         return [{"worker": r.worker, "claimed": r.n, "reserved": reserved.get(r.worker, 0), "heartbeat": r.heartbeat,
                  "alive": not _worker_is_dead(r.worker, r.heartbeat, now, self.CLAIM_GRACE_S)} for r in rows]
+
+    def refuse_live_workers(self, campaign_id: int, name: str) -> None:
+        """UsageError naming the campaign's live workers, if it has any (before it is deleted)."""
+        live = [w["worker"] for w in self.campaign_workers(campaign_id) if w["alive"]]
+        if live:
+            who = ", ".join(live[:3]) + (f" and {len(live) - 3} more" if len(live) > 3 else "")
+            raise UsageError(f"campaign {name!r} has {len(live)} live worker(s) ({who}); stop them first, "
+                             "or delete it anyway with `autotune campaigns delete --force`")
 
     def pending_keys(self, campaign_id: int) -> dict[str, str]:
         """Reserved candidates of the campaign not yet stored: candidate key -> worker."""

@@ -164,11 +164,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         database = open_db(_group_db(ctx, db))
         name = queries.resolve_filters(database, campaign=name)["campaign"]
         row = database.campaign(name)
-        live = [w for w in database.campaign_workers(row.id) if w["alive"]]
-        if live and not force:
-            who = ", ".join(w["worker"] for w in live[:3]) + (f" and {len(live) - 3} more" if len(live) > 3 else "")
-            raise UsageError(f"campaign {name!r} has {len(live)} live worker(s) ({who}); stop them first, "
-                             "or pass --force")
+        if not force:  # before asking: a deletion that would be refused is not offered
+            database.refuse_live_workers(row.id, name)
         stats = queries.campaigns(database)
         stats = stats[stats["campaign"] == name].iloc[0]
         n_models = len(queries.cost_models(database, campaign=name))
@@ -184,7 +181,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             if not typer.confirm("delete it?", default=False):
                 typer.echo("nothing deleted", err=True)
                 raise typer.Exit(1)
-        done = database.delete_campaign(name, with_trials=with_trials)
+        done = database.delete_campaign(name, with_trials=with_trials, force=force)
         kept = f", {done['models_kept']} pinned model(s) kept" if done["models_kept"] else ""
         trials = (f"{done['trials_deleted']} trials deleted" if with_trials
                   else f"{done['trials_kept']} measured trials kept (no campaign)")
