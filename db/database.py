@@ -412,9 +412,8 @@ class Database(CampaignWorkers):
             s.add(row)
             s.flush()
             same = (table.c.campaign_id == campaign_id if campaign_id is not None else and_(
-                table.c.campaign_id.is_(None), table.c.task_id == task_id if task_id is not None else table.c.task_id.is_(None),
-                table.c.device_id == device_id if device_id is not None else table.c.device_id.is_(None),
-                table.c.name == name))
+                table.c.campaign_id.is_(None), table.c.task_id.is_not_distinct_from(task_id),
+                table.c.device_id.is_not_distinct_from(device_id), table.c.name == name))
             s.execute(update(table).where(same, table.c.id < row.id, table.c.pinned.is_(False),
                                           func.length(table.c.data) > 0).values(data=b""))
             return row.id
