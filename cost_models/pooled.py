@@ -28,7 +28,9 @@ from autotune.cost_models.xgb import XGBCostModel
 from autotune.gpus import device_properties
 from autotune.types import Device
 
-PROPS = ("sm_count", "memory_bandwidth_gbs", "boost_clock_mhz", "l2_kib", "fp32_tflops", "compute_capability")
+PROPS = ("sm_count", "memory_bandwidth_gbs", "boost_clock_mhz", "l2_kib", "fp32_tflops", "compute_capability", "vendor")
+#: the vendor as a number, so that trees can split NVIDIA from AMD rows
+VENDORS = {"NVIDIA": 1.0, "AMD": 2.0, "Intel": 3.0}
 
 
 def row_keys(X: np.ndarray) -> list[bytes]:
@@ -61,7 +63,7 @@ def device_vector(d: Device) -> np.ndarray:
     p = device_properties(d)
     out = []
     for k in PROPS:
-        v = p.get(k)
+        v = VENDORS.get(p.get(k)) if k == "vendor" else p.get(k)
         try:
             out.append(float(v))
         except (TypeError, ValueError):

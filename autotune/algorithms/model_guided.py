@@ -14,6 +14,11 @@ Each ``ask(n)``:
    (the epsilon share, carried over between batches so small batches get their share too);
    with an ensemble model (``predict_members``), slot j takes the best candidate of member
    j mod m, a Thompson-like choice that spreads the batch where the members disagree.
+5. once failures were measured, a failure classifier (:class:`~autotune.cost_models.failures.FailureModel`,
+   retrained with the model) keeps candidates whose failure probability is above
+   ``avoid_failures`` out of both the model's picks and the random ones (unless every candidate
+   is that likely to fail): on spaces where many configurations fail to compile or run, the
+   search stops paying for them.
 
 After every retrain the model's quality is in ``last_metrics`` and, with the serialised model,
 passed to ``on_retrain(metrics, model_bytes)`` when set: Spearman and top-k recall
@@ -42,6 +47,7 @@ import numpy as np
 from autotune.algorithms.base import Option, SearchAlgorithm, offered_moves, union_moves
 from autotune.algorithms.support import exhausted, fresh_sample, fresh_walk
 from autotune.cost_models.base import CostModel
+from autotune.cost_models.failures import FailureModel
 from autotune.cost_models.metrics import quality
 from autotune.types import Candidate, Measurement, Status
 from autotune.algorithms.registry import cost_model_class, make_algorithm
@@ -79,6 +85,7 @@ class ModelGuided(SearchAlgorithm):
         "score_all": Option(50000, "spaces with at most this many points are scored exhaustively"),
         "quality_every": Option(0, "every this many retrains, also measure quality with a second fit on 80% (0: never)"),
         "holdout": Option(0.2, "share held out by that quality fit"),
+        "avoid_failures": Option(0.5, "skip candidates whose learnt failure probability is above this (1: never)"),
     }
 
     def __init__(self, inner: SearchAlgorithm, cost_model: CostModel, **kwargs):
@@ -115,6 +122,8 @@ class ModelGuided(SearchAlgorithm):
         self._all_scored_at = -1
         self._calib = (-1.0, 0.0)
         self._job = None
+        self._failures = FailureModel()
+        self._all_p_fail: np.ndarray | None = None
 
     # -- the model -------------------------------------------------------------------
     def _features(self, cs: list[Candidate]) -> np.ndarray:
@@ -150,8 +159,11 @@ class ModelGuided(SearchAlgorithm):
 
     def _fit(self, model: CostModel, X: np.ndarray, y: np.ndarray) -> tuple:
         """(fitted model, calibration of its scores to log cost, its serialisation for on_retrain, its
-        scores of the enumerated space when there is one)."""
+        scores of the enumerated space when there is one, the failure model, its failure
+        probabilities of the enumerated space)."""
         model.fit(X, y)
+        failures = FailureModel(seed=len(y)).fit(X, ~np.isfinite(y))
+        p_fail = failures.predict(self._all_X) if self._all_X is not None and failures.trained else None
         calib = self._calib
         ok = np.isfinite(y)
         if ok.sum() >= 3 and getattr(model, "trained", True):
@@ -159,11 +171,12 @@ class ModelGuided(SearchAlgorithm):
             a, b = np.polyfit(s, np.log(y[ok]), 1) if np.ptp(s) > 0 else (0.0, 0.0)
             calib = (a, b) if a < 0 else (-1.0, float(np.log(np.min(y[ok]))) + float(np.max(s)))
         scores = _members(model, self._all_X) if self._all_X is not None else None
-        return model, calib, model.save() if self.on_retrain is not None else b"", scores
+        return model, calib, model.save() if self.on_retrain is not None else b"", scores, failures, p_fail
 
-    def _install(self, model: CostModel, calib: tuple, data: bytes, scores: np.ndarray | None, upto: int,
-                 metrics: dict) -> None:
+    def _install(self, model: CostModel, calib: tuple, data: bytes, scores: np.ndarray | None,
+                 failures: FailureModel, p_fail: np.ndarray | None, upto: int, metrics: dict) -> None:
         self.cost_model, self._calib, self.trained_on, self.last_metrics = model, calib, upto, metrics
+        self._failures, self._all_p_fail = failures, p_fail
         self.retrains += 1
         if scores is not None:
             self._all_scores, self._all_scored_at = scores, self.retrains
@@ -230,6 +243,41 @@ class ModelGuided(SearchAlgorithm):
             return [], np.zeros((1, 0))
         return cands, self._members(self._features(cands))
 
+    # -- failures --------------------------------------------------------------------
+    def _threshold(self) -> float | None:
+        thr = float(self.config["avoid_failures"])
+        return thr if thr < 1.0 and self._failures.trained else None
+
+    def _likely_to_run(self, cands: list[Candidate], scores: np.ndarray) -> tuple[list[Candidate], np.ndarray]:
+        """The candidates the failure model does not expect to fail (all of them when it expects every one to)."""
+        thr = self._threshold()
+        if thr is None or not cands:
+            return cands, scores
+        if self._all_p_fail is not None and all(c.key in self._all_index for c in cands):
+            p = self._all_p_fail[[self._all_index[c.key] for c in cands]]
+        else:
+            p = self._failures.predict(self._features(cands))
+        keep = np.flatnonzero(p <= thr)
+        if len(keep) == 0 or len(keep) == len(cands):
+            return cands, scores
+        return [cands[i] for i in keep], scores[:, keep]
+
+    def _explore(self) -> Candidate | None:
+        """A random unseen point, among those the failure model does not expect to fail once it has
+        seen failures (drawn from the enumerated space's, or by rejection of a few samples)."""
+        thr = self._threshold()
+        if thr is not None and self._all_p_fail is not None:
+            ok = np.flatnonzero(self._all_p_fail <= thr)
+            for i in self.rng.permutation(ok)[:64]:
+                if self._all[int(i)].key not in self.seen:
+                    return self._all[int(i)]
+        elif thr is not None:
+            for _ in range(20):
+                c = fresh_sample(self.space, self.rng, self.seen)
+                if c is None or self._failures.predict(self._features([c]))[0] <= thr:
+                    return c
+        return fresh_sample(self.space, self.rng, self.seen)
+
     @staticmethod
     def _select(scores: np.ndarray, n: int) -> list[int]:
         """Slot j takes the best-scored candidate of ensemble member j (round robin; Thompson-like
@@ -262,6 +310,7 @@ class ModelGuided(SearchAlgorithm):
         if n_model > 0:
             scored = self._scored_all()
             cands, scores = scored if scored is not None else self._scored_by_inner()
+            cands, scores = self._likely_to_run(cands, scores)
             for i in self._select(scores, n_model):
                 c = cands[i]
                 self.predicted[c.key] = float(scores[:, i].mean())
@@ -276,7 +325,7 @@ class ModelGuided(SearchAlgorithm):
             elif best is not None and self.rng.random() < float(self.config["local"]):
                 c = fresh_walk(self.space, best.candidate, self.rng, self.seen)
             if c is None:
-                c = fresh_sample(self.space, self.rng, self.seen)
+                c = self._explore()
             if c is None:
                 break
             out.append(c)

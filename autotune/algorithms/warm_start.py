@@ -1,28 +1,40 @@
-"""WarmStart: a search warm-started from other devices' measurements of the same task.
+"""WarmStart: a search warm-started from other devices' measurements of the same task, that races
+the warm guess against the cold search so that a misleading source costs little.
 
 1. The sources' best configurations (``top_k`` of them, round-robin over the sources'
    rankings, heaviest source first, those that are points of the target space) are measured first;
-2. then ``init`` random points, and a :class:`~autotune.algorithms.model_guided.ModelGuided`
-   search whose model is one pooled XGBoost ranking model over the sources' rows and the
-   target's (each device a ranking group, the target weighted as much as all sources), with
-   the device properties as extra features (:class:`~autotune.cost_models.pooled.PooledModel`).
+2. then every batch is shared between two arms, both :class:`~autotune.algorithms.model_guided.ModelGuided`
+   searches told every target result:
+   - *warm*: its model is one pooled XGBoost ranking model over the sources' rows and the
+     target's (each device a ranking group, the target weighted as much as all sources), with
+     the device properties as extra features (:class:`~autotune.cost_models.pooled.PooledModel`);
+   - *cold*: exactly the search run without sources (the target-only XGBoost model, its own
+     ``init`` random points first).
+   Each slot goes to the arm that wins a Thompson draw from Beta(1 + credit, 1 + misses) of
+   either arm. A result earns its arm the credit r = (share of the earlier successful target
+   results it beats) ** ``focus`` and the miss 1 - r (a failure: r = 0; the probes are the warm
+   arm's); ``focus`` above 1 weighs the top of the target's results, where the search is won.
+   An arm's credit and misses fade by ``discount`` at each of its results, so its share follows
+   what it pays now.
 
-Pooling lets the target's own results outrank the sources' where the devices disagree, so the
-search leaves a source's favourite region once the target shows it is off (a model boosted from
-the sources' scores, or given them as a feature, stays there). Target measurements to 5% of the
-optimum with scripts/bench_transfer.py (gemm on RTX 3090 / 2080 Ti / TITAN RTX, 5 seeds,
-median): 3090->2080 Ti 22, 2080 Ti->3090 34, TITAN->3090 33, 3090->TITAN 20, against 95, 83,
-83 and 25 cold.
-Safety: after ``check_after`` target results, the sources-only ranking of the target's measured
-points is compared with the measurements (Spearman); below ``min_rho`` the source data is left
-out of the model (ordinary target-only model-guided search), so a poor source costs about the
-``top_k`` probes. Without sources it is an ordinary model-guided search.
+Why a race: a source can rank the bulk of the target's space rightly and its top wrongly; a
+check of its overall agreement then passes while the pooled model keeps steering toward the
+source's optimum. The race does not try to detect that: once the warm arm's proposals stop
+ranking high among the target's results and the cold arm's do, the slots move to the cold arm within a
+few batches, and back when the warm arm pays again, so a poor source costs about its probes and
+a few batches; a good one takes nearly every slot. The pooled model also keeps its own check
+(Spearman of the sources-only ranking of the target's results after ``check_after`` of them,
+below ``min_rho`` the source rows are left out).
 
-``sources`` is a list of :class:`SourceData` (a device's measurements, and a weight).
+``sources`` is a list of :class:`SourceData` (a device's measurements, and a weight). Without
+sources it is the cold arm alone: an ordinary model-guided search. The warm arm's model is the
+one reported (``cost_model``, ``on_retrain``).
 """
 
 from __future__ import annotations
 
+import bisect
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +42,10 @@ import numpy as np
 from autotune.algorithms.base import Option, SearchAlgorithm, union_moves
 from autotune.algorithms.model_guided import ModelGuided
 from autotune.cost_models.pooled import PROPS, PooledModel, device_vector, row_keys
+from autotune.cost_models.xgb import XGBCostModel
 from autotune.types import Candidate, Device, Measurement
+
+ARMS = ("warm", "cold")
 
 
 @dataclass
@@ -49,15 +64,17 @@ class SourceData:
 
 class WarmStart(SearchAlgorithm):
     name = "warm-start"
-    description = "source devices' best configurations first, then a model on all devices' data guides the search"
+    description = "source devices' best configurations first, then a model on all devices' data races the cold search"
     no_repeats = True
     options = {
         "top_k": Option(8, "source best configurations measured first"),
-        "min_rho": Option(0.2, "leave the sources out while their Spearman with the target's results is lower"),
+        "min_rho": Option(0.2, "leave the sources out of the pooled model while their Spearman with the target's results is lower"),
         "check_after": Option(8, "target results needed before the sources are checked"),
         "epsilon": Option(0.1, "share of each model-guided batch given to random points"),
-        "retrain_every": Option(4, "retrain the model after this many new results"),
-        "init": Option(8, "random points measured after the top-k, before the model is used"),
+        "retrain_every": Option(4, "retrain the warm arm's model after this many new results"),
+        "init": Option(8, "random points of the cold arm before its model is used"),
+        "focus": Option(2.0, "a result's credit is the share of earlier target results it beats, to this power"),
+        "discount": Option(0.95, "weight an arm's credit keeps at every new result"),
     }
 
     def __init__(self, inner: SearchAlgorithm, sources: list[SourceData], target_device: Device | None = None,
@@ -67,45 +84,68 @@ class WarmStart(SearchAlgorithm):
         self.inner = inner
         self.sources = list(sources)
         self.name = f"warm-start+{inner.name}"
-        self.guided: ModelGuided | None = None
+        self.arms: dict[str, ModelGuided] = {}
+
+    # -- what a campaign reads -------------------------------------------------------
+    @property
+    def _reported(self) -> ModelGuided | None:
+        return self.arms.get("warm") or self.arms.get("cold")
 
     @property
     def on_retrain(self):
-        return self.guided.on_retrain if self.guided is not None else None
+        return getattr(self, "_on_retrain", None)
 
     @on_retrain.setter
     def on_retrain(self, fn) -> None:
         self._on_retrain = fn
-        if self.guided is not None:
-            self.guided.on_retrain = fn
+        if self._reported is not None:
+            self._reported.on_retrain = fn
 
     @property
-    def cost_model(self) -> PooledModel | None:
-        return self.guided.cost_model if self.guided is not None else None
+    def cost_model(self):
+        return self._reported.cost_model if self._reported is not None else None
 
     @property
     def predicted(self) -> dict[str, float]:
-        return self.guided.predicted if self.guided is not None else {}
+        out: dict[str, float] = {}
+        for arm in self.arms.values():
+            out.update(arm.predicted)
+        return out
 
     def required_moves(self) -> tuple[str, ...]:
         return union_moves(self.needs, self.inner.required_moves())
 
+    # -- set-up ----------------------------------------------------------------------
     def setup(self) -> None:
         space = self.space
         usable = [s for s in self.sources if s.measurements]
-        rows = [(np.asarray(space.features([m.candidate for m in s.measurements]), dtype=float),
-                 np.array([m.objective for m in s.measurements]), device_vector(s.device)) for s in usable]
-        target = device_vector(self.target_device) if self.target_device else np.full(len(PROPS), np.nan)
-        model = PooledModel(rows, target, seed=int(self.rng.integers(2**31)), min_rho=float(self.config["min_rho"]),
-                            check_after=int(self.config["check_after"]))
         self.queue: list[Candidate] = self._top_configs(usable)
-        if self.queue:
-            model.exclude = set(row_keys(np.asarray(space.features(self.queue), dtype=float)))
-        self.guided = ModelGuided(self.inner, model, init=max(1, len(self.queue) + int(self.config["init"])),
-                                  epsilon=float(self.config["epsilon"]),
-                                  retrain_every=int(self.config["retrain_every"]), holdout=0.0)
-        self.guided.on_retrain = getattr(self, "_on_retrain", None)
-        self.guided.bind(space, np.random.default_rng(int(self.rng.integers(2**63))))
+        seed = int(self.rng.integers(2**31))
+        cold = ModelGuided(copy.deepcopy(self.inner), XGBCostModel(seed=seed), init=len(self.queue) + int(self.config["init"]),
+                           epsilon=float(self.config["epsilon"]), holdout=0.0)
+        self.arms = {}
+        if usable:
+            rows = [(np.asarray(space.features([m.candidate for m in s.measurements]), dtype=float),
+                     np.array([m.objective for m in s.measurements]), device_vector(s.device)) for s in usable]
+            target = device_vector(self.target_device) if self.target_device else np.full(len(PROPS), np.nan)
+            model = PooledModel(rows, target, seed=seed, min_rho=float(self.config["min_rho"]),
+                                check_after=int(self.config["check_after"]))
+            if self.queue:
+                model.exclude = set(row_keys(np.asarray(space.features(self.queue), dtype=float)))
+            self.arms["warm"] = ModelGuided(self.inner, model, init=max(1, len(self.queue)),
+                                            epsilon=float(self.config["epsilon"]),
+                                            retrain_every=int(self.config["retrain_every"]), holdout=0.0)
+        self.arms["cold"] = cold
+        self.seen: set[str] = set()
+        for arm in self.arms.values():
+            arm.bind(space, np.random.default_rng(int(self.rng.integers(2**63))))
+            arm.seen = self.seen  # one set: an arm never proposes what the other has
+        if self._reported is not None:
+            self._reported.on_retrain = getattr(self, "_on_retrain", None)
+        self.owner: dict[str, str] = {}
+        self.credit = {a: 0.0 for a in ARMS}
+        self.misses = {a: 0.0 for a in ARMS}
+        self.costs: list[float] = []  # the successful target costs so far, ascending
         self.told = 0
 
     def _top_configs(self, sources: list[SourceData]) -> list[Candidate]:
@@ -123,28 +163,63 @@ class WarmStart(SearchAlgorithm):
                     out.setdefault(lst[i].key, lst[i])
         return list(out.values())
 
+    # -- ask / tell ------------------------------------------------------------------
+    def share(self, n: int) -> dict[str, int]:
+        """Slots of the next ``n`` per arm: one Thompson draw of each arm's success rate per slot."""
+        if "warm" not in self.arms or n <= 0:
+            return {"cold": max(n, 0)}
+        draws = np.array([[self.rng.beta(1.0 + self.credit[a], 1.0 + self.misses[a]) for a in ARMS] for _ in range(n)])
+        wins = np.argmax(draws, axis=1)
+        return {a: int((wins == i).sum()) for i, a in enumerate(ARMS)}
+
     def ask(self, n: int) -> list[Candidate]:
         out: list[Candidate] = []
         while self.queue and len(out) < n:
             c = self.queue.pop(0)
-            if c.key not in self.guided.seen:
+            if c.key not in self.seen:
                 out.append(c)
-                self.guided.seen.add(c.key)
-        if len(out) < n and (self.told > 0 or not out):
-            out.extend(self.guided.ask(n - len(out)))
+                self.seen.add(c.key)
+                self.owner[c.key] = "warm"
+        slots = self.share(n - len(out))
+        order = sorted(slots, key=lambda a: -slots[a])
+        for a, want in [(a, slots[a]) for a in order] + [(a, n) for a in order]:  # then one fills what the other lacks
+            want = min(want, n - len(out))
+            if want > 0:
+                got = self.arms[a].ask(want)
+                self.owner.update((c.key, a) for c in got)
+                out.extend(got)
         return out
 
     def tell(self, results: list[Measurement]) -> None:
-        self.told += len(results)
-        self.guided.tell(results)
+        focus, fade = float(self.config["focus"]), float(self.config["discount"])
+        for m in results:
+            arm = self.owner.pop(m.candidate.key, None)
+            self.told += 1
+            reward = 0.0
+            if m.ok:
+                slower = len(self.costs) - bisect.bisect_right(self.costs, m.cost)
+                reward = (slower / len(self.costs)) ** focus if self.costs else 1.0
+                bisect.insort(self.costs, m.cost)
+            if arm is not None:  # an arm's evidence fades with its own results only: one left idle keeps its record
+                self.credit[arm] = fade * self.credit[arm] + reward
+                self.misses[arm] = fade * self.misses[arm] + 1.0 - reward
+        for arm in self.arms.values():
+            arm.tell(results)
 
+    # -- state -----------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {**super().state_dict(), "queue": [c.payload for c in self.queue], "told": self.told,
-                "guided": self.guided.state_dict()}
+                "owner": dict(self.owner), "credit": dict(self.credit), "misses": dict(self.misses),
+                "arms": {a: arm.state_dict() for a, arm in self.arms.items()}}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.queue = [Candidate(p) for p in state.get("queue", [])]
         self.told = int(state.get("told", self.told))
-        if state.get("guided") is not None:
-            self.guided.load_state_dict(state["guided"])
+        self.owner = {k: str(v) for k, v in state.get("owner", {}).items()}
+        self.seen.update(self.owner)
+        self.credit.update({a: float(v) for a, v in state.get("credit", {}).items()})
+        self.misses.update({a: float(v) for a, v in state.get("misses", {}).items()})
+        for a, s in state.get("arms", {}).items():
+            if a in self.arms:
+                self.arms[a].load_state_dict(s)

@@ -130,3 +130,28 @@ def test_with_several_evaluations_in_flight_the_model_retrains_beside_the_search
     algo._job[0].result(30)
     algo.ask(1)
     assert algo.cost_model is not first and stored == [6, 10] and algo.trained_on == 10
+
+
+def test_learnt_failures_are_avoided():
+    """A 1,000-point space where every point with x >= 64 fails (40% of it): once the failure model
+    has seen some, the random exploration of a guided search measures far fewer failures than with it off."""
+    from autotune.search_spaces.knobs import KnobSpace
+    from autotune.types import Task
+
+    space = KnobSpace({k: [2**i for i in range(10)] for k in ("x", "y", "z")}, task=Task("kernel", "fails", {}))
+    failing = {c.key for c in space.enumerate() if c.payload["x"] >= 64}
+    runner = FakeRunner(space, fail=failing)
+
+    def failures_after_init(avoid: float) -> int:
+        algo = make_guided("random", "xgb", init=16, epsilon=0.5, avoid_failures=avoid)  # many random picks
+        algo.bind(space, np.random.default_rng(0))
+        n = 0
+        for i in range(15):
+            batch = algo.ask(8)
+            if i >= 3:
+                n += sum(c.key in failing for c in batch)
+            algo.tell(runner.measure(space.task, batch))
+        return n
+
+    on, off = failures_after_init(0.5), failures_after_init(1.0)
+    assert on <= 0.5 * off and off >= 5

@@ -8,10 +8,12 @@ import pytest
 from autotune.algorithms.random_search import RandomSearch
 from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
-from autotune.cost_models.pooled import PooledModel, agreement
+from autotune.cost_models.pooled import PROPS, PooledModel, agreement, device_vector
+from autotune.cost_models.xgb import XGBCostModel
+from autotune.search_spaces.knobs import KnobSpace
 from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.errors import UsageError
-from autotune.types import Device
+from autotune.types import Device, Measurement, Status, Task
 
 SRC = Device("source-gpu", "cuda", {})
 
@@ -70,7 +72,7 @@ def test_the_transfer_model_is_the_only_option_left():
     assert isinstance(algo.cost_model, PooledModel) and algo.cost_model.active and algo.cost_model.src_X
     alone = WarmStart(RandomSearch(), [])
     alone.bind(small_knob_space(), np.random.default_rng(0))
-    assert isinstance(alone.cost_model, PooledModel) and not alone.cost_model.active  # target-only XGBoost
+    assert isinstance(alone.cost_model, XGBCostModel) and list(alone.arms) == ["cold"]  # the cold search alone
 
 
 class TestWarmStartPropertiesConformance(AlgorithmConformance):
@@ -115,3 +117,75 @@ def test_pooled_model_drops_a_misleading_source():
     assert good.active and good.rho > 0.5
     assert not bad.active and bad.rho < 0
     assert int(np.argmin(y)) in np.argsort(-good.predict(X))[:5].tolist()
+
+
+def race_space() -> KnobSpace:
+    """1,000 points; the FakeRunner's bowl has its optimum at (2, 4, 8)."""
+    return KnobSpace({k: [2**i for i in range(10)] for k in ("x", "y", "z")}, task=Task("kernel", "race", {}))
+
+
+def misleading_source(space) -> SourceData:
+    """The target's own times inverted: the source's best configuration is the target's worst."""
+    ms = FakeRunner(space).measure(space.task, list(space.enumerate()))
+    return SourceData(SRC, [Measurement(m.candidate, Status.OK, cost=1.0 / m.cost) for m in ms])
+
+
+def drive(algo, space, batches: int, seed: int = 0) -> list[list[str]]:
+    """Owner (arm) of every proposal, batch by batch."""
+    algo.bind(space, np.random.default_rng(seed))
+    runner, owners = FakeRunner(space), []
+    for _ in range(batches):
+        batch = algo.ask(8)
+        owners.append([algo.owner[c.key] for c in batch])
+        algo.tell(runner.measure(space.task, batch))
+    return owners
+
+
+def test_thompson_share_follows_the_credit():
+    algo = WarmStart(RandomSearch(), [source_data(small_knob_space())])
+    algo.bind(small_knob_space(), np.random.default_rng(0))
+    algo.credit, algo.misses = {"warm": 10.0, "cold": 0.0}, {"warm": 0.0, "cold": 10.0}
+    assert sum(algo.share(8)["warm"] for _ in range(50)) >= 0.95 * 400
+    algo.credit, algo.misses = {"warm": 0.0, "cold": 10.0}, {"warm": 10.0, "cold": 0.0}
+    assert sum(algo.share(8)["cold"] for _ in range(50)) >= 0.95 * 400
+    assert sum(algo.share(5).values()) == 5
+
+
+def test_a_misleading_source_loses_its_slots_to_the_cold_search():
+    space = race_space()
+    # min_rho -1: the pooled model never leaves the source out by itself, only the race protects
+    owners = drive(WarmStart(RandomSearch(), [misleading_source(space)], top_k=4, min_rho=-1.0), space, batches=8)
+    assert owners[0][:4] == ["warm"] * 4  # the probes come first
+    after = [o for batch in owners[2:] for o in batch]  # once the probes and a first batch are told
+    assert after.count("cold") >= 0.75 * len(after)
+
+
+def test_a_misleading_source_costs_little_against_the_cold_search():
+    """Measurements to the optimum, warm-started from the inverted source, against the cold search
+    alone (WarmStart without sources), median over 3 seeds."""
+    space = race_space()
+    best = min(FakeRunner(space).measure(space.task, list(space.enumerate())), key=lambda m: m.cost).candidate.key
+
+    def to_best(algo, seed):
+        algo.bind(space, np.random.default_rng(seed))
+        runner, n = FakeRunner(space), 0
+        while n < 400:
+            batch = algo.ask(8)
+            for c in batch:
+                n += 1
+                if c.key == best:
+                    return n
+            algo.tell(runner.measure(space.task, batch))
+        return n
+
+    cold = sorted(to_best(WarmStart(RandomSearch(), []), s) for s in range(3))[1]
+    warm = sorted(to_best(WarmStart(RandomSearch(), [misleading_source(space)], top_k=4), s) for s in range(3))[1]
+    assert warm <= 1.3 * cold + 8
+
+
+def test_device_vector_numbers_the_vendor():
+    amd, nvidia = Device("AMD Instinct MI250X", "cuda", {}), Device("NVIDIA A100-PCIE-40GB", "cuda", {})
+    va, vn = device_vector(amd), device_vector(nvidia)
+    assert len(va) == len(PROPS) and va[PROPS.index("vendor")] != vn[PROPS.index("vendor")]
+    assert va[PROPS.index("sm_count")] == 110 and vn[PROPS.index("sm_count")] == 108
+    assert np.isnan(device_vector(Device("Some Unknown Accelerator", "cuda", {}))).all()
