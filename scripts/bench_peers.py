@@ -3,6 +3,7 @@ in its simulation mode. Both are scored with the bench's counting rule (a Tracke
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import logging
@@ -72,9 +73,45 @@ def _plain_cache(path: str) -> str:
     return _plain[path]
 
 
-def run_kt(strategy: str, cache, space, seed: int, budget: int, Tracker):
-    """Kernel Tuner's ``strategy`` in simulation mode on the cache; the order of its evaluations
-    is scored with the counting rule."""
+# Kernel Tuner's result order (read in kernel_tuner 1.5.0's source, and in an older CostFunc that
+# ran one configuration per call): tune_kernel returns what the strategy returns. The CostFunc
+# strategies return ``cost_func.results``, appended in the order the strategy asked (a batch in its
+# list order), every answered evaluation including repeats (a repeat is served from the cache with
+# zero timings); configurations that fail the restrictions never reach the runner and are left out;
+# those past the budget come back from the runner as None and are dropped. brute_force returns the
+# runner's own list, None entries included. So the results are in evaluation order, but nothing in
+# Kernel Tuner's documentation promises it (its docstrings say "a list of dictionaries for executed
+# kernel configurations"): the bench records the order itself, every configuration the simulation
+# runner answers, in the order it answers them, and scores that list (tests/benchmarks/test_protocol.py
+# checks it against the order the strategy's cost function saw).
+
+
+@contextlib.contextmanager
+def recorded_evaluations():
+    """A list that receives every configuration (a tuple of values in parameter order) Kernel
+    Tuner's simulation runner answers while the block runs, in evaluation order."""
+    from kernel_tuner.runners.simulation import SimulationRunner
+
+    seen: list[tuple] = []
+    original = SimulationRunner.run
+
+    def run(self, parameter_space, tuning_options):
+        configs = [tuple(c) for c in parameter_space]
+        results = original(self, configs, tuning_options)
+        seen.extend(c for c, r in zip(configs, results) if r is not None)
+        return results
+
+    SimulationRunner.run = run
+    try:
+        yield seen
+    finally:
+        SimulationRunner.run = original
+
+
+def kt_evaluations(strategy: str, cache, seed: int, max_fevals: int) -> tuple[list[tuple], bool]:
+    """The configurations Kernel Tuner's ``strategy`` evaluates in simulation mode on ``cache``, in
+    order (repeats and points outside the space included), and whether it stopped on its budget
+    check before its first evaluation (StopCriterionReached out of tune_kernel)."""
     import random as _random
 
     import kernel_tuner
@@ -85,44 +122,51 @@ def run_kt(strategy: str, cache, space, seed: int, budget: int, Tracker):
         doc = json.load(f)
     keys = set(cache.records)
     names = cache.param_names
-    tracker = Tracker(space, budget)
-    from autotune.runners.replay import record_measurement
 
     def restrict(p):
         return tuple(p[n] for n in names) in keys
 
+    np.random.seed(seed)
+    _random.seed(seed)
+    stopped = False
+    with warnings.catch_warnings(), recorded_evaluations() as seen:
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            kernel_tuner.tune_kernel(
+                doc.get("kernel_name", "kernel"), "__global__ void k() {}", doc.get("problem_size") or [1],
+                [], {n: cache.param_values[n] for n in names}, restrictions=[restrict],
+                strategy=strategy, strategy_options={"max_fevals": max_fevals}, cache=path,
+                simulation_mode=True, quiet=True, verbose=False, seed=seed,
+            )
+        except StopCriterionReached:  # raised by some strategies' first evaluation of a restart
+            stopped = True
+        finally:
+            logging.disable(logging.NOTSET)
+    return seen, stopped
+
+
+def run_kt(strategy: str, cache, space, seed: int, budget: int, Tracker):
+    """Kernel Tuner's ``strategy`` in simulation mode on the cache; the order of its evaluations
+    (recorded as the simulation runner answers them) is scored with the counting rule."""
+    from autotune.runners.replay import record_measurement
+
+    canonical = {k: k for k in cache.records}  # the cache's own value tuples (plain Python types)
+    tracker = Tracker(space, budget)
     t = time.perf_counter()
     restart = 0
     # a strategy that stops before the budget (its own convergence) is restarted with a new seed;
     # repeats cost nothing under the counting rule, so the restarts just continue the count
     while not tracker.done and restart < 50:
-        run_seed = seed + 1000 * restart
-        np.random.seed(run_seed)
-        _random.seed(run_seed)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            logging.disable(logging.WARNING)
-            try:
-                results = []
-                results, _ = kernel_tuner.tune_kernel(
-                    doc.get("kernel_name", "kernel"), "__global__ void k() {}", doc.get("problem_size") or [1],
-                    [], {n: cache.param_values[n] for n in names}, restrictions=[restrict],
-                    strategy=strategy, strategy_options={"max_fevals": max(20, budget - len(tracker.trace))},
-                    cache=path,
-                    simulation_mode=True, quiet=True, verbose=False, seed=run_seed,
-                )
-            except StopCriterionReached:  # raised by some strategies' first evaluation of a restart
-                break
-            finally:
-                logging.disable(logging.NOTSET)
+        seen, stopped = kt_evaluations(strategy, cache, seed + 1000 * restart, max(20, budget - len(tracker.trace)))
         before = len(tracker.trace)
-        for r in results:
-            values = tuple(r[n] for n in names)
-            c = space._make(dict(zip(names, values)))
-            m = record_measurement(cache, c, cache.records.get(values))
-            tracker.record(c.key, values in keys, m.objective, m.simulated_s)
+        for values in seen:
+            key = canonical.get(values)
+            c = space._make(dict(zip(cache.param_names, key or values)))
+            m = record_measurement(cache, c, cache.records.get(key) if key else None)
+            tracker.record(c.key, key is not None, m.objective, m.simulated_s)
         restart += 1
-        if len(tracker.trace) == before:
+        if stopped or len(tracker.trace) == before:
             break
     wall = time.perf_counter() - t
     return tracker, wall / max(1, len(tracker.trace))

@@ -9,15 +9,33 @@ cost); repeats and points outside the space cost nothing. Algorithms are driven 
 
     python scripts/bench_search.py --seeds 10 --budget 1000 --json bench.json
     python scripts/bench_search.py --cache gemm/RTX_3090.json.gz --algorithms mcmc+xgb random
+    nice -n 10 python scripts/bench_search.py --protocol leave-one-gpu-out --seeds 10 --budget 1000 \
+        --results search_results.json --json search_logo.json
+    nice -n 10 python scripts/bench_search.py --protocol leave-one-kernel-out --seeds 10 --budget 1000 \
+        --results search_results.json --json search_loko.json --candidates evolutionary+xgb bandit+xgb
 
 ALGORITHM names: any registered algorithm, NAME+xgb for its model-guided version, and the peers
 ``random``, ``optuna-tpe-direct`` and ``kt:STRATEGY`` (Kernel Tuner in simulation mode, needs
 the ``bench`` extra). ``ratio_at`` is best-so-far cost / optimum (1.0 = optimal).
+A name may carry options, ``NAME[:KEY=VALUE,KEY=VALUE]`` (values read as JSON when they parse):
+they go to make_guided for NAME+xgb (which splits them between ModelGuided and the inner
+algorithm), to make_algorithm otherwise.
+
+--protocol leave-one-kernel-out / leave-one-gpu-out (scripts/protocol.py has the folds): every
+CANDIDATE (--candidates, default SEARCH_CANDIDATES) and every peer (--peers) is run once on every
+space, seeds 0..S-1. Each fold then chooses, on its training spaces only, the candidate with the
+smallest geometric mean over the training spaces of (its to-5% median / the best peer's to-5%
+median on that space), a miss counting as budget + 1 on both sides (of its to-5% median alone when
+no peer is run); ties go to the earlier candidate. The chosen candidate is reported on the fold's
+test spaces against the best peer of each; then over all test spaces: median, distribution and
+worst ratio ours / best peer, and the spaces where some seed missed. --results FILE keeps every
+(candidate or peer, space, seed) result as it is measured, so an interrupted run continues.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -28,16 +46,23 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from autotune.runners.replay import ReplayRunner
-from autotune.search_spaces.replay import KTCache, ReplaySpace
+import protocol
 from bench_peers import kt_available, run_kt, run_optuna_direct
 from replay_data import replay_caches
+from results_store import ResultStore
 
 from autotune.algorithms.model_guided import make_guided
 from autotune.algorithms.registry import make_algorithm
+from autotune.runners.replay import ReplayRunner, record_measurement
+from autotune.search_spaces.replay import KTCache, ReplaySpace, cache_label
+from autotune.types import Candidate
 
 DEFAULT_ALGORITHM = "evolutionary+xgb"
 OURS = ["random", "mcmc", "evolutionary", "backtracking", "optuna-tpe", "bandit"]
+KT_PEERS = [f"kt:{s}" for s in ("genetic_algorithm", "simulated_annealing", "dual_annealing", "pso", "diff_evo",
+                                "greedy_ils", "bayes_opt")]
+# the settings a --protocol run chooses among, on the training spaces of each fold
+SEARCH_CANDIDATES = ["evolutionary+xgb", "evolutionary+xgb:epsilon=0.2"]
 CHECKPOINTS = (50, 100, 200, 500)
 # measurements to 5% of the best peer per space (Kernel Tuner strategies and Optuna TPE with their
 # default settings, median over 10 seeds, budget 1000), used when the kt: peers are not run here
@@ -50,10 +75,11 @@ BATCH = 8
 
 
 class Tracker:
-    """Applies the counting rule and records the best-so-far after each counted measurement."""
+    """Applies the counting rule and records the best-so-far after each counted measurement;
+    with ``stop_at``, done once the best-so-far is at or below it."""
 
-    def __init__(self, space: ReplaySpace, budget: int):
-        self.space, self.budget = space, budget
+    def __init__(self, space: ReplaySpace, budget: int, stop_at: float | None = None):
+        self.space, self.budget, self.stop_at = space, budget, stop_at
         self.counted: set[str] = set()
         self.trace: list[float] = []
         self.sim: list[float] = []
@@ -62,7 +88,7 @@ class Tracker:
 
     @property
     def done(self) -> bool:
-        return len(self.trace) >= self.budget
+        return len(self.trace) >= self.budget or (self.stop_at is not None and self.best <= self.stop_at)
 
     def record(self, key: str, in_space: bool, cost: float, simulated_s: float) -> bool:
         if not in_space or key in self.counted or self.done:
@@ -90,14 +116,35 @@ def _parse_options(items: list[str]) -> dict:
     return out
 
 
-def make(name: str):
+def parse_candidate(spec: str) -> tuple[str, dict]:
+    """``NAME[:KEY=VALUE,KEY=VALUE]`` -> (NAME, options)."""
+    name, _, opts = spec.partition(":")
+    return name, _parse_options([o for o in opts.split(",") if o])
+
+
+def make(spec: str):
+    name, options = parse_candidate(spec)
     if name.endswith("+xgb"):
-        return make_guided(name[: -len("+xgb")], "xgb", cost_model_options=MODEL_OPTIONS, **GUIDED_OPTIONS)
-    return make_algorithm(name)
+        return make_guided(name[: -len("+xgb")], "xgb", cost_model_options=MODEL_OPTIONS, **{**GUIDED_OPTIONS, **options})
+    return make_algorithm(name, **options)
 
 
-def run_ours(name: str, space: ReplaySpace, runner: ReplayRunner, seed: int, budget: int) -> tuple[Tracker, float]:
-    tracker = Tracker(space, budget)
+def run_one(name: str, cache: KTCache, space: ReplaySpace, seed: int, budget: int,
+            stop_at: float | None = None) -> tuple[Tracker, float]:
+    """One run of ``name`` (ours or a peer): its Tracker and engine seconds per measurement; with
+    ``stop_at``, the run ends once a measurement costs at most that (a Kernel Tuner run is scored
+    up to there)."""
+    tracker = functools.partial(Tracker, stop_at=stop_at)
+    if name.startswith("kt:"):
+        return run_kt(name[3:], cache, space, seed, budget, tracker)
+    if name == "optuna-tpe-direct":
+        return run_optuna_direct(space, ReplayRunner(cache), seed, budget, tracker)
+    return run_ours(name, space, ReplayRunner(cache), seed, budget, tracker)
+
+
+def run_ours(name: str, space: ReplaySpace, runner: ReplayRunner, seed: int, budget: int,
+             tracker_class=Tracker) -> tuple[Tracker, float]:
+    tracker = tracker_class(space, budget)
     algo = make(name)
     engine = 0.0
     t = time.perf_counter()
@@ -121,16 +168,15 @@ def run_ours(name: str, space: ReplaySpace, runner: ReplayRunner, seed: int, bud
     return tracker, engine / max(1, len(tracker.trace))
 
 
-def summarise(trackers: list[Tracker], optimum: float) -> dict:
-    def reach(tr: Tracker, tol: float) -> int | None:
-        for i, b in enumerate(tr.trace):
-            if b <= optimum * (1 + tol):
-                return i + 1
-        return None
+def reach(trace: list[float], optimum: float, tol: float) -> int | None:
+    """Measurements (1-based) until the best-so-far is within ``tol`` of the optimum; None: never."""
+    return next((i + 1 for i, b in enumerate(trace) if b <= optimum * (1 + tol)), None)
 
+
+def summarise(trackers: list[Tracker], optimum: float) -> dict:
     out: dict = {"seeds": len(trackers)}
     for tol, label in ((0.05, "5pct"), (0.10, "10pct")):
-        hits = [reach(tr, tol) for tr in trackers]
+        hits = [reach(tr.trace, optimum, tol) for tr in trackers]
         # median over seeds, a miss counting as worse than any hit (None when half or more missed)
         ranked = sorted(h if h is not None else math.inf for h in hits)
         med = ranked[(len(ranked) - 1) // 2] if len(ranked) % 2 else 0.5 * (ranked[len(ranked) // 2 - 1] + ranked[len(ranked) // 2])
@@ -153,14 +199,25 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", nargs="+", default=None, help="Kernel Tuner cache files (default: all replay spaces)")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--budget", type=int, default=1000)
-    ap.add_argument("--algorithms", nargs="+", default=None, help="names (default: ours with and without +xgb, and the peers)")
+    ap.add_argument("--algorithms", nargs="+", default=None,
+                    help="names (default: ours with and without +xgb, and the peers; not used under --protocol)")
     ap.add_argument("--json", default=None, help="write the results as JSON here")
     ap.add_argument("--model-option", nargs="*", default=[], help="KEY=VALUE options of the xgb model (experiments)")
     ap.add_argument("--guided-option", nargs="*", default=[], help="KEY=VALUE options of ModelGuided (experiments)")
+    ap.add_argument("--protocol", choices=protocol.PROTOCOLS, default="none",
+                    help="choose among --candidates on training spaces, report on held-out ones (default: none)")
+    ap.add_argument("--candidates", nargs="+", default=None, metavar="NAME[:K=V,...]",
+                    help=f"settings a protocol chooses among (default: {' '.join(SEARCH_CANDIDATES)})")
+    ap.add_argument("--peers", nargs="*", default=None,
+                    help="peers run under a protocol (default: optuna-tpe-direct and the kt: strategies)")
+    ap.add_argument("--results", default=None, metavar="FILE",
+                    help="JSON file of every measured (name, space, seed) result, reused when present (resume)")
     args = ap.parse_args(argv)
     MODEL_OPTIONS.update(_parse_options(args.model_option))
     GUIDED_OPTIONS.update(_parse_options(args.guided_option))
     caches = args.cache or replay_caches()
+    if args.protocol != "none":
+        return run_protocol(args, caches)
     names = args.algorithms or (OURS + [f"{a}+xgb" for a in OURS if a != "random"] + ["optuna-tpe-direct"]
                                 + [f"kt:{s}" for s in ("genetic_algorithm", "simulated_annealing", "dual_annealing",
                                                        "pso", "diff_evo", "greedy_ils", "bayes_opt")])
@@ -181,12 +238,7 @@ def main(argv=None) -> int:
         for name in names:
             trackers, overheads = [], []
             for seed in range(args.seeds):
-                if name.startswith("kt:"):
-                    tr, ov = run_kt(name[3:], cache, space, seed, args.budget, Tracker)
-                elif name == "optuna-tpe-direct":
-                    tr, ov = run_optuna_direct(space, ReplayRunner(cache), seed, args.budget, Tracker)
-                else:
-                    tr, ov = run_ours(name, space, ReplayRunner(cache), seed, args.budget)
+                tr, ov = run_one(name, cache, space, seed, args.budget)
                 trackers.append(tr)
                 overheads.append(ov)
             s = summarise(trackers, optimum)
@@ -200,6 +252,112 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
+
+
+def default_peers() -> list[str]:
+    if kt_available():
+        return ["optuna-tpe-direct"] + KT_PEERS
+    print("note: kernel_tuner is not importable (pip install 'autotune[bench]'); the peers are "
+          "optuna-tpe-direct and random only")
+    return ["optuna-tpe-direct", "random"]
+
+
+def measure(name: str, cache: KTCache, seed: int, budget: int, optimum: float) -> dict:
+    """One run's figures, the run stopping once within 5% (the figures need no more; what an
+    algorithm asks up to there does not depend on the budget). A fresh space per run: runs do not
+    depend on their order."""
+    tr, ov = run_one(name, cache, ReplaySpace(cache), seed, budget, stop_at=optimum * 1.05)
+    return {"to_5pct": reach(tr.trace, optimum, 0.05), "to_10pct": reach(tr.trace, optimum, 0.10),
+            "measured": len(tr.trace), "overhead_ms": round(1e3 * ov, 3)}
+
+
+def run_protocol(args, caches: list[str]) -> int:
+    """Every candidate and peer on every space, then per fold: choose on train, report on test."""
+    candidates = args.candidates or SEARCH_CANDIDATES
+    peers = default_peers() if args.peers is None else args.peers
+    if any(n.startswith("kt:") for n in peers) and not kt_available():
+        print("error: kernel_tuner is not importable: the kt: peers cannot run", file=sys.stderr)
+        return 2
+    store = ResultStore(args.results)
+    settings = f"budget={args.budget}" + "".join(f";{k}={json.dumps(v, sort_keys=True)}" for k, v in
+                                                 (("model", MODEL_OPTIONS), ("guided", GUIDED_OPTIONS)) if v)
+    units = [(Path(path).parent.name, cache_label(path)) for path in caches]
+    try:
+        folds = protocol.folds(units, args.protocol)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    runs = {}
+    t0 = time.time()
+    for path, unit in zip(caches, units):
+        cache = KTCache.load(path)
+        optimum = min(record_measurement(cache, Candidate(cache.config(v)), rec).objective
+                      for v, rec in cache.records.items())
+        for name in dict.fromkeys(candidates + peers):
+            t = time.time()
+            runs[name, unit] = [store.get(f"{name}|{label(unit)}|seed={seed}|{settings}",
+                                          measure, name, cache, seed, args.budget, optimum)
+                                for seed in range(args.seeds)]
+            med = protocol.capped_median([r["to_5pct"] for r in runs[name, unit]], args.budget)
+            print(f"{label(unit)} {name}: to 5% median {med:g}; {time.time() - t:.1f} s, {time.time() - t0:.0f} s "
+                  f"in all, {store.measured} runs measured so far", file=sys.stderr, flush=True)
+    med = {k: protocol.capped_median([r["to_5pct"] for r in v], args.budget) for k, v in runs.items()}
+    best_peer = {u: min((med[p, u], p) for p in peers) for u in units} if peers else {}
+    print(f"# {args.protocol}: {len(folds)} folds, {len(units)} spaces, seeds {args.seeds}, budget {args.budget}\n\n"
+          f"candidates: {', '.join(candidates)}; peers: {', '.join(peers) or 'none'}. To 5%: median over seeds of the "
+          f"measurements to reach within 5% of the optimum, a miss counting as {args.budget + 1}.")
+    report = {"protocol": args.protocol, "budget": args.budget, "seeds": args.seeds, "candidates": candidates,
+              "peers": peers, "runs": {n: {} for n in dict.fromkeys(candidates + peers)}, "folds": []}
+    for (name, unit), rs in runs.items():
+        report["runs"][name][label(unit)] = rs
+    all_rows = []
+    for fold in folds:
+        chosen, scores = protocol.select_search(candidates, fold.train, med,
+                                                {u: best_peer[u][0] for u in units} if peers else None)
+        rows = [search_row(unit, chosen, runs[chosen, unit], med, best_peer.get(unit)) for unit in fold.test]
+        all_rows += rows
+        report["folds"].append({"fold": fold.name, "train": [label(u) for u in fold.train],
+                                "test": [label(u) for u in fold.test], "scores": scores, "chosen": chosen, "rows": rows})
+        print(f"\n## {fold.name}: chosen {chosen}\n\nscore on the {len(fold.train)} training spaces (geometric mean of "
+              f"{'to 5% / best peer' if peers else 'to 5%'}): " + ", ".join(f"{c} {v:.3f}" for c, v in scores.items()))
+        print("\n| test space | ours (chosen), to 5% | best peer, to 5% | ours / best peer | success 5% | every seed within budget |")
+        print("|---|---:|---|---:|---:|---|")
+        for r in rows:
+            peer = f"{fmt_med(r['best_peer'], args.budget)} ({r['peer']})" if peers else "-"
+            ratio = f"{r['ratio']:.2f}" if peers else "-"
+            print(f"| {r['space']} | {fmt_med(r['ours'], args.budget)} | {peer} | {ratio} | {r['success_5pct']} | "
+                  f"{'yes' if r['all_reached'] else 'no'} |")
+    report["summary"] = summ = protocol.summarise_search(all_rows)
+    print(f"\n## Over all {summ['spaces']} test spaces\n")
+    if peers:
+        n = summ["spaces"]
+        print(f"- ours < best peer on {summ['ours_below_best_peer']}/{n} spaces; ours <= 2/3 of best peer on "
+              f"{summ['ours_at_most_two_thirds']}/{n}")
+        print(f"- ours / best peer: median {summ['median_ratio']:.2f}, worst {summ['worst_ratio']:.2f} "
+              f"({summ['worst_space']}); min / 25% / median / 75% / max: {protocol.fmt_distribution(summ['ratio'])}")
+    print(f"- ours, to 5%: min / 25% / median / 75% / max: {protocol.fmt_distribution(summ['ours'], 1)}")
+    print(f"- spaces where some seed missed 5% within the budget: {', '.join(summ['spaces_with_a_miss']) or 'none'}")
+    print(f"\n{store.measured} runs measured in this run, {time.time() - t0:.0f} s", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+def label(unit: tuple) -> str:
+    return "/".join(unit)
+
+
+def fmt_med(value: float, budget: int) -> str:
+    return f">{budget}" if value > budget else f"{value:g}"
+
+
+def search_row(unit: tuple, chosen: str, runs: list[dict], med: dict, best_peer: tuple | None) -> dict:
+    hits = [r["to_5pct"] is not None for r in runs]
+    row = {"space": label(unit), "candidate": chosen, "ours": med[chosen, unit], "best_peer": None, "peer": None,
+           "ratio": None, "success_5pct": round(sum(hits) / len(hits), 3), "all_reached": all(hits)}
+    if best_peer is not None:
+        row |= {"best_peer": best_peer[0], "peer": best_peer[1], "ratio": med[chosen, unit] / best_peer[0]}
+    return row
 
 
 def print_summary(report: dict, names: list[str]) -> None:

@@ -10,15 +10,33 @@ in the median (reported as null when the median itself is above the cap).
 
     nice -n 10 python scripts/bench_transfer.py --seeds 5 --json transfer.json
     python scripts/bench_transfer.py --cache a.json.gz b.json.gz --seeds 3
+    nice -n 10 python scripts/bench_transfer.py --protocol leave-one-gpu-out --seeds 5 \
+        --results transfer_results.json --json transfer_logo.json
+    nice -n 10 python scripts/bench_transfer.py --protocol leave-one-kernel-out --seeds 5 \
+        --results transfer_results.json --json transfer_loko.json --candidates default top_k=4 top_k=2,min_rho=0.3
 
 Without --cache, every kernel folder of the replay data (scripts/replay_data.py:
 ../shared/datasets/replay next to the repository, or $AUTOTUNE_REPLAY_DIR) is one group. Prints a Markdown table and a summary (median ratio cold/warm over pairs, worst
 warm/cold ratio).
+
+--protocol leave-one-kernel-out / leave-one-gpu-out (scripts/protocol.py has the folds; a unit is an
+ordered pair (source, target) of GPUs of one kernel): every CANDIDATE, a set of WarmStart options
+``KEY=VALUE,KEY=VALUE`` or ``default`` (--candidates, default WARM_CANDIDATES; values read as JSON
+when they parse), is run once on every pair, seeds 0..S-1, and cold search once per target. Each
+fold then chooses, on its training pairs only, the candidate with the smallest worst warm/cold
+(to-5% medians, a miss counting as --max-trials + 1) over the training pairs; candidates within 1%
+of that worst case are a tie, broken by the larger median cold/warm, then by list order. The chosen
+candidate is reported on the test pairs (leave-one-gpu-out: the pairs whose target is the left-out
+GPU; its training pairs involve that GPU nowhere); then over all test pairs, split into same-vendor
+and cross-vendor pairs: median cold/warm, its distribution and the worst warm/cold.
+--results FILE keeps every (cold or candidate, pair, seed) result as it is measured, so an
+interrupted run continues.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import statistics
@@ -27,17 +45,22 @@ import time
 from pathlib import Path
 
 import numpy as np
-from autotune.cost_models.xgb import XGBCostModel
-from autotune.runners.replay import ReplayRunner, record_measurement, replay_device
-from autotune.search_spaces.replay import KTCache, ReplaySpace, cache_label
 
 from autotune.algorithms.model_guided import ModelGuided
 from autotune.algorithms.registry import make_algorithm
 from autotune.algorithms.warm_start import SourceData, WarmStart
+from autotune.cost_models.xgb import XGBCostModel
+from autotune.runners.replay import ReplayRunner, record_measurement, replay_device
+from autotune.search_spaces.replay import KTCache, ReplaySpace, cache_label
 from autotune.types import Candidate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replay_data import replay_dir  # noqa: E402
+import protocol
+from replay_data import replay_dir
+from results_store import ResultStore
+
+# the WarmStart settings a --protocol run chooses among, on the training pairs of each fold
+WARM_CANDIDATES = ["default", "top_k=4"]
 
 
 def all_measurements(cache: KTCache) -> list:
@@ -139,6 +162,125 @@ def markdown(groups: list[tuple[str, list[dict]]]) -> str:
     return "\n".join(lines)
 
 
+def parse_warm(candidate: str) -> dict:
+    """``KEY=VALUE,KEY=VALUE`` (or ``default``) -> WarmStart options, values read as JSON when they parse."""
+    out = {}
+    for item in ([] if candidate == "default" else candidate.split(",")):
+        k, _, v = item.partition("=")
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def vendor(cache: KTCache) -> str:
+    from autotune.gpus import device_properties
+
+    return device_properties(replay_device(cache)).get("vendor") or "unknown"
+
+
+def run_protocol(args, groups_in: list[tuple[str, list[str]]]) -> int:
+    """Cold search per target and every candidate on every pair, then per fold: choose on train, report on test."""
+    candidates = args.candidates or WARM_CANDIDATES
+    paths = {(kernel, cache_label(p)): p for kernel, ps in groups_in if len(ps) >= 2 for p in ps}
+    units = [(k, s, t) for (k, s), (k2, t) in itertools.permutations(paths, 2) if k == k2]
+    try:
+        folds = protocol.folds(units, args.protocol)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for c in candidates:  # an unknown option fails before anything is measured
+        WarmStart(make_algorithm("evolutionary"), [], **parse_warm(c))
+    store = ResultStore(args.results)
+    settings = f"cap={args.max_trials};batch={args.batch}" + (";adversarial" if args.adversarial else "")
+    caches = {g: KTCache.load(p) for g, p in paths.items()}
+    data = {g: all_measurements(c) for g, c in caches.items()}
+    goal = {g: optimum(ms) * 1.05 for g, ms in data.items()}
+    cap, t0 = args.max_trials, time.time()
+
+    def runs(key: str, make, target: tuple) -> list[int | None]:
+        """Measurements to 5% on ``target`` of ``make(seed)`` per seed, from the store when there."""
+        c = caches[target]
+
+        def one(seed: int) -> int | None:
+            # a fresh space per run: a space samples differently once enumerated, so sharing one makes runs order-dependent
+            return trials_to_target(make(seed), ReplaySpace(c), ReplayRunner(c), goal[target], cap, args.batch, seed)
+
+        return [store.get(f"{key}|seed={s}|{settings}", one, s) for s in range(args.seeds)]
+
+    def progress(what: str, rs: list, t: float) -> None:
+        print(f"{what}: to 5% median {protocol.capped_median(rs, cap):g} {rs}; {time.time() - t:.1f} s, "
+              f"{time.time() - t0:.0f} s in all, {store.measured} runs measured so far", file=sys.stderr, flush=True)
+
+    cold, warm = {}, {}
+    for k, tgt in dict.fromkeys((k, t) for k, _, t in units):
+        t = time.time()
+        cold[k, tgt] = runs(f"cold|{k}/{tgt}", cold_algorithm, (k, tgt))
+        progress(f"{k}/{tgt} cold", cold[k, tgt], t)
+    for unit in units:
+        k, src, tgt = unit
+        source = SourceData(replay_device(caches[k, src]), data[k, src])
+        source = misleading(source) if args.adversarial else source
+        device = replay_device(caches[k, tgt])
+        for cand in candidates:
+            t = time.time()
+            options = parse_warm(cand)
+            warm[cand, unit] = runs(f"warm:{cand}|{k}/{src}->{tgt}",
+                                    functools.partial(warm_algorithm, source, target_device=device, **options), (k, tgt))
+            progress(f"{k}/{src}->{tgt} {cand}", warm[cand, unit], t)
+    cold_med = {u: protocol.capped_median(cold[u[0], u[2]], cap) for u in units}
+    warm_med = {cu: protocol.capped_median(rs, cap) for cu, rs in warm.items()}
+    vendors = {g: vendor(c) for g, c in caches.items()}
+    print(f"# {args.protocol}: {len(folds)} folds, {len(units)} pairs, seeds {args.seeds}, batch {args.batch}, "
+          f"cap {cap}\n\ncandidates: {', '.join(candidates)}. To 5%: median over seeds of the target measurements "
+          f"to reach within 5% of the target's optimum, a miss counting as {cap + 1}.")
+    report = {"protocol": args.protocol, "seeds": args.seeds, "batch": args.batch, "max_trials": cap,
+              "candidates": candidates, "cold_runs": {f"{k}/{t}": rs for (k, t), rs in cold.items()},
+              "warm_runs": {c: {pair_label(u): warm[c, u] for u in units} for c in candidates}, "folds": []}
+    all_rows = []
+    for fold in folds:
+        chosen, scores = protocol.select_transfer(candidates, fold.train, warm_med, cold_med)
+        rows = []
+        for u in fold.test:
+            c, w = cold_med[u], warm_med[chosen, u]
+            rows.append({"pair": pair_label(u), "candidate": chosen, "cold": c, "warm": w, "cold_over_warm": c / w,
+                         "warm_over_cold": w / c,
+                         "group": protocol.vendor_group(vendors[u[0], u[1]], vendors[u[0], u[2]])})
+        all_rows += rows
+        report["folds"].append({"fold": fold.name, "train": [pair_label(u) for u in fold.train],
+                                "test": [pair_label(u) for u in fold.test], "scores": scores, "chosen": chosen,
+                                "rows": rows})
+        print(f"\n## {fold.name}: chosen {chosen}\n\non the {len(fold.train)} training pairs, worst warm/cold and "
+              "median cold/warm: " + ", ".join(f"{c} {v['worst']:.3f} and {v['median_speedup']:.3f}"
+                                                for c, v in scores.items()))
+        print("\n| test pair | cold to 5% | warm to 5% (chosen) | cold/warm | warm/cold |\n|---|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['pair']} | {fmt_med(r['cold'], cap)} | {fmt_med(r['warm'], cap)} | {r['cold_over_warm']:.2f} | "
+                  f"{r['warm_over_cold']:.2f} |")
+    report["summary"] = summ = protocol.summarise_transfer(all_rows)
+    print(f"\n## Over all {len(all_rows)} test pairs\n")
+    for group, g in summ.items():
+        if not g["pairs"]:
+            print(f"- {group}: {g['note']}")
+            continue
+        print(f"- {group}, {g['pairs']} pairs: median cold/warm {g['median_cold_over_warm']:.2f}; min / 25% / median / "
+              f"75% / max: {protocol.fmt_distribution(g['cold_over_warm'])}; worst warm/cold "
+              f"{g['worst_warm_over_cold']:.2f} ({g['worst_pair']})")
+    print(f"\n{store.measured} runs measured in this run, {time.time() - t0:.0f} s", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+def pair_label(unit: tuple) -> str:
+    return f"{unit[0]}:{unit[1]}->{unit[2]}"
+
+
+def fmt_med(value: float, cap: int) -> str:
+    return f">{cap}" if value > cap else f"{value:g}"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cache", nargs="+", help="caches of one kernel on several GPUs (default: every kernel folder of the replay data)")
@@ -150,6 +292,12 @@ def main(argv=None) -> int:
     ap.add_argument("--adversarial", action="store_true",
                     help="invert each source's times (a deliberately misleading source) to check the fallback")
     ap.add_argument("--warm", nargs="*", default=[], metavar="OPTION=VALUE", help="WarmStart options (e.g. top_k=4)")
+    ap.add_argument("--protocol", choices=protocol.PROTOCOLS, default="none",
+                    help="choose among --candidates on training pairs, report on held-out ones (default: none)")
+    ap.add_argument("--candidates", nargs="+", default=None, metavar="K=V,...",
+                    help=f"WarmStart settings a protocol chooses among (default: {' '.join(WARM_CANDIDATES)})")
+    ap.add_argument("--results", default=None, metavar="FILE",
+                    help="JSON file of every measured (cold or candidate, pair, seed) result, reused when present (resume)")
     args = ap.parse_args(argv)
     if args.cache:
         groups_in = [(Path(args.cache[0]).parent.name or "cache", args.cache)]
@@ -157,6 +305,8 @@ def main(argv=None) -> int:
         folders = sorted(d for d in replay_dir().iterdir() if d.is_dir())
         groups_in = [(d.name, sorted(str(p) for p in d.glob("*.json*"))) for d in folders
                      if not args.kernels or d.name in args.kernels]
+    if args.protocol != "none":
+        return run_protocol(args, groups_in)
     t0 = time.time()
     groups, all_pairs = [], []
     for kernel, paths in groups_in:

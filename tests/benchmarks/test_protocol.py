@@ -1,0 +1,275 @@
+"""The evaluation protocol of the benchmark scripts: folds, selection on training units only, the
+summary's distribution and worst case (scripts/protocol.py, pure); --results reuse and small
+end-to-end runs of bench_search.py and bench_transfer.py; Kernel Tuner's evaluation order as the
+search bench records it (scripts/bench_peers.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+def load(name: str):
+    if str(SCRIPTS) not in sys.path:
+        sys.path.insert(0, str(SCRIPTS))
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", SCRIPTS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+protocol = load("protocol")
+
+
+# -- folds -------------------------------------------------------------------------------------------
+
+SPACES = [("conv", "A"), ("conv", "B"), ("conv", "C"), ("gemm", "A"), ("gemm", "B")]
+PAIRS = [("conv", s, t) for s in "ABC" for t in "ABC" if s != t] + [("gemm", "A", "B"), ("gemm", "B", "A")]
+
+
+def test_leave_one_kernel_out_tests_one_kernel_and_trains_on_the_others():
+    folds = protocol.folds(SPACES, "leave-one-kernel-out")
+    assert [f.name for f in folds] == ["kernel=conv", "kernel=gemm"]
+    assert folds[0].test == (("conv", "A"), ("conv", "B"), ("conv", "C"))
+    assert folds[0].train == (("gemm", "A"), ("gemm", "B"))
+    pair_folds = protocol.folds(PAIRS, "leave-one-kernel-out")
+    assert pair_folds[1].test == (("gemm", "A", "B"), ("gemm", "B", "A")) and len(pair_folds[1].train) == 6
+
+
+def test_leave_one_gpu_out_spaces():
+    folds = {f.name: f for f in protocol.folds(SPACES, "leave-one-gpu-out")}
+    assert list(folds) == ["gpu=A", "gpu=B", "gpu=C"]
+    assert folds["gpu=A"].test == (("conv", "A"), ("gemm", "A"))
+    assert folds["gpu=A"].train == (("conv", "B"), ("conv", "C"), ("gemm", "B"))
+    assert folds["gpu=C"].test == (("conv", "C"),) and len(folds["gpu=C"].train) == 4
+
+
+def test_leave_one_gpu_out_pairs_test_its_targets_and_train_without_that_gpu():
+    folds = {f.name: f for f in protocol.folds(PAIRS, "leave-one-gpu-out")}
+    assert folds["gpu=A"].test == (("conv", "B", "A"), ("conv", "C", "A"), ("gemm", "B", "A"))
+    assert folds["gpu=A"].train == (("conv", "B", "C"), ("conv", "C", "B"))
+    for name, fold in folds.items():
+        gpu = name.split("=")[1]
+        assert all(u[2] == gpu for u in fold.test)
+        assert all(gpu not in u[1:] for u in fold.train), name  # neither as source nor as target
+    # every pair is tested exactly once over the folds
+    assert sorted(u for f in folds.values() for u in f.test) == sorted(PAIRS)
+
+
+def test_a_fold_without_training_units_is_an_error():
+    with pytest.raises(ValueError, match="gpu=A has no training units"):
+        protocol.folds([("k", "A", "B"), ("k", "B", "A")], "leave-one-gpu-out")
+    with pytest.raises(ValueError, match="kernel=conv"):
+        protocol.folds([("conv", "A"), ("conv", "B")], "leave-one-kernel-out")
+
+
+# -- selection -------------------------------------------------------------------------------------
+
+def test_capped_median_counts_a_miss_as_cap_plus_one():
+    assert protocol.capped_median([10, None, 30], 100) == 30
+    assert protocol.capped_median([None, None, 5], 100) == 101
+    assert protocol.capped_median([10, 20], 100) == 15
+
+
+def test_search_selection_uses_the_training_spaces_only():
+    train, test = (("k1", "A"), ("k1", "B")), (("k2", "A"),)
+    ours = {("a", train[0]): 100, ("a", train[1]): 50, ("a", test[0]): 400,
+            ("b", train[0]): 120, ("b", train[1]): 60, ("b", test[0]): 10}  # b is far better on the test space
+    chosen, scores = protocol.select_search(["b", "a"], train, ours, None)
+    assert chosen == "a" and scores["a"] == pytest.approx((100 * 50) ** 0.5)
+    # with peers: the geometric mean of ours / best peer over the training spaces
+    peer = {train[0]: 10, train[1]: 1000, test[0]: 1}
+    ours2 = {("a", train[0]): 20, ("a", train[1]): 1000, ("a", test[0]): 1,
+             ("b", train[0]): 40, ("b", train[1]): 200, ("b", test[0]): 5}
+    chosen, scores = protocol.select_search(["a", "b"], train, ours2, peer)
+    assert scores["a"] == pytest.approx((2.0 * 1.0) ** 0.5) and scores["b"] == pytest.approx((4.0 * 0.2) ** 0.5)
+    assert chosen == "b"
+
+
+def test_transfer_selection_smallest_worst_case_ties_broken_by_median_speedup():
+    train = (("k", "A", "B"), ("k", "B", "A"), ("k", "A", "C"))
+    test = (("k", "C", "A"),)
+    cold = {train[0]: 100, train[1]: 100, train[2]: 100, test[0]: 100}
+    warm = {("safe", u): 90 for u in train} | {("safe", test[0]): 200}
+    warm |= {("fast", train[0]): 10, ("fast", train[1]): 10, ("fast", train[2]): 150, ("fast", test[0]): 5}
+    chosen, scores = protocol.select_transfer(["fast", "safe"], train, warm, cold)
+    assert chosen == "safe"  # worst 0.9 < 1.5 on train, although "fast" is better on the test pair
+    assert scores["fast"] == {"worst": 1.5, "median_speedup": 10.0}
+    # within 1% of the smallest worst case: the larger median cold/warm wins
+    warm |= {("fast", train[2]): 90.5}
+    chosen, _ = protocol.select_transfer(["safe", "fast"], train, warm, cold)
+    assert chosen == "fast"
+    warm |= {("fast", train[2]): 91.5}  # 1.7% above: no longer a tie
+    assert protocol.select_transfer(["fast", "safe"], train, warm, cold)[0] == "safe"
+
+
+# -- summaries -------------------------------------------------------------------------------------
+
+def test_search_summary_reports_worst_case_and_distribution():
+    rows = [{"space": f"k/{i}", "ours": o, "best_peer": p, "ratio": o / p, "all_reached": ok}
+            for i, (o, p, ok) in enumerate([(50, 100, True), (60, 60, True), (300, 100, False), (10, 100, True)])]
+    s = protocol.summarise_search(rows)
+    assert s["ours_below_best_peer"] == 2 and s["ours_at_most_two_thirds"] == 2
+    assert s["worst_ratio"] == 3.0 and s["worst_space"] == "k/2"
+    assert s["median_ratio"] == pytest.approx(0.75)
+    assert s["ratio"] == {"min": 0.1, "p25": pytest.approx(0.4), "median": pytest.approx(0.75),
+                          "p75": pytest.approx(1.5), "max": 3.0}
+    assert s["spaces_with_a_miss"] == ["k/2"]
+    alone = protocol.summarise_search([dict(r, best_peer=None, ratio=None) for r in rows])
+    assert "worst_ratio" not in alone and alone["ours"]["max"] == 300
+
+
+def test_transfer_summary_split_by_vendor():
+    rows = [{"pair": "k:A->B", "group": "same-vendor", "cold_over_warm": 4.0, "warm_over_cold": 0.25},
+            {"pair": "k:B->A", "group": "same-vendor", "cold_over_warm": 0.5, "warm_over_cold": 2.0},
+            {"pair": "k:A->C", "group": "same-vendor", "cold_over_warm": 2.0, "warm_over_cold": 0.5}]
+    s = protocol.summarise_transfer(rows)
+    assert s["same-vendor"]["worst_warm_over_cold"] == 2.0 and s["same-vendor"]["worst_pair"] == "k:B->A"
+    assert s["same-vendor"]["median_cold_over_warm"] == 2.0
+    assert s["same-vendor"]["cold_over_warm"]["min"] == 0.5 and s["same-vendor"]["cold_over_warm"]["max"] == 4.0
+    assert s["cross-vendor"] == {"pairs": 0, "note": "no cross-vendor pairs in this data"}
+    assert "unknown-vendor" not in s
+    assert protocol.vendor_group("NVIDIA", "AMD") == "cross-vendor"
+    assert protocol.vendor_group("unknown", "NVIDIA") == "unknown-vendor"
+
+
+# -- the benches end to end ------------------------------------------------------------------------
+
+def three_gpus(tmp_path) -> list[str]:
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    return [write_cache(folder / "GPU_A.json.gz", NAMES["turing"], turing_time),
+            write_cache(folder / "GPU_B.json.gz", NAMES["turing2"], lambda a, b, c: 1.5 * turing_time(a, b, c) + 0.1 * c),
+            write_cache(folder / "GPU_C.json.gz", NAMES["ampere"], ampere_time)]
+
+
+def counting(monkeypatch, mod, name: str) -> list:
+    calls = []
+    original = getattr(mod, name)
+
+    def wrapped(*a, **k):
+        calls.append(a)
+        return original(*a, **k)
+
+    monkeypatch.setattr(mod, name, wrapped)
+    return calls
+
+
+def test_bench_search_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatch, capsys):
+    bench = load("bench_search")
+    caches = three_gpus(tmp_path)
+    argv = ["--protocol", "leave-one-gpu-out", "--cache", *caches, "--seeds", "2", "--budget", "20",
+            "--candidates", "evolutionary+xgb", "evolutionary+xgb:epsilon=0.3", "--peers", "random", "optuna-tpe-direct",
+            "--results", str(tmp_path / "r.json"), "--json", str(tmp_path / "o.json")]
+    calls = counting(monkeypatch, bench, "run_one")
+    assert bench.main(argv) == 0
+    assert len(calls) == 3 * 4 * 2  # spaces x (candidates + peers) x seeds
+    first = json.loads((tmp_path / "o.json").read_text())
+    assert [f["fold"] for f in first["folds"]] == ["gpu=GPU_A", "gpu=GPU_B", "gpu=GPU_C"]
+    for f in first["folds"]:
+        gpu = f["fold"].split("=")[1]
+        assert f["test"] == [f"toy/{gpu}"] and gpu not in " ".join(f["train"]) and len(f["train"]) == 2
+        assert f["chosen"] in ("evolutionary+xgb", "evolutionary+xgb:epsilon=0.3")
+        assert set(f["rows"][0]) >= {"ours", "best_peer", "ratio", "success_5pct", "all_reached"}
+    assert first["summary"]["spaces"] == 3 and "worst_ratio" in first["summary"]
+    assert set(first["runs"]["optuna-tpe-direct"]) == {"toy/GPU_A", "toy/GPU_B", "toy/GPU_C"}
+    out = capsys.readouterr().out
+    assert "## gpu=GPU_A: chosen" in out and "ours / best peer: median" in out
+    # a second run with the same results file measures nothing and reports the same
+    calls.clear()
+    assert bench.main(argv) == 0
+    assert calls == []
+    assert json.loads((tmp_path / "o.json").read_text()) == first
+
+
+def test_bench_search_protocol_needs_a_training_space(tmp_path, capsys):
+    bench = load("bench_search")
+    caches = three_gpus(tmp_path)
+    assert bench.main(["--protocol", "leave-one-kernel-out", "--cache", *caches, "--peers", "random"]) == 2
+    assert "no training units" in capsys.readouterr().err
+
+
+def test_bench_transfer_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatch, capsys):
+    bench = load("bench_transfer")
+    caches = three_gpus(tmp_path)
+    argv = ["--protocol", "leave-one-gpu-out", "--cache", *caches, "--seeds", "2", "--max-trials", "30",
+            "--candidates", "default", "top_k=2,init=4", "--results", str(tmp_path / "r.json"),
+            "--json", str(tmp_path / "o.json")]
+    calls = counting(monkeypatch, bench, "trials_to_target")
+    assert bench.main(argv) == 0
+    assert len(calls) == 3 * 2 + 6 * 2 * 2  # cold per target x seeds + pairs x candidates x seeds
+    first = json.loads((tmp_path / "o.json").read_text())
+    for f in first["folds"]:
+        gpu = f["fold"].split("=")[1]
+        assert all(p.endswith(f"->{gpu}") for p in f["test"]) and len(f["test"]) == 2
+        assert f["train"] and all(gpu not in p for p in f["train"])
+        assert f["chosen"] in ("default", "top_k=2,init=4")
+        for r in f["rows"]:
+            assert r["warm_over_cold"] == pytest.approx(r["warm"] / r["cold"])
+    assert first["summary"]["same-vendor"]["pairs"] == 6  # the toy GPUs carry NVIDIA names
+    assert first["summary"]["cross-vendor"]["pairs"] == 0
+    assert len(first["warm_runs"]["top_k=2,init=4"]["toy:GPU_A->GPU_B"]) == 2
+    out = capsys.readouterr().out
+    assert "cross-vendor: no cross-vendor pairs in this data" in out and "worst warm/cold" in out
+    calls.clear()
+    assert bench.main(argv) == 0
+    assert calls == []
+    assert json.loads((tmp_path / "o.json").read_text()) == first
+
+
+def test_warm_candidates_parse_as_json_values():
+    bench = load("bench_transfer")
+    assert bench.parse_warm("default") == {}
+    assert bench.parse_warm("top_k=4,min_rho=0.3,x=abc") == {"top_k": 4, "min_rho": 0.3, "x": "abc"}
+    search = load("bench_search")
+    assert search.parse_candidate("evolutionary+xgb:epsilon=0.2,init=4") == ("evolutionary+xgb", {"epsilon": 0.2, "init": 4})
+    guided = search.make("evolutionary+xgb:epsilon=0.2,population=8")  # ModelGuided's option, the inner one's
+    assert guided.config["epsilon"] == 0.2 and guided.inner.config["population"] == 8
+    assert search.make("evolutionary:population=8").config["population"] == 8
+
+
+# -- Kernel Tuner's evaluation order ---------------------------------------------------------------
+
+@pytest.mark.parametrize("strategy", ["random_sample", "genetic_algorithm"])
+def test_kernel_tuner_evaluations_are_recorded_in_the_order_its_cost_function_saw_them(tmp_path, monkeypatch, strategy):
+    pytest.importorskip("kernel_tuner", reason="kernel_tuner is not installed (pip install 'autotune[bench]')")
+    from kernel_tuner.strategies.common import CostFunc
+
+    from autotune.runners.replay import record_measurement
+    from autotune.search_spaces.replay import KTCache, ReplaySpace
+
+    peers = load("bench_peers")
+    bench = load("bench_search")
+    cache = KTCache.load(write_cache(tmp_path / "GPU_A.json.gz", NAMES["turing"], turing_time))
+    asked = []  # every legal configuration the strategy's cost function passes on, in order
+    original = CostFunc._normalize_and_validate_config
+
+    def spy(self, x, check_restrictions=True):
+        config, legal = original(self, x, check_restrictions=check_restrictions)
+        if legal:
+            asked.append(tuple(config))
+        return config, legal
+
+    monkeypatch.setattr(CostFunc, "_normalize_and_validate_config", spy)
+    seen, _ = peers.kt_evaluations(strategy, cache, seed=3, max_fevals=12)
+    # random_sample evaluates 12 distinct points; the genetic algorithm converges on this tiny space,
+    # repeating a few points (repeats are recorded too; the counting rule makes them free)
+    assert len(set(seen)) == 12 if strategy == "random_sample" else len(seen) > len(set(seen)) > 1
+    assert seen == asked[: len(seen)]  # configurations past the budget are asked, not answered
+    # run_kt scores exactly that order: its best-so-far trace follows the first visits of `seen`
+    space = ReplaySpace(cache)
+    tracker, _ = peers.run_kt(strategy, cache, space, 3, 12, bench.Tracker)
+    best, expected = float("inf"), []
+    for v in dict.fromkeys(seen):
+        best = min(best, record_measurement(cache, space._make(cache.config(v)), cache.records[v]).objective)
+        expected.append(best)
+    assert tracker.trace[: len(expected)] == expected  # then restarts (a new seed) until the budget
