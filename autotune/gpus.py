@@ -132,7 +132,7 @@ def gpu_properties(name: str) -> dict:
     # labels written without spaces (RTX3090)
     squashed = n.replace(" ", "")
     for key in sorted(KNOWN_GPUS, key=len, reverse=True):
-        if _norm(key).replace(" ", "") in squashed:
+        if re.search(re.escape(_norm(key).replace(" ", "")) + r"(?!\d)", squashed):  # A100 is not an A1000
             return {"model": key, **KNOWN_GPUS[key]}
     return {}
 

@@ -3,13 +3,13 @@ the warm guess against the cold search so that a misleading source costs little.
 
 1. The sources' best configurations (``top_k`` of them, round-robin over the sources'
    rankings, heaviest source first, those that are points of the target space) are measured first;
-2. then every batch is shared between two arms, both :class:`~autotune.algorithms.model_guided.ModelGuided`
+2. then ``init`` random points (the target data that shows where the devices differ);
+3. then every batch is shared between two arms, both :class:`~autotune.algorithms.model_guided.ModelGuided`
    searches told every target result:
    - *warm*: its model is one pooled XGBoost ranking model over the sources' rows and the
      target's (each device a ranking group, the target weighted as much as all sources), with
      the device properties as extra features (:class:`~autotune.cost_models.pooled.PooledModel`);
-   - *cold*: exactly the search run without sources (the target-only XGBoost model, its own
-     ``init`` random points first).
+   - *cold*: the search run without sources (the target-only XGBoost model).
    Each slot goes to the arm that wins a Thompson draw from Beta(1 + credit, 1 + misses) of
    either arm. A result earns its arm the credit r = (share of the earlier successful target
    results it beats) ** ``focus`` and the miss 1 - r (a failure: r = 0; the probes are the warm
@@ -72,8 +72,9 @@ class WarmStart(SearchAlgorithm):
         "check_after": Option(8, "target results needed before the sources are checked"),
         "epsilon": Option(0.1, "share of each model-guided batch given to random points"),
         "retrain_every": Option(4, "retrain the warm arm's model after this many new results"),
-        "init": Option(8, "random points of the cold arm before its model is used"),
+        "init": Option(8, "random points measured after the probes, before the models are used"),
         "focus": Option(2.0, "a result's credit is the share of earlier target results it beats, to this power"),
+        "top": Option(0, "when above 0, a result's credit is 1 if it beats the top-th best earlier result, else 0"),
         "discount": Option(0.95, "weight an arm's credit keeps at every new result"),
     }
 
@@ -132,7 +133,7 @@ class WarmStart(SearchAlgorithm):
                                 check_after=int(self.config["check_after"]))
             if self.queue:
                 model.exclude = set(row_keys(np.asarray(space.features(self.queue), dtype=float)))
-            self.arms["warm"] = ModelGuided(self.inner, model, init=max(1, len(self.queue)),
+            self.arms["warm"] = ModelGuided(self.inner, model, init=max(1, len(self.queue) + int(self.config["init"])),
                                             epsilon=float(self.config["epsilon"]),
                                             retrain_every=int(self.config["retrain_every"]), holdout=0.0)
         self.arms["cold"] = cold
@@ -198,7 +199,11 @@ class WarmStart(SearchAlgorithm):
             reward = 0.0
             if m.ok:
                 slower = len(self.costs) - bisect.bisect_right(self.costs, m.cost)
-                reward = (slower / len(self.costs)) ** focus if self.costs else 1.0
+                top = int(self.config["top"])
+                if top > 0:
+                    reward = float(len(self.costs) < top or m.cost < self.costs[top - 1])
+                else:
+                    reward = (slower / len(self.costs)) ** focus if self.costs else 1.0
                 bisect.insort(self.costs, m.cost)
             if arm is not None:  # an arm's evidence fades with its own results only: one left idle keeps its record
                 self.credit[arm] = fade * self.credit[arm] + reward

@@ -66,9 +66,9 @@ def recorded(tmp_path):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["best", "--device", "NVIDIA A100", "--task", "toy_kernel"],
-     "unknown device 'NVIDIA A100'; closest: NVIDIA A100-PCIE-40GB"),
-    (["best", "--device", "NVIDIA A100"], "unknown device 'NVIDIA A100'; closest: NVIDIA A100-PCIE-40GB"),
+    (["best", "--device", "NVIDIA A1000", "--task", "toy_kernel"],
+     "unknown device 'NVIDIA A1000'; closest: NVIDIA A100-PCIE-40GB"),
+    (["best", "--device", "NVIDIA A1000"], "unknown device 'NVIDIA A1000'; closest: NVIDIA A100-PCIE-40GB"),
     (["trials", "--device", "rtx 3090"], "unknown device 'rtx 3090'; closest: NVIDIA GeForce RTX 3090"),
     (["trials", "--task", "toy_kernl"], "unknown task 'toy_kernl'; closest: toy_kernel"),
     (["trials", "--campaign", "toy-3090-randon"], "unknown campaign 'toy-3090-randon'; closest: toy-3090-random"),

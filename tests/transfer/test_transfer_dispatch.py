@@ -31,6 +31,11 @@ def test_gpu_table_names_and_replay_devices_carry_properties():
     assert gpu_properties("RTX_Titan")["model"] == "TITAN RTX"
     assert gpu_properties("NVIDIA GeForce RTX 3060 Laptop GPU")["sm_count"] == 30
     assert gpu_properties("Some Unknown Accelerator") == {}
+    assert gpu_properties("NVIDIA A100-PCIE-40GB")["model"] == "A100"
+    assert gpu_properties("A100-SXM4-80GB")["model"] == "A100 80GB"
+    assert gpu_properties("NVIDIA A1000") == {}  # a name that contains another's is not that GPU
+    assert gpu_properties("AMD Instinct MI250X")["vendor"] == "AMD"
+    assert gpu_properties("W7800")["architecture"] == "RDNA3" and gpu_properties("RTX_A4000")["sm_count"] == 48
     runner = autotune.ReplayRunner("example:pnpoly-rtx3090")
     assert runner.device.properties["compute_capability"] == "8.6"
     assert runner.device.properties["sm_count"] == 82
