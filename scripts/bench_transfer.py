@@ -60,7 +60,7 @@ from replay_data import replay_dir
 from results_store import ResultStore
 
 # the WarmStart settings a --protocol run chooses among, on the training pairs of each fold
-WARM_CANDIDATES = ["default", "top_k=4"]
+WARM_CANDIDATES = ["default", "top=3", "top_k=4"]
 
 
 def all_measurements(cache: KTCache) -> list:
