@@ -106,14 +106,7 @@ GUIDED_OPTIONS: dict = {}
 
 
 def _parse_options(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        k, _, v = item.partition("=")
-        try:
-            out[k] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k] = v
-    return out
+    return protocol.parse_options(items)
 
 
 def parse_candidate(spec: str) -> tuple[str, dict]:

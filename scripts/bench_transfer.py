@@ -164,14 +164,7 @@ def markdown(groups: list[tuple[str, list[dict]]]) -> str:
 
 def parse_warm(candidate: str) -> dict:
     """``KEY=VALUE,KEY=VALUE`` (or ``default``) -> WarmStart options, values read as JSON when they parse."""
-    out = {}
-    for item in ([] if candidate == "default" else candidate.split(",")):
-        k, _, v = item.partition("=")
-        try:
-            out[k] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k] = v
-    return out
+    return protocol.parse_options([] if candidate == "default" else candidate.split(","))
 
 
 def vendor(cache: KTCache) -> str:

@@ -13,6 +13,7 @@ bench_transfer.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -45,6 +46,18 @@ def folds(units: list[tuple], protocol: str) -> list[Fold]:
         if not fold.train:
             raise ValueError(f"{protocol}: fold {fold.name} has no training units (too few kernels or GPUs)")
         out.append(fold)
+    return out
+
+
+def parse_options(items: list[str]) -> dict:
+    """``KEY=VALUE`` items -> options, values read as JSON when they parse (else strings)."""
+    out = {}
+    for item in items:
+        k, _, v = item.partition("=")
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
     return out
 
 
