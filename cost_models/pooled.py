@@ -12,6 +12,11 @@ below ``min_rho`` the source rows are left out until the agreement recovers, and
 ordinary target-only XGBoost model trained without the sources' probes (their top
 configurations, measured first: a misleading source's picks are outliers that would otherwise
 mislead the ranking). Without sources it is that target-only model from the start.
+
+Per-source trust: a source that measured at least ``check_after`` of the configurations the
+target measured is also compared with the target on those (Spearman of its own costs, no model
+needed) at every fit; below ``min_rho`` that source alone is left out of the training rows, so
+one misleading source among good ones does not drag the others down.
 """
 
 from __future__ import annotations
@@ -87,6 +92,9 @@ class PooledModel(CostModel):
         self.target = np.asarray(target, dtype=float)
         self.seed, self.rounds = seed, rounds
         self.src_X, self.src_y, self.src_g = [], [], []
+        self.src_costs: list[dict[bytes, float]] = []  # every row's cost by row key, per source
+        self.trusted: list[bool] = []
+        self.src_rho: list[float] = []
         for g, (X, y, vec) in enumerate(sources):
             X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
             order = np.argsort(y, kind="stable")
@@ -97,6 +105,9 @@ class PooledModel(CostModel):
             self.src_X.append(np.column_stack([X[idx], np.tile(vec, (len(idx), 1))]))
             self.src_y.append(throughput(y[idx]))
             self.src_g.append(np.full(len(idx), g + 1))
+            self.src_costs.append(dict(zip(row_keys(X), y.tolist())))
+            self.trusted.append(True)
+            self.src_rho.append(float("nan"))
         self.booster: xgb.Booster | None = None
         self.n_train = 0
 
@@ -109,24 +120,45 @@ class PooledModel(CostModel):
         y = np.asarray(y, dtype=float)
         self.n_train = len(y)
         tX = np.column_stack([X, np.tile(self.target, (len(X), 1))])
+        self._check_each_source(X, y)
         if self.src_X and int(np.isfinite(y).sum()) >= self.check_after:
             if self._source_only is None:
-                self._source_only = self._train([], [], [])
+                self._source_only = self._train([], [], [], range(len(self.src_X)))
             self.rho = agreement(self._source_only.inplace_predict(tX.astype(np.float32)), y)
             self.active = not (self.rho < self.min_rho)
+        self.active = self.active and any(self.trusted)
         if not self.active:  # the ordinary target-only model, without the sources' probes
             keep = kept_rows(X, self.exclude)
             self.fallback.fit(X[keep], y[keep])
             return self
-        self.booster = self._train([tX], [throughput(y)], [np.zeros(len(tX), dtype=int)], sources=self.active)
+        self.booster = self._train([tX], [throughput(y)], [np.zeros(len(tX), dtype=int)],
+                                   [i for i, ok in enumerate(self.trusted) if ok])
         return self
 
-    def _train(self, Xs: list, ys: list, gs: list, sources: bool = True) -> xgb.Booster:
-        if sources:
-            Xs, ys, gs = Xs + self.src_X, ys + self.src_y, gs + self.src_g
+    def _check_each_source(self, X: np.ndarray, y: np.ndarray) -> None:
+        """Per-source trust: a source that measured at least ``check_after`` of the target's measured
+        configurations is compared with the target on them (Spearman of its own costs); below
+        ``min_rho`` it is left out of the model until it agrees again. Updated at every fit, so from
+        every target result."""
+        keys = row_keys(X)
+        for s, costs in enumerate(self.src_costs):
+            both = [(costs[k], t) for k, t in zip(keys, y) if k in costs]
+            if len(both) < self.check_after:
+                continue
+            src, tgt = np.array(both, dtype=float).T
+            ok = np.isfinite(src) & (src > 0)
+            scores = np.where(ok, -np.log(np.where(ok, src, 1.0)), -np.inf)
+            finite = scores[np.isfinite(scores)]
+            scores = np.where(np.isfinite(scores), scores, (finite.min() - 1.0) if len(finite) else 0.0)
+            self.src_rho[s] = agreement(scores, tgt)
+            self.trusted[s] = not (self.src_rho[s] < self.min_rho)
+
+    def _train(self, Xs: list, ys: list, gs: list, used) -> xgb.Booster:
+        """A ranking booster on the given target rows and the rows of the sources ``used`` (indices)."""
+        Xs, ys, gs = Xs + [self.src_X[i] for i in used], ys + [self.src_y[i] for i in used], gs + [self.src_g[i] for i in used]
         n_target = sum(len(g) for g in gs if len(g) and g[0] == 0)
-        n_src = sum(len(s) for s in self.src_y) if sources else 0
-        weights = ([max(1.0, n_src / n_target)] if n_target else []) + [1.0] * (len(self.src_y) if sources else 0)
+        n_src = sum(len(self.src_y[i]) for i in used)
+        weights = ([max(1.0, n_src / n_target)] if n_target else []) + [1.0] * len(used)
         d = xgb.DMatrix(np.vstack(Xs).astype(np.float32), label=np.concatenate(ys), qid=np.concatenate(gs),
                         weight=np.array(weights), nthread=1)
         params = {"nthread": 1, "objective": "rank:pairwise", "lambdarank_pair_method": "mean",

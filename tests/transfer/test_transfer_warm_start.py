@@ -189,3 +189,17 @@ def test_device_vector_numbers_the_vendor():
     assert len(va) == len(PROPS) and va[PROPS.index("vendor")] != vn[PROPS.index("vendor")]
     assert va[PROPS.index("sm_count")] == 110 and vn[PROPS.index("sm_count")] == 108
     assert np.isnan(device_vector(Device("Some Unknown Accelerator", "cuda", {}))).all()
+
+
+def test_each_source_is_trusted_on_its_own_agreement_with_the_target():
+    space = small_knob_space()
+    pts = list(space.enumerate())
+    X = space.features(pts)
+    y = np.array([m.cost for m in FakeRunner(space).measure(space.task, pts)])
+    idx = np.random.default_rng(3).choice(len(pts), 12, replace=False)
+    vec = np.ones(len(PROPS))
+    model = PooledModel([(X, 1.3 * y, vec), (X, 1.0 / y, vec * 3)], vec * 2, check_after=8).fit(X[idx], y[idx])
+    assert model.trusted == [True, False] and model.src_rho[0] > 0.9 > -0.9 > model.src_rho[1]
+    assert model.active  # the good source still guides
+    few = PooledModel([(X, 1.3 * y, vec), (X, 1.0 / y, vec * 3)], vec * 2, check_after=8).fit(X[idx[:5]], y[idx[:5]])
+    assert few.trusted == [True, True]  # too few common configurations to judge
