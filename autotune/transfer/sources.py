@@ -12,13 +12,15 @@ from autotune.types import Device, Task
 def choose_sources(db, task: Task, target: Device, spec: str, max_auto: int = 2, min_score: float = 0.3) -> list[SourceData]:
     """``spec``: "auto" or comma-separated device names/keys. Sources are other devices with
     successful measurements of ``task``; auto keeps the most similar (at most ``max_auto``,
-    similarity at least ``min_score``: never another vendor or kind)."""
+    similarity at least ``min_score``), else, when none is that similar, the single most similar
+    device of the same kind, another vendor's included: the warm start races its guess against the
+    cold search, so a poor source costs little and another vendor's data often still ranks well."""
     trials = store.task_trials(db, task)
     others = {k: v for k, v in trials.items() if k != target.key and any(m.ok for m in v[1])}
     mine = trials.get(target.key, (target, []))[1]
     ranked = rank_similar(target, [d for d, _ in others.values()], {k: v[1] for k, v in others.items()}, mine)
     if spec.strip().lower() == "auto":
-        picked = [s for s in ranked if s.score >= min_score][:max_auto]
+        picked = [s for s in ranked if s.score >= min_score][:max_auto] or [s for s in ranked if s.score > 0][:1]
     else:
         names = [n.strip() for n in spec.split(",") if n.strip()]
         picked = []

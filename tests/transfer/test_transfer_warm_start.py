@@ -93,8 +93,11 @@ def test_auto_sources_skip_other_vendors_and_named_sources_must_exist(tmp_path):
         titan = Device("NVIDIA TITAN RTX", "cuda", {})
         db.add_trials(space.task, amd, ms)
         target = Device("NVIDIA GeForce RTX 2080 Ti", "cuda", {})
-        assert choose_sources(db, space.task, target, "auto") == []
-        assert warm_start_search(db, space.task, target, "random", "auto") == (None, [])
+        # no same-vendor device: the most similar other-vendor one, at a low weight
+        only_amd = choose_sources(db, space.task, target, "auto")
+        assert [s.device.name for s in only_amd] == ["AMD Instinct MI100"] and only_amd[0].weight < 0.3
+        other_kind = Device("Intel Xeon", "cpu", {})  # never a device of another kind
+        assert warm_start_search(db, space.task, other_kind, "random", "auto") == (None, [])
         db.add_trials(space.task, titan, ms)
         assert [s.device.name for s in choose_sources(db, space.task, target, "auto")] == ["NVIDIA TITAN RTX"]
         named = choose_sources(db, space.task, target, "AMD Instinct MI100")
