@@ -24,7 +24,8 @@ ranking high among the target's results and the cold arm's do, the slots move to
 few batches, and back when the warm arm pays again, so a poor source costs about its probes and
 a few batches; a good one takes nearly every slot. The pooled model also keeps its own check
 (Spearman of the sources-only ranking of the target's results after ``check_after`` of them,
-below ``min_rho`` the source rows are left out).
+below ``min_rho`` the source rows are left out; then every slot goes to the cold arm, since a
+second target-only search on the same data explores less than one with every slot).
 
 ``sources`` is a list of :class:`SourceData` (a device's measurements, and a weight). Without
 sources it is the cold arm alone: an ordinary model-guided search. The warm arm's model is the
@@ -166,9 +167,10 @@ class WarmStart(SearchAlgorithm):
 
     # -- ask / tell ------------------------------------------------------------------
     def share(self, n: int) -> dict[str, int]:
-        """Slots of the next ``n`` per arm: one Thompson draw of each arm's success rate per slot."""
-        if "warm" not in self.arms or n <= 0:
-            return {"cold": max(n, 0)}
+        """Slots of the next ``n`` per arm: one Thompson draw of each arm's success rate per slot;
+        every slot to the cold search once the pooled model's check has left all sources out."""
+        if "warm" not in self.arms or n <= 0 or not self.arms["warm"].cost_model.active:
+            return {"cold": max(n, 0)}  # the sources were left out: the warm search is the cold one
         draws = np.array([[self.rng.beta(1.0 + self.credit[a], 1.0 + self.misses[a]) for a in ARMS] for _ in range(n)])
         wins = np.argmax(draws, axis=1)
         return {a: int((wins == i).sum()) for i, a in enumerate(ARMS)}
