@@ -108,13 +108,17 @@ def test_auto_sources_skip_other_vendors_and_named_sources_must_exist(tmp_path):
         db.close()
 
 
-def test_pooled_model_drops_a_misleading_source():
+def bowl_rows(seed: int):
+    """Feature rows and FakeRunner costs of every point of the small knob space, and 12 random row indices."""
     space = small_knob_space()
     pts = list(space.enumerate())
-    X = space.features(pts)
     y = np.array([m.cost for m in FakeRunner(space).measure(space.task, pts)])
-    idx = np.random.default_rng(2).choice(len(pts), 12, replace=False)
-    vec = np.ones(6)
+    return space.features(pts), y, np.random.default_rng(seed).choice(len(pts), 12, replace=False)
+
+
+def test_pooled_model_drops_a_misleading_source():
+    X, y, idx = bowl_rows(2)
+    vec = np.ones(len(PROPS))
     good = PooledModel([(X, y, vec)], vec * 2, check_after=8).fit(X[idx], y[idx])
     bad = PooledModel([(X, 1.0 / y, vec)], vec * 2, check_after=8).fit(X[idx], y[idx])
     assert good.active and good.rho > 0.5
@@ -195,11 +199,7 @@ def test_device_vector_numbers_the_vendor():
 
 
 def test_each_source_is_trusted_on_its_own_agreement_with_the_target():
-    space = small_knob_space()
-    pts = list(space.enumerate())
-    X = space.features(pts)
-    y = np.array([m.cost for m in FakeRunner(space).measure(space.task, pts)])
-    idx = np.random.default_rng(3).choice(len(pts), 12, replace=False)
+    X, y, idx = bowl_rows(3)
     vec = np.ones(len(PROPS))
     model = PooledModel([(X, 1.3 * y, vec), (X, 1.0 / y, vec * 3)], vec * 2, check_after=8).fit(X[idx], y[idx])
     assert model.trusted == [True, False] and model.src_rho[0] > 0.9 > -0.9 > model.src_rho[1]
