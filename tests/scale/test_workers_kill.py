@@ -68,7 +68,9 @@ def test_killing_one_of_three_workers_the_others_finish_the_budget_and_its_candi
     name, held = _wait("the third worker to be measuring", frozen_holding)
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
-    assert held == {k for k, w in db.pending_keys(cid).items() if w == name}
+    # what it still holds is what it held when stopped, or less: once its process is gone the others
+    # may reclaim its reservations at any moment, so an equality here would race with them
+    assert {k for k, w in db.pending_keys(cid).items() if w == name} <= held
     for p in (first, workers[0]):
         assert p.wait(timeout=180) == 0, p.stderr.read()[-2000:]
     with db.session() as s:
