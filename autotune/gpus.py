@@ -18,9 +18,6 @@ KNOWN_GPUS: dict[str, dict] = {
     "GTX 1080 Ti":
     {"vendor": "NVIDIA", "architecture": "Pascal", "compute_capability": "6.1", "sm_count": 28,
         "memory_bandwidth_gbs": 484.0, "base_clock_mhz": 1480, "boost_clock_mhz": 1582, "l2_kib": 2816, "memory_gib": 11, "fp32_tflops": 11.3},
-    "Tesla V100":
-    {"vendor": "NVIDIA", "architecture": "Volta", "compute_capability": "7.0", "sm_count": 80,
-        "memory_bandwidth_gbs": 900.0, "base_clock_mhz": 1290, "boost_clock_mhz": 1530, "l2_kib": 6144, "memory_gib": 32, "fp32_tflops": 15.7},
     "V100":
     {"vendor": "NVIDIA", "architecture": "Volta", "compute_capability": "7.0", "sm_count": 80,
         "memory_bandwidth_gbs": 900.0, "base_clock_mhz": 1290, "boost_clock_mhz": 1530, "l2_kib": 6144, "memory_gib": 32, "fp32_tflops": 15.7},

@@ -50,17 +50,22 @@ def kept_rows(X: np.ndarray, exclude: set[bytes]) -> np.ndarray:
     return np.array([k not in exclude for k in row_keys(X)], dtype=bool)
 
 
+def speed(y: np.ndarray) -> np.ndarray | None:
+    """-log cost per row, a failure one below the slowest success; None without a success."""
+    y = np.asarray(y, dtype=float)
+    s = np.where(np.isfinite(y), -np.log(np.where(np.isfinite(y) & (y > 0), y, 1.0)), -np.inf)
+    finite = s[np.isfinite(s)]
+    return np.where(np.isfinite(s), s, finite.min() - 1.0) if len(finite) else None
+
+
 def agreement(scores: np.ndarray, y: np.ndarray) -> float:
     """Spearman correlation of scores (higher = faster) with measured speed (failures slowest), or nan."""
-    y = np.asarray(y, dtype=float)
-    speed = np.where(np.isfinite(y), -np.log(np.where(np.isfinite(y) & (y > 0), y, 1.0)), -np.inf)
-    finite = speed[np.isfinite(speed)]
-    if len(finite) == 0 or len(y) < 3:
+    fast = speed(y)
+    if fast is None or len(fast) < 3:
         return float("nan")
-    speed = np.where(np.isfinite(speed), speed, finite.min() - 1.0)
-    if np.ptp(speed) == 0 or np.ptp(scores) == 0:
+    if np.ptp(fast) == 0 or np.ptp(scores) == 0:
         return float("nan")
-    return rank_correlation(scores, speed)
+    return rank_correlation(scores, fast)
 
 
 def device_vector(d: Device) -> np.ndarray:
@@ -146,11 +151,8 @@ class PooledModel(CostModel):
             if len(both) < self.check_after:
                 continue
             src, tgt = np.array(both, dtype=float).T
-            ok = np.isfinite(src) & (src > 0)
-            scores = np.where(ok, -np.log(np.where(ok, src, 1.0)), -np.inf)
-            finite = scores[np.isfinite(scores)]
-            scores = np.where(np.isfinite(scores), scores, (finite.min() - 1.0) if len(finite) else 0.0)
-            self.src_rho[s] = agreement(scores, tgt)
+            scores = speed(src)
+            self.src_rho[s] = agreement(scores, tgt) if scores is not None else float("nan")
             self.trusted[s] = not (self.src_rho[s] < self.min_rho)
 
     def _train(self, Xs: list, ys: list, gs: list, used) -> xgb.Booster:

@@ -105,14 +105,10 @@ MODEL_OPTIONS: dict = {}
 GUIDED_OPTIONS: dict = {}
 
 
-def _parse_options(items: list[str]) -> dict:
-    return protocol.parse_options(items)
-
-
 def parse_candidate(spec: str) -> tuple[str, dict]:
     """``NAME[:KEY=VALUE,KEY=VALUE]`` -> (NAME, options)."""
     name, _, opts = spec.partition(":")
-    return name, _parse_options([o for o in opts.split(",") if o])
+    return name, protocol.parse_options([o for o in opts.split(",") if o])
 
 
 def make(spec: str):
@@ -206,8 +202,8 @@ def main(argv=None) -> int:
     ap.add_argument("--results", default=None, metavar="FILE",
                     help="JSON file of every measured (name, space, seed) result, reused when present (resume)")
     args = ap.parse_args(argv)
-    MODEL_OPTIONS.update(_parse_options(args.model_option))
-    GUIDED_OPTIONS.update(_parse_options(args.guided_option))
+    MODEL_OPTIONS.update(protocol.parse_options(args.model_option))
+    GUIDED_OPTIONS.update(protocol.parse_options(args.guided_option))
     caches = args.cache or replay_caches()
     if args.protocol != "none":
         return run_protocol(args, caches)
@@ -316,9 +312,9 @@ def run_protocol(args, caches: list[str]) -> int:
         print("\n| test space | ours (chosen), to 5% | best peer, to 5% | ours / best peer | success 5% | every seed within budget |")
         print("|---|---:|---|---:|---:|---|")
         for r in rows:
-            peer = f"{fmt_med(r['best_peer'], args.budget)} ({r['peer']})" if peers else "-"
+            peer = f"{protocol.fmt_med(r['best_peer'], args.budget)} ({r['peer']})" if peers else "-"
             ratio = f"{r['ratio']:.2f}" if peers else "-"
-            print(f"| {r['space']} | {fmt_med(r['ours'], args.budget)} | {peer} | {ratio} | {r['success_5pct']} | "
+            print(f"| {r['space']} | {protocol.fmt_med(r['ours'], args.budget)} | {peer} | {ratio} | {r['success_5pct']} | "
                   f"{'yes' if r['all_reached'] else 'no'} |")
     report["summary"] = summ = protocol.summarise_search(all_rows)
     print(f"\n## Over all {summ['spaces']} test spaces\n")
@@ -338,10 +334,6 @@ def run_protocol(args, caches: list[str]) -> int:
 
 def label(unit: tuple) -> str:
     return "/".join(unit)
-
-
-def fmt_med(value: float, budget: int) -> str:
-    return f">{budget}" if value > budget else f"{value:g}"
 
 
 def search_row(unit: tuple, chosen: str, runs: list[dict], med: dict, best_peer: tuple | None) -> dict:

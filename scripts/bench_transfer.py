@@ -249,7 +249,7 @@ def run_protocol(args, groups_in: list[tuple[str, list[str]]]) -> int:
                                                 for c, v in scores.items()))
         print("\n| test pair | cold to 5% | warm to 5% (chosen) | cold/warm | warm/cold |\n|---|---:|---:|---:|---:|")
         for r in rows:
-            print(f"| {r['pair']} | {fmt_med(r['cold'], cap)} | {fmt_med(r['warm'], cap)} | {r['cold_over_warm']:.2f} | "
+            print(f"| {r['pair']} | {protocol.fmt_med(r['cold'], cap)} | {protocol.fmt_med(r['warm'], cap)} | {r['cold_over_warm']:.2f} | "
                   f"{r['warm_over_cold']:.2f} |")
     report["summary"] = summ = protocol.summarise_transfer(all_rows)
     print(f"\n## Over all {len(all_rows)} test pairs\n")
@@ -268,10 +268,6 @@ def run_protocol(args, groups_in: list[tuple[str, list[str]]]) -> int:
 
 def pair_label(unit: tuple) -> str:
     return f"{unit[0]}:{unit[1]}->{unit[2]}"
-
-
-def fmt_med(value: float, cap: int) -> str:
-    return f">{cap}" if value > cap else f"{value:g}"
 
 
 def main(argv=None) -> int:
@@ -306,7 +302,7 @@ def main(argv=None) -> int:
         if len(paths) < 2:
             continue
         print(f"{kernel}: {len(paths)} GPUs", file=sys.stderr)
-        warm_options = dict(o.split("=", 1) for o in args.warm)
+        warm_options = protocol.parse_options(args.warm)
         pairs = bench_group(paths, args.seeds, args.max_trials, args.batch, log=lambda s: print(s, file=sys.stderr),
                             warm_options=warm_options, adversarial=args.adversarial)
         for p in pairs:

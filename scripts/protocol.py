@@ -140,5 +140,10 @@ def summarise_transfer(rows: list[dict]) -> dict:
     return out
 
 
+def fmt_med(value: float, cap: int) -> str:
+    """A capped median for a table: ">cap" for a miss."""
+    return f">{cap}" if value > cap else f"{value:g}"
+
+
 def fmt_distribution(d: dict, digits: int = 2) -> str:
     return " / ".join(f"{d[k]:.{digits}f}" for k in ("min", "p25", "median", "p75", "max"))

@@ -123,7 +123,8 @@ class WarmStart(SearchAlgorithm):
         usable = [s for s in self.sources if s.measurements]
         self.queue: list[Candidate] = self._top_configs(usable)
         seed = int(self.rng.integers(2**31))
-        cold = ModelGuided(copy.deepcopy(self.inner), XGBCostModel(seed=seed), init=len(self.queue) + int(self.config["init"]),
+        init = len(self.queue) + int(self.config["init"])  # both arms: random points until the probes and these
+        cold = ModelGuided(copy.deepcopy(self.inner), XGBCostModel(seed=seed), init=init,
                            epsilon=float(self.config["epsilon"]), holdout=0.0)
         self.arms = {}
         if usable:
@@ -134,7 +135,7 @@ class WarmStart(SearchAlgorithm):
                                 check_after=int(self.config["check_after"]))
             if self.queue:
                 model.exclude = set(row_keys(np.asarray(space.features(self.queue), dtype=float)))
-            self.arms["warm"] = ModelGuided(self.inner, model, init=max(1, len(self.queue) + int(self.config["init"])),
+            self.arms["warm"] = ModelGuided(self.inner, model, init=max(1, init),
                                             epsilon=float(self.config["epsilon"]),
                                             retrain_every=int(self.config["retrain_every"]), holdout=0.0)
         self.arms["cold"] = cold
@@ -148,7 +149,6 @@ class WarmStart(SearchAlgorithm):
         self.credit = {a: 0.0 for a in ARMS}
         self.misses = {a: 0.0 for a in ARMS}
         self.costs: list[float] = []  # the successful target costs so far, ascending
-        self.told = 0
 
     def _top_configs(self, sources: list[SourceData]) -> list[Candidate]:
         """Up to top_k distinct source-best configurations that are points of the space, round-robin
@@ -194,18 +194,18 @@ class WarmStart(SearchAlgorithm):
         return out
 
     def tell(self, results: list[Measurement]) -> None:
-        focus, fade = float(self.config["focus"]), float(self.config["discount"])
+        focus, top, fade = float(self.config["focus"]), int(self.config["top"]), float(self.config["discount"])
         for m in results:
             arm = self.owner.pop(m.candidate.key, None)
-            self.told += 1
             reward = 0.0
             if m.ok:
-                slower = len(self.costs) - bisect.bisect_right(self.costs, m.cost)
-                top = int(self.config["top"])
                 if top > 0:
                     reward = float(len(self.costs) < top or m.cost < self.costs[top - 1])
+                elif self.costs:
+                    slower = len(self.costs) - bisect.bisect_right(self.costs, m.cost)
+                    reward = (slower / len(self.costs)) ** focus
                 else:
-                    reward = (slower / len(self.costs)) ** focus if self.costs else 1.0
+                    reward = 1.0
                 bisect.insort(self.costs, m.cost)
             if arm is not None:  # an arm's evidence fades with its own results only: one left idle keeps its record
                 self.credit[arm] = fade * self.credit[arm] + reward
@@ -215,14 +215,13 @@ class WarmStart(SearchAlgorithm):
 
     # -- state -----------------------------------------------------------------------
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "queue": [c.payload for c in self.queue], "told": self.told,
+        return {**super().state_dict(), "queue": [c.payload for c in self.queue],
                 "owner": dict(self.owner), "credit": dict(self.credit), "misses": dict(self.misses),
                 "arms": {a: arm.state_dict() for a, arm in self.arms.items()}}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.queue = [Candidate(p) for p in state.get("queue", [])]
-        self.told = int(state.get("told", self.told))
         self.owner = {k: str(v) for k, v in state.get("owner", {}).items()}
         self.seen.update(self.owner)
         self.credit.update({a: float(v) for a, v in state.get("credit", {}).items()})

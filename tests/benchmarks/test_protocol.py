@@ -152,6 +152,14 @@ def three_gpus(tmp_path) -> list[str]:
             write_cache(folder / "GPU_C.json.gz", NAMES["ampere"], ampere_time)]
 
 
+def assert_rerun_measures_nothing(bench, argv: list, calls: list, report, first: dict) -> None:
+    """A second run with the same results file measures nothing and reports the same."""
+    calls.clear()
+    assert bench.main(argv) == 0
+    assert calls == []
+    assert json.loads(report.read_text()) == first
+
+
 def counting(monkeypatch, mod, name: str) -> list:
     calls = []
     original = getattr(mod, name)
@@ -184,11 +192,7 @@ def test_bench_search_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatch,
     assert set(first["runs"]["optuna-tpe-direct"]) == {"toy/GPU_A", "toy/GPU_B", "toy/GPU_C"}
     out = capsys.readouterr().out
     assert "## gpu=GPU_A: chosen" in out and "ours / best peer: median" in out
-    # a second run with the same results file measures nothing and reports the same
-    calls.clear()
-    assert bench.main(argv) == 0
-    assert calls == []
-    assert json.loads((tmp_path / "o.json").read_text()) == first
+    assert_rerun_measures_nothing(bench, argv, calls, tmp_path / "o.json", first)
 
 
 def test_bench_search_protocol_needs_a_training_space(tmp_path, capsys):
@@ -220,10 +224,7 @@ def test_bench_transfer_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatc
     assert len(first["warm_runs"]["top_k=2,init=4"]["toy:GPU_A->GPU_B"]) == 2
     out = capsys.readouterr().out
     assert "cross-vendor: no cross-vendor pairs in this data" in out and "worst warm/cold" in out
-    calls.clear()
-    assert bench.main(argv) == 0
-    assert calls == []
-    assert json.loads((tmp_path / "o.json").read_text()) == first
+    assert_rerun_measures_nothing(bench, argv, calls, tmp_path / "o.json", first)
 
 
 def test_warm_candidates_parse_as_json_values():
