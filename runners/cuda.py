@@ -224,7 +224,7 @@ def run_on_worker(worker: GpuWorker, request: tuple, timeout_s: float, cand: Can
 
 class CudaRunner(Runner):
     def __init__(self, template: KernelTemplate, device_index: int = 0, backend: str = "auto",
-                 protocol: Protocol | None = None, build_workers: int = 2, compile_timeout_s: float = 120.0,
+                 protocol: Protocol | None = None, build_workers: int | None = None, compile_timeout_s: float = 120.0,
                  run_timeout_s: float = 20.0, seed: int = 0, check: bool = True):
         if template.target != "cuda":
             raise UsageError(f"CudaRunner runs cuda templates; {template.name} targets {template.target!r}")
@@ -233,7 +233,8 @@ class CudaRunner(Runner):
         self.worker = GpuWorker(device_index, backend)
         props = self.worker.start()
         cc = props["cc"]
-        self.builder = CudaBuilder(f"sm_{cc[0]}{cc[1]}", build_workers, compile_timeout_s)
+        # one nvcc per core by default: a batch compiles in parallel while the GPU waits for it
+        self.builder = CudaBuilder(f"sm_{cc[0]}{cc[1]}", build_workers or os.cpu_count() or 2, compile_timeout_s)
         self.device = Device(props["name"], "cuda", {k: v for k, v in props.items() if k != "backend"})
         self.inputs = template.make_inputs(seed)
         self.reference = template.reference(self.inputs)
