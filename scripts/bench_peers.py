@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -141,6 +142,11 @@ def kt_evaluations(strategy: str, cache, seed: int, max_fevals: int) -> tuple[li
             )
         except StopCriterionReached:  # raised by some strategies' first evaluation of a restart
             stopped = True
+        except (TypeError, ValueError, IndexError) as exc:
+            # a strategy's own failure on this space (greedy_ils: a configuration with no Hamming
+            # neighbour among the recorded ones); what it evaluated counts, and run_kt restarts it
+            print(f"kt:{strategy} seed {seed} stopped by its own error ({type(exc).__name__}: {exc}); "
+                  f"restarting", file=sys.stderr)
         finally:
             logging.disable(logging.NOTSET)
     return seen, stopped

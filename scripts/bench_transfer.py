@@ -13,7 +13,7 @@ in the median (reported as null when the median itself is above the cap).
     nice -n 10 python scripts/bench_transfer.py --protocol leave-one-gpu-out --seeds 5 \
         --results transfer_results.json --json transfer_logo.json
     nice -n 10 python scripts/bench_transfer.py --protocol leave-one-kernel-out --seeds 5 \
-        --results transfer_results.json --json transfer_loko.json --candidates default top_k=4 top_k=2,min_rho=0.3
+        --results transfer_results.json --json transfer_loko.json --candidates default top_k=8 top_k=2,min_rho=0.3
 
 Without --cache, every kernel folder of the replay data (scripts/replay_data.py:
 ../shared/datasets/replay next to the repository, or $AUTOTUNE_REPLAY_DIR) is one group. Prints a Markdown table and a summary (median ratio cold/warm over pairs, worst
@@ -60,7 +60,7 @@ from replay_data import replay_dir
 from results_store import ResultStore
 
 # the WarmStart settings a --protocol run chooses among, on the training pairs of each fold
-WARM_CANDIDATES = ["default", "top=3", "top_k=4"]
+WARM_CANDIDATES = ["default", "top=3", "top_k=8"]
 
 
 def all_measurements(cache: KTCache) -> list:

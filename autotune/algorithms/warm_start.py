@@ -68,7 +68,7 @@ class WarmStart(SearchAlgorithm):
     description = "source devices' best configurations first, then a model on all devices' data races the cold search"
     no_repeats = True
     options = {
-        "top_k": Option(8, "source best configurations measured first"),
+        "top_k": Option(4, "source best configurations measured first"),
         "min_rho": Option(0.2, "leave the sources out of the pooled model while their Spearman with the target's results is lower"),
         "check_after": Option(8, "target results needed before the sources are checked"),
         "epsilon": Option(0.1, "share of each model-guided batch given to random points"),

@@ -34,7 +34,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (see `autotune algorithms`)")] = DEFAULT_ALGORITHM,
         cost_model: CostModelOption = DEFAULT_COST_MODEL,
         transfer_from: TransferOption = None,
-        transfer_top: TransferTopOption = 8,
+        transfer_top: TransferTopOption = 4,
         trials: Annotated[int | None, typer.Option("--trials", "-n", help="Measurements (over all runs of the campaign); default 100")] = None,
         time_budget: Annotated[float | None, typer.Option("--time-budget", help="Wall-clock seconds for this run")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Random seed")] = 0,

@@ -50,7 +50,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         json: JsonOption = False,
         progress: ProgressOption = True,
         transfer_from: TransferOption = None,
-        transfer_top: TransferTopOption = 8,
+        transfer_top: TransferTopOption = 4,
         ray: RayOption = None,
         ray_actors: RayActorsOption = None,
         measure_delay: Annotated[float, typer.Option("--measure-delay", help="Wall seconds each measurement takes (load tests: the measurement, not the engine, is then the bottleneck)")] = 0.0,

@@ -18,7 +18,7 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
                 trials: int | None = None, time_budget: float | None = None,
                 simulated_budget: float | None = None, seed: int = 0, batch: int = 8, campaign: str | None = None,
                 db: str = "sqlite:///autotune.db", progress: bool | None = None, transfer_from: str | None = None,
-                transfer_top: int = 8, measure_delay: float = 0.0, ray: str | None = None,
+                transfer_top: int = 4, measure_delay: float = 0.0, ray: str | None = None,
                 ray_actors: int | None = None, fresh: bool = False, options: dict | None = None) -> CampaignResult:
     """Run (or resume) a campaign on ``cache`` (a .json/.json.gz file or ``example:pnpoly-rtx3090``).
 
