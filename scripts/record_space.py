@@ -17,7 +17,6 @@ Timing: one warm-up launch and 7 timed launches (Kernel Tuner's default count); 
 from __future__ import annotations
 
 import argparse
-import gzip
 import time
 from pathlib import Path
 
@@ -41,23 +40,18 @@ def record(kernel: str, shape: str, out: Path, db: str, max_configs: int | None,
     database = open_database(db)
     t0 = time.perf_counter()
     try:
-        result = Campaign(name, space, make_algorithm("random"), runner, database, trials=trials,
-                          time_budget=time_budget, batch=batch, seed=seed, progress=True).run()
+        Campaign(name, space, make_algorithm("random"), runner, database, trials=trials,
+                 time_budget=time_budget, batch=batch, seed=seed, progress=True).run()
         history = [m for m, _ in database.campaign_history(database.campaign(name).id)]
     finally:
         runner.close()
         database.close()
     params = {n: list(v) for n, v in zip(space.names, space.values)}
-    plain = out.with_suffix("") if out.suffix == ".gz" else out
-    write_cache(plain, runner.device.name, kernel, template.shape, params, history)
-    if plain != out:
-        out.write_bytes(gzip.compress(plain.read_bytes()))
-        plain.unlink()
+    write_cache(out, runner.device.name, kernel, template.shape, params, history)
     ok = sum(1 for m in history if m.ok)
     return {"kernel": kernel, "shape": label, "device": runner.device.name, "space": size, "recorded": len(history),
             "ok": ok, "failed": len(history) - ok, "best_ms": min((m.cost for m in history if m.ok), default=None),
-            "seconds": round(time.perf_counter() - t0, 1), "out": str(out), "complete": result is not None
-            and len(history) >= trials}
+            "seconds": round(time.perf_counter() - t0, 1), "out": str(out), "complete": len(history) >= trials}
 
 
 def main(argv: list[str] | None = None) -> None:

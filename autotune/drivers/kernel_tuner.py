@@ -13,6 +13,7 @@ model. Semantics, supported options and differences from Kernel Tuner: docs/kern
 from __future__ import annotations
 
 import datetime
+import gzip
 import json
 import os
 import sys
@@ -170,14 +171,17 @@ def write_cache(path: str | os.PathLike, device_name: str, kernel_name: str, pro
     """Write (or extend) a Kernel Tuner cache file with ``history``: the header keys Kernel Tuner writes
     (device_name, kernel_name, problem_size, tune_params_keys, tune_params, objective, cache) and one
     record per configuration keyed by its values joined with commas. An existing cache must be of the
-    same device, kernel and parameters (as Kernel Tuner requires); its records are kept."""
+    same device, kernel and parameters (as Kernel Tuner requires); its records are kept. A path ending in
+    .gz is read and written gzip-compressed (autotune's replay reads both)."""
     path = Path(path)
+    gz = path.name.endswith(".gz")
     names = list(tune_params)
     data = {"device_name": device_name, "kernel_name": kernel_name,
             "problem_size": "callable" if callable(problem_size) else problem_size,
             "tune_params_keys": names, "tune_params": tune_params, "objective": "time", "cache": {}}
     if path.exists():
-        text = path.read_text().strip()
+        raw = path.read_bytes()
+        text = (gzip.decompress(raw) if gz else raw).decode().strip()
         if text and not text.endswith("}\n}") and not text.endswith("}}"):  # left open by an interrupted run
             text = text.rstrip(",") + "}\n}"
         try:
@@ -194,7 +198,8 @@ def write_cache(path: str | os.PathLike, device_name: str, kernel_name: str, pro
         key = ",".join(str(m.candidate.payload[n]) for n in names)
         data["cache"][key] = _kt_record(m, names)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, default=_json_default, indent=""))
+    body = json.dumps(data, default=_json_default, indent="").encode()
+    tmp.write_bytes(gzip.compress(body) if gz else body)
     os.replace(tmp, path)
 
 
