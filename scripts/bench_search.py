@@ -62,7 +62,7 @@ OURS = ["random", "mcmc", "evolutionary", "backtracking", "optuna-tpe", "bandit"
 KT_PEERS = [f"kt:{s}" for s in ("genetic_algorithm", "simulated_annealing", "dual_annealing", "pso", "diff_evo",
                                 "greedy_ils", "bayes_opt")]
 # the settings a --protocol run chooses among, on the training spaces of each fold
-SEARCH_CANDIDATES = ["evolutionary+xgb", "evolutionary+xgb:avoid_failures=1.0"]
+SEARCH_CANDIDATES = ["evolutionary+xgb", "evolutionary+xgb:design=random", "evolutionary+xgb:avoid_failures=1.0"]
 CHECKPOINTS = (50, 100, 200, 500)
 # measurements to 5% of the best peer per space (Kernel Tuner strategies and Optuna TPE with their
 # default settings, median over 10 seeds, budget 1000), used when the kt: peers are not run here

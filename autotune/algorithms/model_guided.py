@@ -2,7 +2,11 @@
 promising unmeasured candidates are measured (TVM Ansor/MetaSchedule style).
 
 Each ``ask(n)``:
-1. until ``init`` points were measured: random samples (the space's initial point first);
+1. until ``init`` points were measured (and while the model is untrained, e.g. too few successes):
+   the space's initial point, then a space-filling design (``design="maximin"``: each point the
+   farthest, in per-feature rank, from those measured or chosen, among 256 random unseen points
+   of an enumerable space; random samples otherwise). Spread points teach the first model more
+   about the whole space than random ones, which cluster;
 2. the model is retrained when ``retrain_every`` new results (or ``retrain_growth`` times the
    results it was trained on, if more: retraining gets rarer as the history grows) arrived;
 3. candidates are scored by the model: a space of at most ``score_all`` points is enumerated
@@ -78,6 +82,9 @@ class ModelGuided(SearchAlgorithm):
         "init": Option(8, "random points measured before the model is used"),
         "epsilon": Option(0.1, "share of each batch given to exploration (random points, or local moves)"),
         "local": Option(0.0, "share of the exploration slots that are unseen neighbors of the best measured point"),
+        "design": Option("maximin", "how the points before the model are drawn: 'maximin' (each the farthest, in "
+                                    "per-feature rank, of 256 random unseen points from those chosen before; "
+                                    "enumerable spaces) or 'random'"),
         "retrain_every": Option(8, "retrain the model after this many new results"),
         "retrain_growth": Option(0.05, "...or after this share of the results it was trained on, if more"),
         "pool": Option(2000, "model evaluations by the inner search per batch (spaces above score_all)"),
@@ -118,6 +125,8 @@ class ModelGuided(SearchAlgorithm):
         self._all: list[Candidate] | None = None
         self._all_X: np.ndarray | None = None
         self._all_index: dict[str, int] = {}
+        self._unseen: np.ndarray | None = None
+        self._ranked: np.ndarray | None = None
         self._all_scores: np.ndarray | None = None
         self._all_scored_at = -1
         self._calib = (-1.0, 0.0)
@@ -209,7 +218,8 @@ class ModelGuided(SearchAlgorithm):
             self._all = list(self.space.enumerate())
             self._all_X = np.asarray(self.space.features(self._all), dtype=float)
             self._all_index = {c.key: i for i, c in enumerate(self._all)}
-        idx = np.array([i for i, c in enumerate(self._all) if c.key not in self.seen], dtype=np.int64)
+        self._unseen = np.array([c.key not in self.seen for c in self._all], dtype=bool)
+        idx = np.flatnonzero(self._unseen)
         if len(idx) == 0:
             return [], np.zeros((1, 0))
         if self._all_scored_at != self.retrains:  # predictions change only when the model does
@@ -278,6 +288,35 @@ class ModelGuided(SearchAlgorithm):
                     return c
         return fresh_sample(self.space, self.rng, self.seen)
 
+    def _spread(self, chosen: list[Candidate]) -> Candidate | None:
+        """Of 256 random unseen points of an enumerable space, the one farthest (L1 distance to the
+        nearest, features replaced by their rank among the column's values, scaled to [0, 1]) from
+        the points measured, pending or ``chosen``; None for a space that cannot be enumerated."""
+        if self._scored_all() is None or self._unseen is None:
+            return None
+        if self._ranked is None:
+            cols = []
+            for j in range(self._all_X.shape[1]):
+                col = np.nan_to_num(self._all_X[:, j], nan=-1.0)
+                u, inv = np.unique(col, return_inverse=True)
+                cols.append(inv / max(1, len(u) - 1))
+            self._ranked = np.column_stack(cols)
+        idx = np.flatnonzero(self._unseen)
+        if len(idx) == 0:
+            return None
+        pool = self.rng.choice(idx, size=min(256, len(idx)), replace=False)
+        keys = [m.candidate.key for m in self.history] + list(self.pending) + [c.key for c in chosen]
+        near = [self._all_index[k] for k in keys if k in self._all_index]
+        if not near:
+            return self._all[int(pool[0])]
+        d = np.abs(self._ranked[pool][:, None, :] - self._ranked[near][None, :, :]).sum(axis=2).min(axis=1)
+        return self._all[int(pool[int(np.argmax(d))])]
+
+    def _mark_seen(self, c: Candidate) -> None:
+        self.seen.add(c.key)
+        if self._unseen is not None and c.key in self._all_index:
+            self._unseen[self._all_index[c.key]] = False
+
     @staticmethod
     def _select(scores: np.ndarray, n: int) -> list[int]:
         """Slot j takes the best-scored candidate of ensemble member j (round robin; Thompson-like
@@ -315,7 +354,7 @@ class ModelGuided(SearchAlgorithm):
                 c = cands[i]
                 self.predicted[c.key] = float(scores[:, i].mean())
                 out.append(c)
-                self.seen.add(c.key)
+                self._mark_seen(c)
         init = self.space.initial()
         best = min((m for m in self.history if m.ok), key=lambda m: m.cost, default=None) if n_model else None
         while len(out) < n:
@@ -324,12 +363,14 @@ class ModelGuided(SearchAlgorithm):
                 c = init
             elif best is not None and self.rng.random() < float(self.config["local"]):
                 c = fresh_walk(self.space, best.candidate, self.rng, self.seen)
+            if c is None and n_model == 0 and str(self.config["design"]) == "maximin":
+                c = self._spread(out)
             if c is None:
                 c = self._explore()
             if c is None:
                 break
             out.append(c)
-            self.seen.add(c.key)
+            self._mark_seen(c)
         self.pending.extend(c.key for c in out)
         return out
 

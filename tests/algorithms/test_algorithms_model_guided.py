@@ -155,3 +155,35 @@ def test_learnt_failures_are_avoided():
 
     on, off = failures_after_init(0.5), failures_after_init(1.0)
     assert on <= 0.5 * off and off >= 5
+
+
+def _min_gap(space, cands) -> float:
+    """Smallest L1 distance between two of ``cands`` in per-feature rank scaled to [0, 1]."""
+    X = np.asarray(space.features(list(space.enumerate())), dtype=float)
+    lo, span = X.min(axis=0), np.maximum(np.ptp(X, axis=0), 1e-12)
+    R = (np.asarray(space.features(cands), dtype=float) - lo) / span
+    d = np.abs(R[:, None, :] - R[None, :, :]).sum(axis=2)
+    return float(d[np.triu_indices(len(cands), 1)].min())
+
+
+def test_maximin_design_spreads_the_points_before_the_model():
+    space = small_knob_space()
+    gaps = {}
+    for design in ("maximin", "random"):
+        gaps[design] = []
+        for seed in range(8):
+            algo = make_guided("evolutionary", init=8, design=design)
+            algo.bind(space, np.random.default_rng(seed), [])
+            first = algo.ask(8)
+            assert first[0].key == space.initial().key  # the default point is still measured first
+            assert len({c.key for c in first}) == 8 and all(space.contains(c) for c in first)
+            gaps[design].append(_min_gap(space, first))
+    assert min(gaps["maximin"]) > max(gaps["random"])
+
+
+def test_maximin_design_falls_back_to_random_points_on_a_space_it_cannot_enumerate():
+    space = small_knob_space()
+    algo = make_guided("evolutionary", init=8, design="maximin", score_all=0)
+    algo.bind(space, np.random.default_rng(0), [])
+    first = algo.ask(8)
+    assert len({c.key for c in first}) == 8 and all(space.contains(c) for c in first)
