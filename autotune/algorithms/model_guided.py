@@ -3,10 +3,11 @@ promising unmeasured candidates are measured (TVM Ansor/MetaSchedule style).
 
 Each ``ask(n)``:
 1. until ``init`` points were measured (and while the model is untrained, e.g. too few successes):
-   the space's initial point, then a space-filling design (``design="maximin"``: each point the
-   farthest, in per-feature rank, from those measured or chosen, among 256 random unseen points
-   of an enumerable space; random samples otherwise). Spread points teach the first model more
-   about the whole space than random ones, which cluster;
+   the space's initial point, then random samples, or with ``design="maximin"`` a space-filling
+   design (each point the farthest, in per-feature rank, from those measured or chosen, among 256
+   random unseen points of an enumerable space). Spread points teach the first model more about
+   the whole space than random ones, which cluster; the default stays random because the warm
+   start's race (warm_start.py) does not yet gain as much from them as the cold search does;
 2. the model is retrained when ``retrain_every`` new results (or ``retrain_growth`` times the
    results it was trained on, if more: retraining gets rarer as the history grows) arrived;
 3. candidates are scored by the model: a space of at most ``score_all`` points is enumerated
@@ -82,9 +83,9 @@ class ModelGuided(SearchAlgorithm):
         "init": Option(8, "random points measured before the model is used"),
         "epsilon": Option(0.1, "share of each batch given to exploration (random points, or local moves)"),
         "local": Option(0.0, "share of the exploration slots that are unseen neighbors of the best measured point"),
-        "design": Option("maximin", "how the points before the model are drawn: 'maximin' (each the farthest, in "
-                                    "per-feature rank, of 256 random unseen points from those chosen before; "
-                                    "enumerable spaces) or 'random'"),
+        "design": Option("random", "how the points before the model are drawn: 'random', or 'maximin' (each the "
+                                   "farthest, in per-feature rank, of 256 random unseen points from those chosen "
+                                   "before; enumerable spaces)"),
         "retrain_every": Option(8, "retrain the model after this many new results"),
         "retrain_growth": Option(0.05, "...or after this share of the results it was trained on, if more"),
         "pool": Option(2000, "model evaluations by the inner search per batch (spaces above score_all)"),
