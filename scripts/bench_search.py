@@ -312,10 +312,11 @@ def run_protocol(args, caches: list[str]) -> int:
             print(f"{label(unit)} {name}: to 5% median {med:g}; {time.time() - t:.1f} s, {time.time() - t0:.0f} s "
                   f"in all, {store.measured} runs measured so far", file=sys.stderr, flush=True)
     med = {k: protocol.capped_median([r["to_5pct"] for r in v], args.budget) for k, v in runs.items()}
-    best_peer = {u: min((med[p, u], p) for p in peers) for u in units} if peers else {}
     if reference:
         best_peer = {u: (REFERENCE_BEST_PEER[label(u)][0], REFERENCE_BEST_PEER[label(u)][1] + " (reference)")
                      for u in units}
+    else:
+        best_peer = {u: min((med[p, u], p) for p in peers) for u in units} if peers else {}
     peer_names = "the reference best peers (REFERENCE_BEST_PEER)" if reference else ", ".join(peers) or "none"
     print(f"# {args.protocol}: {len(folds)} folds, {len(units)} spaces, seeds {args.seeds}, budget {args.budget}\n\n"
           f"candidates: {', '.join(candidates)}; peers: {peer_names}. To 5%: median over seeds of the "

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from autotune.algorithms.base import Option, SearchAlgorithm, offered_moves, union_moves
-from autotune.algorithms.support import exhausted, fresh_sample, fresh_walk
+from autotune.algorithms.support import exhausted, farthest, fresh_sample, fresh_walk, rank_scaled
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.failures import FailureModel
 from autotune.cost_models.metrics import quality
@@ -211,15 +211,23 @@ class ModelGuided(SearchAlgorithm):
         return getattr(self.cost_model, "trained", True)
 
     # -- candidates ------------------------------------------------------------------
-    def _scored_all(self) -> tuple[list[Candidate], np.ndarray] | None:
+    def _enumerated(self) -> bool:
+        """Whether the space is scored exhaustively (at most ``score_all`` points, enumerable); if so its
+        points and features are listed (once) and ``_unseen`` is refreshed from ``seen``, which another
+        search may share."""
         size = self.space.size()
         if size is None or size > int(self.config["score_all"]) or "enumerate" not in offered_moves(self.space):
-            return None
+            return False
         if self._all is None:
             self._all = list(self.space.enumerate())
             self._all_X = np.asarray(self.space.features(self._all), dtype=float)
             self._all_index = {c.key: i for i, c in enumerate(self._all)}
         self._unseen = np.array([c.key not in self.seen for c in self._all], dtype=bool)
+        return True
+
+    def _scored_all(self) -> tuple[list[Candidate], np.ndarray] | None:
+        if not self._enumerated():
+            return None
         idx = np.flatnonzero(self._unseen)
         if len(idx) == 0:
             return [], np.zeros((1, 0))
@@ -290,28 +298,17 @@ class ModelGuided(SearchAlgorithm):
         return fresh_sample(self.space, self.rng, self.seen)
 
     def _spread(self, chosen: list[Candidate]) -> Candidate | None:
-        """Of 256 random unseen points of an enumerable space, the one farthest (L1 distance to the
-        nearest, features replaced by their rank among the column's values, scaled to [0, 1]) from
-        the points measured, pending or ``chosen``; None for a space that cannot be enumerated."""
-        if self._scored_all() is None or self._unseen is None:
-            return None
+        """Of 256 random unseen points of the enumerated space (``_enumerated``), the one farthest from
+        the points measured, pending or ``chosen`` (support.farthest on per-feature ranks)."""
         if self._ranked is None:
-            cols = []
-            for j in range(self._all_X.shape[1]):
-                col = np.nan_to_num(self._all_X[:, j], nan=-1.0)
-                u, inv = np.unique(col, return_inverse=True)
-                cols.append(inv / max(1, len(u) - 1))
-            self._ranked = np.column_stack(cols)
+            self._ranked = rank_scaled(self._all_X)
         idx = np.flatnonzero(self._unseen)
         if len(idx) == 0:
             return None
         pool = self.rng.choice(idx, size=min(256, len(idx)), replace=False)
         keys = [m.candidate.key for m in self.history] + list(self.pending) + [c.key for c in chosen]
         near = [self._all_index[k] for k in keys if k in self._all_index]
-        if not near:
-            return self._all[int(pool[0])]
-        d = np.abs(self._ranked[pool][:, None, :] - self._ranked[near][None, :, :]).sum(axis=2).min(axis=1)
-        return self._all[int(pool[int(np.argmax(d))])]
+        return self._all[farthest(self._ranked, pool, near)]
 
     def _mark_seen(self, c: Candidate) -> None:
         self.seen.add(c.key)
@@ -358,13 +355,14 @@ class ModelGuided(SearchAlgorithm):
                 self._mark_seen(c)
         init = self.space.initial()
         best = min((m for m in self.history if m.ok), key=lambda m: m.cost, default=None) if n_model else None
+        spread = n_model == 0 and str(self.config["design"]) == "maximin" and self._enumerated()
         while len(out) < n:
             c = None
             if init is not None and init.key not in self.seen and self.space.contains(init):
                 c = init
             elif best is not None and self.rng.random() < float(self.config["local"]):
                 c = fresh_walk(self.space, best.candidate, self.rng, self.seen)
-            if c is None and n_model == 0 and str(self.config["design"]) == "maximin":
+            if c is None and spread:
                 c = self._spread(out)
             if c is None:
                 c = self._explore()

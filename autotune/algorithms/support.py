@@ -46,6 +46,25 @@ def fresh_walk(space: Space, start: Candidate, rng: np.random.Generator, seen: s
     return None
 
 
+def rank_scaled(X: np.ndarray) -> np.ndarray:
+    """Each column replaced by the rank of its value among the column's distinct values, scaled to
+    [0, 1] (NaN ranks first), so every feature weighs the same in a distance."""
+    cols = []
+    for j in range(X.shape[1]):
+        values, rank = np.unique(np.nan_to_num(X[:, j], nan=-1.0), return_inverse=True)
+        cols.append(rank / max(1, len(values) - 1))
+    return np.column_stack(cols) if cols else np.zeros((len(X), 0))
+
+
+def farthest(R: np.ndarray, pool: np.ndarray, near: list[int]) -> int:
+    """The row of ``pool`` (indices into ``R``) whose L1 distance to its nearest row of ``near`` is
+    largest (a maximin pick); the first of ``pool`` when ``near`` is empty."""
+    if not near:
+        return int(pool[0])
+    d = np.abs(R[pool][:, None, :] - R[near][None, :, :]).sum(axis=2).min(axis=1)
+    return int(pool[int(np.argmax(d))])
+
+
 def cand_to_json(c: Candidate | None):
     return None if c is None else {"payload": c.payload, "key": c.key}
 
