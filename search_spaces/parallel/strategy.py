@@ -171,9 +171,12 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
             want[op.tp] = t = _largest_degree(op.dims[op.tp], t_max, block)
             if s:
                 want[s] = _largest_degree(op.dims[s], block // t, block // t)
-        elif s and op.type in REPLICATED_IN_TP and t_max > 1 and block % t_max == 0:
-            want[s] = _largest_degree(op.dims[s], block // t_max, block // t_max)
-            replicas = block // want[s]
+        elif op.type in REPLICATED_IN_TP and t_max > 1 and block % t_max == 0:
+            # data parallel over the replicas of the stage, whole on every tensor-parallel rank; a sample
+            # dimension of size 1 (one sequence per micro-batch) is no partitionable dim, so no degree
+            if s:
+                want[s] = _largest_degree(op.dims[s], block // t_max, block // t_max)
+            replicas = block // want.get(s, 1)
         elif s:
             want[s] = _largest_degree(op.dims[s], block, block)
         out.append(_config(op, want, replicas, stage * block))

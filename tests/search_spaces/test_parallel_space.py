@@ -117,3 +117,16 @@ def test_malformed_yaml_cluster_files_are_usage_errors(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(UsageError, match=message):
         get_cluster(str(path))
+
+
+def test_megatron_replicates_layer_norms_on_the_tensor_group_with_one_sequence_per_micro_batch():
+    """A micro-batch of one sequence has no partitionable sample dim; layer norms and residual adds
+    still run on every device of their stage (whole on each tensor-parallel rank), not on one."""
+    g, cl = get_model("gpt-350m", 1), get_cluster("dgx-a100-x2")
+    s = dict(zip((op.name for op in g.ops), st.megatron(g, cl, tensor=8, pipeline=2)))
+    for name in ("l0.ln1", "l0.add1", "l23.add2"):
+        op = g.ops[g.index[name]]
+        assert "a0" not in op.parallel_dims  # the sample dim has size 1
+        assert s[name].span == 8 and s[name].replicas * s[name].parts == 8
+    assert s["l0.ln1"].start == 0 and s["l23.add2"].start == 8
+    assert s["l0.qkv"].span == 8 and s["l0.qkv"].start == s["l0.ln1"].start
