@@ -1,10 +1,12 @@
 """parallelize(): search the strategy space of a model on a cluster with any registered algorithm.
 
 Every evaluation is a Measurement from :class:`SimulatorRunner`, run as an engine
-:class:`Campaign` (so the search is logged and resumable). The baselines are the campaign's
-warm-up: its first batch, measured and logged like any trial and told to the algorithm (data
-parallelism first, so MCMC starts from it as FlexFlow does); the result is the best trial of
-the campaign, so it is never worse than the best valid baseline.
+:class:`Campaign` (so the search is logged and resumable). The baselines and the space's seed
+layouts (Megatron-LM's strategy at every tensor x pipeline x data factorisation of the devices,
+see :class:`StrategySpace`) are the campaign's warm-up: measured first and logged like any trial
+and told to the algorithm (data parallelism first, so MCMC starts from it as FlexFlow does);
+the result is the best trial of the campaign, so it is never worse than the best valid baseline
+or seed layout. For transformer models the micro-batch count is searched with the layout.
 
 Measured op and collective times (trials of task kinds ``parallel-op`` and ``collective`` in
 another database, see :mod:`autotune.db.calibration`) replace the simulator's estimates when
@@ -29,9 +31,9 @@ from autotune.runners.simulator import SimulatorRunner
 from autotune.runners.simulator.calibration import calibrated
 from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, preset_names
 from autotune.search_spaces.parallel.graph import Graph
-from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS, get_model
+from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS, get_model, rebuild
 from autotune.search_spaces.parallel.space import StrategySpace
-from autotune.types import Measurement
+from autotune.types import Candidate, Measurement
 
 #: simulations of the search (after the baselines) when no budget is given
 DEFAULT_TRIALS = 1000
@@ -59,7 +61,7 @@ class ParallelizeResult:
 
     def to_json(self) -> dict:
         out = {"model": self.model.name, "cluster": self.cluster.name, "devices": self.cluster.devices,
-               "batch": self.model.batch * self.runner.microbatches, "microbatches": self.runner.microbatches,
+               "batch": self.space.batch, "microbatches": self.space.microbatches_of(self.best.candidate),
                "best": {**self.summary(self.best), "source": self.best_source,
                         "strategy": self.best.candidate.payload},
                "baselines": {n: self.summary(m) for n, m in self.baselines.items()},
@@ -182,7 +184,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     counts = None
     if measured_db is not None:
         cl, counts = calibrate(cl, measured_db, measured_device)
-    space = StrategySpace(graph, cl, microbatches=microbatches)
+    space = strategy_space(graph, cl, microbatches)
     runner = SimulatorRunner(graph, cl, space, microbatches)
     name = campaign or (f"parallelize-{space.task.name}-b{space.task.params['batch']}"
                         f"{f'-m{microbatches}' if microbatches > 1 else ''}-{algorithm}-s{seed}-{runner.device.key[:6]}")
@@ -217,19 +219,38 @@ def summary_text(r: ParallelizeResult) -> str:
             f"({r.best_source}){over}")
 
 
+def strategy_space(graph: Graph, cluster: Cluster, microbatches: int = 1) -> StrategySpace:
+    """The space a search of ``graph`` runs on: the micro-batch count searched too where the model can be
+    rebuilt at another micro-batch size."""
+    return StrategySpace(graph, cluster, microbatches=microbatches, rebuild=rebuild(graph))
+
+
+def warmup(space: StrategySpace) -> dict[str, Candidate]:
+    """What a search measures first, by name: the baselines (data parallelism first), then the space's seed
+    layouts that are not a baseline."""
+    out = dict(space.baselines())
+    keys = {c.key for c in out.values()}
+    for name, c in space.seeds().items():
+        if c.key not in keys:
+            out[name] = c
+            keys.add(c.key)
+    return out
+
+
 def _search(space: StrategySpace, runner: SimulatorRunner, db, algo, trials: int | None, seed: int,
             time_budget: float | None, name: str, bar: Progress, t0: float, recipe: dict | None = None,
             fresh: bool = False) -> ParallelizeResult:
     baselines = space.baselines()
+    first = warmup(space)
+    names = {c.key: n for n, c in first.items()}
     step = 1 if algo.name == "mcmc" else 8  # MCMC's chain moves after every result
     left = None if time_budget is None else max(time_budget - (time.perf_counter() - t0), 1e-3)
-    Campaign(name, space, algo, runner, db, trials=None if trials is None else trials + len(baselines),
+    Campaign(name, space, algo, runner, db, trials=None if trials is None else trials + len(first),
              time_budget=left, batch=step, seed=seed, progress=bar.shown, console=bar.console,
-             warmup=list(baselines.values()), recipe=recipe, fresh=fresh).run()
+             warmup=list(first.values()), recipe=recipe, fresh=fresh).run()
     history = [m for m, _ in db.campaign_history(db.campaign(name).id)]
     by_key = {m.candidate.key: m for m in history}
     measured = {n: by_key[c.key] for n, c in baselines.items()}
-    names = {c.key: n for n, c in baselines.items()}
     best, source, trace = None, "", []
     for m in history:
         if m.ok and (best is None or m.objective < best.objective):
@@ -238,4 +259,4 @@ def _search(space: StrategySpace, runner: SimulatorRunner, db, algo, trials: int
     if best is None:  # nothing fits in memory: report the first baseline's failure
         source, best = next(iter(measured.items()))
     return ParallelizeResult(space.graph, space.cluster, space, runner, best, source, measured,
-                             time.perf_counter() - t0, runner.sim.simulations, trace[len(baselines):], name)
+                             time.perf_counter() - t0, runner.simulations, trace[len(first):], name)

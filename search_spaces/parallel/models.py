@@ -48,14 +48,25 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
     g.by_name["embed"].weight_elems = 0  # tied with the head: its (dense) gradient and state are the head's
     g.loss(x)
     graph = g.build(recompute=recompute)
-    graph.meta.update(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab)
+    graph.meta.update(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, causal_lm=causal_lm)
     return graph
 
 
-GPT = {  # (layers, hidden, heads) as in Alpa's and Megatron-LM's GPT-3 tables, seq 1024, vocab 51200
-    "gpt-350m": (24, 1024, 16), "gpt-1.3b": (24, 2048, 32), "gpt-2.6b": (32, 2560, 32),
-    "gpt-6.7b": (32, 4096, 32), "gpt-15b": (48, 5120, 40), "gpt-39b": (48, 8192, 64),
+GPT = {  # (layers, hidden, heads, seq) as in Alpa's and Megatron-LM's GPT-3 tables, vocab 51200
+    "gpt-350m": (24, 1024, 16, 1024), "gpt-1.3b": (24, 2048, 32, 1024), "gpt-2.6b": (32, 2560, 32, 1024),
+    "gpt-6.7b": (32, 4096, 32, 1024), "gpt-15b": (48, 5120, 40, 1024), "gpt-39b": (48, 8192, 64, 1024),
+    "gpt-175b": (96, 12288, 96, 2048),  # GPT-3 175B as Megatron-LM trains it (sequence 2048)
 }
+
+
+def rebuild(graph: Graph):
+    """A function ``batch -> Graph`` building ``graph``'s model for another (micro-)batch size, for the
+    transformer stacks (their shape is in ``graph.meta``); None for other graphs."""
+    m = graph.meta
+    if not {"layers", "hidden", "heads", "seq", "vocab"} <= set(m):
+        return None
+    return lambda batch: transformer(graph.name, batch, m["layers"], m["hidden"], m["heads"], m["seq"], m["vocab"],
+                                     causal_lm=m.get("causal_lm", True), recompute=graph.recompute)
 
 
 def resnet101(batch: int) -> Graph:
@@ -183,7 +194,7 @@ DEFAULT_BATCH = {"mlp-unity": 64, "bert-large": 32, "resnet101": 64, "inception-
 MODELS = {
     "mlp-unity": mlp,
     "bert-large": lambda b: transformer("bert-large", b, 24, 1024, 16, 512, 30522, causal_lm=False),
-    **{k: (lambda b, k=k: transformer(k, b, *GPT[k], seq=1024, vocab=51200)) for k in GPT},
+    **{k: (lambda b, k=k: transformer(k, b, *GPT[k][:3], seq=GPT[k][3], vocab=51200)) for k in GPT},
     "resnet101": resnet101,
     "inception-v3": inception_v3,
     "dlrm": dlrm,

@@ -1,17 +1,26 @@
-"""StrategySpace: the SOAP space of per-op parallel configurations (FlexFlow).
+"""StrategySpace: the SOAP space of per-op parallel configurations (FlexFlow), with whole layouts.
 
-A candidate's payload is the strategy JSON (``strategy.to_json``). Moves:
-``neighbor`` gives one op a random valid configuration or copies the configuration
-of an adjacent op (mapped role by role), as FlexFlow's MCMC proposals do; with
-probability ``tie_prob`` the new configuration goes to every op of the same type and
-shape (all the layers of a stack alike, as Alpa and Unity tie repeated layers);
-``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
-topological order) from one parent and the rest from the other.
+A candidate's payload is the strategy JSON (``strategy.to_json``), plus ``microbatches`` when the
+iteration's batch is split into another number of micro-batches than the space's default (only
+for models that can be rebuilt at another micro-batch size: the transformer stacks). Moves:
+``neighbor`` gives one op a random valid configuration (some with replicas: copies of each
+partition on consecutive devices) or copies the configuration of an adjacent op (mapped role by
+role), as FlexFlow's MCMC proposals do; with probability ``tie_prob`` the new configuration goes
+to every op of the same type and shape (all the layers of a stack alike, as Alpa and Unity tie
+repeated layers); with probability ``layout_prob`` it replaces the whole strategy by a layout:
+Megatron-LM's strategy at a tensor (t), pipeline (p) and data (d = devices / t p) degree and a
+micro-batch count, so the search moves between (t, p, d) layouts in one step and refines op by
+op from there. ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
+topological order) from one parent and the rest from the other. ``seeds`` are the layouts a
+search measures first: every (t, p) with the micro-batch counts that give each data-parallel
+replica 1, 2, 4 or 8 samples per micro-batch.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from autotune.search_spaces.base import Space
@@ -22,14 +31,41 @@ from autotune.search_spaces.parallel.graph import ROLES, Graph
 from autotune.errors import UsageError
 from autotune.types import Candidate, Task
 
-N_FEATURES = 4 + 2 * len(ROLES)
+N_FEATURES = 5 + 2 * len(ROLES)
+SEED_MICRO_BATCH = (1, 2, 4, 8)  # samples per data-parallel replica and micro-batch of the seeded layouts
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A whole-model layout: tensor, pipeline and data parallel degrees and micro-batches per iteration."""
+
+    tensor: int
+    pipeline: int
+    data: int
+    microbatches: int
+
+    @property
+    def name(self) -> str:
+        return f"layout t{self.tensor} p{self.pipeline} d{self.data} m{self.microbatches}"
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 class StrategySpace(Space):
     def __init__(self, graph: Graph, cluster: Cluster, copy_prob: float = 0.5, tie_prob: float = 0.2,
-                 microbatches: int = 1):
+                 microbatches: int = 1, layout_prob: float = 0.1, rebuild: Callable[[int], Graph] | None = None,
+                 replica_prob: float = 0.2):
+        """``graph`` is one micro-batch of ``microbatches``; ``rebuild(batch)`` builds the model at another
+        micro-batch size (then the micro-batch count is searched too)."""
         self.graph, self.cluster, self.D, self.microbatches = graph, cluster, cluster.devices, microbatches
-        self.copy_prob, self.tie_prob = copy_prob, tie_prob
+        self.copy_prob, self.tie_prob, self.layout_prob, self.replica_prob = copy_prob, tie_prob, layout_prob, replica_prob
+        self.batch = graph.batch * microbatches  # of an iteration
+        self._rebuild = rebuild
+        self.counts = _divisors(self.batch) if rebuild is not None else [microbatches]
+        self._graphs: dict[int, Graph] = {microbatches: graph}
+        self._choices: dict[int, list] = {}
         groups: dict[tuple, list[int]] = {}
         for i, op in enumerate(graph.ops):
             groups.setdefault((op.type, tuple(op.dims.items()), tuple(op.roles.items())), []).append(i)
@@ -37,16 +73,71 @@ class StrategySpace(Space):
         self.task = Task("parallel", f"{graph.name}@{cluster.name}",
                          {"model": graph.name, "cluster": cluster.name, "batch": graph.batch * microbatches,
                           "devices": self.D, **({"microbatches": microbatches} if microbatches > 1 else {})})
-        self.choices = [st.degree_choices(op, self.D) for op in graph.ops]
         self.neighbors: list[list[int]] = [[] for _ in graph.ops]
         for p, c, _ in graph.edges:
             self.neighbors[p].append(c)
             self.neighbors[c].append(p)
         self._parsed: dict[str, st.Strategy] = {}
+        self.layouts = self._layouts()
+
+    # -- micro-batches ---------------------------------------------------------------
+    def graph_for(self, microbatches: int) -> Graph:
+        """The model of one micro-batch when an iteration runs ``microbatches`` of them."""
+        if microbatches not in self._graphs:
+            if microbatches not in self.counts:
+                raise UsageError(f"{microbatches} micro-batches: valid for batch {self.batch} of {self.graph.name!r}: "
+                                 f"{', '.join(map(str, self.counts))}")
+            self._graphs[microbatches] = self._rebuild(self.batch // microbatches)
+        return self._graphs[microbatches]
+
+    def choices(self, microbatches: int) -> list:
+        """Per op, every valid degree tuple at that micro-batch count."""
+        if microbatches not in self._choices:
+            self._choices[microbatches] = [st.degree_choices(op, self.D) for op in self.graph_for(microbatches).ops]
+        return self._choices[microbatches]
+
+    def microbatches_of(self, c: Candidate) -> int:
+        m = c.payload.get("microbatches", self.microbatches) if isinstance(c.payload, dict) else self.microbatches
+        if isinstance(m, bool) or not isinstance(m, int):
+            raise UsageError(f"microbatches must be a whole number, got {m!r}")
+        return m
+
+    # -- layouts ---------------------------------------------------------------------
+    def _layouts(self) -> list[Layout]:
+        """Every (t, p, d, m): t at most a node, p at most the model's layers, each replica's micro-batch
+        a whole number of samples, at least p micro-batches when pipelined."""
+        stages = int(self.graph.meta.get("layers", len(self.graph.ops)))
+        out = []
+        for t in _divisors(self.D):
+            if t > self.cluster.per_node:
+                continue
+            for p in _divisors(self.D // t):
+                d = self.D // (t * p)
+                if p > stages:
+                    continue
+                for m in self.counts:
+                    if (self.batch // m) % d == 0 and (p == 1 or m >= p):
+                        out.append(Layout(t, p, d, m))
+        return out
+
+    def layout(self, lay: Layout) -> Candidate:
+        g = self.graph_for(lay.microbatches)
+        return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline), lay.microbatches)
+
+    def seeds(self) -> dict[str, Candidate]:
+        """The layouts a search measures first: each (t, p) with the micro-batch counts that give each data
+        parallel replica SEED_MICRO_BATCH samples per micro-batch (the space's count when it is fixed)."""
+        fixed = len(self.counts) == 1
+        return {lay.name: self.layout(lay) for lay in self.layouts
+                if fixed or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH}
 
     # -- conversions -----------------------------------------------------------------
-    def wrap(self, strategy: st.Strategy) -> Candidate:
-        c = Candidate(st.to_json(self.graph, strategy, self.D))
+    def wrap(self, strategy: st.Strategy, microbatches: int | None = None) -> Candidate:
+        m = self.microbatches if microbatches is None else microbatches
+        payload = st.to_json(self.graph_for(m), strategy, self.D)
+        if m != self.microbatches:
+            payload["microbatches"] = m
+        c = Candidate(payload)
         self._remember(c.key, strategy)
         return c
 
@@ -58,29 +149,40 @@ class StrategySpace(Space):
     def strategy(self, c: Candidate) -> st.Strategy:
         s = self._parsed.get(c.key)
         if s is None:
-            s = st.from_json(self.graph, c.payload, self.D)
+            s = st.from_json(self.graph_for(self.microbatches_of(c)), c.payload, self.D)
             self._remember(c.key, s)
         return s
 
     def candidate(self, config) -> Candidate:
-        return self.wrap(st.from_json(self.graph, config, self.D))
+        c = Candidate(config)
+        m = self.microbatches_of(c)
+        return self.wrap(st.from_json(self.graph_for(m), config, self.D), m)
 
     def contains(self, c: Candidate) -> bool:
         try:
-            return st.check_strategy(self.graph, self.strategy(c), self.D) is None
+            m = self.microbatches_of(c)
+            return st.check_strategy(self.graph_for(m), self.strategy(c), self.D) is None
         except (UsageError, TypeError, ValueError, AttributeError):
             return False
 
     # -- moves -----------------------------------------------------------------------
-    def random_config(self, i: int, rng: np.random.Generator) -> st.OpConfig:
-        ch = self.choices[i]
+    def random_config(self, i: int, rng: np.random.Generator, microbatches: int | None = None,
+                      replicas: bool = True) -> st.OpConfig:
+        """Random degrees on a random aligned block; with ``replicas``, with probability ``replica_prob`` each
+        partition copied on several consecutive devices."""
+        ch = self.choices(self.microbatches if microbatches is None else microbatches)[i]
         deg = ch[int(rng.integers(len(ch)))]
         p = math.prod(deg)
-        return st.OpConfig(deg, p * int(rng.integers(self.D // p)))
+        r = 1
+        if replicas and rng.random() < self.replica_prob:
+            rs = _divisors(self.D // p)
+            r = rs[int(rng.integers(len(rs)))]
+        return st.OpConfig(deg, p * r * int(rng.integers(self.D // (p * r))), r)
 
-    def _copy(self, i: int, jcfg: st.OpConfig, j: int) -> st.OpConfig:
+    def _copy(self, i: int, jcfg: st.OpConfig, j: int, microbatches: int | None = None) -> st.OpConfig:
         """Op ``j``'s configuration carried over to op ``i``, role by role."""
-        src, dst = self.graph.ops[j], self.graph.ops[i]
+        g = self.graph_for(self.microbatches if microbatches is None else microbatches)
+        src, dst = g.ops[j], g.ops[i]
         want = {r: 1 for r in ROLES}
         for d, k in zip(src.parallel_dims, jcfg.degrees):
             want[src.roles[d]] *= k
@@ -91,33 +193,44 @@ class StrategySpace(Space):
             deg.append(k)
             want[r] //= k
         p = math.prod(deg)
-        start = jcfg.start if jcfg.start % p == 0 and jcfg.start + p <= self.D else 0
-        return st.OpConfig(tuple(deg), start)
+        r = jcfg.replicas if self.D % (p * jcfg.replicas) == 0 else 1
+        start = jcfg.start if jcfg.start % (p * r) == 0 and jcfg.start + p * r <= self.D else 0
+        return st.OpConfig(tuple(deg), start, r)
 
     def sample(self, rng: np.random.Generator) -> Candidate:
-        return self.wrap([self.random_config(i, rng) for i in range(len(self.graph.ops))])
+        return self.wrap([self.random_config(i, rng, replicas=False) for i in range(len(self.graph.ops))])
 
     def neighbor(self, c: Candidate, rng: np.random.Generator) -> Candidate:
+        if self.layouts and rng.random() < self.layout_prob:
+            return self.layout(self.layouts[int(rng.integers(len(self.layouts)))])
+        m = self.microbatches_of(c)
+        ops = self.graph_for(m).ops
         s = list(self.strategy(c))
         for _ in range(20):
             i = int(rng.integers(len(s)))
             nb = self.neighbors[i]
             if nb and rng.random() < self.copy_prob:
                 j = nb[int(rng.integers(len(nb)))]
-                new = self._copy(i, s[j], j)
+                new = self._copy(i, s[j], j, m)
             else:
-                new = self.random_config(i, rng)
-            if new != s[i] and st.check_config(self.graph.ops[i], new, self.D) is None:
+                new = self.random_config(i, rng, m)
+            if new != s[i] and st.check_config(ops[i], new, self.D) is None:
                 tied = self.alike[i] if rng.random() < self.tie_prob else [i]
                 for t in tied:
                     s[t] = new
-                return self.wrap(s)
-        return self.wrap(s)
+                return self.wrap(s, m)
+        return self.wrap(s, m)
 
     def crossover(self, a: Candidate, b: Candidate, rng: np.random.Generator) -> Candidate:
+        """A prefix of ``a``'s ops and the rest of ``b``'s, at ``a``'s micro-batch count (an op of ``b``'s
+        that is not valid there keeps ``a``'s configuration)."""
+        m = self.microbatches_of(a)
+        ops = self.graph_for(m).ops
         sa, sb = self.strategy(a), self.strategy(b)
         cut = int(rng.integers(len(sa) + 1))
-        return self.wrap(list(sa[:cut]) + list(sb[cut:]))
+        child = list(sa[:cut]) + [y if st.check_config(op, y, self.D) is None else x
+                                  for op, x, y in zip(ops[cut:], sa[cut:], sb[cut:])]
+        return self.wrap(child, m)
 
     def initial(self) -> Candidate:
         return self.wrap(st.data_parallel(self.graph, self.cluster))
@@ -131,7 +244,8 @@ class StrategySpace(Space):
     # -- cost-model rows -------------------------------------------------------------
     def features(self, cs: list[Candidate]) -> np.ndarray:
         """Per candidate: FLOP-weighted mean log2 degree per role, share of ops splitting each role,
-        mean log2 partitions, share of ops on the whole cluster, distinct blocks, mean block start."""
+        mean log2 partitions, share of ops on the whole cluster, distinct blocks, mean block start,
+        log2 micro-batches."""
         w = np.array([op.flops + op.bwd_flops + 1.0 for op in self.graph.ops])
         w = w / w.sum()
         rows = []
@@ -146,5 +260,6 @@ class StrategySpace(Space):
             whole = np.array([cfg.parts == self.D for cfg in s], dtype=float)
             blocks = len({(cfg.start, cfg.parts) for cfg in s})
             rows.append(np.concatenate([w @ role_log, (role_log > 0).mean(axis=0),
-                                        [w @ parts, w @ whole, math.log2(blocks), w @ starts]]))
+                                        [w @ parts, w @ whole, math.log2(blocks), w @ starts,
+                                         math.log2(self.microbatches_of(c))]]))
         return np.array(rows, dtype=float).reshape(len(cs), N_FEATURES)

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from autotune.cli.main import app
+from autotune.drivers.parallel import strategy_space, warmup
 from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel import strategy as st
 from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, preset_names
@@ -59,10 +60,17 @@ def check(model, cluster, trials):
     best = out["best"]
     if best["iteration_s"] is not None:
         assert best["peak_memory_bytes"] > 0
+        m = out["microbatches"]
+        assert m == best["strategy"].get("microbatches", 1) and out["batch"] % m == 0
+        g = get_model(model, out["batch"] // m)
         assert best["iteration_s"] == pytest.approx(
-            simulated(graph, cl, st.from_json(graph, best["strategy"], cl.devices)), rel=1e-9)
-        source = out["baselines"].get(best["source"])
-        assert best["source"] == "search" or source["iteration_s"] == best["iteration_s"]
+            simulated(g, cl, st.from_json(g, best["strategy"], cl.devices), m), rel=1e-9)
+        if best["source"].startswith("layout "):  # a seed layout: Megatron's strategy at its degrees
+            t, p, d, m2 = (int(w[1:]) for w in best["source"].split()[1:])
+            assert m2 == m and t * p * d == cl.devices
+            assert best["iteration_s"] == pytest.approx(simulated(g, cl, st.megatron(g, cl, t, p), m), rel=1e-9)
+        elif best["source"] != "search":
+            assert out["baselines"][best["source"]]["iteration_s"] == best["iteration_s"]
     return out
 
 
@@ -162,7 +170,8 @@ def test_progress_is_on_by_default_and_ends_with_a_summary_line():
     r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 5, "--campaign", "p")
     assert r.exit_code == 0, r.output
     lines = r.output.strip().splitlines()
-    assert lines[-1].startswith("tune parallel: 8 strategies simulated in ") and "ms/iteration" in lines[-1]
+    first = len(warmup(strategy_space(get_model("rnnlm"), get_cluster("p100-4x4"))))
+    assert lines[-1].startswith(f"tune parallel: {first + 5} strategies simulated in ") and "ms/iteration" in lines[-1]
     assert r.stderr.strip().splitlines() == [lines[-1]]
     r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 5, "--campaign", "p", "--json", command=("parallelize",))
     out = last_json(r)
@@ -171,7 +180,7 @@ def test_progress_is_on_by_default_and_ends_with_a_summary_line():
     assert f"{out['best']['iteration_s'] * 1e3:.3f} ms/iteration ({out['best']['source']})" in summary[0]
     assert r.output.strip().splitlines()[-1] == r.stdout.strip()  # merged, the JSON line is still the last
     r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 5, "--campaign", "q", "--json", "--no-progress")
-    assert last_json(r)["simulations"] == 8 and r.stderr == ""
+    assert last_json(r)["simulations"] == first + 5 and r.stderr == ""
 
 
 @pytest.mark.slow
@@ -209,18 +218,20 @@ def test_baselines_open_the_campaign_and_a_resumed_search_is_the_uninterrupted_o
     db, ref = f"sqlite:///{tmp_path / 'p.db'}", f"sqlite:///{tmp_path / 'ref.db'}"
     args = ("--model", "rnnlm", "--cluster", "p100-4x4", "--campaign", "rnn", "--json")
     first = last_json(run(*args, "--trials", 20, "--db", db))
-    assert first["campaign"] == "rnn" and first["simulations"] == 23
+    opening = warmup(strategy_space(get_model("rnnlm"), get_cluster("p100-4x4")))
+    n = len(opening)
+    assert first["campaign"] == "rnn" and first["simulations"] == n + 20 and n > 3
     keys = _trial_keys(db, "rnn")
-    space = StrategySpace(get_model("rnnlm"), get_cluster("p100-4x4"))
-    assert keys[:3] == [c.key for c in space.baselines().values()]  # data parallelism first
-    assert len(keys) == len(set(keys)) == 23  # the baselines, then 20 new strategies
+    assert keys[:3] == [c.key for c in StrategySpace(get_model("rnnlm"), get_cluster("p100-4x4")).baselines().values()]
+    assert keys[:n] == [c.key for c in opening.values()]  # the baselines (data parallelism first), the seed layouts
+    assert len(keys) == len(set(keys)) == n + 20  # then 20 new strategies
     # the same name resumes: the budget is spent, so nothing more is simulated
     again = last_json(run(*args, "--trials", 20, "--db", db))
     assert again["simulations"] == 0 and again["best"] == first["best"] and _trial_keys(db, "rnn") == keys
     # a larger budget continues the same search: the log equals that of one uninterrupted run
     longer = last_json(run(*args, "--trials", 40, "--db", db))
     straight = last_json(run(*args, "--trials", 40, "--db", ref))
-    assert longer["simulations"] == 20 and straight["simulations"] == 43
+    assert longer["simulations"] == 20 and straight["simulations"] == n + 40
     assert _trial_keys(db, "rnn") == _trial_keys(ref, "rnn") and longer["best"] == straight["best"]
 
 
@@ -229,8 +240,10 @@ def test_parallelize_is_an_alias_and_the_old_budget_options_still_work():
             command=("parallelize",))
     old = last_json(r)
     assert "--budget is deprecated; use --trials" in r.stderr and "--time-limit is deprecated" in r.stderr
-    new = last_json(run("-m", "rnnlm", "-c", "p100-4x4", "--trials", 5, "--campaign", "new", "--json"))
-    assert old["best"] == new["best"] and old["simulations"] == new["simulations"] == 8
+    new = last_json(run("-m", "rnnlm", "-c", "p100-4x4", "--trials", 5, "--campaign", "new", "--json",
+                        "--db", "sqlite:///other.db"))  # its own database: no trials of the first run to reuse
+    first = len(warmup(strategy_space(get_model("rnnlm"), get_cluster("p100-4x4"))))
+    assert old["best"] == new["best"] and old["simulations"] == new["simulations"] == first + 5
     help_text = run("--help", command=("parallelize",)).stdout
     assert "Alias of `autotune tune parallel`" in help_text and "--budget" not in help_text
 
@@ -238,7 +251,7 @@ def test_parallelize_is_an_alias_and_the_old_budget_options_still_work():
 def test_microbatches_add_a_pipeline_baseline_and_reject_uneven_splits():
     out = last_json(run("--model", "gpt-350m", "--cluster", "dgx-a100-x2", "--batch", 64, "--microbatches", 8,
                         "--trials", 5, "--json"))
-    assert out["batch"] == 64 and out["microbatches"] == 8
+    assert out["batch"] == 64 and out["microbatches"] == out["best"]["strategy"].get("microbatches", 8)
     graph, cl = get_model("gpt-350m", 8), get_cluster("dgx-a100-x2")
     pipeline = st.megatron(graph, cl, pipeline=cl.nodes)
     assert out["baselines"]["megatron-pipeline"]["iteration_s"] == pytest.approx(simulated(graph, cl, pipeline, 8),
