@@ -1,29 +1,50 @@
-"""Simulator fidelity against Megatron-LM's published throughput (SC'21, arXiv:2104.04473, Table 1).
+"""Simulator fidelity against published Megatron-LM results, per source, calibrated on one source only.
 
-Table 1 (weak scaling of GPT on DGX A100 nodes of NVIDIA Selene, sequence 2048, vocabulary 51200,
-activation recomputation, mixed precision) lists for each model, 1.7B to 1T parameters, its tensor (t),
-pipeline (p) and data parallel degrees and the achieved TFLOP/s per GPU (Megatron's formula
-96 B s l h^2 (1 + s/6h + V/16lh), which counts the recomputed forward). Every row is simulated with
-Megatron's baseline strategy at the row's t and p: pipelined rows stream micro-batches of one sequence
-(an assumption: Table 1 does not give the micro-batch size) through FLOP-balanced stages (1F1B, not
-interleaved); rows without a pipeline use the fewest micro-batches that fit in memory. The A100's
-GEMM efficiency is calibrated on the first row only (--calibrate); the other rows are held out.
-Output: per-row error, MAPE, Spearman rank correlation and pairwise rank agreement.
+Sources (each a paper's table or figure; GPT models, vocabulary 51200, mixed precision, activation
+recomputation; every row simulated with Megatron's strategy, ``strategy.megatron``, at the row's tensor
+(t) and pipeline (p) degrees):
 
-    python scripts/validate_simulator.py [--calibrate] [--json]
+- ``sc21-table1``: Narayanan et al., SC'21 (arXiv:2104.04473), Table 1: weak scaling of 1.7B to 1T
+  parameters on 32 to 3,072 A100s (DGX A100 nodes), sequence 2048; achieved TFLOP/s per GPU (Megatron's
+  count 96 B s l h^2 (1 + s/6h + V/16lh), which includes the recomputed forward). Every row streams
+  micro-batches of one sequence per replica (the table does not give the size; Megatron-LM's GPT-3
+  example scripts use one); the source ``sc21-table1-fewest`` gives the rows without a pipeline the fewest
+  micro-batches that fit in memory instead (on this source itself one sequence fits better: held-out
+  MAPE 5.0% and Spearman 0.91, against 5.7% and 0.66).
+- ``reduce-recompute``: Korthikanti et al. (arXiv:2205.05198), iteration times with full recomputation
+  (the baseline of its end-to-end table): 22B, 175B, 530B and 1T on 8, 64, 280 and 512 A100s, t = 8,
+  p = 1, 8, 35, 64, no data parallelism, micro-batches of one sequence, sequence 2048; seconds.
+- ``megatron19-weak``: Shoeybi et al., Megatron-LM 2019 (arXiv:1909.08053), Figure 1 and Table 1: weak
+  scaling on DGX-2H nodes (16 V100 32GB each), sequence 1024, 1.2B on 1 GPU to 8.3B on 8 (tensor
+  parallel, batch 8) and the same models data parallel on 64 to 512 GPUs (global batch 512): per-GPU
+  throughput relative to the 1.2B model on one GPU, in percent. The 2019 code all-reduced the gradients
+  after the backward (``Simulator(overlap=False)``) for every Megatron-LM 2019 source.
+- ``megatron19-strong``: the same paper's strong scaling of the 1.2B model (batch 8) over 2, 4 and 8
+  GPUs of one DGX-2H: speed-up over one GPU.
+- ``megatron19-single``: the same paper's single-GPU baseline, the 1.2B model on one V100: 39 TFLOP/s.
+
+``--calibrate SOURCE`` fits the large-GEMM efficiency of the source's device on the source's first row
+(bisection); every other row of every source is held out (the other device keeps its preset). Output
+per source: each row's published and simulated value and error, MAPE and Spearman rank correlation
+over its held-out rows.
+
+    python scripts/validate_simulator.py [--calibrate [SOURCE]] [--sources ...] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-from autotune.search_spaces.parallel.clusters import get_cluster
-from autotune.search_spaces.parallel.models import transformer
+
 from autotune.runners.simulator.engine import Simulator
+from autotune.search_spaces.parallel.clusters import DEVICES, Cluster, DeviceSpec, get_cluster
+from autotune.search_spaces.parallel.models import transformer
 from autotune.search_spaces.parallel.strategy import megatron
 
 # (params B, heads, hidden, layers, t, p, GPUs, batch, published TFLOP/s per GPU) - Table 1 of arXiv:2104.04473
@@ -39,8 +60,37 @@ TABLE1 = [
     (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163),
     (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163),
 ]
+# (name, heads, hidden, layers, t, p, GPUs, batch, published seconds per iteration, full recomputation)
+REDUCE_RECOMPUTE = [
+    ("22b", 64, 6144, 48, 8, 1, 8, 4, 1.42),
+    ("175b", 96, 12288, 96, 8, 8, 64, 64, 18.13),
+    ("530b", 128, 20480, 105, 8, 35, 280, 280, 49.05),
+    ("1t", 160, 25600, 128, 8, 64, 512, 512, 94.42),
+]
+# (params B, heads, hidden, layers, tensor-parallel GPUs) - Megatron-LM 2019, Table 1
+MEGATRON19 = [(1.2, 16, 1536, 40, 1), (2.5, 20, 1920, 54, 2), (4.2, 24, 2304, 64, 4), (8.3, 32, 3072, 72, 8)]
+MEGATRON19_WEAK_MP = [100, 95, 82, 77]  # % of the 1-GPU throughput per GPU, tensor parallel on 1, 2, 4, 8 GPUs
+MEGATRON19_WEAK_DP = [96, 83, 79, 74]  # the same models x 64 data-parallel replicas: 64, 128, 256, 512 GPUs
+MEGATRON19_STRONG = [(2, 1.64), (4, 2.34), (8, 2.98)]  # 1.2B, batch 8: speed-up over one GPU
+MEGATRON19_SINGLE_TFLOPS = 39.0
+OVERLAP_2019 = False  # Megatron-LM 2019 all-reduced the data-parallel gradients after the backward
 SEQ, VOCAB = 2048, 51200
-PIPELINE_MICROBATCH = 1  # sequences per pipeline micro-batch (Megatron-LM's GPT-3 example scripts; not in Table 1)
+MICROBATCH = 1  # sequences per replica and micro-batch (Megatron-LM's GPT-3 example scripts; not in Table 1)
+V100_32GB = DeviceSpec("V100-32GB", 15.7e12, 125e12, 32 * 2**30, 900e9, DEVICES["V100"].gemm_efficiency,
+                       sm_count=80, gemm_k_half=DEVICES["V100"].gemm_k_half)
+
+
+def dgx2h(gpus: int, device: DeviceSpec) -> Cluster:
+    """DGX-2H nodes: 16 V100 32GB on NVSwitch (150 GB/s per GPU), 8 x 100 Gb/s InfiniBand per node; fewer
+    than 16 GPUs are part of one node."""
+    per_node = min(gpus, 16)
+    return Cluster(f"dgx2h-{gpus}", gpus // per_node, per_node, device, 150e9, 3e-6, 100e9, 5e-6)
+
+
+def dgx_a100(gpus: int, device: DeviceSpec) -> Cluster:
+    cluster = get_cluster(f"dgx-a100-x{gpus // 8}")
+    cluster.device = device
+    return cluster
 
 
 def spearman(a, b) -> float:
@@ -48,74 +98,159 @@ def spearman(a, b) -> float:
     return float(pd.Series(a).rank().corr(pd.Series(b).rank()))
 
 
-def megatron_flops(batch, layers, hidden):
-    return 96 * batch * SEQ * layers * hidden**2 * (1 + SEQ / (6 * hidden) + VOCAB / (16 * layers * hidden))
+def megatron_flops(batch, layers, hidden, seq=SEQ):
+    return 96 * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + VOCAB / (16 * layers * hidden))
 
 
-def simulate(row, efficiency=None):
-    size, heads, hidden, layers, t, p, gpus, batch, _ = row
-    cluster = get_cluster(f"dgx-a100-x{gpus // 8}")
-    if efficiency is not None:
-        cluster.device.gemm_efficiency = efficiency
-    d = gpus // (t * p)
+def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=None, overlap=True):
+    """Seconds per iteration of Megatron's strategy (t, p) on ``cluster``; micro-batches of ``per_micro``
+    sequences per replica, or (None) the fewest micro-batches that fit. Returns (seconds, result, count)."""
+    d = cluster.devices // (t * p)
     per_replica = batch // d
-    # a pipeline streams micro-batches of PIPELINE_MICROBATCH sequences; without one, the per-replica batch is
-    # split into the fewest micro-batches (gradient accumulation) whose activations fit in memory
-    options = [per_replica // PIPELINE_MICROBATCH] if p > 1 else [m for m in range(1, per_replica + 1)
-                                                                   if per_replica % m == 0]
-    for micro in options:
-        graph = transformer(f"gpt-{size}b", batch // micro, layers, hidden, heads, SEQ, VOCAB, recompute=True)
-        r = Simulator(graph, cluster, microbatches=micro).simulate(megatron(graph, cluster, t, p))
+    counts = [per_replica // per_micro] if per_micro else [m for m in range(1, per_replica + 1) if per_replica % m == 0]
+    for micro in counts:
+        graph = transformer(f"gpt-{name}", batch // micro, layers, hidden, heads, seq, VOCAB, recompute=True)
+        r = Simulator(graph, cluster, microbatches=micro, overlap=overlap).simulate(megatron(graph, cluster, t, p))
         if r.fits:
             break
-    return megatron_flops(batch, layers, hidden) / r.iteration_s / gpus / 1e12, r, micro
+    return r.iteration_s, r, micro
+
+
+def _sc21(devices, fewest: bool = False):
+    def row(size, heads, hidden, layers, t, p, gpus, batch, _):
+        s, r, micro = iteration(f"{size}b", heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, SEQ,
+                                None if fewest and p == 1 else MICROBATCH)
+        return megatron_flops(batch, layers, hidden) / s / gpus / 1e12, {"microbatches": micro, "fits": r.fits}
+    return [(f"{r[0]}B t{r[4]} p{r[5]} {r[6]} GPUs", r[8], lambda r=r: row(*r)) for r in TABLE1]
+
+
+def _reduce_recompute(devices):
+    def row(name, heads, hidden, layers, t, p, gpus, batch, _):
+        s, r, micro = iteration(name, heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, SEQ, 1)
+        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
+    return [(f"{r[0]} t{r[4]} p{r[5]} {r[6]} GPUs", r[8], lambda r=r: row(*r)) for r in REDUCE_RECOMPUTE]
+
+
+def _m19_throughput(devices, i: int, replicas: int, batch: int) -> float:
+    """FLOP/s per GPU of Megatron-LM 2019's model i on t GPUs x ``replicas``, sequence 1024."""
+    size, heads, hidden, layers, t = MEGATRON19[i]
+    gpus = t * replicas
+    s, _, _ = iteration(f"{size}b", heads, hidden, layers, t, 1, dgx2h(gpus, devices["V100"]), batch, 1024,
+                        overlap=OVERLAP_2019)
+    return megatron_flops(batch, layers, hidden, 1024) / s / gpus
+
+
+def _m19_weak(devices):
+    base = {}
+
+    def rel(i, replicas, batch):
+        if "b" not in base:
+            base["b"] = _m19_throughput(devices, 0, 1, 8)
+        return 100 * _m19_throughput(devices, i, replicas, batch) / base["b"], {}
+    rows = [(f"{MEGATRON19[i][0]}B t{MEGATRON19[i][4]}", MEGATRON19_WEAK_MP[i], lambda i=i: rel(i, 1, 8))
+            for i in range(1, 4)]
+    rows += [(f"{MEGATRON19[i][0]}B t{MEGATRON19[i][4]} x64", MEGATRON19_WEAK_DP[i], lambda i=i: rel(i, 64, 512))
+             for i in range(4)]
+    return rows
+
+
+def _m19_strong(devices):
+    size, heads, hidden, layers, _ = MEGATRON19[0]
+
+    def speedup(g):
+        one = iteration(f"{size}b", heads, hidden, layers, 1, 1, dgx2h(1, devices["V100"]), 8, 1024,
+                        overlap=OVERLAP_2019)[0]
+        return one / iteration(f"{size}b", heads, hidden, layers, g, 1, dgx2h(g, devices["V100"]), 8, 1024,
+                               overlap=OVERLAP_2019)[0], {}
+    return [(f"1.2B on {g} GPUs", pub, lambda g=g: speedup(g)) for g, pub in MEGATRON19_STRONG]
+
+
+def _m19_single(devices):
+    return [("1.2B on 1 GPU", MEGATRON19_SINGLE_TFLOPS, lambda: (_m19_throughput(devices, 0, 1, 8) / 1e12, {}))]
+
+
+SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device, unit, rows(devices))
+    "sc21-table1": ("Narayanan et al. SC'21 Table 1, weak scaling on A100", "A100", "TFLOP/s per GPU", _sc21),
+    "sc21-table1-fewest": ("the same, rows without a pipeline in the fewest micro-batches that fit", "A100",
+                           "TFLOP/s per GPU", lambda devices: _sc21(devices, fewest=True)),
+    "reduce-recompute": ("Korthikanti et al. 2022, full recomputation on A100", "A100", "s per iteration",
+                         _reduce_recompute),
+    "megatron19-weak": ("Megatron-LM 2019, weak scaling on V100", "V100", "% of 1-GPU throughput per GPU", _m19_weak),
+    "megatron19-strong": ("Megatron-LM 2019, strong scaling of 1.2B on V100", "V100", "speed-up over 1 GPU",
+                          _m19_strong),
+    "megatron19-single": ("Megatron-LM 2019, 1.2B on one V100", "V100", "TFLOP/s", _m19_single),
+}
+
+
+def evaluate(name: str, devices: dict) -> list[dict]:
+    rows = SOURCES[name][3]
+    out = []
+    for label, published, fn in rows(devices):
+        t0 = time.perf_counter()
+        sim, detail = fn()
+        out.append({"row": label, "published": published, "simulated": round(sim, 3),
+                    "error_pct": round(100 * (sim - published) / published, 1), **detail,
+                    "sim_s": round(time.perf_counter() - t0, 2)})
+    return out
+
+
+def calibrate(name: str, devices: dict) -> float:
+    """The source's device efficiency that reproduces its first row (the metric is monotone in it)."""
+    dev_name = SOURCES[name][1]
+    _, published, fn = SOURCES[name][3](devices)[0]
+    lo, hi = 0.2, 1.0
+    rising = None
+    for _ in range(25):
+        mid = (lo + hi) / 2
+        devices[dev_name].gemm_efficiency = mid
+        value = fn()[0]
+        if rising is None:  # throughput rises with the efficiency, seconds fall
+            devices[dev_name].gemm_efficiency = 0.99
+            rising = fn()[0] > value
+        lo, hi = (mid, hi) if (value < published) == rising else (lo, mid)
+    devices[dev_name].gemm_efficiency = (lo + hi) / 2
+    return devices[dev_name].gemm_efficiency
+
+
+def summarise(rows: list[dict], held: list[bool]) -> dict:
+    kept = [r for r, h in zip(rows, held) if h]
+    mape = float(np.mean([abs(r["error_pct"]) for r in kept])) if kept else float("nan")
+    pub, sim = [r["published"] for r in kept], [r["simulated"] for r in kept]
+    rho = spearman(pub, sim) if len(kept) > 2 and len(set(pub)) > 1 else None
+    return {"mape_pct": round(mape, 2), "spearman": None if rho is None else round(rho, 3),
+            "worst_pct": max((abs(r["error_pct"]) for r in kept), default=None), "held_out_rows": len(kept)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calibrate", action="store_true", help="fit the A100 GEMM efficiency on the first row")
+    ap.add_argument("--calibrate", nargs="?", const="sc21-table1", default=None, choices=list(SOURCES),
+                    help="fit the efficiency of this source's device on its first row (bare flag: sc21-table1)")
+    ap.add_argument("--sources", nargs="+", choices=list(SOURCES), default=[s for s in SOURCES if s != "sc21-table1-fewest"])
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    rows = TABLE1
-    eff = get_cluster("dgx-a100-x1").device.gemm_efficiency
-    if args.calibrate:  # throughput is monotone in the efficiency: bisection on the first row
-        lo, hi = 0.2, 1.0
-        for _ in range(25):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if simulate(rows[0], mid)[0] < rows[0][8] else (lo, mid)
-        eff = (lo + hi) / 2
-    out = []
-    for row in rows:
-        t0 = time.perf_counter()
-        sim, r, micro = simulate(row, eff)
-        err = (sim - row[8]) / row[8]
-        out.append({"params_b": row[0], "t": row[4], "p": row[5], "d": row[6] // (row[4] * row[5]), "gpus": row[6],
-                    "batch": row[7], "microbatches": micro, "published_tflops": row[8], "simulated_tflops": round(sim, 1),
-                    "error_pct": round(100 * err, 1), "held_out": not (args.calibrate and row is rows[0]),
-                    "peak_memory_gib": round(r.peak_memory / 2**30, 1), "sim_s": round(time.perf_counter() - t0, 2)})
-    held = [o for o in out if o["held_out"]]
-    mape = float(np.mean([abs(o["error_pct"]) for o in held]))
-    pub = [o["published_tflops"] for o in out]
-    sim = [o["simulated_tflops"] for o in out]
-    pairs = [(i, j) for i in range(len(out)) for j in range(i + 1, len(out)) if pub[i] != pub[j]]
-    agree = sum((pub[i] - pub[j]) * (sim[i] - sim[j]) > 0 for i, j in pairs)
-    summary = {"gemm_efficiency": round(eff, 4), "calibrated": args.calibrate, "mape_pct_held_out": round(mape, 2),
-               "rank_pairs_agreeing": f"{agree}/{len(pairs)}",
-               "spearman": round(spearman(pub, sim), 3),
-               "ranking_preserved": bool(np.array_equal(np.argsort(pub, kind="stable"), np.argsort(sim, kind="stable"))),
-               "rows": out}
+    devices = {"A100": copy.deepcopy(DEVICES["A100"]), "V100": copy.deepcopy(V100_32GB)}
+    fitted = calibrate(args.calibrate, devices) if args.calibrate else None
+    report = {"calibrated_on": args.calibrate, "efficiency": {k: round(d.gemm_efficiency, 4) for k, d in devices.items()},
+              "sources": {}}
+    for name in args.sources:
+        rows = evaluate(name, devices)
+        held = [not (name == args.calibrate and i == 0) for i in range(len(rows))]
+        for r, h in zip(rows, held):
+            r["held_out"] = h
+        report["sources"][name] = {"what": SOURCES[name][0], "unit": SOURCES[name][2], **summarise(rows, held),
+                                   "rows": rows}
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(report))
         return
-    print(f"A100 GEMM efficiency {eff:.3f} ({'calibrated on the 1.7B row' if args.calibrate else 'preset'})")
-    print(f"{'model':>8} {'t':>2} {'p':>2} {'d':>4} {'GPUs':>5} {'batch':>5} {'micro':>5} {'published':>9} "
-          f"{'simulated':>9} {'error':>7}")
-    for o in out:
-        mark = "" if o["held_out"] else "  (calibration row)"
-        print(f"{o['params_b']:>7}B {o['t']:>2} {o['p']:>2} {o['d']:>4} {o['gpus']:>5} {o['batch']:>5} "
-              f"{o['microbatches']:>5} {o['published_tflops']:>9} {o['simulated_tflops']:>9} {o['error_pct']:>6}%{mark}")
-    print(f"MAPE over held-out rows: {mape:.2f}%   Spearman {summary['spearman']}   rank pairs agreeing: "
-          f"{agree}/{len(pairs)}   ranking preserved: {summary['ranking_preserved']}")
+    cal = f"calibrated on {args.calibrate}'s first row: {fitted:.3f}" if fitted else "presets"
+    print("GEMM efficiency: " + ", ".join(f"{k} {v}" for k, v in report["efficiency"].items()) + f" ({cal})")
+    for name, s in report["sources"].items():
+        print(f"\n{name}: {s['what']} ({s['unit']})")
+        for r in s["rows"]:
+            mark = "" if r["held_out"] else "  (calibration row)"
+            print(f"  {r['row']:26} published {r['published']:>8} simulated {r['simulated']:>9} {r['error_pct']:>7}%{mark}")
+        rho = f"{s['spearman']}" if s["spearman"] is not None else "-"
+        print(f"  MAPE {s['mape_pct']}% (worst {s['worst_pct']}%) over {s['held_out_rows']} held-out rows, Spearman {rho}")
 
 
 if __name__ == "__main__":

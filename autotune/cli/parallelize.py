@@ -45,7 +45,8 @@ def tune_parallel(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Built-in model name (see --list), an .onnx file or a .json graph")] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster preset (e.g. dgx-a100-x2) or .json/.yaml file")] = None,
     batch: Annotated[int | None, typer.Option("--batch", "-b", help="Global batch size of the model (default: the model's)")] = None,
-    microbatches: Annotated[int, typer.Option("--microbatches", help="Split each iteration's batch into this many micro-batches (gradient accumulation; a pipeline where ops sit on different device blocks, 1F1B)")] = 1,
+    microbatches: Annotated[int, typer.Option("--microbatches", help="Split each iteration's batch into this many micro-batches (gradient accumulation; a pipeline where ops sit on different device blocks, 1F1B) for the baselines; for transformer models the search also tries other counts (layouts)")] = 1,
+    recompute: Annotated[bool, typer.Option("--recompute", help="Full activation recomputation: keep only each transformer layer's input for the backward, recompute the rest (what large models need to fit)")] = False,
     algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (mcmc, evolutionary, random, ...; see `autotune algorithms`)")] = "mcmc",
     trials: ParallelTrialsOption = None,
     time_budget: TimeOption = None,
@@ -119,14 +120,15 @@ def tune_parallel(
                                     "trials": trials, "seed": seed, "time_budget": time_budget, "db": db,
                                     "campaign": campaign, "microbatches": microbatches, "measured_db": measured_db,
                                     "measured_device": measured_device, "options": parse_options(option) or None,
-                                    "fresh": fresh}, ray)
+                                    "fresh": fresh, "recompute": recompute}, ray)
         bar.summary(summary_text(r))
     else:
         database = open_db(db)
         try:
             r = parallelize(model, cluster, batch, algorithm, trials, seed, time_budget, db=database, campaign=campaign,
                             progress=bar, microbatches=microbatches, measured_db=measured_db,
-                            measured_device=measured_device, options=parse_options(option) or None, fresh=fresh)
+                            measured_device=measured_device, options=parse_options(option) or None, fresh=fresh,
+                            recompute=recompute)
         finally:
             database.close()
     out = r.to_json()
@@ -142,8 +144,9 @@ def tune_parallel(
     if json:
         emit_json(out)
         return
+    micro = f" in {out['microbatches']} micro-batches (best strategy)" if out["microbatches"] > 1 else ""
     typer.echo(f"{r.model.name} ({len(r.model.ops)} ops, {r.model.parameters / 1e6:.1f}M parameters, "
-               f"batch {out['batch']}{f' in {microbatches} micro-batches' if microbatches > 1 else ''}) "
+               f"batch {out['batch']}{micro}) "
                f"on {r.cluster.name} ({r.cluster.devices} x {r.cluster.device.name})")
     typer.echo(f"  {'best (' + out['best']['source'] + ')':22s}{_fmt(out['best'])}")
     for name, s in out["baselines"].items():

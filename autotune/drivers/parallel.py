@@ -153,7 +153,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                 trials: int | None = None, seed: int = 0, time_budget: float | None = None,
                 options: dict | None = None, db=None, campaign: str | None = None,
                 progress: bool | Progress | None = False, microbatches: int = 1, measured_db=None,
-                measured_device: str | None = None, fresh: bool = False) -> ParallelizeResult:
+                measured_device: str | None = None, fresh: bool = False, recompute: bool = False) -> ParallelizeResult:
     """Search a parallelization strategy for training ``model`` on ``cluster``, as a campaign.
 
     ``trials``: simulations of the search after the baselines, over every run of the campaign
@@ -163,7 +163,9 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     Database or URL) supplies measured op and collective times (see :func:`calibrate`). ``progress``:
     the campaign's bar on standard error and a closing summary line (True, False, None: when standard
     error is a terminal, or an :class:`autotune.progress.Progress`). ``options``: the algorithm's
-    options; ``fresh``: delete an existing campaign of that name first (its trials stay, to be looked up)."""
+    options; ``fresh``: delete an existing campaign of that name first (its trials stay, to be looked up);
+    ``recompute``: full activation recomputation (the backward recomputes the forward of every op whose
+    output is not marked kept: a transformer keeps only each layer's input)."""
     if trials is not None and trials < 0:
         raise UsageError(f"the trial budget must be >= 0 simulations after the baselines, not {trials}")
     if time_budget is not None and not time_budget > 0:
@@ -180,6 +182,9 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     bar = make_progress(progress, "parallelize")
     t0 = time.perf_counter()
     graph = model if isinstance(model, Graph) else get_model(model, micro_batch(model, batch, microbatches))
+    if recompute and not graph.recompute:  # full activation recomputation: only op outputs marked kept stay
+        graph = Graph(graph.name, graph.ops, graph.batch, graph.dtype_bytes, graph.state_bytes_per_param, True,
+                      graph.meta)
     cl = cluster if isinstance(cluster, Cluster) else get_cluster(cluster)
     counts = None
     if measured_db is not None:
@@ -187,7 +192,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     space = strategy_space(graph, cl, microbatches)
     runner = SimulatorRunner(graph, cl, space, microbatches)
     name = campaign or (f"parallelize-{space.task.name}-b{space.task.params['batch']}"
-                        f"{f'-m{microbatches}' if microbatches > 1 else ''}-{algorithm}-s{seed}-{runner.device.key[:6]}")
+                        f"{f'-m{microbatches}' if microbatches > 1 else ''}{'-rc' if graph.recompute else ''}-{algorithm}-s{seed}-{runner.device.key[:6]}")
     with tempfile.TemporaryDirectory(prefix="autotune-parallelize-") as tmp:
         if db is None:
             database = open_database(f"sqlite:///{os.path.join(tmp, 'search.db')}")
@@ -198,7 +203,8 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
             if isinstance(model, str) and isinstance(cluster, str) and measured_db is None:
                 recipe = {"kind": "parallel", "args": {
                     "model": model, "cluster": cluster, "batch": batch, "algorithm": algorithm, "trials": trials,
-                    "seed": seed, "time_budget": time_budget, "options": options, "microbatches": microbatches}}
+                    "seed": seed, "time_budget": time_budget, "options": options, "microbatches": microbatches,
+                    **({"recompute": True} if recompute else {})}}
             result = _search(space, runner, database, algo, trials, seed, time_budget, name, bar, t0, recipe, fresh)
         finally:
             if database is not db:

@@ -137,8 +137,9 @@ def transfer(src: Op, scfg: OpConfig, dst: Op, dcfg: OpConfig, axes: tuple, clus
     an approximation where several copies of one producer rectangle each need its whole gradient).
 
     Each consumer partition needs the sub-rectangle its dims select; it is served by the
-    replica of the producer's rectangle on its own device, else on its node, else any.
-    Returns (seconds, resources, bytes moved).
+    replica of the producer's rectangle on its own device, else on its node, else over the network,
+    once per node and rectangle: the consumers on that node needing it share it over their links.
+    Returns (seconds, resources, bytes moved across devices).
     """
     D = cluster.devices
     total = src.out_elems * dtype_bytes
@@ -147,6 +148,7 @@ def transfer(src: Op, scfg: OpConfig, dst: Op, dcfg: OpConfig, axes: tuple, clus
     ps, pd = scfg.parts, dcfg.parts
     ov = np.ones((ps, pd))
     gkey = np.zeros(ps, dtype=np.int64)
+    rkey = np.zeros(pd, dtype=np.int64)  # consumer partitions with equal keys need the same rectangle
     for a, cd in zip(src.out, axes):
         ks, kd = sdeg.get(a, 1), ddeg.get(cd, 1) if cd is not None else 1
         if ks == 1 and kd == 1:
@@ -158,10 +160,12 @@ def transfer(src: Op, scfg: OpConfig, dst: Op, dcfg: OpConfig, axes: tuple, clus
         ov *= np.clip(hi - lo, 0.0, None)
         if ks > 1:
             gkey = gkey * ks + sidx[a]
+        if kd > 1:
+            rkey = rkey * kd + didx[cd]
     if scfg.replicas > 1:  # every copy of a partition holds its rectangle, every copy needs its input
         ov, gkey = np.repeat(ov, scfg.replicas, axis=0), np.repeat(gkey, scfg.replicas)
     if dcfg.replicas > 1:
-        ov = np.repeat(ov, dcfg.replicas, axis=1)
+        ov, rkey = np.repeat(ov, dcfg.replicas, axis=1), np.repeat(rkey, dcfg.replicas)
     sdev = scfg.start + np.arange(scfg.span)
     ddev = dcfg.start + np.arange(dcfg.span)
     snode, dnode = sdev // cluster.per_node, ddev // cluster.per_node
@@ -184,8 +188,21 @@ def transfer(src: Op, scfg: OpConfig, dst: Op, dcfg: OpConfig, axes: tuple, clus
         np.add.at(port, src[intra], need[intra])
         np.add.at(port, np.broadcast_to(ddev, need.shape)[intra], need[intra])
     if inter.any():
-        np.add.at(nic, np.broadcast_to(snode[rep][:, None], need.shape)[inter], need[inter])
-        np.add.at(nic, np.broadcast_to(dnode, need.shape)[inter], need[inter])
+        # consumers on one node that need the same rectangle take it over the network once and share it
+        # on the node's links (an all-gather of its pieces, as Megatron-LM's scatter/gather of pipeline
+        # transfers across the tensor-parallel group)
+        _, first_col, col_group, copies = np.unique(dnode * (int(rkey.max()) + 1) + rkey, return_index=True,
+                                                    return_inverse=True, return_counts=True)
+        once = np.zeros(len(ddev), dtype=bool)
+        once[first_col] = True
+        crossing = inter & once[None, :]
+        np.add.at(nic, np.broadcast_to(snode[rep][:, None], need.shape)[crossing], need[crossing])
+        np.add.at(nic, np.broadcast_to(dnode, need.shape)[crossing], need[crossing])
+        share = copies[col_group]
+        gather = inter & (share > 1)[None, :]
+        if gather.any():
+            np.add.at(port, np.broadcast_to(ddev, need.shape)[gather],
+                      (need * ((share - 1) / share)[None, :])[gather])
     moved = float(need[want].sum())
     if moved == 0.0:
         return 0.0, EMPTY, 0.0

@@ -48,12 +48,15 @@ class SimResult:
 
 class Simulator:
     """``graph`` is one micro-batch; ``microbatches`` of them make an iteration (gradient accumulation, and a
-    pipeline where ops sit on different device blocks)."""
+    pipeline where ops sit on different device blocks). ``overlap``: the weight-gradient all-reduces of a
+    single micro-batch start as soon as their op's backward ends, overlapping the rest of the backward
+    (PyTorch DDP, Megatron-LM since 2020); off, they run after the whole backward (Megatron-LM 2019). With
+    several micro-batches they run after the last one either way."""
 
-    def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1):
+    def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool = True):
         if microbatches < 1:
             raise ValueError(f"microbatches must be >= 1, got {microbatches}")
-        self.g, self.c, self.microbatches = graph, cluster, int(microbatches)
+        self.g, self.c, self.microbatches, self.overlap = graph, cluster, int(microbatches), overlap
         self.D = cluster.devices
         self.op_cache: dict[tuple, tuple] = {}
         self.edge_cache: dict[tuple, tuple] = {}
@@ -244,7 +247,8 @@ class Simulator:
         ready = [0.0] * len(self.names)
         indeg = self.indeg.copy().tolist()
         dur, res, succ = self.dur, self.res, self.succ
-        if self.microbatches > 1:  # first the forward and backward of one micro-batch: syncs and updates come last
+        serial = self.microbatches > 1 or not self.overlap
+        if serial:  # first the forward and backward of one micro-batch: syncs and updates come last
             dur = list(dur)
             for t in self.once:
                 dur[t] = 0.0
@@ -281,7 +285,7 @@ class Simulator:
                         push(heap, (ready[v], v))
                     else:
                         stack.append((v, ready[v]))
-        if self.microbatches > 1:  # the other micro-batches stream behind the first at the busiest device's
+        if serial:  # the other micro-batches stream behind the first at the busiest device's
             # rate (1F1B), then the weight-gradient syncs and updates run once
             end_all += (self.microbatches - 1) * self.busiest(self.per_microbatch) + self.busiest(self.once)
         return SimResult(end_all, self.memory(strategy), self.c.device.memory_bytes, tl)

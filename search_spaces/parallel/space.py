@@ -12,8 +12,8 @@ Megatron-LM's strategy at a tensor (t), pipeline (p) and data (d = devices / t p
 micro-batch count, so the search moves between (t, p, d) layouts in one step and refines op by
 op from there. ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
 topological order) from one parent and the rest from the other. ``seeds`` are the layouts a
-search measures first: every (t, p) with the micro-batch counts that give each data-parallel
-replica 1, 2, 4 or 8 samples per micro-batch.
+search measures first: every (t, p) with its fewest micro-batches and with the counts that give
+each data-parallel replica 1, 2, 4 or 8 samples per micro-batch.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ class StrategySpace(Space):
         self.alike = [groups[(op.type, tuple(op.dims.items()), tuple(op.roles.items()))] for op in graph.ops]
         self.task = Task("parallel", f"{graph.name}@{cluster.name}",
                          {"model": graph.name, "cluster": cluster.name, "batch": graph.batch * microbatches,
-                          "devices": self.D, **({"microbatches": microbatches} if microbatches > 1 else {})})
+                          "devices": self.D, **({"microbatches": microbatches} if microbatches > 1 else {}),
+                          **({"recompute": True} if graph.recompute else {})})
         self.neighbors: list[list[int]] = [[] for _ in graph.ops]
         for p, c, _ in graph.edges:
             self.neighbors[p].append(c)
@@ -125,11 +126,14 @@ class StrategySpace(Space):
         return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline), lay.microbatches)
 
     def seeds(self) -> dict[str, Candidate]:
-        """The layouts a search measures first: each (t, p) with the micro-batch counts that give each data
-        parallel replica SEED_MICRO_BATCH samples per micro-batch (the space's count when it is fixed)."""
-        fixed = len(self.counts) == 1
+        """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
+        that give each data-parallel replica SEED_MICRO_BATCH samples per micro-batch."""
+        fewest: dict[tuple[int, int], int] = {}
+        for lay in self.layouts:
+            fewest.setdefault((lay.tensor, lay.pipeline), lay.microbatches)  # counts ascend
         return {lay.name: self.layout(lay) for lay in self.layouts
-                if fixed or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH}
+                if lay.microbatches == fewest[lay.tensor, lay.pipeline]
+                or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH}
 
     # -- conversions -----------------------------------------------------------------
     def wrap(self, strategy: st.Strategy, microbatches: int | None = None) -> Candidate:

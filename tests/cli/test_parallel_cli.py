@@ -258,3 +258,14 @@ def test_microbatches_add_a_pipeline_baseline_and_reject_uneven_splits():
                                                                                  rel=1e-9)
     r = run("--model", "gpt-350m", "--cluster", "dgx-a100-x2", "--batch", 64, "--microbatches", 3)
     assert r.exit_code == 2 and "micro-batches" in r.output
+
+
+def test_recompute_trades_time_for_activation_memory_and_is_its_own_campaign():
+    plain = last_json(run("--model", "gpt-350m", "--cluster", "dgx-a100-x1", "--trials", 0, "--json"))
+    rc = last_json(run("--model", "gpt-350m", "--cluster", "dgx-a100-x1", "--trials", 0, "--recompute", "--json"))
+    a, b = plain["baselines"]["data-parallel"], rc["baselines"]["data-parallel"]
+    assert b["peak_memory_bytes"] < 0.8 * a["peak_memory_bytes"] and b["iteration_s"] > 1.1 * a["iteration_s"]
+    assert rc["campaign"] != plain["campaign"] and rc["simulations"] == plain["simulations"]  # nothing reused
+    graph, cl = get_model("gpt-350m", 32), get_cluster("dgx-a100-x1")
+    graph.recompute = True
+    assert b["iteration_s"] == pytest.approx(simulated(graph, cl, st.data_parallel(graph, cl)), rel=1e-9)

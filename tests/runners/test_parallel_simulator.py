@@ -255,3 +255,36 @@ def test_megatron_pipeline_baseline_cuts_layers_into_stage_blocks():
     s = megatron(g, cluster(per_node=2, nodes=2), tensor=2, pipeline=2)
     starts = [cfg.start for cfg in s[1:]]
     assert starts == [0, 0, 2, 2] and all(cfg.span == 2 for cfg in s[1:])
+
+
+def test_copies_on_another_node_take_a_tensor_over_the_network_once_and_share_it_on_their_links():
+    """A producer on node 0 and a consumer copied on the 4 devices of node 1 (as Megatron's pipeline
+    stages run layer norms on every tensor-parallel rank): the tensor crosses the network once, then the
+    copies all-gather it over their own links (each receives 3/4 of it)."""
+    from autotune.runners.simulator.costs import transfer
+
+    g = chain(2, width=16)
+    cl = cluster(nodes=2, per_node=4)
+    src, dst = g.ops[g.index["l0"]], g.ops[g.index["l1"]]
+    nbytes = 8 * 16 * 4
+    t, res, moved = transfer(src, OpConfig((1, 1, 1), 0), dst, OpConfig((1, 1, 1), 4, replicas=4), dst.inputs[0][1],
+                             cl, 4)
+    assert moved == pytest.approx(4 * nbytes)  # every copy gets the whole tensor...
+    assert t == pytest.approx(max(nbytes / INTER + LAT_N, 0.75 * nbytes / INTRA + LAT_I))
+    assert set(res.tolist()) >= {2 * 8 + 0, 2 * 8 + 1} and set(res.tolist()) >= {8 + d for d in range(4, 8)}
+    # ...where four separate fetches would have sent it four times over node 1's port
+    t4 = 4 * nbytes / INTER + LAT_N
+    assert t < t4 / 2
+
+
+def test_without_overlap_the_gradient_all_reduces_follow_the_whole_backward():
+    """Two data-parallel layers on 4 devices: overlapped, the last layer's gradient all-reduce runs during
+    the first layer's backward; without overlap (Megatron-LM 2019) both follow the backward."""
+    g = chain(2, b=8, f=64, width=64)
+    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4), cfg(g, "l1", a0=4)]
+    compute = 2 * 3 * 2 * 8 * 64 * 64 / 4 / PEAK
+    ring = 2 * 3 / 4 * 64 * 64 * 4 / INTRA + 2 * 3 * LAT_I
+    serial = Simulator(g, cluster(per_node=4), overlap=False).simulate(s).iteration_s
+    assert serial == pytest.approx(compute + 2 * ring)
+    overlapped = Simulator(g, cluster(per_node=4)).simulate(s).iteration_s
+    assert overlapped < serial - 0.5 * min(ring, compute / 3)

@@ -130,3 +130,66 @@ def test_megatron_replicates_layer_norms_on_the_tensor_group_with_one_sequence_p
         assert s[name].span == 8 and s[name].replicas * s[name].parts == 8
     assert s["l0.ln1"].start == 0 and s["l23.add2"].start == 8
     assert s["l0.qkv"].span == 8 and s["l0.qkv"].start == s["l0.ln1"].start
+
+
+def test_layouts_cover_every_factorisation_and_choose_the_micro_batch_count():
+    """GPT-350M, batch 64 on 16 A100s: a layout is Megatron's strategy at (t, p, d) with t*p*d = 16 and a
+    micro-batch count m (each replica's micro-batch whole, m >= p when pipelined); its candidate carries m,
+    round-trips through its JSON, and runs on the model rebuilt at batch 64 / m."""
+    from autotune.drivers.parallel import strategy_space
+    from autotune.runners.simulator.engine import Simulator
+    from autotune.runners.simulator.runner import SimulatorRunner
+
+    g, cl = get_model("gpt-350m", 64), get_cluster("dgx-a100-x2")
+    space = strategy_space(g, cl)
+    assert {(x.tensor, x.pipeline) for x in space.layouts} == {(t, p) for t in (1, 2, 4, 8) for p in (1, 2, 4, 8, 16)
+                                                               if t * p <= 16}
+    for x in space.layouts:
+        assert x.tensor * x.pipeline * x.data == 16 and (64 // x.microbatches) % x.data == 0
+        assert x.pipeline == 1 or x.microbatches >= x.pipeline
+    lay = next(x for x in space.layouts if (x.tensor, x.pipeline, x.microbatches) == (8, 2, 16))
+    c = space.layout(lay)
+    assert c.payload["microbatches"] == 16 and space.microbatches_of(c) == 16 and space.contains(c)
+    assert space.candidate(json.loads(json.dumps(c.payload))).key == c.key
+    micro = get_model("gpt-350m", 4)
+    expected = Simulator(micro, cl, 16).simulate(st.megatron(micro, cl, 8, 2))
+    m = SimulatorRunner(g, cl, space).measure_one(c)
+    assert m.cost == pytest.approx(expected.iteration_s, rel=1e-12) and m.meta["microbatches"] == 16
+    assert m.meta["throughput"] == pytest.approx(64 / m.cost)
+    assert not space.contains(Candidate({**c.payload, "microbatches": 3}))  # 64 does not split in 3
+    assert not space.contains(Candidate({**c.payload, "microbatches": 64}))  # a 1-sample micro-batch on 2 replicas
+    seeds = space.seeds()
+    fewest = {}
+    for x in space.layouts:
+        fewest[x.tensor, x.pipeline] = min(fewest.get((x.tensor, x.pipeline), 64), x.microbatches)
+    names = {x.name: x for x in space.layouts}
+    assert set(seeds) <= set(names) and {(t, p, m) for (t, p), m in fewest.items()} <= {
+        (names[n].tensor, names[n].pipeline, names[n].microbatches) for n in seeds}
+    assert all(64 // x.microbatches // x.data in (1, 2, 4, 8) or x.microbatches == fewest[x.tensor, x.pipeline]
+               for x in map(names.get, seeds))
+
+
+def test_layout_moves_jump_between_layouts_and_op_moves_keep_the_micro_batch_count():
+    from autotune.drivers.parallel import strategy_space
+
+    space = strategy_space(get_model("gpt-350m", 64), get_cluster("dgx-a100-x2"))
+    rng = np.random.default_rng(0)
+    space.layout_prob = 1.0
+    jumps = {space.neighbor(space.initial(), rng).key for _ in range(40)}
+    assert jumps <= {space.layout(x).key for x in space.layouts} and len(jumps) > 10
+    space.layout_prob = 0.0
+    c = space.layout(space.layouts[-1])
+    for _ in range(20):
+        n = space.neighbor(c, rng)
+        assert space.contains(n) and space.microbatches_of(n) == space.microbatches_of(c)
+        assert sum(a != b for a, b in zip(space.strategy(n), space.strategy(c))) >= 1
+    child = space.crossover(c, space.initial(), rng)
+    assert space.contains(child) and space.microbatches_of(child) == space.microbatches_of(c)
+
+
+def test_models_without_a_rebuild_keep_their_micro_batch_count():
+    from autotune.drivers.parallel import strategy_space
+
+    space = strategy_space(get_model("resnet101", 64), get_cluster("p100-4x4"))
+    assert space.counts == [1] and all(x.microbatches == 1 and x.pipeline == 1 for x in space.layouts)
+    assert not space.contains(Candidate({**space.initial().payload, "microbatches": 2}))

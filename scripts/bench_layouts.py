@@ -1,0 +1,116 @@
+"""Benchmark: the strategy search against published Megatron-LM layouts, in simulation.
+
+Every case is a GPT model (sequence 2048, vocabulary 51200, activation recomputation, mixed precision)
+trained on DGX A100 nodes with the layout its source published: tensor (t) and pipeline (p) degrees,
+data parallel degree d = GPUs / (t p).
+
+- ``sc21``: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
+  Megatron-LM" (SC'21, arXiv:2104.04473), Table 1, the rows on up to 512 GPUs (the table as in
+  ``validate_simulator.py``), in micro-batches of one sequence per replica (the table does not give the
+  micro-batch size; the validation assumes one too).
+- ``reduce-recompute``: Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+  Models" (arXiv:2205.05198), the GPT models of 22B, 175B, 530B and 1T parameters on 8, 64, 280 and 512
+  GPUs at t = 8, p = 1, 8, 35 and 64, no data parallelism, micro-batches of one sequence.
+
+For each case: the published layout's simulated iteration time (Megatron's strategy at its t and p,
+``strategy.megatron``), then ``parallelize`` from scratch (the default algorithm, its baselines and seed
+layouts first, then the search, within --time-budget seconds of wall time) on the same GPUs and global
+batch. Reported: both times, their ratio (search / published: at most 1 is at least as fast), where the
+best came from (a baseline, a seed layout or the search), and the wall time of the search.
+
+    python scripts/bench_layouts.py [--time-budget 55] [--cases sc21 reduce-recompute] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from autotune.drivers.parallel import parallelize
+from autotune.runners.simulator.engine import Simulator
+from autotune.search_spaces.parallel.clusters import get_cluster
+from autotune.search_spaces.parallel.models import transformer
+from autotune.search_spaces.parallel.strategy import megatron
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from validate_simulator import MICROBATCH, SEQ, TABLE1, VOCAB
+
+# (source, name, layers, hidden, heads, GPUs, global batch, t, p, sequences per replica and micro-batch)
+CASES = [
+    *[("sc21", f"gpt-{size}b", layers, hidden, heads, gpus, batch, t, p, MICROBATCH)
+      for size, heads, hidden, layers, t, p, gpus, batch, _ in TABLE1 if gpus <= 512],
+    ("reduce-recompute", "gpt-22b", 48, 6144, 64, 8, 4, 8, 1, 1),
+    ("reduce-recompute", "gpt-175b", 96, 12288, 96, 64, 64, 8, 8, 1),
+    ("reduce-recompute", "gpt-530b", 105, 20480, 128, 280, 280, 8, 35, 1),
+    ("reduce-recompute", "gpt-1t", 128, 25600, 160, 512, 512, 8, 64, 1),
+]
+
+
+def published(case) -> tuple[float | None, int]:
+    """The published layout's simulated iteration time (None: it does not fit) and its micro-batch count."""
+    _, name, layers, hidden, heads, gpus, batch, t, p, per_micro = case
+    cluster = get_cluster(f"dgx-a100-x{gpus // 8}")
+    d = gpus // (t * p)
+    m = batch // (d * per_micro)
+    graph = transformer(name, batch // m, layers, hidden, heads, SEQ, VOCAB, recompute=True)
+    r = Simulator(graph, cluster, m).simulate(megatron(graph, cluster, t, p))
+    return (r.iteration_s if r.fits else None), m
+
+
+def run_case(case, time_budget: float, seed: int, algorithm: str) -> dict:
+    source, name, layers, hidden, heads, gpus, batch, t, p, _ = case
+    pub_s, pub_m = published(case)
+    graph = transformer(name, batch, layers, hidden, heads, SEQ, VOCAB, recompute=True)
+    t0 = time.perf_counter()
+    r = parallelize(graph, get_cluster(f"dgx-a100-x{gpus // 8}"), algorithm=algorithm, seed=seed,
+                    time_budget=time_budget)
+    wall = time.perf_counter() - t0
+    best = r.best.cost if r.best.ok else None
+    return {"source": source, "model": name, "gpus": gpus, "batch": batch, "published_layout": f"t{t} p{p} d{gpus // (t * p)}",
+            "published_microbatches": pub_m, "published_s": pub_s, "search_s": best, "best_source": r.best_source,
+            "best_microbatches": r.space.microbatches_of(r.best.candidate),
+            "ratio": best / pub_s if best and pub_s else None, "wall_s": wall, "simulations": r.simulations}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--time-budget", type=float, default=55.0, help="wall seconds of each search (default 55)")
+    ap.add_argument("--cases", nargs="+", default=None, metavar="SOURCE|MODEL",
+                    help="only the cases of these sources or models (default: all)")
+    ap.add_argument("--algorithm", default="mcmc")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    cases = [c for c in CASES if not args.cases or c[0] in args.cases or c[1] in args.cases]
+    if not cases:
+        ap.error(f"no case matches {args.cases}; sources: {sorted({c[0] for c in CASES})}, "
+                 f"models: {[c[1] for c in CASES]}")
+    rows = []
+    for case in cases:
+        rows.append(run_case(case, args.time_budget, args.seed, args.algorithm))
+        if not args.json:
+            r = rows[-1]
+            pub = f"{r['published_s']:.3f}" if r["published_s"] else "OOM"
+            got = f"{r['search_s']:.3f}" if r["search_s"] else "none fits"
+            ratio = f"{r['ratio']:.3f}" if r["ratio"] else "-"
+            print(f"{r['source']:17} {r['model']:9} {r['gpus']:4} GPUs batch {r['batch']:5}  published "
+                  f"{r['published_layout']:13} m{r['published_microbatches']:<4} {pub:>8} s  search {got:>8} s "
+                  f"({r['best_source']}, m{r['best_microbatches']})  ratio {ratio}  {r['wall_s']:.1f} s wall, "
+                  f"{r['simulations']} simulations", flush=True)
+    ratios = [r["ratio"] for r in rows if r["ratio"]]
+    summary = {"cases": len(rows), "median_ratio": statistics.median(ratios) if ratios else None,
+               "worst_ratio": max(ratios) if ratios else None,
+               "at_least_as_fast": sum(r <= 1.0 + 1e-9 for r in ratios), "max_wall_s": max(r["wall_s"] for r in rows)}
+    if args.json:
+        print(json.dumps({"rows": rows, "summary": summary}))
+        return
+    print(f"search / published: median {summary['median_ratio']:.3f}, worst {summary['worst_ratio']:.3f}; at least "
+          f"as fast on {summary['at_least_as_fast']}/{len(ratios)}; longest search {summary['max_wall_s']:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""scripts/bench_layouts.py: the published layout is simulated as published, and the search (seeded with
+every layout) ends at least as fast as it."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import bench_layouts
+
+from autotune.runners.simulator.engine import Simulator
+from autotune.search_spaces.parallel.clusters import get_cluster
+from autotune.search_spaces.parallel.models import transformer
+from autotune.search_spaces.parallel.strategy import megatron
+
+
+def test_the_search_is_at_least_as_fast_as_a_published_layout():
+    case = next(c for c in bench_layouts.CASES if c[1] == "gpt-22b")  # t=8, p=1 on 8 GPUs, batch 4
+    pub_s, pub_m = bench_layouts.published(case)
+    assert pub_m == 4  # micro-batches of one sequence
+    graph, cluster = transformer("gpt-22b", 1, 48, 6144, 64, 2048, 51200, recompute=True), get_cluster("dgx-a100-x1")
+    assert pub_s == pytest.approx(Simulator(graph, cluster, 4).simulate(megatron(graph, cluster, 8, 1)).iteration_s)
+    row = bench_layouts.run_case(case, time_budget=1.0, seed=0, algorithm="mcmc")
+    assert row["published_s"] == pub_s and row["ratio"] <= 1.0 + 1e-12
+    assert row["best_microbatches"] in (1, 2, 4)  # batch 4 splits into 1, 2 or 4 micro-batches
