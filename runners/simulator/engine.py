@@ -231,6 +231,20 @@ class Simulator:
         in_flight = min(self.microbatches, len({(cfg.start, cfg.span) for cfg in strategy}))
         return weights + acts * in_flight
 
+    def virtual_stages(self, strategy: Strategy) -> int:
+        """Pipeline chunks per device block: the fewest separate runs of consecutive layers (ops with weights,
+        in graph order) that any block holds; 1 unless every block holds several (interleaved)."""
+        runs: dict[tuple[int, int], int] = {}
+        prev = None
+        for op, cfg in zip(self.g.ops, strategy):
+            if not op.weight_elems:
+                continue
+            block = (cfg.start, cfg.span)
+            if block != prev:
+                runs[block] = runs.get(block, 0) + 1
+                prev = block
+        return min(runs.values()) if len(runs) > 1 else 1
+
     def busiest(self, tasks: list[int]) -> float:
         """The most work ``tasks`` give one device (its compute queue plus its link port: transfers and
         collectives it waits for) or one node's network port."""
@@ -285,7 +299,10 @@ class Simulator:
                         push(heap, (ready[v], v))
                     else:
                         stack.append((v, ready[v]))
-        if serial:  # the other micro-batches stream behind the first at the busiest device's
-            # rate (1F1B), then the weight-gradient syncs and updates run once
-            end_all += (self.microbatches - 1) * self.busiest(self.per_microbatch) + self.busiest(self.once)
+        if serial:  # the other micro-batches stream behind the first at the busiest device's rate (1F1B):
+            # M steady steps plus the first micro-batch's fill and drain, which v virtual stages per device
+            # (interleaved 1F1B) cut v-fold; then the weight-gradient syncs and updates run once
+            step = self.busiest(self.per_microbatch)
+            v = self.virtual_stages(strategy) if self.microbatches > 1 else 1
+            end_all = self.microbatches * step + (end_all - step) / v + self.busiest(self.once)
         return SimResult(end_all, self.memory(strategy), self.c.device.memory_bytes, tl)

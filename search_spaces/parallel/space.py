@@ -8,12 +8,12 @@ partition on consecutive devices) or copies the configuration of an adjacent op 
 role), as FlexFlow's MCMC proposals do; with probability ``tie_prob`` the new configuration goes
 to every op of the same type and shape (all the layers of a stack alike, as Alpa and Unity tie
 repeated layers); with probability ``layout_prob`` it replaces the whole strategy by a layout:
-Megatron-LM's strategy at a tensor (t), pipeline (p) and data (d = devices / t p) degree and a
-micro-batch count, so the search moves between (t, p, d) layouts in one step and refines op by
+Megatron-LM's strategy at a tensor (t), pipeline (p) and data (d = devices / t p) degree, a
+micro-batch count and a number of virtual stages (interleaved 1F1B), so the search moves between (t, p, d) layouts in one step and refines op by
 op from there. ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
 topological order) from one parent and the rest from the other. ``seeds`` are the layouts a
 search measures first: every (t, p) with its fewest micro-batches and with the counts that give
-each data-parallel replica 1, 2, 4 or 8 samples per micro-batch.
+each data-parallel replica 1, 2, 4 or 8 samples per micro-batch, plain and interleaved in 2.
 """
 
 from __future__ import annotations
@@ -43,10 +43,12 @@ class Layout:
     pipeline: int
     data: int
     microbatches: int
+    virtual: int = 1  # model chunks per pipeline stage (interleaved 1F1B when above 1)
 
     @property
     def name(self) -> str:
-        return f"layout t{self.tensor} p{self.pipeline} d{self.data} m{self.microbatches}"
+        v = f" v{self.virtual}" if self.virtual > 1 else ""
+        return f"layout t{self.tensor} p{self.pipeline} d{self.data} m{self.microbatches}{v}"
 
 
 def _divisors(n: int) -> list[int]:
@@ -105,9 +107,12 @@ class StrategySpace(Space):
 
     # -- layouts ---------------------------------------------------------------------
     def _layouts(self) -> list[Layout]:
-        """Every (t, p, d, m): t at most a node, p at most the model's layers, each replica's micro-batch
-        a whole number of samples, at least p micro-batches when pipelined."""
-        stages = int(self.graph.meta.get("layers", len(self.graph.ops)))
+        """Every (t, p, d, m, v): t at most a node, p at most the model's layers, each replica's micro-batch
+        a whole number of samples, at least p micro-batches when pipelined; v > 1 virtual stages (of a
+        model with layers) when the layers split into p * v equal chunks and m is a multiple of p, as
+        Megatron-LM's interleaved schedule requires."""
+        layers = self.graph.meta.get("layers")
+        stages = int(layers or len(self.graph.ops))
         out = []
         for t in _divisors(self.D):
             if t > self.cluster.per_node:
@@ -119,21 +124,24 @@ class StrategySpace(Space):
                 for m in self.counts:
                     if (self.batch // m) % d == 0 and (p == 1 or m >= p):
                         out.append(Layout(t, p, d, m))
+                        if layers and p > 1 and m % p == 0:
+                            out.extend(Layout(t, p, d, m, v) for v in _divisors(layers // p)[1:] if v <= 8)
         return out
 
     def layout(self, lay: Layout) -> Candidate:
         g = self.graph_for(lay.microbatches)
-        return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline), lay.microbatches)
+        return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline, lay.virtual), lay.microbatches)
 
     def seeds(self) -> dict[str, Candidate]:
         """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
-        that give each data-parallel replica SEED_MICRO_BATCH samples per micro-batch."""
+        that give each data-parallel replica SEED_MICRO_BATCH samples per micro-batch, plain and (where
+        valid) with 2 virtual stages."""
         fewest: dict[tuple[int, int], int] = {}
         for lay in self.layouts:
             fewest.setdefault((lay.tensor, lay.pipeline), lay.microbatches)  # counts ascend
         return {lay.name: self.layout(lay) for lay in self.layouts
-                if lay.microbatches == fewest[lay.tensor, lay.pipeline]
-                or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH}
+                if lay.virtual in (1, 2) and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
+                                              or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH)}
 
     # -- conversions -----------------------------------------------------------------
     def wrap(self, strategy: st.Strategy, microbatches: int | None = None) -> Candidate:

@@ -151,18 +151,22 @@ def data_parallel(graph: Graph, cluster: Cluster) -> Strategy:
     return out
 
 
-def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline: int = 1) -> Strategy:
+def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline: int = 1,
+             virtual: int = 1) -> Strategy:
     """Tensor parallelism of degree ``tensor`` (default: a node) on each op's marked dim, data parallel on the
     rest; with ``pipeline`` > 1 the layers are cut into that many FLOP-balanced stages, each on its own block
-    of devices (run with micro-batches: ``Simulator(..., microbatches=M)``)."""
+    of devices (run with micro-batches: ``Simulator(..., microbatches=M)``); with ``virtual`` > 1 into
+    ``pipeline * virtual`` chunks placed round-robin on the stages (Megatron-LM's interleaved 1F1B)."""
     D, t_max = cluster.devices, tensor or cluster.per_node
     if pipeline < 1 or D % pipeline:
         raise UsageError(f"pipeline degree {pipeline} does not divide {D} devices")
-    block = D // pipeline
+    if virtual < 1:
+        raise UsageError(f"virtual stages must be >= 1, got {virtual}")
+    block, chunks = D // pipeline, pipeline * virtual
     total = sum(op.flops for op in graph.ops) or 1.0
     out, acc = [], 0.0
     for op in graph.ops:
-        stage = min(pipeline - 1, int(pipeline * (acc + op.flops / 2) / total))
+        stage = min(chunks - 1, int(chunks * (acc + op.flops / 2) / total)) % pipeline
         acc += op.flops
         s = _sample_dim(op)
         want: dict[str, int] = {}
@@ -179,6 +183,8 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
             replicas = block // want.get(s, 1)
         elif s:
             want[s] = _largest_degree(op.dims[s], block, block)
+        else:  # nothing to split (a loss over one sequence): whole on every device of the stage, as Megatron
+            replicas = block
         out.append(_config(op, want, replicas, stage * block))
     return out
 

@@ -66,9 +66,9 @@ def check(model, cluster, trials):
         assert best["iteration_s"] == pytest.approx(
             simulated(g, cl, st.from_json(g, best["strategy"], cl.devices), m), rel=1e-9)
         if best["source"].startswith("layout "):  # a seed layout: Megatron's strategy at its degrees
-            t, p, d, m2 = (int(w[1:]) for w in best["source"].split()[1:])
+            t, p, d, m2, v = ([int(w[1:]) for w in best["source"].split()[1:]] + [1])[:5]
             assert m2 == m and t * p * d == cl.devices
-            assert best["iteration_s"] == pytest.approx(simulated(g, cl, st.megatron(g, cl, t, p), m), rel=1e-9)
+            assert best["iteration_s"] == pytest.approx(simulated(g, cl, st.megatron(g, cl, t, p, v), m), rel=1e-9)
         elif best["source"] != "search":
             assert out["baselines"][best["source"]]["iteration_s"] == best["iteration_s"]
     return out

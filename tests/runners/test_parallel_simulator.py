@@ -288,3 +288,20 @@ def test_without_overlap_the_gradient_all_reduces_follow_the_whole_backward():
     assert serial == pytest.approx(compute + 2 * ring)
     overlapped = Simulator(g, cluster(per_node=4)).simulate(s).iteration_s
     assert overlapped < serial - 0.5 * min(ring, compute / 3)
+
+
+def test_interleaved_stages_cut_the_pipeline_fill_and_drain():
+    """Four equal layers on two devices, 4 micro-batches, transfers free: 1F1B takes (M + p - 1) stage
+    steps; with the layers placed round-robin (2 virtual stages per device) (M + (p - 1) / 2)."""
+    from autotune.search_spaces.parallel.strategy import megatron
+
+    g = chain(4, b=8, f=64, width=64)
+    dev = DeviceSpec("toy", PEAK, PEAK, 1e12, math.inf, gemm_efficiency=1.0, launch_s=0.0)
+    cl = Cluster("fast links", 1, 2, dev, 1e18, 0.0, 1e18, 0.0)
+    layer = 3 * 2 * 8 * 64 * 64 / PEAK  # forward and backward of one layer
+    for v, steps in ((1, 4 + 1), (2, 4 + 0.5)):
+        s = megatron(g, cl, tensor=1, pipeline=2, virtual=v)
+        assert [c.start for c in s[1:]] == ([0, 0, 1, 1] if v == 1 else [0, 1, 0, 1])
+        sim = Simulator(g, cl, microbatches=4, overlap=True)
+        assert sim.virtual_stages(s) == v
+        assert sim.simulate(s).iteration_s == pytest.approx(steps * 2 * layer, rel=1e-6)

@@ -147,6 +147,10 @@ def test_layouts_cover_every_factorisation_and_choose_the_micro_batch_count():
     for x in space.layouts:
         assert x.tensor * x.pipeline * x.data == 16 and (64 // x.microbatches) % x.data == 0
         assert x.pipeline == 1 or x.microbatches >= x.pipeline
+        # interleaved: 24 layers in p * v equal chunks, micro-batches a multiple of p
+        assert x.virtual == 1 or (x.pipeline > 1 and 24 % (x.pipeline * x.virtual) == 0 and x.microbatches % x.pipeline == 0)
+    assert {x.virtual for x in space.layouts} == {1, 2, 3, 4, 6}  # divisors of 24 / p, at most 8
+    assert {x.virtual for x in map(dict((x.name, x) for x in space.layouts).get, space.seeds())} == {1, 2}
     lay = next(x for x in space.layouts if (x.tensor, x.pipeline, x.microbatches) == (8, 2, 16))
     c = space.layout(lay)
     assert c.payload["microbatches"] == 16 and space.microbatches_of(c) == 16 and space.contains(c)
