@@ -46,7 +46,7 @@ def tune_parallel(
     cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster preset (e.g. dgx-a100-x2) or .json/.yaml file")] = None,
     batch: Annotated[int | None, typer.Option("--batch", "-b", help="Global batch size of the model (default: the model's)")] = None,
     microbatches: Annotated[int, typer.Option("--microbatches", help="Split each iteration's batch into this many micro-batches (gradient accumulation; a pipeline where ops sit on different device blocks, 1F1B) for the baselines; for transformer models the search also tries other counts (layouts)")] = 1,
-    recompute: Annotated[bool, typer.Option("--recompute", help="Full activation recomputation: keep only each transformer layer's input for the backward, recompute the rest (what large models need to fit)")] = False,
+    recompute: Annotated[str | None, typer.Option("--recompute", help="Activation recomputation of a transformer model: full (keep only each layer's input for the backward; what large models need to fit), selective (recompute the attention core only) or none (default)")] = None,
     algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (mcmc, evolutionary, random, ...; see `autotune algorithms`)")] = "mcmc",
     trials: ParallelTrialsOption = None,
     time_budget: TimeOption = None,
@@ -105,6 +105,10 @@ def tune_parallel(
 
     check_model(model)  # before the database is opened: a typo creates nothing
     check_cluster(cluster)
+    if recompute is not None:
+        from autotune.search_spaces.parallel.models import recompute_mode
+
+        recompute_mode(recompute)
     check_algorithm(algorithm)
     if trials is not None and trials < 0:
         raise UsageError(f"--trials must be >= 0 (simulations after the baselines), got {trials}")

@@ -31,7 +31,7 @@ from autotune.runners.simulator import SimulatorRunner
 from autotune.runners.simulator.calibration import calibrated
 from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, preset_names
 from autotune.search_spaces.parallel.graph import Graph
-from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS, get_model, rebuild
+from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS, get_model, rebuild, recompute_mode
 from autotune.search_spaces.parallel.space import StrategySpace
 from autotune.types import Candidate, Measurement
 
@@ -153,7 +153,8 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                 trials: int | None = None, seed: int = 0, time_budget: float | None = None,
                 options: dict | None = None, db=None, campaign: str | None = None,
                 progress: bool | Progress | None = False, microbatches: int = 1, measured_db=None,
-                measured_device: str | None = None, fresh: bool = False, recompute: bool = False) -> ParallelizeResult:
+                measured_device: str | None = None, fresh: bool = False,
+                recompute: bool | str | None = None) -> ParallelizeResult:
     """Search a parallelization strategy for training ``model`` on ``cluster``, as a campaign.
 
     ``trials``: simulations of the search after the baselines, over every run of the campaign
@@ -164,8 +165,8 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     the campaign's bar on standard error and a closing summary line (True, False, None: when standard
     error is a terminal, or an :class:`autotune.progress.Progress`). ``options``: the algorithm's
     options; ``fresh``: delete an existing campaign of that name first (its trials stay, to be looked up);
-    ``recompute``: full activation recomputation (the backward recomputes the forward of every op whose
-    output is not marked kept: a transformer keeps only each layer's input)."""
+    ``recompute``: activation recomputation of a transformer model, "none", "selective" (the attention core)
+    or "full" (only each layer's input kept); default: the model's own (none for the built-in ones)."""
     if trials is not None and trials < 0:
         raise UsageError(f"the trial budget must be >= 0 simulations after the baselines, not {trials}")
     if time_budget is not None and not time_budget > 0:
@@ -182,9 +183,12 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     bar = make_progress(progress, "parallelize")
     t0 = time.perf_counter()
     graph = model if isinstance(model, Graph) else get_model(model, micro_batch(model, batch, microbatches))
-    if recompute and not graph.recompute:  # full activation recomputation: only op outputs marked kept stay
-        graph = Graph(graph.name, graph.ops, graph.batch, graph.dtype_bytes, graph.state_bytes_per_param, True,
-                      graph.meta)
+    if recompute is not None:
+        mode = recompute_mode(recompute)
+        build = rebuild(graph, mode)
+        if build is None:
+            raise UsageError(f"--recompute applies to transformer models; {graph.name!r} is not one")
+        graph = build(graph.batch)
     cl = cluster if isinstance(cluster, Cluster) else get_cluster(cluster)
     counts = None
     if measured_db is not None:
@@ -192,7 +196,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     space = strategy_space(graph, cl, microbatches)
     runner = SimulatorRunner(graph, cl, space, microbatches)
     name = campaign or (f"parallelize-{space.task.name}-b{space.task.params['batch']}"
-                        f"{f'-m{microbatches}' if microbatches > 1 else ''}{'-rc' if graph.recompute else ''}-{algorithm}-s{seed}-{runner.device.key[:6]}")
+                        f"{f'-m{microbatches}' if microbatches > 1 else ''}{'-rc-' + graph.meta['recompute'] if graph.meta.get('recompute', 'none') != 'none' else ''}-{algorithm}-s{seed}-{runner.device.key[:6]}")
     with tempfile.TemporaryDirectory(prefix="autotune-parallelize-") as tmp:
         if db is None:
             database = open_database(f"sqlite:///{os.path.join(tmp, 'search.db')}")
@@ -204,7 +208,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                 recipe = {"kind": "parallel", "args": {
                     "model": model, "cluster": cluster, "batch": batch, "algorithm": algorithm, "trials": trials,
                     "seed": seed, "time_budget": time_budget, "options": options, "microbatches": microbatches,
-                    **({"recompute": True} if recompute else {})}}
+                    **({"recompute": recompute_mode(recompute)} if recompute is not None else {})}}
             result = _search(space, runner, database, algo, trials, seed, time_budget, name, bar, t0, recipe, fresh)
         finally:
             if database is not db:

@@ -169,7 +169,7 @@ class Simulator:
         gs = (costs.allreduce(c, members(wrep), synced * g.dtype_bytes)
               if w_shard and wrep else (0.0, costs.EMPTY))
         upd = w_shard * g.state_bytes_per_param * 2 / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
-        act = out_part * g.dtype_bytes if (op.keep or not g.recompute) else 0.0
+        act = out_part * g.dtype_bytes + op.stash_bytes / cfg.parts if (op.keep or not g.recompute) else 0.0
         mem = (w_shard * g.state_bytes_per_param, act)
         hit = (f, b, ao, ai, gs, upd, mem, devs)
         self.op_cache[key] = hit

@@ -41,6 +41,7 @@ class Op:
     tp: str | None = None  # the dim Megatron-style tensor parallelism splits
     keep: bool = True  # whether the output is stashed for backward under recomputation
     out_scale: int = 1  # elements per output index (attention: the head size along the heads dim)
+    stash_bytes: float = 0.0  # forward internals kept for the backward besides the output (attention's softmax)
 
     @property
     def parallel_dims(self) -> tuple[str, ...]:
@@ -208,10 +209,12 @@ class Builder:
         dims = {"b": b, "s": s, "n": heads}
         roles = {"b": "sample", "s": None, "n": "parameter"}
         f = 4.0 * b * s * s * h
+        # kept for the backward: the softmax output and the dropout's output and byte mask, each [b, heads, s, s]
+        stash = (2 * self.dtype_bytes + 1) * b * heads * s * s
         return self.add(Op(self._uniq(name), "attention", dims, roles, ("b", "s", "n"),
                            [(qkv, ("b", "s", "n"))], flops=f, bwd_flops=2 * f,
                            mem_elems=b * s * (h3 + h) + SCORE_PASSES * b * heads * s * s, tp="n", keep=False,
-                           out_scale=h // heads))
+                           out_scale=h // heads, stash_bytes=stash))
 
     def lstm(self, x: str, hidden: int, name: str) -> str:
         """One LSTM layer over the whole sequence [b, t, i] -> [b, t, h].

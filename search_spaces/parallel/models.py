@@ -25,9 +25,25 @@ def mlp(batch: int, layers: int = 16, width: int = 8192, name: str = "mlp-unity"
     return g.build(state_bytes_per_param=SGD_STATE)
 
 
+RECOMPUTE = ("none", "selective", "full")
+
+
+def recompute_mode(recompute: bool | str) -> str:
+    """``recompute`` as one of RECOMPUTE (True: full, False: none)."""
+    mode = {True: "full", False: "none"}.get(recompute, recompute) if isinstance(recompute, bool) else recompute
+    if mode not in RECOMPUTE:
+        raise UsageError(f"recomputation must be one of {', '.join(RECOMPUTE)}, not {recompute!r}")
+    return mode
+
+
 def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq: int, vocab: int,
-                causal_lm: bool = True, recompute: bool = False) -> Graph:
-    """A GPT/BERT stack in mixed precision with Megatron's tensor-parallel split points marked."""
+                causal_lm: bool = True, recompute: bool | str = False) -> Graph:
+    """A GPT/BERT stack in mixed precision with Megatron's tensor-parallel split points marked.
+
+    ``recompute``: "full" (or True) keeps only each layer's input for the backward and recomputes the rest;
+    "selective" recomputes only the attention core (its [s, s] softmax and dropout are not stored;
+    Korthikanti et al. 2022); "none" (False) stores every activation."""
+    mode = recompute_mode(recompute)
     g = Builder(name, batch, dtype_bytes=2)
     ids = g.input("tokens", {"b": batch, "s": seq}, {"b": "sample", "s": "attribute"})
     x = g.embedding(ids, vocab, hidden, "embed")
@@ -42,13 +58,14 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
         f = g.linear(f, hidden, f"l{i}.fc2", tp="i")
         x = g.elementwise([x, f], f"l{i}.add2", "add")
         for n in (f"l{i}.qkv", f"l{i}.attn", f"l{i}.proj", f"l{i}.fc1", f"l{i}.fc2", f"l{i}.ln1", f"l{i}.ln2"):
-            g.by_name[n].keep = False
+            g.by_name[n].keep = mode == "selective" and n != f"l{i}.attn"
     x = g.elementwise(x, "ln_f", "layernorm", 8.0, frozen=(2,))
     x = g.linear(x, vocab, "lm_head" if causal_lm else "mlm_head", tp="o")
     g.by_name["embed"].weight_elems = 0  # tied with the head: its (dense) gradient and state are the head's
     g.loss(x)
-    graph = g.build(recompute=recompute)
-    graph.meta.update(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, causal_lm=causal_lm)
+    graph = g.build(recompute=mode != "none")
+    graph.meta.update(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, causal_lm=causal_lm,
+                      recompute=mode)
     return graph
 
 
@@ -59,14 +76,16 @@ GPT = {  # (layers, hidden, heads, seq) as in Alpa's and Megatron-LM's GPT-3 tab
 }
 
 
-def rebuild(graph: Graph):
-    """A function ``batch -> Graph`` building ``graph``'s model for another (micro-)batch size, for the
-    transformer stacks (their shape is in ``graph.meta``); None for other graphs."""
+def rebuild(graph: Graph, recompute: bool | str | None = None):
+    """A function ``batch -> Graph`` building ``graph``'s model for another (micro-)batch size (and with
+    ``recompute``, when given), for the transformer stacks (their shape is in ``graph.meta``); None for
+    other graphs."""
     m = graph.meta
     if not {"layers", "hidden", "heads", "seq", "vocab"} <= set(m):
         return None
+    mode = m.get("recompute", "full" if graph.recompute else "none") if recompute is None else recompute
     return lambda batch: transformer(graph.name, batch, m["layers"], m["hidden"], m["heads"], m["seq"], m["vocab"],
-                                     causal_lm=m.get("causal_lm", True), recompute=graph.recompute)
+                                     causal_lm=m.get("causal_lm", True), recompute=mode)
 
 
 def resnet101(batch: int) -> Graph:

@@ -75,7 +75,7 @@ class StrategySpace(Space):
         self.task = Task("parallel", f"{graph.name}@{cluster.name}",
                          {"model": graph.name, "cluster": cluster.name, "batch": graph.batch * microbatches,
                           "devices": self.D, **({"microbatches": microbatches} if microbatches > 1 else {}),
-                          **({"recompute": True} if graph.recompute else {})})
+                          **({"recompute": graph.meta.get("recompute", "full")} if graph.recompute else {})})
         self.neighbors: list[list[int]] = [[] for _ in graph.ops]
         for p, c, _ in graph.edges:
             self.neighbors[p].append(c)

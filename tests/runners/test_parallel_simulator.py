@@ -305,3 +305,19 @@ def test_interleaved_stages_cut_the_pipeline_fill_and_drain():
         sim = Simulator(g, cl, microbatches=4, overlap=True)
         assert sim.virtual_stages(s) == v
         assert sim.simulate(s).iteration_s == pytest.approx(steps * 2 * layer, rel=1e-6)
+
+
+def test_attention_internals_are_stored_unless_recomputed():
+    """Without recomputation each layer also stores its attention's softmax output, dropout output and mask:
+    (2 x 2 + 1) bytes x b x heads x s^2 in fp16 (Korthikanti et al.'s 5 a s^2 b); selective recomputation
+    drops that and the attention's output (b x s x hidden in fp16, recomputed with it); data parallelism over
+    4 devices holds a quarter on each."""
+    from autotune.search_spaces.parallel.models import transformer
+
+    cl = cluster(per_node=4)
+    b, layers, heads, s = 8, 2, 4, 64
+    mem = {}
+    for mode in ("none", "selective"):
+        g = transformer("tiny", b, layers, 64, heads, s, 128, recompute=mode)
+        mem[mode] = Simulator(g, cl).simulate(data_parallel(g, cl)).memory
+    assert np.allclose(mem["none"] - mem["selective"], layers * (5 * b * heads * s * s + 2 * b * s * 64) / 4)
