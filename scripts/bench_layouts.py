@@ -31,13 +31,11 @@ import time
 from pathlib import Path
 
 from autotune.drivers.parallel import parallelize
-from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel.clusters import get_cluster
 from autotune.search_spaces.parallel.models import transformer
-from autotune.search_spaces.parallel.strategy import megatron
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from validate_simulator import MICROBATCH, SEQ, TABLE1, VOCAB
+from validate_simulator import MICROBATCH, SEQ, TABLE1, VOCAB, iteration
 
 # (source, name, layers, hidden, heads, GPUs, global batch, t, p, sequences per replica and micro-batch)
 CASES = [
@@ -53,12 +51,8 @@ CASES = [
 def published(case) -> tuple[float | None, int]:
     """The published layout's simulated iteration time (None: it does not fit) and its micro-batch count."""
     _, name, layers, hidden, heads, gpus, batch, t, p, per_micro = case
-    cluster = get_cluster(f"dgx-a100-x{gpus // 8}")
-    d = gpus // (t * p)
-    m = batch // (d * per_micro)
-    graph = transformer(name, batch // m, layers, hidden, heads, SEQ, VOCAB, recompute=True)
-    r = Simulator(graph, cluster, m).simulate(megatron(graph, cluster, t, p))
-    return (r.iteration_s if r.fits else None), m
+    s, r, m = iteration(name, heads, hidden, layers, t, p, get_cluster(f"dgx-a100-x{gpus // 8}"), batch, SEQ, per_micro)
+    return (s if r.fits else None), m
 
 
 def run_case(case, time_budget: float, seed: int, algorithm: str) -> dict:

@@ -51,10 +51,6 @@ class Layout:
         return f"layout t{self.tensor} p{self.pipeline} d{self.data} m{self.microbatches}{v}"
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 class StrategySpace(Space):
     def __init__(self, graph: Graph, cluster: Cluster, copy_prob: float = 0.5, tie_prob: float = 0.2,
                  microbatches: int = 1, layout_prob: float = 0.1, rebuild: Callable[[int], Graph] | None = None,
@@ -65,7 +61,7 @@ class StrategySpace(Space):
         self.copy_prob, self.tie_prob, self.layout_prob, self.replica_prob = copy_prob, tie_prob, layout_prob, replica_prob
         self.batch = graph.batch * microbatches  # of an iteration
         self._rebuild = rebuild
-        self.counts = _divisors(self.batch) if rebuild is not None else [microbatches]
+        self.counts = st.divisors(self.batch) if rebuild is not None else [microbatches]
         self._graphs: dict[int, Graph] = {microbatches: graph}
         self._choices: dict[int, list] = {}
         groups: dict[tuple, list[int]] = {}
@@ -114,10 +110,10 @@ class StrategySpace(Space):
         layers = self.graph.meta.get("layers")
         stages = int(layers or len(self.graph.ops))
         out = []
-        for t in _divisors(self.D):
+        for t in st.divisors(self.D):
             if t > self.cluster.per_node:
                 continue
-            for p in _divisors(self.D // t):
+            for p in st.divisors(self.D // t):
                 d = self.D // (t * p)
                 if p > stages:
                     continue
@@ -125,7 +121,7 @@ class StrategySpace(Space):
                     if (self.batch // m) % d == 0 and (p == 1 or m >= p):
                         out.append(Layout(t, p, d, m))
                         if layers and p > 1 and m % p == 0:
-                            out.extend(Layout(t, p, d, m, v) for v in _divisors(layers // p)[1:] if v <= 8)
+                            out.extend(Layout(t, p, d, m, v) for v in st.divisors(layers // p)[1:] if v <= 8)
         return out
 
     def layout(self, lay: Layout) -> Candidate:
@@ -187,7 +183,7 @@ class StrategySpace(Space):
         p = math.prod(deg)
         r = 1
         if replicas and rng.random() < self.replica_prob:
-            rs = _divisors(self.D // p)
+            rs = st.divisors(self.D // p)
             r = rs[int(rng.integers(len(rs)))]
         return st.OpConfig(deg, p * r * int(rng.integers(self.D // (p * r))), r)
 

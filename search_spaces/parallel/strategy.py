@@ -42,7 +42,7 @@ class OpConfig:
 Strategy = list[OpConfig]  # aligned with graph.ops
 
 
-def _divisors(n: int) -> list[int]:
+def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
@@ -54,7 +54,7 @@ def _choices(sizes: tuple[int, ...], devices: int) -> tuple[tuple[int, ...], ...
         if i == len(sizes):
             out.append(acc)
             return
-        for k in _divisors(math.gcd(sizes[i], devices)):
+        for k in divisors(math.gcd(sizes[i], devices)):
             if devices % (prod * k) == 0:
                 rec(i + 1, acc + (k,), prod * k)
 
@@ -128,7 +128,7 @@ def from_json(graph: Graph, d: dict, devices: int) -> Strategy:
 
 
 def _largest_degree(size: int, limit: int, devices: int) -> int:
-    return max(k for k in _divisors(math.gcd(size, limit)) if devices % k == 0)
+    return max(k for k in divisors(math.gcd(size, limit)) if devices % k == 0)
 
 
 def _config(op: Op, want: dict[str, int], replicas: int = 1, start: int = 0) -> OpConfig:
