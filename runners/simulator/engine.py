@@ -51,12 +51,21 @@ class Simulator:
     pipeline where ops sit on different device blocks). ``overlap``: the weight-gradient all-reduces of a
     single micro-batch start as soon as their op's backward ends, overlapping the rest of the backward
     (PyTorch DDP, Megatron-LM since 2020); off, they run after the whole backward (Megatron-LM 2019). With
-    several micro-batches they run after the last one either way."""
+    several micro-batches they run after the last one either way.
 
-    def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool = True):
+    ``zero``: ZeRO stage (DeepSpeed; stage 3 is PyTorch FSDP's full sharding) over each op's data-parallel
+    group (the partitions holding the same weight shard): 1 shards the optimizer state (the bytes per
+    parameter beyond the weight and its gradient), 2 the gradients too, 3 the weights too; the update then
+    touches a shard. Stages 1 and 2 move what an all-reduce moves (a reduce-scatter of the gradients, an
+    all-gather of the updated weights); stage 3 also all-gathers the weights before the forward and the
+    backward, 1.5 times the all-reduce's bytes, all charged to the gradient sync."""
+
+    def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool = True, zero: int = 0):
         if microbatches < 1:
             raise ValueError(f"microbatches must be >= 1, got {microbatches}")
-        self.g, self.c, self.microbatches, self.overlap = graph, cluster, int(microbatches), overlap
+        if zero not in (0, 1, 2, 3):
+            raise ValueError(f"zero must be a ZeRO stage 0-3, got {zero}")
+        self.g, self.c, self.microbatches, self.overlap, self.zero = graph, cluster, int(microbatches), overlap, zero
         self.D = cluster.devices
         self.op_cache: dict[tuple, tuple] = {}
         self.edge_cache: dict[tuple, tuple] = {}
@@ -168,12 +177,24 @@ class Simulator:
             synced = min(w_shard, out_part * math.prod(deg[d] for d in wrep))
         gs = (costs.allreduce(c, members(wrep), synced * g.dtype_bytes)
               if w_shard and wrep else (0.0, costs.EMPTY))
-        upd = w_shard * g.state_bytes_per_param * 2 / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
+        group = math.prod(deg[d] for d in wrep)  # devices holding the same weight shard
+        shard = group if self.zero and w_shard else 1
+        if self.zero == 3 and gs[0]:
+            gs = (1.5 * gs[0], gs[1])
+        upd = w_shard * g.state_bytes_per_param * 2 / shard / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
         act = out_part * g.dtype_bytes + op.stash_bytes / cfg.parts if (op.keep or not g.recompute) else 0.0
-        mem = (w_shard * g.state_bytes_per_param, act)
+        mem = (w_shard * self._state_bytes(shard), act)
         hit = (f, b, ao, ai, gs, upd, mem, devs)
         self.op_cache[key] = hit
         return hit
+
+    def _state_bytes(self, shard: int) -> float:
+        """Bytes per parameter of an op's weight shard on one device, its ZeRO stage over ``shard`` devices."""
+        total, w = float(self.g.state_bytes_per_param), float(self.g.dtype_bytes)
+        optimizer = max(total - 2 * w, 0.0)
+        if self.zero == 0 or shard == 1:
+            return total
+        return {1: 2 * w + optimizer / shard, 2: w + (w + optimizer) / shard, 3: total / shard}[self.zero]
 
     def _edge_costs(self, e: int, scfg: OpConfig, dcfg: OpConfig) -> tuple:
         key = (self.edge_sig[e], scfg, dcfg)

@@ -9,8 +9,10 @@ role), as FlexFlow's MCMC proposals do; with probability ``tie_prob`` the new co
 to every op of the same type and shape (all the layers of a stack alike, as Alpa and Unity tie
 repeated layers); with probability ``layout_prob`` it replaces the whole strategy by a layout:
 Megatron-LM's strategy at a tensor (t), pipeline (p) and data (d = devices / t p) degree, a
-micro-batch count and a number of virtual stages (interleaved 1F1B), so the search moves between (t, p, d) layouts in one step and refines op by
-op from there. ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
+micro-batch count and a number of virtual stages (interleaved 1F1B), so the search moves between
+(t, p, d) layouts in one step and refines op by op from there; with probability ``zero_prob`` it keeps the strategy and changes its ZeRO stage
+(``"zero"`` in the payload: optimizer state, gradients and weights sharded over the data-parallel
+replicas, see ``Simulator``). ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
 topological order) from one parent and the rest from the other. ``seeds`` are the layouts a
 search measures first: every (t, p) with its fewest micro-batches and with the counts that give
 each data-parallel replica 1, 2, 4 or 8 samples per micro-batch, plain and interleaved in 2.
@@ -31,7 +33,8 @@ from autotune.search_spaces.parallel.graph import ROLES, Graph
 from autotune.errors import UsageError
 from autotune.types import Candidate, Task
 
-N_FEATURES = 5 + 2 * len(ROLES)
+N_FEATURES = 6 + 2 * len(ROLES)
+ZERO_STAGES = (0, 1, 2, 3)
 SEED_MICRO_BATCH = (1, 2, 4, 8)  # samples per data-parallel replica and micro-batch of the seeded layouts
 
 
@@ -54,11 +57,12 @@ class Layout:
 class StrategySpace(Space):
     def __init__(self, graph: Graph, cluster: Cluster, copy_prob: float = 0.5, tie_prob: float = 0.2,
                  microbatches: int = 1, layout_prob: float = 0.1, rebuild: Callable[[int], Graph] | None = None,
-                 replica_prob: float = 0.2):
+                 replica_prob: float = 0.2, zero_prob: float = 0.05):
         """``graph`` is one micro-batch of ``microbatches``; ``rebuild(batch)`` builds the model at another
         micro-batch size (then the micro-batch count is searched too)."""
         self.graph, self.cluster, self.D, self.microbatches = graph, cluster, cluster.devices, microbatches
         self.copy_prob, self.tie_prob, self.layout_prob, self.replica_prob = copy_prob, tie_prob, layout_prob, replica_prob
+        self.zero_prob = zero_prob
         self.batch = graph.batch * microbatches  # of an iteration
         self._rebuild = rebuild
         self.counts = st.divisors(self.batch) if rebuild is not None else [microbatches]
@@ -101,6 +105,14 @@ class StrategySpace(Space):
             raise UsageError(f"microbatches must be a whole number, got {m!r}")
         return m
 
+    @staticmethod
+    def zero_of(c: Candidate) -> int:
+        """The candidate's ZeRO stage (0: none; see ``Simulator``)."""
+        z = c.payload.get("zero", 0) if isinstance(c.payload, dict) else 0
+        if isinstance(z, bool) or z not in ZERO_STAGES:
+            raise UsageError(f"zero must be a ZeRO stage 0-3, got {z!r}")
+        return z
+
     # -- layouts ---------------------------------------------------------------------
     def _layouts(self) -> list[Layout]:
         """Every (t, p, d, m, v): t at most a node, p at most the model's layers, each replica's micro-batch
@@ -131,20 +143,25 @@ class StrategySpace(Space):
     def seeds(self) -> dict[str, Candidate]:
         """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
         that give each data-parallel replica SEED_MICRO_BATCH samples per micro-batch, plain and (where
-        valid) with 2 virtual stages."""
+        valid) with 2 virtual stages; and data parallelism with each ZeRO stage (stage 3: FSDP)."""
         fewest: dict[tuple[int, int], int] = {}
         for lay in self.layouts:
             fewest.setdefault((lay.tensor, lay.pipeline), lay.microbatches)  # counts ascend
-        return {lay.name: self.layout(lay) for lay in self.layouts
-                if lay.virtual in (1, 2) and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
-                                              or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH)}
+        out = {lay.name: self.layout(lay) for lay in self.layouts
+               if lay.virtual in (1, 2) and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
+                                             or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH)}
+        dp = st.data_parallel(self.graph, self.cluster)
+        out.update({f"data-parallel zero-{z}": self.wrap(dp, zero=z) for z in ZERO_STAGES[1:]})
+        return out
 
     # -- conversions -----------------------------------------------------------------
-    def wrap(self, strategy: st.Strategy, microbatches: int | None = None) -> Candidate:
+    def wrap(self, strategy: st.Strategy, microbatches: int | None = None, zero: int = 0) -> Candidate:
         m = self.microbatches if microbatches is None else microbatches
         payload = st.to_json(self.graph_for(m), strategy, self.D)
         if m != self.microbatches:
             payload["microbatches"] = m
+        if zero:
+            payload["zero"] = zero
         c = Candidate(payload)
         self._remember(c.key, strategy)
         return c
@@ -164,10 +181,11 @@ class StrategySpace(Space):
     def candidate(self, config) -> Candidate:
         c = Candidate(config)
         m = self.microbatches_of(c)
-        return self.wrap(st.from_json(self.graph_for(m), config, self.D), m)
+        return self.wrap(st.from_json(self.graph_for(m), config, self.D), m, self.zero_of(c))
 
     def contains(self, c: Candidate) -> bool:
         try:
+            self.zero_of(c)
             m = self.microbatches_of(c)
             return st.check_strategy(self.graph_for(m), self.strategy(c), self.D) is None
         except (UsageError, TypeError, ValueError, AttributeError):
@@ -209,9 +227,15 @@ class StrategySpace(Space):
         return self.wrap([self.random_config(i, rng, replicas=False) for i in range(len(self.graph.ops))])
 
     def neighbor(self, c: Candidate, rng: np.random.Generator) -> Candidate:
+        """An op move, a layout move (keeping the ZeRO stage) or, with probability ``zero_prob``, another
+        ZeRO stage for the same strategy."""
+        z = self.zero_of(c)
         if self.layouts and rng.random() < self.layout_prob:
-            return self.layout(self.layouts[int(rng.integers(len(self.layouts)))])
+            lay = self.layouts[int(rng.integers(len(self.layouts)))]
+            return self.wrap(self.strategy(self.layout(lay)), lay.microbatches, z)
         m = self.microbatches_of(c)
+        if rng.random() < self.zero_prob:
+            return self.wrap(self.strategy(c), m, int(rng.choice([x for x in ZERO_STAGES if x != z])))
         ops = self.graph_for(m).ops
         s = list(self.strategy(c))
         for _ in range(20):
@@ -226,8 +250,8 @@ class StrategySpace(Space):
                 tied = self.alike[i] if rng.random() < self.tie_prob else [i]
                 for t in tied:
                     s[t] = new
-                return self.wrap(s, m)
-        return self.wrap(s, m)
+                return self.wrap(s, m, z)
+        return self.wrap(s, m, z)
 
     def crossover(self, a: Candidate, b: Candidate, rng: np.random.Generator) -> Candidate:
         """A prefix of ``a``'s ops and the rest of ``b``'s, at ``a``'s micro-batch count (an op of ``b``'s
@@ -238,7 +262,7 @@ class StrategySpace(Space):
         cut = int(rng.integers(len(sa) + 1))
         child = list(sa[:cut]) + [y if st.check_config(op, y, self.D) is None else x
                                   for op, x, y in zip(ops[cut:], sa[cut:], sb[cut:])]
-        return self.wrap(child, m)
+        return self.wrap(child, m, self.zero_of(a))
 
     def initial(self) -> Candidate:
         return self.wrap(st.data_parallel(self.graph, self.cluster))
@@ -253,7 +277,7 @@ class StrategySpace(Space):
     def features(self, cs: list[Candidate]) -> np.ndarray:
         """Per candidate: FLOP-weighted mean log2 degree per role, share of ops splitting each role,
         mean log2 partitions, share of ops on the whole cluster, distinct blocks, mean block start,
-        log2 micro-batches."""
+        log2 micro-batches, ZeRO stage."""
         w = np.array([op.flops + op.bwd_flops + 1.0 for op in self.graph.ops])
         w = w / w.sum()
         rows = []
@@ -269,5 +293,5 @@ class StrategySpace(Space):
             blocks = len({(cfg.start, cfg.parts) for cfg in s})
             rows.append(np.concatenate([w @ role_log, (role_log > 0).mean(axis=0),
                                         [w @ parts, w @ whole, math.log2(blocks), w @ starts,
-                                         math.log2(self.microbatches_of(c))]]))
+                                         math.log2(self.microbatches_of(c)), self.zero_of(c)]]))
         return np.array(rows, dtype=float).reshape(len(cs), N_FEATURES)

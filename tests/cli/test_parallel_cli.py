@@ -39,9 +39,9 @@ def last_json(r) -> dict:
     return json.loads(r.stdout)
 
 
-def simulated(graph, cluster, strategy, microbatches: int = 1) -> float | None:
+def simulated(graph, cluster, strategy, microbatches: int = 1, zero: int = 0) -> float | None:
     """Iteration time of ``strategy`` by a fresh simulator, None when it does not fit in memory."""
-    r = Simulator(graph, cluster, microbatches).simulate(strategy)
+    r = Simulator(graph, cluster, microbatches, zero=zero).simulate(strategy)
     return r.iteration_s if r.fits else None
 
 
@@ -63,12 +63,16 @@ def check(model, cluster, trials):
         m = out["microbatches"]
         assert m == best["strategy"].get("microbatches", 1) and out["batch"] % m == 0
         g = get_model(model, out["batch"] // m)
+        z = best["strategy"].get("zero", 0)
         assert best["iteration_s"] == pytest.approx(
-            simulated(g, cl, st.from_json(g, best["strategy"], cl.devices), m), rel=1e-9)
+            simulated(g, cl, st.from_json(g, best["strategy"], cl.devices), m, z), rel=1e-9)
         if best["source"].startswith("layout "):  # a seed layout: Megatron's strategy at its degrees
             t, p, d, m2, v = ([int(w[1:]) for w in best["source"].split()[1:]] + [1])[:5]
             assert m2 == m and t * p * d == cl.devices
             assert best["iteration_s"] == pytest.approx(simulated(g, cl, st.megatron(g, cl, t, p, v), m), rel=1e-9)
+        elif best["source"].startswith("data-parallel zero-"):
+            assert z == int(best["source"][-1]) and best["iteration_s"] == pytest.approx(
+                simulated(g, cl, st.data_parallel(g, cl), m, z), rel=1e-9)
         elif best["source"] != "search":
             assert out["baselines"][best["source"]]["iteration_s"] == best["iteration_s"]
     return out
@@ -88,7 +92,7 @@ def test_every_model_on_some_preset(model, cluster):
 def test_search_beats_data_parallelism_where_an_exhaustive_search_says_it_can(tmp_path):
     """Two fully connected layers on two V100s joined by a slow (1 GB/s) link: data parallelism
     all-reduces 134 MB of weight gradients per iteration over it. Every strategy of the space
-    (each op's degrees and device block) is simulated independently to find the optimum; the
+    (each op's degrees and device block, and the ZeRO stage) is simulated independently to find the optimum; the
     search must find a strategy strictly better than data parallelism and every baseline, within
     1% of that optimum."""
     graph = mlp(8, layers=2, width=4096, name="mlp-2x4096")
@@ -99,13 +103,13 @@ def test_search_beats_data_parallelism_where_an_exhaustive_search_says_it_can(tm
     D = cluster.devices
     per_op = [[st.OpConfig(deg, start) for deg in st.degree_choices(op, D) for start in range(0, D, st.OpConfig(deg).parts)]
               for op in graph.ops]
-    times = [simulated(graph, cluster, list(s)) for s in itertools.product(*per_op)
-             if st.check_strategy(graph, list(s), D) is None]
+    times = [simulated(graph, cluster, list(s), zero=z) for s in itertools.product(*per_op)
+             if st.check_strategy(graph, list(s), D) is None for z in (0, 1, 2, 3)]
     optimum = min(t for t in times if t is not None)
     dp = simulated(graph, cluster, st.data_parallel(graph, cluster))
     assert len(times) > 100 and optimum < 0.1 * dp
 
-    out = last_json(run("-m", tmp_path / "mlp.json", "-c", tmp_path / "cluster.json", "--trials", 60, "--json"))
+    out = last_json(run("-m", tmp_path / "mlp.json", "-c", tmp_path / "cluster.json", "--trials", 100, "--json"))
     best = out["best"]["iteration_s"]
     assert out["baselines"]["data-parallel"]["iteration_s"] == pytest.approx(dp, rel=1e-9)
     assert out["best"]["source"] == "search"

@@ -321,3 +321,21 @@ def test_attention_internals_are_stored_unless_recomputed():
         g = transformer("tiny", b, layers, 64, heads, s, 128, recompute=mode)
         mem[mode] = Simulator(g, cl).simulate(data_parallel(g, cl)).memory
     assert np.allclose(mem["none"] - mem["selective"], layers * (5 * b * heads * s * s + 2 * b * s * 64) / 4)
+
+
+@pytest.mark.parametrize("zero, per_param", [(0, 16), (1, 4 + 12 / 4), (2, 2 + 14 / 4), (3, 16 / 4)])
+def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param):
+    """One fp16 layer (2-byte weights and gradients, 12 bytes of fp32 master weight and Adam moments per
+    parameter), data parallel on 4 devices: ZeRO stage 1 shards the 12 bytes, 2 the gradient too, 3 all 16;
+    stage 3 moves 1.5 times the all-reduce's bytes (its weight all-gathers)."""
+    g = Builder("fp16", 8, dtype_bytes=2)
+    x = g.input("x", {"b": 8, "f": 64}, {"b": "sample", "f": None})
+    g.linear(x, 64, "l0")
+    g = g.build(state_bytes_per_param=16)
+    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
+    sim = Simulator(g, cluster(per_node=4), zero=zero)
+    r = sim.simulate(s)
+    acts = (8 * 64 + 8 * 64) * 2 / 4
+    assert r.memory[0] == pytest.approx(64 * 64 * per_param + acts)
+    ring = 2 * 3 / 4 * 64 * 64 * 2 / INTRA + 2 * 3 * LAT_I
+    assert sim.dur[sim.GS[1]] == pytest.approx(ring * (1.5 if zero == 3 else 1.0))
