@@ -129,7 +129,8 @@ class Simulator:
         self.edge_sig = [(self.op_sig[p], self.op_sig[c], ops[c].inputs[k][1]) for p, c, k in self.g.edges]
         self.dur = [0.0] * len(names)
         self.res: list[np.ndarray] = [costs.EMPTY] * len(names)
-        self.mem_part = [(0.0, 0.0)] * len(ops)  # per device: (weights and optimizer state, stashed activations)
+        # per device: (weights and optimizer state, stashed activations, the op's weights gathered by ZeRO-3)
+        self.mem_part = [(0.0, 0.0, 0.0)] * len(ops)
 
     def _signature(self, i: int) -> tuple:
         op = self.g.ops[i]
@@ -183,7 +184,7 @@ class Simulator:
             gs = (1.5 * gs[0], gs[1])
         upd = w_shard * g.state_bytes_per_param * 2 / shard / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
         act = out_part * g.dtype_bytes + op.stash_bytes / cfg.parts if (op.keep or not g.recompute) else 0.0
-        mem = (w_shard * self._state_bytes(shard), act)
+        mem = (w_shard * self._state_bytes(shard), act, w_shard * g.dtype_bytes if self.zero == 3 else 0.0)
         hit = (f, b, ao, ai, gs, upd, mem, devs)
         self.op_cache[key] = hit
         return hit
@@ -243,14 +244,18 @@ class Simulator:
     # -- run -----------------------------------------------------------------------
     def memory(self, strategy: Strategy) -> np.ndarray:
         """Bytes per device; a pipeline of S stages (device blocks) stashes up to min(S, micro-batches)
-        micro-batches' activations at once (1F1B)."""
-        weights, acts = np.zeros(self.D), np.zeros(self.D)
+        micro-batches' activations at once (1F1B); under ZeRO-3 the largest op's gathered weights are held
+        twice (the op computing and the next one prefetched)."""
+        weights, acts, gathered = np.zeros(self.D), np.zeros(self.D), np.zeros(self.D)
         for i, cfg in enumerate(strategy):
-            w, a = self.mem_part[i]
-            weights[cfg.start:cfg.start + cfg.span] += w
-            acts[cfg.start:cfg.start + cfg.span] += a
+            w, a, full = self.mem_part[i]
+            block = slice(cfg.start, cfg.start + cfg.span)
+            weights[block] += w
+            acts[block] += a
+            if full:
+                gathered[block] = np.maximum(gathered[block], full)
         in_flight = min(self.microbatches, len({(cfg.start, cfg.span) for cfg in strategy}))
-        return weights + acts * in_flight
+        return weights + acts * in_flight + 2 * gathered
 
     def virtual_stages(self, strategy: Strategy) -> int:
         """Pipeline chunks per device block: the fewest separate runs of consecutive layers (ops with weights,

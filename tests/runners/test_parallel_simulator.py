@@ -327,7 +327,8 @@ def test_attention_internals_are_stored_unless_recomputed():
 def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param):
     """One fp16 layer (2-byte weights and gradients, 12 bytes of fp32 master weight and Adam moments per
     parameter), data parallel on 4 devices: ZeRO stage 1 shards the 12 bytes, 2 the gradient too, 3 all 16;
-    stage 3 moves 1.5 times the all-reduce's bytes (its weight all-gathers)."""
+    stage 3 moves 1.5 times the all-reduce's bytes (its weight all-gathers) and holds the layer's gathered
+    fp16 weights twice (computing, and the next prefetched)."""
     g = Builder("fp16", 8, dtype_bytes=2)
     x = g.input("x", {"b": 8, "f": 64}, {"b": "sample", "f": None})
     g.linear(x, 64, "l0")
@@ -336,6 +337,7 @@ def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param
     sim = Simulator(g, cluster(per_node=4), zero=zero)
     r = sim.simulate(s)
     acts = (8 * 64 + 8 * 64) * 2 / 4
-    assert r.memory[0] == pytest.approx(64 * 64 * per_param + acts)
+    gathered = 2 * 64 * 64 * 2 if zero == 3 else 0
+    assert r.memory[0] == pytest.approx(64 * 64 * per_param + acts + gathered)
     ring = 2 * 3 / 4 * 64 * 64 * 2 / INTRA + 2 * 3 * LAT_I
     assert sim.dur[sim.GS[1]] == pytest.approx(ring * (1.5 if zero == 3 else 1.0))
