@@ -183,8 +183,8 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     bar = make_progress(progress, "parallelize")
     t0 = time.perf_counter()
     graph = model if isinstance(model, Graph) else get_model(model, micro_batch(model, batch, microbatches))
-    if recompute is not None:
-        mode = recompute_mode(recompute)
+    mode = None if recompute is None else recompute_mode(recompute)
+    if mode is not None:
         build = rebuild(graph, mode)
         if build is None:
             raise UsageError(f"--recompute applies to transformer models; {graph.name!r} is not one")
@@ -208,7 +208,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                 recipe = {"kind": "parallel", "args": {
                     "model": model, "cluster": cluster, "batch": batch, "algorithm": algorithm, "trials": trials,
                     "seed": seed, "time_budget": time_budget, "options": options, "microbatches": microbatches,
-                    **({"recompute": recompute_mode(recompute)} if recompute is not None else {})}}
+                    **({"recompute": mode} if mode is not None else {})}}
             result = _search(space, runner, database, algo, trials, seed, time_budget, name, bar, t0, recipe, fresh)
         finally:
             if database is not db:

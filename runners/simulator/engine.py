@@ -27,7 +27,7 @@ import numpy as np
 from autotune.runners.simulator import costs
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph
-from autotune.search_spaces.parallel.strategy import OpConfig, Strategy
+from autotune.search_spaces.parallel.strategy import ZERO_STAGES, OpConfig, Strategy
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Simulator:
     def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool = True, zero: int = 0):
         if microbatches < 1:
             raise ValueError(f"microbatches must be >= 1, got {microbatches}")
-        if zero not in (0, 1, 2, 3):
+        if zero not in ZERO_STAGES:
             raise ValueError(f"zero must be a ZeRO stage 0-3, got {zero}")
         self.g, self.c, self.microbatches, self.overlap, self.zero = graph, cluster, int(microbatches), overlap, zero
         self.D = cluster.devices

@@ -34,7 +34,6 @@ from autotune.errors import UsageError
 from autotune.types import Candidate, Task
 
 N_FEATURES = 6 + 2 * len(ROLES)
-ZERO_STAGES = (0, 1, 2, 3)
 SEED_MICRO_BATCH = (1, 2, 4, 8)  # samples per data-parallel replica and micro-batch of the seeded layouts
 
 
@@ -109,7 +108,7 @@ class StrategySpace(Space):
     def zero_of(c: Candidate) -> int:
         """The candidate's ZeRO stage (0: none; see ``Simulator``)."""
         z = c.payload.get("zero", 0) if isinstance(c.payload, dict) else 0
-        if isinstance(z, bool) or z not in ZERO_STAGES:
+        if isinstance(z, bool) or z not in st.ZERO_STAGES:
             raise UsageError(f"zero must be a ZeRO stage 0-3, got {z!r}")
         return z
 
@@ -136,9 +135,9 @@ class StrategySpace(Space):
                             out.extend(Layout(t, p, d, m, v) for v in st.divisors(layers // p)[1:] if v <= 8)
         return out
 
-    def layout(self, lay: Layout) -> Candidate:
+    def layout(self, lay: Layout, zero: int = 0) -> Candidate:
         g = self.graph_for(lay.microbatches)
-        return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline, lay.virtual), lay.microbatches)
+        return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline, lay.virtual), lay.microbatches, zero)
 
     def seeds(self) -> dict[str, Candidate]:
         """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
@@ -151,7 +150,7 @@ class StrategySpace(Space):
                if lay.virtual in (1, 2) and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
                                              or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH)}
         dp = st.data_parallel(self.graph, self.cluster)
-        out.update({f"data-parallel zero-{z}": self.wrap(dp, zero=z) for z in ZERO_STAGES[1:]})
+        out.update({f"data-parallel zero-{z}": self.wrap(dp, zero=z) for z in st.ZERO_STAGES[1:]})
         return out
 
     # -- conversions -----------------------------------------------------------------
@@ -231,11 +230,10 @@ class StrategySpace(Space):
         ZeRO stage for the same strategy."""
         z = self.zero_of(c)
         if self.layouts and rng.random() < self.layout_prob:
-            lay = self.layouts[int(rng.integers(len(self.layouts)))]
-            return self.wrap(self.strategy(self.layout(lay)), lay.microbatches, z)
+            return self.layout(self.layouts[int(rng.integers(len(self.layouts)))], z)
         m = self.microbatches_of(c)
         if rng.random() < self.zero_prob:
-            return self.wrap(self.strategy(c), m, int(rng.choice([x for x in ZERO_STAGES if x != z])))
+            return self.wrap(self.strategy(c), m, int(rng.choice([x for x in st.ZERO_STAGES if x != z])))
         ops = self.graph_for(m).ops
         s = list(self.strategy(c))
         for _ in range(20):

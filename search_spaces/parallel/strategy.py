@@ -40,6 +40,7 @@ class OpConfig:
 
 
 Strategy = list[OpConfig]  # aligned with graph.ops
+ZERO_STAGES = (0, 1, 2, 3)  # none; sharded optimizer state; + gradients; + weights (FSDP)
 
 
 def divisors(n: int) -> list[int]:
