@@ -80,14 +80,16 @@ def compute_times(op: Op, cfg: OpConfig, cluster: Cluster, dtype_bytes: int, rec
         if op.type in COMPUTE_BOUND:
             rate *= shape_efficiency(op, part, p, dev)
         mem = op.mem_elems * dtype_bytes / p / dev.mem_bandwidth
+        post = op.post_elems * dtype_bytes / p / dev.mem_bandwidth
         cf = op.flops / p / rate if op.type in COMPUTE_BOUND else 0.0
         cb = op.bwd_flops / p / rate if op.type in COMPUTE_BOUND else 0.0
         if op.type in UNFUSED:  # separate GEMM and softmax kernels: their times add up
-            f = cf + mem + 3 * dev.launch_s
-            b = cb + 2 * mem + 5 * dev.launch_s
+            f, b = cf + mem, cb + 2 * mem
         else:
-            f = max(cf, mem) + dev.launch_s
-            b = max(cb, 2 * mem) + 2 * dev.launch_s
+            f, b = max(cf, mem), max(cb, 2 * mem)
+        # separate elementwise kernels (bias-GELU, dropout, copies) stream their tensors after the main kernel
+        f += post + op.kernels * dev.launch_s
+        b += 2 * post + 2 * op.kernels * dev.launch_s
     if recompute:
         b += f
     return f, b
@@ -182,11 +184,13 @@ def transfer(src: Op, scfg: OpConfig, dst: Op, dcfg: OpConfig, axes: tuple, clus
     src = first[:, dnode]
     intra = want & (src >= 0)
     inter = want & (src < 0)
-    port = np.zeros(D)
-    nic = np.zeros(cluster.nodes)
+    # bytes sent and received per device link port and node network port (full duplex: the two directions
+    # do not share bandwidth)
+    port, port_in = np.zeros(D), np.zeros(D)
+    nic, nic_in = np.zeros(cluster.nodes), np.zeros(cluster.nodes)
     if intra.any():
         np.add.at(port, src[intra], need[intra])
-        np.add.at(port, np.broadcast_to(ddev, need.shape)[intra], need[intra])
+        np.add.at(port_in, np.broadcast_to(ddev, need.shape)[intra], need[intra])
     if inter.any():
         # consumers on one node that need the same rectangle take it over the network once and share it
         # on the node's links (an all-gather of its pieces, as Megatron-LM's scatter/gather of pipeline
@@ -197,19 +201,20 @@ def transfer(src: Op, scfg: OpConfig, dst: Op, dcfg: OpConfig, axes: tuple, clus
         once[first_col] = True
         crossing = inter & once[None, :]
         np.add.at(nic, np.broadcast_to(snode[rep][:, None], need.shape)[crossing], need[crossing])
-        np.add.at(nic, np.broadcast_to(dnode, need.shape)[crossing], need[crossing])
+        np.add.at(nic_in, np.broadcast_to(dnode, need.shape)[crossing], need[crossing])
         share = copies[col_group]
         gather = inter & (share > 1)[None, :]
-        if gather.any():
-            np.add.at(port, np.broadcast_to(ddev, need.shape)[gather],
-                      (need * ((share - 1) / share)[None, :])[gather])
+        if gather.any():  # each copy receives the pieces the others fetched and sends its own to them
+            pieces = (need * ((share - 1) / share)[None, :])[gather]
+            np.add.at(port_in, np.broadcast_to(ddev, need.shape)[gather], pieces)
+            np.add.at(port, np.broadcast_to(ddev, need.shape)[gather], pieces)
     moved = float(need[want].sum())
     if moved == 0.0:
         return 0.0, EMPTY, 0.0
     t = 0.0
-    if port.any():
-        t = port.max() / cluster.intra_bw + cluster.intra_latency
-    if nic.any():
-        t = max(t, nic.max() / cluster.inter_bw + cluster.inter_latency)
-    res = np.concatenate([D + np.flatnonzero(port), 2 * D + np.flatnonzero(nic)])
+    if port.any() or port_in.any():
+        t = max(port.max(), port_in.max()) / cluster.intra_bw + cluster.intra_latency
+    if nic.any() or nic_in.any():
+        t = max(t, max(nic.max(), nic_in.max()) / cluster.inter_bw + cluster.inter_latency)
+    res = np.concatenate([D + np.flatnonzero(port + port_in), 2 * D + np.flatnonzero(nic + nic_in)])
     return float(t), res, moved

@@ -131,6 +131,7 @@ class Simulator:
         self.res: list[np.ndarray] = [costs.EMPTY] * len(names)
         # per device: (weights and optimizer state, stashed activations, the op's weights gathered by ZeRO-3)
         self.mem_part = [(0.0, 0.0, 0.0)] * len(ops)
+        self.act_scale = [1.0] * len(ops)  # share of an op's stashed output a device keeps (reduce-scattered)
 
     def _signature(self, i: int) -> tuple:
         op = self.g.ops[i]
@@ -138,7 +139,7 @@ class Simulator:
                           for src, _ in op.inputs)
         return (op.type, tuple(op.dims.items()), tuple(op.roles.items()), op.out,
                 tuple(axes for _, axes in op.inputs), producers, op.weight, op.weight_elems, op.flops, op.bwd_flops,
-                op.mem_elems, op.keep)
+                op.mem_elems, op.post_elems, op.kernels, op.keep)
 
     # -- costs ---------------------------------------------------------------------
     def _op_costs(self, i: int, cfg: OpConfig) -> tuple:
@@ -218,6 +219,31 @@ class Simulator:
             self.dur[t], self.res[t] = v
         self.mem_part[i] = mem
 
+    @staticmethod
+    def _scattered(cfg: OpConfig, other: OpConfig) -> bool:
+        """Whether an op in config ``other``, on the devices of the op in ``cfg``, holds the tensor they share
+        in as many slices as the op has partitions: a reduction over the op's partial results then only has
+        to leave each device its slice (a reduce-scatter, half an all-reduce's traffic)."""
+        return other.start == cfg.start and other.span == cfg.span and other.replicas == 1 and other.parts >= cfg.parts
+
+    def _set_reductions(self, i: int, strategy: Strategy) -> None:
+        """Op ``i``'s output all-reduce (AO) and input-gradient all-reduces (AI): reduce-scatters where the
+        ops on the other side hold only a slice (sequence parallelism), all-reduces otherwise."""
+        cfg = strategy[i]
+        _, _, ao, ai, *_ = self._op_costs(i, cfg)
+        self.act_scale[i] = 1.0
+        if ao[0] > 0:
+            half = bool(self.consumers[i]) and all(self._scattered(cfg, strategy[self.g.edges[e][1]])
+                                                   for e in self.consumers[i])
+            self.dur[self.AO[i]] = ao[0] / 2 if half else ao[0]
+            if half:  # each device keeps only its slice of the reduced output
+                op = self.g.ops[i]
+                self.act_scale[i] = math.prod(costs.degree(op, cfg).get(d, 1) for d in op.out) / cfg.parts
+        for k, (src, _) in enumerate(self.g.ops[i].inputs):
+            if ai[k][0] > 0:
+                half = self._scattered(cfg, strategy[self.g.index[src]])
+                self.dur[self.AI[i][k]] = ai[k][0] / 2 if half else ai[k][0]
+
     def _set_edge(self, e: int, strategy: Strategy) -> None:
         p, c, _ = self.g.edges[e]
         t, res, _ = self._edge_costs(e, strategy[p], strategy[c])
@@ -238,24 +264,29 @@ class Simulator:
             edges.update(self.in_edges[i])
         for e in edges:
             self._set_edge(e, strategy)
+        for i in {self.g.edges[e][0] for e in edges} | {self.g.edges[e][1] for e in edges} | set(changed):
+            self._set_reductions(i, strategy)
         self.current = list(strategy)
         return len(changed)
 
     # -- run -----------------------------------------------------------------------
     def memory(self, strategy: Strategy) -> np.ndarray:
-        """Bytes per device; a pipeline of S stages (device blocks) stashes up to min(S, micro-batches)
-        micro-batches' activations at once (1F1B); under ZeRO-3 the largest op's gathered weights are held
-        twice (the op computing and the next one prefetched)."""
+        """Bytes per device; in a pipeline of S stages (device blocks, in the order the model reaches them)
+        stage k stashes the activations of up to min(S - k, micro-batches) micro-batches at once (1F1B);
+        under ZeRO-3 the largest op's gathered weights are held twice (the op computing and the next one
+        prefetched)."""
         weights, acts, gathered = np.zeros(self.D), np.zeros(self.D), np.zeros(self.D)
+        stages: dict[tuple[int, int], int] = {}
+        for cfg in strategy:
+            stages.setdefault((cfg.start, cfg.span), len(stages))
         for i, cfg in enumerate(strategy):
             w, a, full = self.mem_part[i]
             block = slice(cfg.start, cfg.start + cfg.span)
             weights[block] += w
-            acts[block] += a
+            acts[block] += a * self.act_scale[i] * min(self.microbatches, len(stages) - stages[(cfg.start, cfg.span)])
             if full:
                 gathered[block] = np.maximum(gathered[block], full)
-        in_flight = min(self.microbatches, len({(cfg.start, cfg.span) for cfg in strategy}))
-        return weights + acts * in_flight + 2 * gathered
+        return weights + acts + 2 * gathered
 
     def virtual_stages(self, strategy: Strategy) -> int:
         """Pipeline chunks per device block: the fewest separate runs of consecutive layers (ops with weights,

@@ -42,6 +42,10 @@ class Op:
     keep: bool = True  # whether the output is stashed for backward under recomputation
     out_scale: int = 1  # elements per output index (attention: the head size along the heads dim)
     stash_bytes: float = 0.0  # forward internals kept for the backward besides the output (attention's softmax)
+    post_elems: float = 0.0  # elements read + written by separate elementwise kernels after the main one (forward)
+    routed: str | None = None  # mixture of experts: the experts dim, which tokens reach by routing, not by slicing
+    route_share: float = 0.0  # of every token slice, the share each expert partition of degree 1 receives (k x cf)
+    kernels: int = 1  # forward kernel launches (the backward launches twice as many)
 
     @property
     def parallel_dims(self) -> tuple[str, ...]:
@@ -202,7 +206,7 @@ class Builder:
         return self.add(Op(self._uniq(name), "embedding", dims, roles, lead + ("e",), [(ids, lead)],
                            ("v", "e"), vocab * dim, n, n, 2 * n, tp="v"))
 
-    def attention(self, qkv: str, heads: int, name: str) -> str:
+    def attention(self, qkv: str, heads: int, name: str, score_passes: float = SCORE_PASSES) -> str:
         """Scaled dot-product attention core on [b, s, 3h]: scores, softmax, context, split by heads."""
         (_, b, _), (_, s, _), (_, h3, _) = self.shape(qkv)
         h = h3 // 3
@@ -213,8 +217,23 @@ class Builder:
         stash = (2 * self.dtype_bytes + 1) * b * heads * s * s
         return self.add(Op(self._uniq(name), "attention", dims, roles, ("b", "s", "n"),
                            [(qkv, ("b", "s", "n"))], flops=f, bwd_flops=2 * f,
-                           mem_elems=b * s * (h3 + h) + SCORE_PASSES * b * heads * s * s, tp="n", keep=False,
-                           out_scale=h // heads, stash_bytes=stash))
+                           mem_elems=b * s * (h3 + h) + score_passes * b * heads * s * s, tp="n", keep=False,
+                           out_scale=h // heads, stash_bytes=stash, kernels=3))
+
+    def moe(self, x: str, experts: int, ffn: int, name: str, top_k: int = 1, capacity: float = 1.0) -> str:
+        """A mixture-of-experts feed-forward block on [b, s, h] (GShard, Switch, DeepSpeed-MoE): a gate picks
+        ``top_k`` of ``experts`` FFNs (h -> ffn -> h) per token, each expert taking up to ``capacity`` times
+        its even share. Splitting the experts dim is expert parallelism: each device holds its experts'
+        weights, and tokens reach them by an all-to-all (dispatch) and come back by another (combine), which
+        the simulator charges as transfers of ``route_share`` of each token slice per expert partition."""
+        (_, b, rb), (_, s, rs), (_, h, _) = self.shape(x)
+        dims = {"a0": b, "a1": s, "e": experts, "h": h}
+        roles = {"a0": rb, "a1": rs, "e": "parameter", "h": None}
+        route = top_k * capacity
+        f = 2.0 * b * s * route * 2 * h * ffn + 2.0 * b * s * h * experts  # experts' two GEMMs and the gate
+        return self.add(Op(self._uniq(name), "moe", dims, roles, ("a0", "a1", "h"), [(x, ("a0", "a1", "h"))],
+                           ("e", "h"), experts * (2 * h * ffn + h), f, 2 * f, b * s * h * (2 + 2 * route),
+                           tp="e", routed="e", route_share=route, kernels=6))
 
     def lstm(self, x: str, hidden: int, name: str) -> str:
         """One LSTM layer over the whole sequence [b, t, i] -> [b, t, h].

@@ -26,6 +26,20 @@ def mlp(batch: int, layers: int = 16, width: int = 8192, name: str = "mlp-unity"
 
 
 RECOMPUTE = ("none", "selective", "full")
+# What a transformer layer's elementwise work costs besides its GEMMs, by implementation (forward, per layer):
+#   attention: [s, s]-sized passes over the scores, [b, s, h]-sized copies (head transposes), kernel launches;
+#   residual: elements per [b, s, h] element moved by the dropout + residual add after each projection;
+#   and launches of the bias-GELU after fc1 (read and written: 2 passes over fc1's output in both).
+# "fused": Megatron-LM since 2020 (fused scale-mask-softmax, fused bias-dropout-add, fused bias-GELU,
+#   strided batched GEMMs on the heads, one copy of the context back to [s, b, h]).
+# "eager": Megatron-LM 2019 (PyTorch ops: scores divided, masked by a multiply and a subtract, softmax,
+#   dropout, each its own pass; query, key, value and context permuted by copies; dropout and residual
+#   add as two kernels; GELU scripted by the JIT fuser).
+KERNELS = {
+    "fused": {"score_passes": 6.5, "attention_copies": 2.0, "attention_kernels": 5, "residual": 3.5, "residual_kernels": 1},
+    "eager": {"score_passes": 12.5, "attention_copies": 8.0, "attention_kernels": 11, "residual": 5.5,
+              "residual_kernels": 2},
+}
 
 
 def recompute_mode(recompute: bool | str) -> str:
@@ -37,26 +51,35 @@ def recompute_mode(recompute: bool | str) -> str:
 
 
 def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq: int, vocab: int,
-                causal_lm: bool = True, recompute: bool | str = False) -> Graph:
+                causal_lm: bool = True, recompute: bool | str = False, kernels: str = "fused") -> Graph:
     """A GPT/BERT stack in mixed precision with Megatron's tensor-parallel split points marked.
 
     ``recompute``: "full" (or True) keeps only each layer's input for the backward and recomputes the rest;
     "selective" recomputes only the attention core (its [s, s] softmax and dropout are not stored;
-    Korthikanti et al. 2022); "none" (False) stores every activation."""
+    Korthikanti et al. 2022); "none" (False) stores every activation. ``kernels``: the implementation's
+    elementwise kernels, one of KERNELS."""
     mode = recompute_mode(recompute)
+    if kernels not in KERNELS:
+        raise UsageError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
+    k = KERNELS[kernels]
     g = Builder(name, batch, dtype_bytes=2)
     ids = g.input("tokens", {"b": batch, "s": seq}, {"b": "sample", "s": "attribute"})
     x = g.embedding(ids, vocab, hidden, "embed")
     for i in range(layers):
         h = g.elementwise(x, f"l{i}.ln1", "layernorm", 8.0, frozen=(2,))
         qkv = g.linear(h, 3 * hidden, f"l{i}.qkv", tp="o")
-        a = g.attention(qkv, heads, f"l{i}.attn")
+        a = g.attention(qkv, heads, f"l{i}.attn", k["score_passes"])
         p = g.linear(a, hidden, f"l{i}.proj", tp="i")
         x = g.elementwise([x, p], f"l{i}.add1", "add")
         h = g.elementwise(x, f"l{i}.ln2", "layernorm", 8.0, frozen=(2,))
         f = g.linear(h, 4 * hidden, f"l{i}.fc1", tp="o", extra_flops=8.0 * batch * seq * 4 * hidden)  # + gelu
         f = g.linear(f, hidden, f"l{i}.fc2", tp="i")
         x = g.elementwise([x, f], f"l{i}.add2", "add")
+        attn, fc1 = g.by_name[f"l{i}.attn"], g.by_name[f"l{i}.fc1"]
+        attn.post_elems, attn.kernels = k["attention_copies"] * batch * seq * hidden, k["attention_kernels"]
+        fc1.post_elems, fc1.kernels = 2.0 * batch * seq * 4 * hidden, 2
+        for n in (f"l{i}.add1", f"l{i}.add2"):
+            g.by_name[n].mem_elems, g.by_name[n].kernels = k["residual"] * batch * seq * hidden, k["residual_kernels"]
         for n in (f"l{i}.qkv", f"l{i}.attn", f"l{i}.proj", f"l{i}.fc1", f"l{i}.fc2", f"l{i}.ln1", f"l{i}.ln2"):
             g.by_name[n].keep = mode == "selective" and n != f"l{i}.attn"
     x = g.elementwise(x, "ln_f", "layernorm", 8.0, frozen=(2,))
@@ -65,7 +88,7 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
     g.loss(x)
     graph = g.build(recompute=mode != "none")
     graph.meta.update(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, causal_lm=causal_lm,
-                      recompute=mode)
+                      recompute=mode, kernels=kernels)
     return graph
 
 
@@ -85,7 +108,8 @@ def rebuild(graph: Graph, recompute: bool | str | None = None):
         return None
     mode = m.get("recompute", "full" if graph.recompute else "none") if recompute is None else recompute
     return lambda batch: transformer(graph.name, batch, m["layers"], m["hidden"], m["heads"], m["seq"], m["vocab"],
-                                     causal_lm=m.get("causal_lm", True), recompute=mode)
+                                     causal_lm=m.get("causal_lm", True), recompute=mode,
+                                     kernels=m.get("kernels", "fused"))
 
 
 def resnet101(batch: int) -> Graph:

@@ -9,13 +9,15 @@ role), as FlexFlow's MCMC proposals do; with probability ``tie_prob`` the new co
 to every op of the same type and shape (all the layers of a stack alike, as Alpa and Unity tie
 repeated layers); with probability ``layout_prob`` it replaces the whole strategy by a layout:
 Megatron-LM's strategy at a tensor (t), pipeline (p) and data (d = devices / t p) degree, a
-micro-batch count and a number of virtual stages (interleaved 1F1B), so the search moves between
-(t, p, d) layouts in one step and refines op by op from there; with probability ``zero_prob`` it keeps the strategy and changes its ZeRO stage
+micro-batch count, a number of virtual stages (interleaved 1F1B) and sequence parallelism on or off, so
+the search moves between (t, p, d) layouts in one step and refines op by op from there; with
+probability ``zero_prob`` it keeps the strategy and changes its ZeRO stage
 (``"zero"`` in the payload: optimizer state, gradients and weights sharded over the data-parallel
 replicas, see ``Simulator``). ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
 topological order) from one parent and the rest from the other. ``seeds`` are the layouts a
 search measures first: every (t, p) with its fewest micro-batches and with the counts that give
-each data-parallel replica 1, 2, 4 or 8 samples per micro-batch, plain and interleaved in 2.
+each data-parallel replica 1, 2, 4 or 8 samples per micro-batch, plain and interleaved in 2, each with
+and without sequence parallelism.
 """
 
 from __future__ import annotations
@@ -46,11 +48,12 @@ class Layout:
     data: int
     microbatches: int
     virtual: int = 1  # model chunks per pipeline stage (interleaved 1F1B when above 1)
+    sequence: bool = False  # sequence parallelism over the tensor-parallel group (``strategy.megatron``)
 
     @property
     def name(self) -> str:
         v = f" v{self.virtual}" if self.virtual > 1 else ""
-        return f"layout t{self.tensor} p{self.pipeline} d{self.data} m{self.microbatches}{v}"
+        return f"layout t{self.tensor} p{self.pipeline} d{self.data} m{self.microbatches}{v}{' sp' if self.sequence else ''}"
 
 
 class StrategySpace(Space):
@@ -114,10 +117,10 @@ class StrategySpace(Space):
 
     # -- layouts ---------------------------------------------------------------------
     def _layouts(self) -> list[Layout]:
-        """Every (t, p, d, m, v): t at most a node, p at most the model's layers, each replica's micro-batch
-        a whole number of samples, at least p micro-batches when pipelined; v > 1 virtual stages (of a
-        model with layers) when the layers split into p * v equal chunks and m is a multiple of p, as
-        Megatron-LM's interleaved schedule requires."""
+        """Every (t, p, d, m, v) and, for t > 1, with and without sequence parallelism: t at most a node,
+        p at most the model's layers, each replica's micro-batch a whole number of samples, at least p
+        micro-batches when pipelined; v > 1 virtual stages (of a model with layers) when the layers split
+        into p * v equal chunks and m is a multiple of p, as Megatron-LM's interleaved schedule requires."""
         layers = self.graph.meta.get("layers")
         stages = int(layers or len(self.graph.ops))
         out = []
@@ -133,16 +136,19 @@ class StrategySpace(Space):
                         out.append(Layout(t, p, d, m))
                         if layers and p > 1 and m % p == 0:
                             out.extend(Layout(t, p, d, m, v) for v in st.divisors(layers // p)[1:] if v <= 8)
-        return out
+        return out + [Layout(lay.tensor, lay.pipeline, lay.data, lay.microbatches, lay.virtual, True)
+                      for lay in out if lay.tensor > 1]
 
     def layout(self, lay: Layout, zero: int = 0) -> Candidate:
         g = self.graph_for(lay.microbatches)
-        return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline, lay.virtual), lay.microbatches, zero)
+        return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline, lay.virtual, lay.sequence),
+                         lay.microbatches, zero)
 
     def seeds(self) -> dict[str, Candidate]:
         """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
         that give each data-parallel replica SEED_MICRO_BATCH samples per micro-batch, plain and (where
-        valid) with 2 virtual stages; and data parallelism with each ZeRO stage (stage 3: FSDP)."""
+        valid) with 2 virtual stages, with and without sequence parallelism; and data parallelism with each
+        ZeRO stage (stage 3: FSDP)."""
         fewest: dict[tuple[int, int], int] = {}
         for lay in self.layouts:
             fewest.setdefault((lay.tensor, lay.pipeline), lay.microbatches)  # counts ascend

@@ -152,12 +152,19 @@ def data_parallel(graph: Graph, cluster: Cluster) -> Strategy:
     return out
 
 
+def _sequence_dim(op: Op) -> str | None:
+    return next((d for d in op.parallel_dims if op.roles[d] == "attribute"), None)
+
+
 def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline: int = 1,
-             virtual: int = 1) -> Strategy:
+             virtual: int = 1, sequence: bool = False) -> Strategy:
     """Tensor parallelism of degree ``tensor`` (default: a node) on each op's marked dim, data parallel on the
     rest; with ``pipeline`` > 1 the layers are cut into that many FLOP-balanced stages, each on its own block
     of devices (run with micro-batches: ``Simulator(..., microbatches=M)``); with ``virtual`` > 1 into
-    ``pipeline * virtual`` chunks placed round-robin on the stages (Megatron-LM's interleaved 1F1B)."""
+    ``pipeline * virtual`` chunks placed round-robin on the stages (Megatron-LM's interleaved 1F1B).
+    ``sequence``: sequence parallelism (Korthikanti et al. 2022): the layer norms and residual additions are
+    split along the sequence over the tensor-parallel group instead of run whole on every rank, so the
+    all-reduces around them become a reduce-scatter and an all-gather."""
     D, t_max = cluster.devices, tensor or cluster.per_node
     if pipeline < 1 or D % pipeline:
         raise UsageError(f"pipeline degree {pipeline} does not divide {D} devices")
@@ -177,11 +184,15 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
             if s:
                 want[s] = _largest_degree(op.dims[s], block // t, block // t)
         elif op.type in REPLICATED_IN_TP and t_max > 1 and block % t_max == 0:
-            # data parallel over the replicas of the stage, whole on every tensor-parallel rank; a sample
-            # dimension of size 1 (one sequence per micro-batch) is no partitionable dim, so no degree
+            # data parallel over the replicas of the stage, whole on every tensor-parallel rank (or split
+            # along the sequence over it); a sample dimension of size 1 (one sequence per micro-batch) is no
+            # partitionable dim, so no degree
             if s:
                 want[s] = _largest_degree(op.dims[s], block // t_max, block // t_max)
-            replicas = block // want.get(s, 1)
+            q = _sequence_dim(op) if sequence else None
+            if q and op.dims[q] % t_max == 0:
+                want[q] = t_max
+            replicas = block // math.prod(want.values())
         elif s:
             want[s] = _largest_degree(op.dims[s], block, block)
         else:  # nothing to split (a loss over one sequence): whole on every device of the stage, as Megatron

@@ -67,9 +67,12 @@ def check(model, cluster, trials):
         assert best["iteration_s"] == pytest.approx(
             simulated(g, cl, st.from_json(g, best["strategy"], cl.devices), m, z), rel=1e-9)
         if best["source"].startswith("layout "):  # a seed layout: Megatron's strategy at its degrees
-            t, p, d, m2, v = ([int(w[1:]) for w in best["source"].split()[1:]] + [1])[:5]
-            assert m2 == m and t * p * d == cl.devices
-            assert best["iteration_s"] == pytest.approx(simulated(g, cl, st.megatron(g, cl, t, p, v), m), rel=1e-9)
+            words = best["source"].split()[1:]
+            sp = words[-1] == "sp"
+            t, p, d, m2, v = ([int(w[1:]) for w in words[:len(words) - sp]] + [1])[:5]
+            assert m2 == m and t * p * d == cl.devices and (t > 1 or not sp)
+            assert best["iteration_s"] == pytest.approx(simulated(g, cl, st.megatron(g, cl, t, p, v, sp), m),
+                                                        rel=1e-9)
         elif best["source"].startswith("data-parallel zero-"):
             assert z == int(best["source"][-1]) and best["iteration_s"] == pytest.approx(
                 simulated(g, cl, st.data_parallel(g, cl), m, z), rel=1e-9)
