@@ -13,7 +13,7 @@ from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Op
 from autotune.search_spaces.parallel.strategy import OpConfig
 
-COMPUTE_BOUND = {"linear", "conv2d", "attention", "lstm", "matmul"}
+COMPUTE_BOUND = {"linear", "conv2d", "attention", "lstm", "matmul", "moe"}
 UNFUSED = {"attention"}  # scores GEMM, softmax (memory-bound), context GEMM
 EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -56,6 +56,12 @@ def shape_efficiency(op: Op, part: dict[str, int], parts: int, dev) -> float:
         s, batch = op.dims["s"], part["b"] * part["n"]
         d = op.flops / (4.0 * op.dims["b"] * s * s * op.dims["n"])
         return (gemm_efficiency(s, s, d, batch, dev) + gemm_efficiency(s, d, s, batch, dev)) / 2
+    if op.routed:  # each expert: [tokens routed to it, h] x [h, ffn], then [tokens, ffn] x [ffn, h]
+        h, experts = op.dims["h"], op.dims[op.routed]
+        ffn = (op.weight_elems / experts - h) / (2 * h)
+        tokens = math.prod(part[d] for d in op.out if d != "h") * op.route_share / experts
+        return (gemm_efficiency(tokens, ffn, h, part[op.routed], dev)
+                + gemm_efficiency(tokens, h, ffn, part[op.routed], dev)) / 2
     if op.type == "lstm":  # one step: [b, i + h] x [i + h, 4h], steps in sequence
         return gemm_efficiency(part["b"], 4 * part["o"], part["i"] + part["o"], 1, dev)
     n = math.prod(part[d] for d, r in op.roles.items() if r == "parameter")
@@ -164,6 +170,16 @@ def transfer(src: Op, scfg: OpConfig, dst: Op, dcfg: OpConfig, axes: tuple, clus
             gkey = gkey * ks + sidx[a]
         if kd > 1:
             rkey = rkey * kd + didx[cd]
+    # a mixture of experts split over its experts: each expert partition takes (dispatch) or gives back
+    # (combine) only the tokens routed to it, route_share / degree of each slice: an all-to-all
+    for op, deg, idx, consumer in ((src, sdeg, sidx, False), (dst, ddeg, didx, True)):
+        k = deg.get(op.routed, 1) if op.routed else 1
+        if k > 1:
+            ov *= min(1.0, op.route_share / k)
+            if consumer:
+                rkey = rkey * k + idx[op.routed]
+            else:
+                gkey = gkey * k + idx[op.routed]
     if scfg.replicas > 1:  # every copy of a partition holds its rectangle, every copy needs its input
         ov, gkey = np.repeat(ov, scfg.replicas, axis=0), np.repeat(gkey, scfg.replicas)
     if dcfg.replicas > 1:

@@ -139,7 +139,7 @@ class Simulator:
                           for src, _ in op.inputs)
         return (op.type, tuple(op.dims.items()), tuple(op.roles.items()), op.out,
                 tuple(axes for _, axes in op.inputs), producers, op.weight, op.weight_elems, op.flops, op.bwd_flops,
-                op.mem_elems, op.post_elems, op.kernels, op.keep)
+                op.mem_elems, op.post_elems, op.kernels, op.keep, op.routed, op.route_share)
 
     # -- costs ---------------------------------------------------------------------
     def _op_costs(self, i: int, cfg: OpConfig) -> tuple:
@@ -158,14 +158,16 @@ class Simulator:
         f, b = costs.compute_times(op, cfg, c, g.dtype_bytes, g.recompute and not op.keep)
         split = [d for d in op.parallel_dims if deg[d] > 1]
         # all-reduce of partial outputs (a split dim the output does not span)
-        red = [d for d in split if d not in op.out]
+        red = [d for d in split if d not in op.out and d != op.routed]  # routed experts combine by transfers
         out_part = op.out_elems / math.prod(deg.get(d, 1) for d in op.out)
+        if op.routed and deg.get(op.routed, 1) > 1:  # an expert partition holds its routed tokens' outputs
+            out_part *= min(1.0, op.route_share / deg[op.routed])
         ao = costs.allreduce(c, members(red), out_part * g.dtype_bytes) if red else (0.0, costs.EMPTY)
         if g.recompute and not op.keep:  # the recomputed forward repeats the all-reduce before the backward
             b += ao[0]
         ai = []
         for src, axes in op.inputs:
-            rep = [d for d in split if d not in axes]
+            rep = [d for d in split if d not in axes and d != op.routed]
             producer = g.ops[g.index[src]]
             if not rep or producer.type == "input":
                 ai.append((0.0, costs.EMPTY))

@@ -51,13 +51,16 @@ def recompute_mode(recompute: bool | str) -> str:
 
 
 def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq: int, vocab: int,
-                causal_lm: bool = True, recompute: bool | str = False, kernels: str = "fused") -> Graph:
+                causal_lm: bool = True, recompute: bool | str = False, kernels: str = "fused",
+                experts: int = 0, top_k: int = 1, capacity: float = 1.0) -> Graph:
     """A GPT/BERT stack in mixed precision with Megatron's tensor-parallel split points marked.
 
     ``recompute``: "full" (or True) keeps only each layer's input for the backward and recomputes the rest;
     "selective" recomputes only the attention core (its [s, s] softmax and dropout are not stored;
     Korthikanti et al. 2022); "none" (False) stores every activation. ``kernels``: the implementation's
-    elementwise kernels, one of KERNELS."""
+    elementwise kernels, one of KERNELS. ``experts`` > 0: every other layer's feed-forward block is a
+    mixture of that many experts, ``top_k`` per token, each taking up to ``capacity`` times its even share
+    of tokens (GShard, Switch, DeepSpeed-MoE)."""
     mode = recompute_mode(recompute)
     if kernels not in KERNELS:
         raise UsageError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
@@ -72,23 +75,29 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
         p = g.linear(a, hidden, f"l{i}.proj", tp="i")
         x = g.elementwise([x, p], f"l{i}.add1", "add")
         h = g.elementwise(x, f"l{i}.ln2", "layernorm", 8.0, frozen=(2,))
-        f = g.linear(h, 4 * hidden, f"l{i}.fc1", tp="o", extra_flops=8.0 * batch * seq * 4 * hidden)  # + gelu
-        f = g.linear(f, hidden, f"l{i}.fc2", tp="i")
+        if experts and i % 2:
+            f = g.moe(h, experts, 4 * hidden, f"l{i}.moe", top_k, capacity)
+        else:
+            f = g.linear(h, 4 * hidden, f"l{i}.fc1", tp="o", extra_flops=8.0 * batch * seq * 4 * hidden)  # + gelu
+            g.by_name[f].post_elems, g.by_name[f].kernels = 2.0 * batch * seq * 4 * hidden, 2
+            f = g.linear(f, hidden, f"l{i}.fc2", tp="i")
         x = g.elementwise([x, f], f"l{i}.add2", "add")
-        attn, fc1 = g.by_name[f"l{i}.attn"], g.by_name[f"l{i}.fc1"]
+        attn = g.by_name[f"l{i}.attn"]
         attn.post_elems, attn.kernels = k["attention_copies"] * batch * seq * hidden, k["attention_kernels"]
-        fc1.post_elems, fc1.kernels = 2.0 * batch * seq * 4 * hidden, 2
         for n in (f"l{i}.add1", f"l{i}.add2"):
             g.by_name[n].mem_elems, g.by_name[n].kernels = k["residual"] * batch * seq * hidden, k["residual_kernels"]
-        for n in (f"l{i}.qkv", f"l{i}.attn", f"l{i}.proj", f"l{i}.fc1", f"l{i}.fc2", f"l{i}.ln1", f"l{i}.ln2"):
-            g.by_name[n].keep = mode == "selective" and n != f"l{i}.attn"
+        for n in (f"l{i}.qkv", f"l{i}.attn", f"l{i}.proj", f"l{i}.fc1", f"l{i}.fc2", f"l{i}.moe", f"l{i}.ln1",
+                  f"l{i}.ln2"):
+            if n in g.by_name:
+                g.by_name[n].keep = mode == "selective" and n != f"l{i}.attn"
     x = g.elementwise(x, "ln_f", "layernorm", 8.0, frozen=(2,))
     x = g.linear(x, vocab, "lm_head" if causal_lm else "mlm_head", tp="o")
     g.by_name["embed"].weight_elems = 0  # tied with the head: its (dense) gradient and state are the head's
     g.loss(x)
     graph = g.build(recompute=mode != "none")
     graph.meta.update(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, causal_lm=causal_lm,
-                      recompute=mode, kernels=kernels)
+                      recompute=mode, kernels=kernels, **({"experts": experts, "top_k": top_k, "capacity": capacity}
+                                                          if experts else {}))
     return graph
 
 
@@ -109,7 +118,8 @@ def rebuild(graph: Graph, recompute: bool | str | None = None):
     mode = m.get("recompute", "full" if graph.recompute else "none") if recompute is None else recompute
     return lambda batch: transformer(graph.name, batch, m["layers"], m["hidden"], m["heads"], m["seq"], m["vocab"],
                                      causal_lm=m.get("causal_lm", True), recompute=mode,
-                                     kernels=m.get("kernels", "fused"))
+                                     kernels=m.get("kernels", "fused"), experts=m.get("experts", 0),
+                                     top_k=m.get("top_k", 1), capacity=m.get("capacity", 1.0))
 
 
 def resnet101(batch: int) -> Graph:
@@ -231,13 +241,18 @@ def nmt(batch: int, seq: int = 40, hidden: int = 1024, vocab: int = 32000) -> Gr
     return g.build(state_bytes_per_param=SGD_STATE)
 
 
+# (base GPT, experts): DeepSpeed-MoE's "1.3B+MoE-128" and "350M+MoE-128" (Rajbhandari et al. 2022), top-1
+MOE = {"gpt-moe-350m-128": ("gpt-350m", 128), "gpt-moe-1.3b-128": ("gpt-1.3b", 128)}
+
 DEFAULT_BATCH = {"mlp-unity": 64, "bert-large": 32, "resnet101": 64, "inception-v3": 64, "dlrm": 2048,
-                 "rnnlm": 64, "nmt": 64, **{k: 32 for k in GPT}}
+                 "rnnlm": 64, "nmt": 64, **{k: 32 for k in GPT}, **{k: 32 for k in MOE}}
 
 MODELS = {
     "mlp-unity": mlp,
     "bert-large": lambda b: transformer("bert-large", b, 24, 1024, 16, 512, 30522, causal_lm=False),
     **{k: (lambda b, k=k: transformer(k, b, *GPT[k][:3], seq=GPT[k][3], vocab=51200)) for k in GPT},
+    **{k: (lambda b, k=k, base=base, e=e: transformer(k, b, *GPT[base][:3], seq=GPT[base][3], vocab=51200, experts=e))
+       for k, (base, e) in MOE.items()},
     "resnet101": resnet101,
     "inception-v3": inception_v3,
     "dlrm": dlrm,

@@ -9,8 +9,8 @@ role), as FlexFlow's MCMC proposals do; with probability ``tie_prob`` the new co
 to every op of the same type and shape (all the layers of a stack alike, as Alpa and Unity tie
 repeated layers); with probability ``layout_prob`` it replaces the whole strategy by a layout:
 Megatron-LM's strategy at a tensor (t), pipeline (p) and data (d = devices / t p) degree, a
-micro-batch count, a number of virtual stages (interleaved 1F1B) and sequence parallelism on or off, so
-the search moves between (t, p, d) layouts in one step and refines op by op from there; with
+micro-batch count, a number of virtual stages (interleaved 1F1B), sequence parallelism on or off and,
+for mixture-of-experts models, an expert-parallel degree, so the search moves between (t, p, d) layouts in one step and refines op by op from there; with
 probability ``zero_prob`` it keeps the strategy and changes its ZeRO stage
 (``"zero"`` in the payload: optimizer state, gradients and weights sharded over the data-parallel
 replicas, see ``Simulator``). ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
@@ -49,11 +49,13 @@ class Layout:
     microbatches: int
     virtual: int = 1  # model chunks per pipeline stage (interleaved 1F1B when above 1)
     sequence: bool = False  # sequence parallelism over the tensor-parallel group (``strategy.megatron``)
+    expert: int = 0  # expert-parallel degree of mixture-of-experts ops (0: the tensor degree)
 
     @property
     def name(self) -> str:
         v = f" v{self.virtual}" if self.virtual > 1 else ""
-        return f"layout t{self.tensor} p{self.pipeline} d{self.data} m{self.microbatches}{v}{' sp' if self.sequence else ''}"
+        ep = f" ep{self.expert}" if self.expert else ""
+        return f"layout t{self.tensor} p{self.pipeline} d{self.data} m{self.microbatches}{v}{ep}{' sp' if self.sequence else ''}"
 
 
 class StrategySpace(Space):
@@ -136,25 +138,33 @@ class StrategySpace(Space):
                         out.append(Layout(t, p, d, m))
                         if layers and p > 1 and m % p == 0:
                             out.extend(Layout(t, p, d, m, v) for v in st.divisors(layers // p)[1:] if v <= 8)
-        return out + [Layout(lay.tensor, lay.pipeline, lay.data, lay.microbatches, lay.virtual, True)
+        experts = [op.dims[op.routed] for op in self.graph.ops if op.routed]
+        if experts:  # every expert-parallel degree that divides the experts and a stage's devices
+            out += [Layout(lay.tensor, lay.pipeline, lay.data, lay.microbatches, lay.virtual, False, ep)
+                    for lay in list(out) for ep in st.divisors(math.gcd(min(experts), self.D // lay.pipeline))
+                    if ep != lay.tensor]
+        return out + [Layout(lay.tensor, lay.pipeline, lay.data, lay.microbatches, lay.virtual, True, lay.expert)
                       for lay in out if lay.tensor > 1]
 
     def layout(self, lay: Layout, zero: int = 0) -> Candidate:
         g = self.graph_for(lay.microbatches)
-        return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline, lay.virtual, lay.sequence),
-                         lay.microbatches, zero)
+        return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline, lay.virtual, lay.sequence,
+                                     lay.expert or None), lay.microbatches, zero)
 
     def seeds(self) -> dict[str, Candidate]:
         """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
         that give each data-parallel replica SEED_MICRO_BATCH samples per micro-batch, plain and (where
-        valid) with 2 virtual stages, with and without sequence parallelism; and data parallelism with each
-        ZeRO stage (stage 3: FSDP)."""
+        valid) with 2 virtual stages, with and without sequence parallelism; for mixture-of-experts models
+        each (t, p) with its fewest micro-batches at every expert-parallel degree; and data parallelism with
+        each ZeRO stage (stage 3: FSDP)."""
         fewest: dict[tuple[int, int], int] = {}
         for lay in self.layouts:
             fewest.setdefault((lay.tensor, lay.pipeline), lay.microbatches)  # counts ascend
         out = {lay.name: self.layout(lay) for lay in self.layouts
-               if lay.virtual in (1, 2) and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
-                                             or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH)}
+               if (lay.virtual in (1, 2) and not lay.expert
+                   and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
+                        or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH))
+               or (lay.expert and lay.virtual == 1 and lay.microbatches == fewest[lay.tensor, lay.pipeline])}
         dp = st.data_parallel(self.graph, self.cluster)
         out.update({f"data-parallel zero-{z}": self.wrap(dp, zero=z) for z in st.ZERO_STAGES[1:]})
         return out

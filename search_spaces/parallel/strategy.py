@@ -157,14 +157,16 @@ def _sequence_dim(op: Op) -> str | None:
 
 
 def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline: int = 1,
-             virtual: int = 1, sequence: bool = False) -> Strategy:
+             virtual: int = 1, sequence: bool = False, expert: int | None = None) -> Strategy:
     """Tensor parallelism of degree ``tensor`` (default: a node) on each op's marked dim, data parallel on the
     rest; with ``pipeline`` > 1 the layers are cut into that many FLOP-balanced stages, each on its own block
     of devices (run with micro-batches: ``Simulator(..., microbatches=M)``); with ``virtual`` > 1 into
     ``pipeline * virtual`` chunks placed round-robin on the stages (Megatron-LM's interleaved 1F1B).
     ``sequence``: sequence parallelism (Korthikanti et al. 2022): the layer norms and residual additions are
     split along the sequence over the tensor-parallel group instead of run whole on every rank, so the
-    all-reduces around them become a reduce-scatter and an all-gather."""
+    all-reduces around them become a reduce-scatter and an all-gather. ``expert``: the expert-parallel degree of
+    mixture-of-experts ops (default: the tensor degree; DeepSpeed-MoE's expert groups): each op's experts split
+    that many ways, its tokens over the rest of the stage's devices."""
     D, t_max = cluster.devices, tensor or cluster.per_node
     if pipeline < 1 or D % pipeline:
         raise UsageError(f"pipeline degree {pipeline} does not divide {D} devices")
@@ -179,7 +181,12 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
         s = _sample_dim(op)
         want: dict[str, int] = {}
         replicas = 1
-        if op.tp in op.parallel_dims:
+        if op.routed in op.parallel_dims:
+            want[op.routed] = ep = _largest_degree(op.dims[op.routed], expert or t_max, block)
+            if s:
+                want[s] = _largest_degree(op.dims[s], block // ep, block // ep)
+            replicas = block // math.prod(want.values())
+        elif op.tp in op.parallel_dims:
             want[op.tp] = t = _largest_degree(op.dims[op.tp], t_max, block)
             if s:
                 want[s] = _largest_degree(op.dims[s], block // t, block // t)

@@ -5,6 +5,7 @@ Every test runs in its tmp_path, and names its database there with --db unless i
 
 import itertools
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -18,7 +19,7 @@ from autotune.search_spaces.parallel.models import MODELS, get_model, mlp
 
 runner = CliRunner()
 BUILTIN = ["mlp-unity", "bert-large", "gpt-350m", "gpt-1.3b", "gpt-2.6b", "gpt-6.7b", "resnet101", "inception-v3",
-           "dlrm", "rnnlm", "nmt"]
+           "dlrm", "rnnlm", "nmt", "gpt-moe-350m-128"]
 PRESETS = ["p100-4x4", "k80-16x4", "p3.16xlarge-x2", "dgx-a100-x2", "dgx-h100-x1"]
 
 
@@ -68,11 +69,12 @@ def check(model, cluster, trials):
             simulated(g, cl, st.from_json(g, best["strategy"], cl.devices), m, z), rel=1e-9)
         if best["source"].startswith("layout "):  # a seed layout: Megatron's strategy at its degrees
             words = best["source"].split()[1:]
-            sp = words[-1] == "sp"
-            t, p, d, m2, v = ([int(w[1:]) for w in words[:len(words) - sp]] + [1])[:5]
+            sp = "sp" in words
+            lay = {k: int(n) for k, n in (re.fullmatch(r"([a-z]+)(\d+)", w).groups() for w in words if w != "sp")}
+            t, p, d, m2 = lay["t"], lay["p"], lay["d"], lay["m"]
             assert m2 == m and t * p * d == cl.devices and (t > 1 or not sp)
-            assert best["iteration_s"] == pytest.approx(simulated(g, cl, st.megatron(g, cl, t, p, v, sp), m),
-                                                        rel=1e-9)
+            s = st.megatron(g, cl, t, p, lay.get("v", 1), sp, lay.get("ep"))
+            assert best["iteration_s"] == pytest.approx(simulated(g, cl, s, m), rel=1e-9)
         elif best["source"].startswith("data-parallel zero-"):
             assert z == int(best["source"][-1]) and best["iteration_s"] == pytest.approx(
                 simulated(g, cl, st.data_parallel(g, cl), m, z), rel=1e-9)

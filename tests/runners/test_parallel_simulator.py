@@ -389,3 +389,34 @@ def test_eager_kernels_cost_more_than_fused_ones_and_are_kept_by_rebuild():
     assert t["eager"] > t["fused"]
     with pytest.raises(UsageError, match="kernels must be one of"):
         transformer("tiny", 2, 2, 64, 4, 64, 128, kernels="triton")
+
+
+def test_expert_parallelism_moves_routed_tokens_by_all_to_all():
+    """A mixture of 4 experts (top-1, capacity 1) between two data-parallel layers on 4 devices, its experts
+    split 4 ways: each device keeps a quarter of the expert weights, and tokens reach their expert by an
+    all-to-all (each device sends and receives 3/16 of the activations: a quarter of its tokens to each of
+    the 3 others), and come back by another; no all-reduce of outputs or input gradients."""
+    g = Builder("moe", 8)
+    x = g.input("x", {"b": 8, "s": 4, "h": 16}, {"b": "sample", "s": "attribute", "h": None})
+    x = g.linear(x, 16, "l0")
+    m = g.moe(x, 4, 32, "experts")
+    g.linear(m, 16, "l1")
+    g = g.build(state_bytes_per_param=16)
+    base = [cfg(g, "x", b=4), cfg(g, "l0", a0=4), None, cfg(g, "l1", a0=4)]
+    total = 8 * 4 * 16 * 4  # the activation in fp32
+    sims = {}
+    for split in (1, 4):
+        s = list(base)
+        s[2] = cfg(g, "experts", e=4) if split == 4 else cfg(g, "experts", a0=4)
+        sim = Simulator(g, cluster(per_node=4))
+        sims[split] = (sim.simulate(s), sim)
+    (dp, sim_dp), (ep, sim_ep) = sims[1], sims[4]
+    i = g.index["experts"]
+    a2a = 3 / 16 * total / INTRA + LAT_I
+    edges = {(g.ops[p].name, g.ops[c].name): e for e, (p, c, _) in enumerate(g.edges)}
+    assert sim_ep.dur[sim_ep.X[edges["l0", "experts"]]] == pytest.approx(a2a)
+    assert sim_ep.dur[sim_ep.X[edges["experts", "l1"]]] == pytest.approx(a2a)
+    assert sim_dp.dur[sim_dp.X[edges["l0", "experts"]]] == 0.0  # data parallel: tokens stay where they are
+    assert sim_ep.dur[sim_ep.AO[i]] == 0.0 and sim_ep.dur[sim_ep.AI[i][0]] == 0.0
+    weights = 4 * (2 * 16 * 32 + 16) * 16  # 4 experts' parameters x 16 bytes of weight, gradient and state
+    assert dp.peak_memory - ep.peak_memory == pytest.approx(weights * 3 / 4)  # the same tokens' outputs held

@@ -201,3 +201,26 @@ def test_models_without_a_rebuild_keep_their_micro_batch_count():
     space = strategy_space(get_model("resnet101", 64), get_cluster("p100-4x4"))
     assert space.counts == [1] and all(x.microbatches == 1 and x.pipeline == 1 for x in space.layouts)
     assert not space.contains(Candidate({**space.initial().payload, "microbatches": 2}))
+
+
+def test_mixture_of_experts_layouts_choose_the_expert_parallel_degree():
+    """DeepSpeed-MoE's 350M+MoE-128 on 16 A100s: the layouts add every expert-parallel degree dividing 128
+    and a stage's devices; a layout's candidate splits each mixture-of-experts op's experts that many ways
+    (its tokens over the rest of the stage), the dense ops as Megatron's strategy at the layout's t; the
+    seeds cover each degree."""
+    from autotune.drivers.parallel import strategy_space
+
+    g, cl = get_model("gpt-moe-350m-128", 16), get_cluster("dgx-a100-x2")
+    space = strategy_space(g, cl)
+    moe = [i for i, op in enumerate(g.ops) if op.routed]
+    assert moe and g.ops[moe[0]].dims["e"] == 128
+    for lay in space.layouts:
+        if lay.pipeline == 1 and lay.microbatches == 1:
+            s = space.strategy(space.layout(lay))
+            ep = lay.expert or lay.tensor
+            op = g.ops[moe[0]]
+            deg = dict(zip(op.parallel_dims, s[moe[0]].degrees))
+            assert deg["e"] == ep and s[moe[0]].span == 16
+    degrees = {lay.expert or lay.tensor for lay in space.layouts if lay.pipeline == 1}
+    assert degrees == {1, 2, 4, 8, 16}
+    assert {int(w[2:]) for name in space.seeds() for w in name.split() if w.startswith("ep")} == {1, 2, 4, 8, 16}
