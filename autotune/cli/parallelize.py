@@ -46,7 +46,7 @@ def tune_parallel(
     cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster preset (e.g. dgx-a100-x2) or .json/.yaml file")] = None,
     batch: Annotated[int | None, typer.Option("--batch", "-b", help="Global batch size of the model (default: the model's)")] = None,
     microbatches: Annotated[int, typer.Option("--microbatches", help="Split each iteration's batch into this many micro-batches (gradient accumulation; a pipeline where ops sit on different device blocks, 1F1B) for the baselines; for transformer models the search also tries other counts (layouts)")] = 1,
-    recompute: Annotated[str | None, typer.Option("--recompute", help="Activation recomputation of a transformer model: full (keep only each layer's input for the backward; what large models need to fit), selective (recompute the attention core only) or none (default)")] = None,
+    recompute: Annotated[str | None, typer.Option("--recompute", help="Fix the activation recomputation of a transformer model: full (keep only each layer's input for the backward; what large models need to fit), selective (recompute the attention core only) or none. Default: the search chooses it with the strategy, starting from none")] = None,
     algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (mcmc, evolutionary, random, ...; see `autotune algorithms`)")] = "mcmc",
     trials: ParallelTrialsOption = None,
     time_budget: TimeOption = None,
@@ -149,6 +149,8 @@ def tune_parallel(
         emit_json(out)
         return
     micro = f" in {out['microbatches']} micro-batches (best strategy)" if out["microbatches"] > 1 else ""
+    if out.get("recompute") not in (None, "none"):
+        micro += f", {out['recompute']} recomputation"
     typer.echo(f"{r.model.name} ({len(r.model.ops)} ops, {r.model.parameters / 1e6:.1f}M parameters, "
                f"batch {out['batch']}{micro}) "
                f"on {r.cluster.name} ({r.cluster.devices} x {r.cluster.device.name})")

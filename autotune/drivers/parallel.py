@@ -31,7 +31,7 @@ from autotune.runners.simulator import SimulatorRunner
 from autotune.runners.simulator.calibration import calibrated
 from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, preset_names
 from autotune.search_spaces.parallel.graph import Graph
-from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS, get_model, rebuild, recompute_mode
+from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS, RECOMPUTE, get_model, rebuild, recompute_mode
 from autotune.search_spaces.parallel.space import StrategySpace
 from autotune.types import Candidate, Measurement
 
@@ -62,6 +62,7 @@ class ParallelizeResult:
     def to_json(self) -> dict:
         out = {"model": self.model.name, "cluster": self.cluster.name, "devices": self.cluster.devices,
                "batch": self.space.batch, "microbatches": self.space.microbatches_of(self.best.candidate),
+               **({"recompute": self.space.recompute_of(self.best.candidate)} if self.space.recompute else {}),
                "best": {**self.summary(self.best), "source": self.best_source,
                         "strategy": self.best.candidate.payload},
                "baselines": {n: self.summary(m) for n, m in self.baselines.items()},
@@ -166,7 +167,8 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     error is a terminal, or an :class:`autotune.progress.Progress`). ``options``: the algorithm's
     options; ``fresh``: delete an existing campaign of that name first (its trials stay, to be looked up);
     ``recompute``: activation recomputation of a transformer model, "none", "selective" (the attention core)
-    or "full" (only each layer's input kept); default: the model's own (none for the built-in ones)."""
+    or "full" (only each layer's input kept), fixed for the search; default: searched with the strategy,
+    starting from the model's own (none for the built-in ones)."""
     if trials is not None and trials < 0:
         raise UsageError(f"the trial budget must be >= 0 simulations after the baselines, not {trials}")
     if time_budget is not None and not time_budget > 0:
@@ -193,7 +195,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     counts = None
     if measured_db is not None:
         cl, counts = calibrate(cl, measured_db, measured_device)
-    space = strategy_space(graph, cl, microbatches)
+    space = strategy_space(graph, cl, microbatches, search_recompute=mode is None)
     runner = SimulatorRunner(graph, cl, space, microbatches)
     name = campaign or (f"parallelize-{space.task.name}-b{space.task.params['batch']}"
                         f"{f'-m{microbatches}' if microbatches > 1 else ''}{'-rc-' + graph.meta['recompute'] if graph.meta.get('recompute', 'none') != 'none' else ''}-{algorithm}-s{seed}-{runner.device.key[:6]}")
@@ -229,10 +231,11 @@ def summary_text(r: ParallelizeResult) -> str:
             f"({r.best_source}){over}")
 
 
-def strategy_space(graph: Graph, cluster: Cluster, microbatches: int = 1) -> StrategySpace:
+def strategy_space(graph: Graph, cluster: Cluster, microbatches: int = 1, search_recompute: bool = True) -> StrategySpace:
     """The space a search of ``graph`` runs on: the micro-batch count searched too where the model can be
-    rebuilt at another micro-batch size."""
-    return StrategySpace(graph, cluster, microbatches=microbatches, rebuild=rebuild(graph))
+    rebuilt at another micro-batch size, and (``search_recompute``) its activation recomputation mode."""
+    return StrategySpace(graph, cluster, microbatches=microbatches, rebuild=rebuild(graph),
+                         recompute_modes=RECOMPUTE if search_recompute else ())
 
 
 def warmup(space: StrategySpace) -> dict[str, Candidate]:

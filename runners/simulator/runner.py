@@ -3,8 +3,8 @@
 cost = simulated iteration time (seconds); INVALID when the strategy is not valid
 or a device's memory exceeds its capacity; meta carries peak memory and throughput.
 A candidate that splits the iteration into another number of micro-batches than the
-space's default, or shards with ZeRO, runs on a simulator of its own (one per
-micro-batch count and ZeRO stage, each with its delta caches).
+space's default, shards with ZeRO or recomputes activations in another mode, runs on a simulator of
+its own (one per micro-batch count, ZeRO stage and recomputation mode, each with its delta caches).
 """
 
 from __future__ import annotations
@@ -35,18 +35,20 @@ class SimulatorRunner(Runner):
         self.model, self.cluster, self.microbatches = model, cluster, microbatches
         self.space = space or StrategySpace(model, cluster, microbatches=microbatches)
         self.sim = Simulator(model, cluster, microbatches)
-        self.sims = {(microbatches, 0): self.sim}
+        self.sims = {(microbatches, 0, self.space.recompute): self.sim}
         self.device = cluster_device(cluster)
 
     @property
     def simulations(self) -> int:
         return sum(s.simulations for s in self.sims.values())
 
-    def simulator(self, microbatches: int, zero: int = 0) -> Simulator:
-        """The simulator of one micro-batch count and ZeRO stage (each keeps its own cost caches)."""
-        key = (microbatches, zero)
+    def simulator(self, microbatches: int, zero: int = 0, recompute: str | None = None) -> Simulator:
+        """The simulator of one micro-batch count, ZeRO stage and recomputation mode (default: the model's);
+        each keeps its own cost caches."""
+        key = (microbatches, zero, recompute or self.space.recompute)
         if key not in self.sims:
-            self.sims[key] = Simulator(self.space.graph_for(microbatches), self.cluster, microbatches, zero=zero)
+            self.sims[key] = Simulator(self.space.graph_for(microbatches, key[2]), self.cluster, microbatches,
+                                       zero=zero)
         return self.sims[key]
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
@@ -55,13 +57,14 @@ class SimulatorRunner(Runner):
     def measure_one(self, c: Candidate, timeline: bool = False) -> Measurement:
         t0 = time.perf_counter()
         try:
-            m, z = self.space.microbatches_of(c), self.space.zero_of(c)
+            m, z, rc = self.space.microbatches_of(c), self.space.zero_of(c), self.space.recompute_of(c)
             strategy = self.space.strategy(c)
         except (UsageError, TypeError, ValueError, AttributeError, KeyError) as exc:
             return Measurement(c, Status.INVALID, error=f"not a valid strategy: {exc}")
-        r = self.simulator(m, z).simulate(strategy, timeline=timeline)
+        r = self.simulator(m, z, rc).simulate(strategy, timeline=timeline)
         run_s = time.perf_counter() - t0
         meta = {"peak_memory_bytes": r.peak_memory, "capacity_bytes": r.capacity, "microbatches": m,
+                **({"recompute": rc} if rc is not None else {}),
                 "throughput": self.space.batch / r.iteration_s if r.iteration_s > 0 else None}
         if timeline:
             meta["timeline"] = r.timeline

@@ -109,17 +109,20 @@ GPT = {  # (layers, hidden, heads, seq) as in Alpa's and Megatron-LM's GPT-3 tab
 
 
 def rebuild(graph: Graph, recompute: bool | str | None = None):
-    """A function ``batch -> Graph`` building ``graph``'s model for another (micro-)batch size (and with
-    ``recompute``, when given), for the transformer stacks (their shape is in ``graph.meta``); None for
-    other graphs."""
+    """A function ``(batch, recompute=None) -> Graph`` building ``graph``'s model for another (micro-)batch
+    size and recomputation mode (default: ``recompute`` when given, else the graph's own), for the
+    transformer stacks (their shape is in ``graph.meta``); None for other graphs."""
     m = graph.meta
     if not {"layers", "hidden", "heads", "seq", "vocab"} <= set(m):
         return None
-    mode = m.get("recompute", "full" if graph.recompute else "none") if recompute is None else recompute
-    return lambda batch: transformer(graph.name, batch, m["layers"], m["hidden"], m["heads"], m["seq"], m["vocab"],
-                                     causal_lm=m.get("causal_lm", True), recompute=mode,
-                                     kernels=m.get("kernels", "fused"), experts=m.get("experts", 0),
-                                     top_k=m.get("top_k", 1), capacity=m.get("capacity", 1.0))
+    default = m.get("recompute", "full" if graph.recompute else "none") if recompute is None else recompute
+
+    def build(batch: int, recompute: bool | str | None = None) -> Graph:
+        return transformer(graph.name, batch, m["layers"], m["hidden"], m["heads"], m["seq"], m["vocab"],
+                           causal_lm=m.get("causal_lm", True), recompute=default if recompute is None else recompute,
+                           kernels=m.get("kernels", "fused"), experts=m.get("experts", 0),
+                           top_k=m.get("top_k", 1), capacity=m.get("capacity", 1.0))
+    return build
 
 
 def resnet101(batch: int) -> Graph:

@@ -35,7 +35,8 @@ from autotune.search_spaces.parallel.graph import ROLES, Graph
 from autotune.errors import UsageError
 from autotune.types import Candidate, Task
 
-N_FEATURES = 6 + 2 * len(ROLES)
+N_FEATURES = 7 + 2 * len(ROLES)
+RECOMPUTE_LEVEL = {None: 0, "none": 0, "selective": 1, "full": 2}  # a feature: how much is recomputed
 SEED_MICRO_BATCH = (1, 2, 4, 8)  # samples per data-parallel replica and micro-batch of the seeded layouts
 
 
@@ -60,17 +61,21 @@ class Layout:
 
 class StrategySpace(Space):
     def __init__(self, graph: Graph, cluster: Cluster, copy_prob: float = 0.5, tie_prob: float = 0.2,
-                 microbatches: int = 1, layout_prob: float = 0.1, rebuild: Callable[[int], Graph] | None = None,
-                 replica_prob: float = 0.2, zero_prob: float = 0.05):
-        """``graph`` is one micro-batch of ``microbatches``; ``rebuild(batch)`` builds the model at another
-        micro-batch size (then the micro-batch count is searched too)."""
+                 microbatches: int = 1, layout_prob: float = 0.1, rebuild: Callable[..., Graph] | None = None,
+                 replica_prob: float = 0.2, zero_prob: float = 0.05, recompute_modes: tuple[str, ...] = (),
+                 recompute_prob: float = 0.05):
+        """``graph`` is one micro-batch of ``microbatches``; ``rebuild(batch, recompute=None)`` builds the model
+        at another micro-batch size (then the micro-batch count is searched too) and, with
+        ``recompute_modes``, another activation recomputation mode (then the mode is searched too)."""
         self.graph, self.cluster, self.D, self.microbatches = graph, cluster, cluster.devices, microbatches
         self.copy_prob, self.tie_prob, self.layout_prob, self.replica_prob = copy_prob, tie_prob, layout_prob, replica_prob
-        self.zero_prob = zero_prob
+        self.zero_prob, self.recompute_prob = zero_prob, recompute_prob
         self.batch = graph.batch * microbatches  # of an iteration
         self._rebuild = rebuild
         self.counts = st.divisors(self.batch) if rebuild is not None else [microbatches]
-        self._graphs: dict[int, Graph] = {microbatches: graph}
+        self.recompute = graph.meta.get("recompute")  # the model's own mode (None: not a transformer stack)
+        self.modes = tuple(recompute_modes) if rebuild is not None and self.recompute is not None else ()
+        self._graphs: dict[tuple[int, str | None], Graph] = {(microbatches, self.recompute): graph}
         self._choices: dict[int, list] = {}
         groups: dict[tuple, list[int]] = {}
         for i, op in enumerate(graph.ops):
@@ -88,14 +93,16 @@ class StrategySpace(Space):
         self.layouts = self._layouts()
 
     # -- micro-batches ---------------------------------------------------------------
-    def graph_for(self, microbatches: int) -> Graph:
-        """The model of one micro-batch when an iteration runs ``microbatches`` of them."""
-        if microbatches not in self._graphs:
+    def graph_for(self, microbatches: int, recompute: str | None = None) -> Graph:
+        """The model of one micro-batch when an iteration runs ``microbatches`` of them, recomputing its
+        activations as ``recompute`` says (default: the model's own mode)."""
+        key = (microbatches, recompute or self.recompute)
+        if key not in self._graphs:
             if microbatches not in self.counts:
                 raise UsageError(f"{microbatches} micro-batches: valid for batch {self.batch} of {self.graph.name!r}: "
                                  f"{', '.join(map(str, self.counts))}")
-            self._graphs[microbatches] = self._rebuild(self.batch // microbatches)
-        return self._graphs[microbatches]
+            self._graphs[key] = self._rebuild(self.batch // microbatches, key[1])
+        return self._graphs[key]
 
     def choices(self, microbatches: int) -> list:
         """Per op, every valid degree tuple at that micro-batch count."""
@@ -116,6 +123,14 @@ class StrategySpace(Space):
         if isinstance(z, bool) or z not in st.ZERO_STAGES:
             raise UsageError(f"zero must be a ZeRO stage 0-3, got {z!r}")
         return z
+
+    def recompute_of(self, c: Candidate) -> str | None:
+        """The candidate's activation recomputation mode (``"recompute"`` in the payload; default the model's)."""
+        r = c.payload.get("recompute", self.recompute) if isinstance(c.payload, dict) else self.recompute
+        if r != self.recompute and r not in self.modes:
+            valid = ", ".join(self.modes) if self.modes else f"only the model's own ({self.recompute})"
+            raise UsageError(f"recompute must be one of: {valid}; got {r!r}")
+        return r
 
     # -- layouts ---------------------------------------------------------------------
     def _layouts(self) -> list[Layout]:
@@ -146,10 +161,10 @@ class StrategySpace(Space):
         return out + [Layout(lay.tensor, lay.pipeline, lay.data, lay.microbatches, lay.virtual, True, lay.expert)
                       for lay in out if lay.tensor > 1]
 
-    def layout(self, lay: Layout, zero: int = 0) -> Candidate:
+    def layout(self, lay: Layout, zero: int = 0, recompute: str | None = None) -> Candidate:
         g = self.graph_for(lay.microbatches)
         return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline, lay.virtual, lay.sequence,
-                                     lay.expert or None), lay.microbatches, zero)
+                                     lay.expert or None), lay.microbatches, zero, recompute)
 
     def seeds(self) -> dict[str, Candidate]:
         """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
@@ -165,18 +180,25 @@ class StrategySpace(Space):
                    and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
                         or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH))
                or (lay.expert and lay.virtual == 1 and lay.microbatches == fewest[lay.tensor, lay.pipeline])}
+        for lay in self.layouts:  # the other recomputation modes at each (t, p)'s fewest micro-batches
+            if lay.microbatches == fewest[lay.tensor, lay.pipeline] and lay.virtual == 1 and not lay.expert:
+                out.update({f"{lay.name} rc-{r}": self.layout(lay, recompute=r) for r in self.modes
+                            if r != self.recompute})
         dp = st.data_parallel(self.graph, self.cluster)
         out.update({f"data-parallel zero-{z}": self.wrap(dp, zero=z) for z in st.ZERO_STAGES[1:]})
         return out
 
     # -- conversions -----------------------------------------------------------------
-    def wrap(self, strategy: st.Strategy, microbatches: int | None = None, zero: int = 0) -> Candidate:
+    def wrap(self, strategy: st.Strategy, microbatches: int | None = None, zero: int = 0,
+             recompute: str | None = None) -> Candidate:
         m = self.microbatches if microbatches is None else microbatches
         payload = st.to_json(self.graph_for(m), strategy, self.D)
         if m != self.microbatches:
             payload["microbatches"] = m
         if zero:
             payload["zero"] = zero
+        if recompute is not None and recompute != self.recompute:
+            payload["recompute"] = recompute
         c = Candidate(payload)
         self._remember(c.key, strategy)
         return c
@@ -196,11 +218,12 @@ class StrategySpace(Space):
     def candidate(self, config) -> Candidate:
         c = Candidate(config)
         m = self.microbatches_of(c)
-        return self.wrap(st.from_json(self.graph_for(m), config, self.D), m, self.zero_of(c))
+        return self.wrap(st.from_json(self.graph_for(m), config, self.D), m, self.zero_of(c), self.recompute_of(c))
 
     def contains(self, c: Candidate) -> bool:
         try:
             self.zero_of(c)
+            self.recompute_of(c)
             m = self.microbatches_of(c)
             return st.check_strategy(self.graph_for(m), self.strategy(c), self.D) is None
         except (UsageError, TypeError, ValueError, AttributeError):
@@ -244,12 +267,14 @@ class StrategySpace(Space):
     def neighbor(self, c: Candidate, rng: np.random.Generator) -> Candidate:
         """An op move, a layout move (keeping the ZeRO stage) or, with probability ``zero_prob``, another
         ZeRO stage for the same strategy."""
-        z = self.zero_of(c)
+        z, rc = self.zero_of(c), self.recompute_of(c)
         if self.layouts and rng.random() < self.layout_prob:
-            return self.layout(self.layouts[int(rng.integers(len(self.layouts)))], z)
+            return self.layout(self.layouts[int(rng.integers(len(self.layouts)))], z, rc)
         m = self.microbatches_of(c)
         if rng.random() < self.zero_prob:
-            return self.wrap(self.strategy(c), m, int(rng.choice([x for x in st.ZERO_STAGES if x != z])))
+            return self.wrap(self.strategy(c), m, int(rng.choice([x for x in st.ZERO_STAGES if x != z])), rc)
+        if len(self.modes) > 1 and rng.random() < self.recompute_prob:
+            return self.wrap(self.strategy(c), m, z, str(rng.choice([x for x in self.modes if x != rc])))
         ops = self.graph_for(m).ops
         s = list(self.strategy(c))
         for _ in range(20):
@@ -264,8 +289,8 @@ class StrategySpace(Space):
                 tied = self.alike[i] if rng.random() < self.tie_prob else [i]
                 for t in tied:
                     s[t] = new
-                return self.wrap(s, m, z)
-        return self.wrap(s, m, z)
+                return self.wrap(s, m, z, rc)
+        return self.wrap(s, m, z, rc)
 
     def crossover(self, a: Candidate, b: Candidate, rng: np.random.Generator) -> Candidate:
         """A prefix of ``a``'s ops and the rest of ``b``'s, at ``a``'s micro-batch count (an op of ``b``'s
@@ -276,7 +301,7 @@ class StrategySpace(Space):
         cut = int(rng.integers(len(sa) + 1))
         child = list(sa[:cut]) + [y if st.check_config(op, y, self.D) is None else x
                                   for op, x, y in zip(ops[cut:], sa[cut:], sb[cut:])]
-        return self.wrap(child, m, self.zero_of(a))
+        return self.wrap(child, m, self.zero_of(a), self.recompute_of(a))
 
     def initial(self) -> Candidate:
         return self.wrap(st.data_parallel(self.graph, self.cluster))
@@ -291,7 +316,7 @@ class StrategySpace(Space):
     def features(self, cs: list[Candidate]) -> np.ndarray:
         """Per candidate: FLOP-weighted mean log2 degree per role, share of ops splitting each role,
         mean log2 partitions, share of ops on the whole cluster, distinct blocks, mean block start,
-        log2 micro-batches, ZeRO stage."""
+        log2 micro-batches, ZeRO stage, recomputation level."""
         w = np.array([op.flops + op.bwd_flops + 1.0 for op in self.graph.ops])
         w = w / w.sum()
         rows = []
@@ -307,5 +332,6 @@ class StrategySpace(Space):
             blocks = len({(cfg.start, cfg.parts) for cfg in s})
             rows.append(np.concatenate([w @ role_log, (role_log > 0).mean(axis=0),
                                         [w @ parts, w @ whole, math.log2(blocks), w @ starts,
-                                         math.log2(self.microbatches_of(c)), self.zero_of(c)]]))
+                                         math.log2(self.microbatches_of(c)), self.zero_of(c),
+                                         RECOMPUTE_LEVEL[self.recompute_of(c)]]]))
         return np.array(rows, dtype=float).reshape(len(cs), N_FEATURES)

@@ -150,8 +150,8 @@ def test_layouts_cover_every_factorisation_and_choose_the_micro_batch_count():
         # interleaved: 24 layers in p * v equal chunks, micro-batches a multiple of p
         assert x.virtual == 1 or (x.pipeline > 1 and 24 % (x.pipeline * x.virtual) == 0 and x.microbatches % x.pipeline == 0)
     assert {x.virtual for x in space.layouts} == {1, 2, 3, 4, 6}  # divisors of 24 / p, at most 8
-    layout_seeds = [n for n in space.seeds() if n.startswith("layout ")]
-    assert {x.virtual for x in map(dict((x.name, x) for x in space.layouts).get, layout_seeds)} == {1, 2}
+    layout_seeds = [n for n in space.seeds() if n.startswith("layout ") and " rc-" not in n]
+    assert {x.virtual for x in map({x.name: x for x in space.layouts}.get, layout_seeds)} == {1, 2}
     lay = next(x for x in space.layouts if (x.tensor, x.pipeline, x.microbatches) == (8, 2, 16))
     c = space.layout(lay)
     assert c.payload["microbatches"] == 16 and space.microbatches_of(c) == 16 and space.contains(c)
@@ -163,9 +163,15 @@ def test_layouts_cover_every_factorisation_and_choose_the_micro_batch_count():
     assert m.meta["throughput"] == pytest.approx(64 / m.cost)
     assert not space.contains(Candidate({**c.payload, "microbatches": 3}))  # 64 does not split in 3
     assert not space.contains(Candidate({**c.payload, "microbatches": 64}))  # a 1-sample micro-batch on 2 replicas
-    seeds = {n: c for n, c in space.seeds().items() if n.startswith("layout ")}
-    assert {n for n in space.seeds() if n not in seeds} == {"data-parallel zero-1", "data-parallel zero-2",
-                                                               "data-parallel zero-3"}
+    seeds = {n: c for n, c in space.seeds().items() if n.startswith("layout ") and " rc-" not in n}
+    # the other recomputation modes are seeded at each (t, p)'s fewest micro-batches
+    other = {n: c for n, c in space.seeds().items() if " rc-" in n}
+    assert {space.recompute_of(c) for c in other.values()} == {"selective", "full"}
+    for n, c in other.items():
+        lay, mode = n.split(" rc-")
+        assert c.payload["recompute"] == mode and space.strategy(c) == space.strategy(seeds[lay]) and space.contains(c)
+    assert {n for n in space.seeds() if n not in seeds and n not in other} == {
+        "data-parallel zero-1", "data-parallel zero-2", "data-parallel zero-3"}
     fewest = {}
     for x in space.layouts:
         fewest[x.tensor, x.pipeline] = min(fewest.get((x.tensor, x.pipeline), 64), x.microbatches)
@@ -190,7 +196,11 @@ def test_layout_moves_jump_between_layouts_and_op_moves_keep_the_micro_batch_cou
         n = space.neighbor(c, rng)
         assert space.contains(n) and space.microbatches_of(n) == space.microbatches_of(c)
         changed = sum(a != b for a, b in zip(space.strategy(n), space.strategy(c)))
-        assert (changed >= 1) != (space.zero_of(n) != space.zero_of(c))  # an op move, or a ZeRO move alone
+        # an op move, or alone a ZeRO move or a recomputation move
+        moves = [changed >= 1, space.zero_of(n) != space.zero_of(c), space.recompute_of(n) != space.recompute_of(c)]
+        assert sum(moves) == 1
+    assert space.recompute_of(c) == "none" and {space.recompute_of(space.neighbor(c, rng)) for _ in range(400)} == {
+        "none", "selective", "full"}
     child = space.crossover(c, space.initial(), rng)
     assert space.contains(child) and space.microbatches_of(child) == space.microbatches_of(c)
 
