@@ -17,7 +17,7 @@ replicas, see ``Simulator``). ``initial`` is data parallelism; ``crossover`` tak
 topological order) from one parent and the rest from the other. ``seeds`` are the layouts a
 search measures first: every (t, p) with its fewest micro-batches and with the counts that give
 each data-parallel replica 1, 2, 4 or 8 samples per micro-batch, plain and interleaved in 2, each with
-and without sequence parallelism.
+and without sequence parallelism, and some in the other recomputation modes.
 """
 
 from __future__ import annotations
@@ -169,7 +169,9 @@ class StrategySpace(Space):
     def seeds(self) -> dict[str, Candidate]:
         """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
         that give each data-parallel replica SEED_MICRO_BATCH samples per micro-batch, plain and (where
-        valid) with 2 virtual stages, with and without sequence parallelism; for mixture-of-experts models
+        valid) with 2 virtual stages, with and without sequence parallelism; in the other recomputation modes
+        each (t, p) at its fewest micro-batches and at one sample per replica and micro-batch, sequence
+        parallel where t > 1; for mixture-of-experts models
         each (t, p) with its fewest micro-batches at every expert-parallel degree; and data parallelism with
         each ZeRO stage (stage 3: FSDP)."""
         fewest: dict[tuple[int, int], int] = {}
@@ -180,8 +182,10 @@ class StrategySpace(Space):
                    and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
                         or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH))
                or (lay.expert and lay.virtual == 1 and lay.microbatches == fewest[lay.tensor, lay.pipeline])}
-        for lay in self.layouts:  # the other recomputation modes at each (t, p)'s fewest micro-batches
-            if lay.microbatches == fewest[lay.tensor, lay.pipeline] and lay.virtual == 1 and not lay.expert:
+        for lay in self.layouts:  # the other recomputation modes at each (t, p)'s fewest micro-batches and at
+            # one sample per replica and micro-batch, with sequence parallelism where there is tensor parallelism
+            if (lay.virtual == 1 and not lay.expert and lay.sequence == (lay.tensor > 1)
+                    and (lay.microbatches == fewest[lay.tensor, lay.pipeline] or self.batch // lay.microbatches == lay.data)):
                 out.update({f"{lay.name} rc-{r}": self.layout(lay, recompute=r) for r in self.modes
                             if r != self.recompute})
         dp = st.data_parallel(self.graph, self.cluster)
