@@ -139,7 +139,8 @@ class Simulator:
                           for src, _ in op.inputs)
         return (op.type, tuple(op.dims.items()), tuple(op.roles.items()), op.out,
                 tuple(axes for _, axes in op.inputs), producers, op.weight, op.weight_elems, op.flops, op.bwd_flops,
-                op.mem_elems, op.post_elems, op.kernels, op.keep, op.routed, op.route_share)
+                op.mem_elems, op.post_elems, op.kernels, op.keep, op.routed, op.route_share, op.stash_bytes,
+                op.stores_output)
 
     # -- costs ---------------------------------------------------------------------
     def _op_costs(self, i: int, cfg: OpConfig) -> tuple:
@@ -186,7 +187,8 @@ class Simulator:
         if self.zero == 3 and gs[0]:
             gs = (1.5 * gs[0], gs[1])
         upd = w_shard * g.state_bytes_per_param * 2 / shard / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
-        act = out_part * g.dtype_bytes + op.stash_bytes / cfg.parts if (op.keep or not g.recompute) else 0.0
+        act = ((out_part * g.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
+               if (op.keep or not g.recompute) else 0.0)
         mem = (w_shard * self._state_bytes(shard), act, w_shard * g.dtype_bytes if self.zero == 3 else 0.0)
         hit = (f, b, ao, ai, gs, upd, mem, devs)
         self.op_cache[key] = hit

@@ -42,6 +42,7 @@ class Op:
     keep: bool = True  # whether the output is stashed for backward under recomputation
     out_scale: int = 1  # elements per output index (attention: the head size along the heads dim)
     stash_bytes: float = 0.0  # forward internals kept for the backward besides the output (attention's softmax)
+    stores_output: bool = True  # whether the backward needs the output (a dropout after it keeps only its mask)
     post_elems: float = 0.0  # elements read + written by separate elementwise kernels after the main one (forward)
     routed: str | None = None  # mixture of experts: the experts dim, which tokens reach by routing, not by slicing
     route_share: float = 0.0  # of every token slice, the share each expert partition of degree 1 receives (k x cf)

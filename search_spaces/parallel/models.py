@@ -79,9 +79,17 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
             f = g.moe(h, experts, 4 * hidden, f"l{i}.moe", top_k, capacity)
         else:
             f = g.linear(h, 4 * hidden, f"l{i}.fc1", tp="o", extra_flops=8.0 * batch * seq * 4 * hidden)  # + gelu
-            g.by_name[f].post_elems, g.by_name[f].kernels = 2.0 * batch * seq * 4 * hidden, 2
+            fc1 = g.by_name[f]
+            fc1.post_elems, fc1.kernels = 2.0 * batch * seq * 4 * hidden, 2
+            fc1.stash_bytes = g.dtype_bytes * batch * seq * 4 * hidden  # the GELU's output, fc2's input
             f = g.linear(f, hidden, f"l{i}.fc2", tp="i")
         x = g.elementwise([x, f], f"l{i}.add2", "add")
+        # what the backward keeps (Korthikanti et al. 2022, 34 s b h + 5 a s^2 b bytes per layer without
+        # recomputation): the dropouts before the residual adds keep a byte mask, not their input
+        g.by_name[p].stores_output = g.by_name[f].stores_output = False
+        for n in (f"l{i}.add1", f"l{i}.add2"):
+            g.by_name[n].stash_bytes = 0.0 if mode == "full" else batch * seq * hidden
+        g.by_name[f"l{i}.add1"].keep = mode != "full"  # full recomputation keeps only the layer's input
         attn = g.by_name[f"l{i}.attn"]
         attn.post_elems, attn.kernels = k["attention_copies"] * batch * seq * hidden, k["attention_kernels"]
         for n in (f"l{i}.add1", f"l{i}.add2"):

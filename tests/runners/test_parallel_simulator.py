@@ -420,3 +420,17 @@ def test_expert_parallelism_moves_routed_tokens_by_all_to_all():
     assert sim_ep.dur[sim_ep.AO[i]] == 0.0 and sim_ep.dur[sim_ep.AI[i][0]] == 0.0
     weights = 4 * (2 * 16 * 32 + 16) * 16  # 4 experts' parameters x 16 bytes of weight, gradient and state
     assert dp.peak_memory - ep.peak_memory == pytest.approx(weights * 3 / 4)  # the same tokens' outputs held
+
+
+def test_a_layer_stores_what_megatron_stores_for_its_backward():
+    """One more GPT layer on one device without recomputation adds its weights with their gradient and Adam
+    state (16 bytes x 12 h^2) and the activations Korthikanti et al. (2022) count for a layer in fp16:
+    34 s b h + 5 a s^2 b bytes (layer norm and linear inputs, Q, K, V, the GELU's input and output, the
+    softmax output, the dropout outputs and byte masks)."""
+    from autotune.search_spaces.parallel.models import transformer
+
+    b, h, a, s = 2, 64, 4, 32
+    cl = cluster(per_node=1)
+    mem = [Simulator(g, cl).simulate(data_parallel(g, cl)).peak_memory
+           for g in (transformer("t", b, layers, h, a, s, 128) for layers in (2, 3))]
+    assert mem[1] - mem[0] == pytest.approx(16 * 12 * h * h + 34 * s * b * h + 5 * a * s * s * b)
