@@ -44,9 +44,50 @@ def session(model, threads: int = 1, level: str = "all"):
     return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
 
 
-def random_feeds(sess, seed: int = 0) -> dict:
+ORT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
+             "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+             "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
+
+
+def index_bounds(model) -> dict[str, int]:
+    """For each integer graph input that indexes a table (a Gather of an initializer: token ids into an
+    embedding), the table's length along the gathered axis: its values must stay below it."""
+    if model is None or not hasattr(model, "graph"):
+        return {}
+    from onnx import helper
+
+    dims = {t.name: list(t.dims) for t in model.graph.initializer}
+    bounds: dict[str, int] = {}
+    for n in model.graph.node:
+        if n.op_type == "Gather" and len(n.input) > 1 and n.input[0] in dims:
+            axis = next((helper.get_attribute_value(a) for a in n.attribute if a.name == "axis"), 0)
+            size = dims[n.input[0]][axis]
+            bounds[n.input[1]] = min(bounds.get(n.input[1], size), size)
+    return bounds
+
+
+def random_inputs(specs, seed: int = 0, bounds: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Random arrays for ``specs`` ((name, shape, dtype), ...) of each input's declared type: floats standard
+    normal; integers below the length of the table they index (``bounds``: token ids within the
+    vocabulary), else 0 or 1 (masks, segment ids, and any index valid for a table of two rows or more);
+    booleans at random."""
     rng = np.random.default_rng(seed)
-    return {i.name: rng.standard_normal([int(d) for d in i.shape]).astype(np.float32) for i in sess.get_inputs()}
+    out = {}
+    for name, shape, dtype in specs:
+        shape, dtype = [int(d) for d in shape], np.dtype(dtype)
+        if np.issubdtype(dtype, np.integer):
+            out[name] = rng.integers(0, (bounds or {}).get(name, 2), size=shape).astype(dtype)
+        elif dtype == np.bool_:
+            out[name] = rng.random(shape) < 0.5
+        else:
+            out[name] = rng.standard_normal(shape).astype(dtype)
+    return out
+
+
+def random_feeds(sess, seed: int = 0, model=None) -> dict:
+    """:func:`random_inputs` for a session's inputs (integer bounds from ``model``'s tables)."""
+    return random_inputs([(i.name, i.shape, ORT_TYPES.get(i.type, np.float32)) for i in sess.get_inputs()], seed,
+                         index_bounds(model))
 
 
 def op_spec(op: str, attrs: dict, inputs: list, outputs: list) -> dict:
@@ -146,7 +187,7 @@ class OnnxOpRunner(Runner):
 def compare_latency(models: list, rounds: int = 15, threads: int = 1, min_time: float = 0.0) -> list[dict]:
     """Interleaved end-to-end timing: each round runs every model once. Median and spread (IQR) per model."""
     sessions = [session(m, threads) for m in models]
-    feeds = random_feeds(sessions[0])
+    feeds = random_feeds(sessions[0], model=models[0])
 
     def timer(s):
         def run() -> float:
@@ -161,7 +202,7 @@ def compare_latency(models: list, rounds: int = 15, threads: int = 1, min_time: 
 def max_errors(ref_model, new_model, trials: int = 3) -> dict:
     """Largest absolute and relative output difference over ``trials`` random inputs."""
     a, b = session(ref_model, level="none"), session(new_model, level="none")
-    pairs = (pair for seed in range(trials) for feeds in [random_feeds(a, seed)]
+    pairs = (pair for seed in range(trials) for feeds in [random_feeds(a, seed, ref_model)]
              for pair in zip(a.run(None, feeds), b.run(None, feeds)))
     return {**output_errors(pairs), "trials": trials}
 

@@ -282,10 +282,13 @@ class TorchGraph:
 
     def feeds(self, seed: int = 0) -> dict:
         """Random inputs, the same as ``onnx_ops.random_feeds`` for the same seed."""
-        rng = np.random.default_rng(seed)
-        torch = _torch()
-        return {k: torch.from_numpy(rng.standard_normal(s).astype(np.float32)).to(self.dev)
-                for k, (s, _) in self.g.inputs.items()}
+        from autotune.runners.onnx_ops import random_inputs
+
+        torch, g = _torch(), self.g
+        bounds = {n.inputs[1]: g.weights[n.inputs[0]].shape[n.a.get("axis", 0)] for n in g.nodes
+                  if n.op == "Gather" and n.inputs[0] in g.weights}
+        arrays = random_inputs([(k, s, d) for k, (s, d) in g.inputs.items()], seed, bounds)
+        return {k: torch.from_numpy(v).to(self.dev) for k, v in arrays.items()}
 
     def __call__(self, feeds: dict) -> list:
         vals = {**self.weights, **feeds}

@@ -53,7 +53,9 @@ def with_old_budget_names(trials, time_budget, budget, time_limit):
 
 
 def handle_errors(fn):
-    """Turn the project's own errors into one sentence on stderr and exit status 2 (no traceback)."""
+    """Turn the project's own errors into one sentence on stderr and exit status 2 (no traceback); a command
+    asked for ``--json`` also prints the error as a JSON object on standard output, so that a script
+    reading the output gets one either way."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -61,6 +63,8 @@ def handle_errors(fn):
             return fn(*args, **kwargs)
         except AutotuneError as exc:
             typer.echo(f"error: {exc}", err=True)
+            if kwargs.get("json") is True or kwargs.get("json_out") is True:
+                emit_json({"error": str(exc), "kind": type(exc).__name__, "exit_code": 2})
             raise typer.Exit(2) from None
 
     return wrapper

@@ -16,6 +16,24 @@ from autotune.search_spaces.graphs import ops
 from autotune.errors import UsageError
 
 
+@dataclass(frozen=True)
+class TensorAttr:
+    """A tensor-valued attribute (ConstantOfShape's ``value``), kept as a tensor so that it is written back as
+    one; hashable, as every attribute value is."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    values: tuple
+
+    @staticmethod
+    def of(array) -> TensorAttr:
+        a = np.asarray(array)
+        return TensorAttr(str(a.dtype), tuple(a.shape), tuple(a.ravel().tolist()))
+
+    def array(self) -> np.ndarray:
+        return np.array(self.values, dtype=self.dtype).reshape(self.shape)
+
+
 def freeze(value):
     if isinstance(value, (list, tuple, np.ndarray)):
         return tuple(freeze(v) for v in value)
@@ -48,8 +66,10 @@ class Node:
 class Graph:
     """An immutable DAG. Build a changed copy with :meth:`replace`."""
 
-    def __init__(self, nodes, inputs: dict, outputs, weights: dict, name: str = "graph", parent: Graph | None = None):
+    def __init__(self, nodes, inputs: dict, outputs, weights: dict, name: str = "graph", parent: Graph | None = None,
+                 opset: int | None = None):
         self.name = name
+        self.opset = opset if opset is not None else parent.opset if parent is not None else None  # of the source
         self.inputs = dict(inputs)  # name -> (shape, dtype)
         self.outputs = tuple(outputs)
         self.weights = weights  # name -> ndarray, shared between graphs, never mutated
@@ -205,7 +225,8 @@ class Graph:
             else:
                 keep.append(n)
         used = {t for n in keep for t in n.inputs} | set(self.outputs)
-        return Graph(keep, self.inputs, self.outputs, {k: v for k, v in vals.items() if k in used}, self.name)
+        return Graph(keep, self.inputs, self.outputs, {k: v for k, v in vals.items() if k in used}, self.name,
+                     opset=self.opset)
 
     def __len__(self) -> int:
         return len(self.runtime_nodes())

@@ -8,12 +8,16 @@ import os
 
 import numpy as np
 from autotune.search_spaces.graphs import ops
-from autotune.search_spaces.graphs.ir import Graph, Node
+from autotune.search_spaces.graphs.ir import Graph, Node, TensorAttr
 
 from autotune.errors import MissingDependencyError, UsageError
 
-EXPORT_OPSET = 17
+EXPORT_OPSET = 17  # for a graph that did not come from an ONNX file (a model is written at its own opset)
 EXPORT_IR_VERSION = 8  # onnxruntime >= 1.14 loads IR 8 / opset 17
+OLDEST_OPSET = 7  # older models are converted to it by onnx's version converter
+# outputs an inference graph may leave unused, after the ones it needs: (op, outputs kept)
+OPTIONAL_OUTPUTS = {"Dropout": 1, "BatchNormalization": 1, "MaxPool": 1, "LayerNormalization": 1}
+NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
 
 def _onnx():
@@ -87,6 +91,82 @@ def _normalise(op: str, a: dict, node, shape_of) -> dict:
     return a
 
 
+def _known_shape(vi) -> tuple[int, ...] | None:
+    dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else None
+    if dims is None or not vi.type.tensor_type.HasField("shape") or not all(d.HasField("dim_value") for d in dims):
+        return None
+    return tuple(int(d.dim_value) for d in dims)
+
+
+def fold_constants(model, rounds: int = 4):
+    """The model with every node whose inputs are all constants evaluated into an initializer (onnx's
+    reference evaluator, at the model's opset), ``Shape`` and ``Size`` of tensors of known static shape
+    included: the shape arithmetic exporters write (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) becomes
+    constant targets. Ops the graph IR knows are folded only when they compute integers (shapes): on float
+    weights they stay weight-only nodes, which rules may rewrite and the export folds. Shapes are
+    re-inferred between rounds, as a folded shape makes more shapes known."""
+    import onnx
+    from onnx import helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    opsets = list(model.opset_import)
+    for _ in range(rounds):
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        except Exception:  # noqa: BLE001 - shapes stay unknown; the import names what it cannot handle
+            inferred = model
+        g = model.graph
+        consts = {t.name: t for t in g.initializer}
+        shapes = {vi.name: _known_shape(vi) for vi in list(inferred.graph.value_info) + list(g.input)}
+        shapes.update({t.name: tuple(t.dims) for t in g.initializer})
+        keep, new, changed = [], {}, False
+        for n in g.node:
+            ins = [t for t in n.input if t]
+            if n.domain not in ("", "ai.onnx") or n.op_type in NEVER_FOLD or not n.output:
+                keep.append(n)
+                continue
+            values = None
+            if n.op_type in ("Shape", "Size") and shapes.get(n.input[0]) is not None:
+                shape = shapes[n.input[0]]
+                if n.op_type == "Size":
+                    values = [np.array(math.prod(shape), dtype=np.int64)]
+                else:
+                    a = {at.name: helper.get_attribute_value(at) for at in n.attribute}
+                    values = [np.array(shape[a.get("start", 0):a.get("end", len(shape))], dtype=np.int64)]
+            elif n.op_type == "Constant" or (ins and all(t in consts for t in ins)):
+                small = all(math.prod(consts[t].dims) <= MAX_TENSOR_ELEMENTS for t in ins)
+                one = helper.make_graph([n], "fold", [], [helper.make_value_info(o, onnx.TypeProto()) for o in n.output],
+                                        [consts[t] for t in ins])
+                try:
+                    values = ReferenceEvaluator(helper.make_model(one, opset_imports=opsets)).run(None, {}) if small else None
+                except Exception:  # noqa: BLE001 - an op the evaluator cannot run stays a node
+                    values = None
+            if (values is None or any(np.asarray(v).size > MAX_TENSOR_ELEMENTS for v in values)
+                    or (ops.is_known(n.op_type) and not all(np.issubdtype(np.asarray(v).dtype, np.integer)
+                                                            for v in values))):
+                # ops the graph IR knows stay as weight-only nodes (rules see them; the export folds them)
+                keep.append(n)
+                continue
+            for o, v in zip(n.output, values):
+                if o:
+                    consts[o] = new[o] = numpy_helper.from_array(np.asarray(v), o)
+            changed = True
+        if not changed:
+            break
+        used = {t for n in keep for t in n.input} | {o.name for o in g.output}
+        for o in g.output:  # an output computed from constants alone stays an output: an Identity of it
+            if o.name in new:
+                keep.append(helper.make_node("Identity", [o.name + "__const"], [o.name]))
+                new[o.name + "__const"] = numpy_helper.from_array(numpy_helper.to_array(new.pop(o.name)), o.name + "__const")
+                used.add(o.name + "__const")
+        inits = [t for t in g.initializer if t.name in used] + [t for k, t in new.items() if k in used]
+        initial = {t.name for t in g.initializer}
+        inputs = [vi for vi in g.input if vi.name not in initial or vi.name in used]  # folded weights leave
+        graph = helper.make_graph(keep, g.name, inputs, list(g.output), inits)
+        model = helper.make_model(graph, opset_imports=opsets, producer_name=model.producer_name)
+    return model
+
+
 def from_onnx(model, name: str | None = None) -> Graph:
     """Import an ONNX ModelProto or file path into a :class:`Graph`.
 
@@ -112,11 +192,20 @@ def _import(onnx, model, name: str | None) -> Graph:
 
     name = name or model.graph.name or "graph"
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if 0 < opset < OLDEST_OPSET:
+        try:
+            model = onnx.version_converter.convert_version(model, OLDEST_OPSET)
+        except Exception as exc:  # noqa: BLE001
+            raise UsageError(f"the model's opset {opset} is older than {OLDEST_OPSET} and onnx's version converter "
+                             f"cannot convert it: {str(exc)[:160]}") from None
+        opset = OLDEST_OPSET
+    model = fold_constants(model)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:  # noqa: BLE001 - opaque ops without inferred shapes are rejected later
         inferred = model
     g = model.graph
+    consumed = {t for n in g.node for t in n.input} | {o.name for o in g.output}
     for t in g.initializer:
         if any(d < 0 for d in t.dims) or math.prod(t.dims) > MAX_TENSOR_ELEMENTS:
             raise UsageError(f"weight {t.name!r} declares the shape {tuple(t.dims)}; at most "
@@ -130,16 +219,23 @@ def _import(onnx, model, name: str | None) -> Graph:
     info = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
     shapes = {k: v[0] for k, v in inputs.items()} | {k: w.shape for k, w in weights.items()}
 
+    where = ""
+
     def shape_of(t):
         if t in shapes:
             return shapes[t]
         if t in info:
-            return _static_shape(info[t], "tensor")
-        raise UsageError(f"tensor {t!r} has no known shape")
+            return _static_shape(info[t], f"{where}: tensor")
+        raise UsageError(f"{where}: tensor {t!r} has no known shape (ONNX shape inference could not give it one)")
 
     nodes = []
     for n in g.node:
         op, where = n.op_type, f"node {n.name or n.output[0]!r} (op {n.op_type})"
+        if op in OPTIONAL_OUTPUTS and not any(o in consumed for o in n.output[OPTIONAL_OUTPUTS[op]:]):
+            trimmed = onnx.NodeProto()
+            trimmed.CopyFrom(n)
+            del trimmed.output[OPTIONAL_OUTPUTS[op]:]  # optional outputs nobody reads (Dropout's mask)
+            n = trimmed
         if n.domain not in ("", "ai.onnx"):
             raise UsageError(f"{where} is in domain {n.domain!r}; only the default ONNX domain is supported")
         a = {}
@@ -150,12 +246,12 @@ def _import(onnx, model, name: str | None) -> Graph:
             if isinstance(v, bytes):
                 v = v.decode()
             if isinstance(v, onnx.TensorProto):
-                v = numpy_helper.to_array(v)
+                v = TensorAttr.of(numpy_helper.to_array(v))
             a[at.name] = v
         if op == "Constant":
-            if "value" not in a:
+            if not isinstance(a.get("value"), TensorAttr):
                 raise UsageError(f"{where}: only Constant with a 'value' tensor is supported")
-            weights[n.output[0]] = np.asarray(a["value"])
+            weights[n.output[0]] = a["value"].array()
             shapes[n.output[0]] = weights[n.output[0]].shape
             continue
         ins = list(n.input)
@@ -172,8 +268,12 @@ def _import(onnx, model, name: str | None) -> Graph:
             a.pop("num_outputs", None)
         if op == "Reshape" and ins[1] not in weights:
             raise UsageError(f"{where}: the target shape must be a constant")
-        if op == "Softmax" and opset < 13 and a.get("axis", 1) not in (-1, len(shape_of(ins[0])) - 1):
-            raise UsageError(f"{where}: opset<13 Softmax over several axes is not supported")
+        if op == "Softmax" and opset < 13:  # before opset 13: over all the axes from ``axis`` on, as one
+            shape = shape_of(ins[0])
+            axis = a.get("axis", 1) % len(shape)
+            if math.prod(shape[axis + 1:]) != 1:
+                raise UsageError(f"{where}: opset<13 Softmax over several axes is not supported")
+            a["axis"] = axis
         fixed = ()
         if ops.is_known(op) and op[0] != "_":
             a = _normalise(op, a, n, shape_of)
@@ -190,20 +290,26 @@ def _import(onnx, model, name: str | None) -> Graph:
         nodes.append(node)
         for o, s in zip(node.outputs, node.fixed):
             shapes[o] = s[0]
-    return Graph(nodes, inputs, [o.name for o in g.output], weights, name)
+    return Graph(nodes, inputs, [o.name for o in g.output], weights, name, opset=opset or None)
 
 
 def _attr_value(v):
+    from onnx import numpy_helper
+
+    if isinstance(v, TensorAttr):
+        return numpy_helper.from_array(v.array())
     if isinstance(v, tuple):
         return list(v)
     return v
 
 
 def to_onnx(graph: Graph):
-    """Export (after folding weight-only subgraphs) as an ONNX ModelProto onnxruntime loads."""
+    """Export (after folding weight-only subgraphs) as an ONNX ModelProto onnxruntime loads, at the opset the
+    graph was imported at (``EXPORT_OPSET`` for one built here)."""
     _onnx()
     from onnx import helper, numpy_helper
     g = graph.folded()
+    opset = graph.opset or EXPORT_OPSET
     inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in g.weights.items()]
     nodes = []
     for i, n in enumerate(g.nodes):
@@ -211,7 +317,7 @@ def to_onnx(graph: Graph):
             raise UsageError(f"internal op {n.op} reads an activation; it cannot be exported")
         a = {k: _attr_value(v) for k, v in n.attrs}
         ins = list(n.inputs)
-        if n.op == "Split":
+        if n.op == "Split" and opset >= 13:  # the sizes are an input since opset 13, an attribute before
             sname = f"{n.outputs[0]}__split"
             inits.append(numpy_helper.from_array(np.asarray(a.pop("split"), dtype=np.int64), sname))
             ins.append(sname)
@@ -222,8 +328,12 @@ def to_onnx(graph: Graph):
         return helper.make_tensor_value_info(t, elem, list(g.shape[t]))
 
     og = helper.make_graph(nodes, g.name, [vi(t) for t in g.inputs], [vi(t) for t in g.outputs], inits)
-    model = helper.make_model(og, opset_imports=[helper.make_opsetid("", EXPORT_OPSET)], producer_name="autotune")
-    model.ir_version = EXPORT_IR_VERSION
+    ids = [helper.make_opsetid("", opset)]
+    model = helper.make_model(og, opset_imports=ids, producer_name="autotune")
+    try:
+        model.ir_version = max(helper.find_min_ir_version_for(ids), 3)
+    except (AttributeError, ValueError):  # an onnx without the table, or an opset it does not know
+        model.ir_version = EXPORT_IR_VERSION
     return model
 
 

@@ -115,3 +115,14 @@ def test_parallel_outputs_are_checked_before_the_search(tmp_path, url):
     db = open_database(url)
     assert db.count_trials() == 0
     db.close()
+
+
+@pytest.mark.parametrize("args", [["optimize-graph", "missing.onnx", "-o", "out.onnx", "--json"],
+                                  ["parallelize", "-m", "no-such-model", "-c", "dgx-a100-x1", "--json"]])
+def test_errors_under_json_are_one_json_object_on_standard_output(tmp_path, args, monkeypatch):
+    """A script asking for --json gets the error as JSON (and exit status 2), not only a sentence on stderr."""
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc["exit_code"] == 2 and doc["kind"] == "UsageError" and doc["error"]

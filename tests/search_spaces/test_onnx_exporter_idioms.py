@@ -1,0 +1,107 @@
+"""Small hand-made ONNX models that reproduce what the PyTorch exporters and the onnx package's model zoo
+write: each imports, exports at the opset it came in, loads in onnxruntime and computes what the original
+computes (the full export run of torchvision and transformers models is in scripts/bench_graphs.py)."""
+
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from autotune.runners.onnx_ops import max_errors, random_feeds, session  # noqa: E402
+from autotune.search_spaces.graphs import onnx_io  # noqa: E402
+from autotune.search_spaces.graphs.ir import TensorAttr  # noqa: E402
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "m", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def roundtrip(m):
+    """Import and export ``m``; the export must load and match the original on random inputs."""
+    g = onnx_io.from_onnx(m)
+    out = onnx_io.to_onnx(g)
+    assert max_errors(m, out, trials=2)["max_rel_error"] < 1e-6
+    return g, out
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def test_shape_arithmetic_of_a_static_model_is_folded_into_constants():
+    """TorchScript writes x.view(x.size(0), -1) as Shape -> Gather -> Unsqueeze -> Concat -> Reshape; with
+    static input shapes it is constant, and the Reshape gets a constant target."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"]),
+             helper.make_node("Relu", ["y"], ["z"])]
+    inits = [("zero", np.array(0, np.int64)), ("axes", np.array([0], np.int64)), ("minus1", np.array([-1], np.int64))]
+    g, out = roundtrip(model(nodes, [f32("x", [2, 3, 4])], [f32("z", [2, 12])], inits, opset=13))
+    assert [n.op for n in g.nodes] == ["Reshape", "Relu"] and g.shape["z"] == (2, 12)
+    assert out.opset_import[0].version == 13
+
+
+def test_dropouts_unused_mask_is_ignored():
+    nodes = [helper.make_node("Dropout", ["x"], ["y", "mask"]), helper.make_node("Relu", ["y"], ["z"])]
+    g, out = roundtrip(model(nodes, [f32("x", [2, 8])], [f32("z", [2, 8])], opset=12))
+    assert all(len(n.outputs) == 1 for n in g.nodes)
+
+
+def test_opset_18_split_and_reduce_forms_are_written_back_at_18():
+    """The dynamo exporter writes opset 18: Split with num_outputs, ReduceMean with its axes as an input."""
+    nodes = [helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),
+             helper.make_node("ReduceMean", ["a", "axes"], ["m"], keepdims=1),
+             helper.make_node("Add", ["b", "m"], ["y"])]
+    m = model(nodes, [f32("x", [4, 6])], [f32("y", [4, 3])], [("axes", np.array([1], np.int64))], opset=18)
+    g, out = roundtrip(m)
+    assert out.opset_import[0].version == 18 and g.opset == 18
+
+
+def test_opset_11_split_sizes_stay_an_attribute():
+    nodes = [helper.make_node("Split", ["x"], ["a", "b"], axis=1, split=[2, 4]),
+             helper.make_node("MatMul", ["a", "w"], ["y"]), helper.make_node("Concat", ["y", "b"], ["z"], axis=1)]
+    m = model(nodes, [f32("x", [3, 6])], [f32("z", [3, 7])], [("w", np.ones((2, 3), np.float32))], opset=11)
+    _, out = roundtrip(m)
+    split = next(n for n in out.graph.node if n.op_type == "Split")
+    assert out.opset_import[0].version == 11 and len(split.input) == 1
+    assert [a.ints for a in split.attribute if a.name == "split"] == [[2, 4]]
+
+
+def test_tensor_valued_attributes_are_written_as_tensors():
+    attr = onnx_io._attr_value(TensorAttr.of(np.array([2.5], np.float32)))
+    assert isinstance(attr, TensorProto) and numpy_helper.to_array(attr).tolist() == [2.5]
+    # ConstantOfShape of a static shape becomes a constant; the model computes the same
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("ConstantOfShape", ["s"], ["c"], value=numpy_helper.from_array(np.array([2.5], np.float32))),
+             helper.make_node("Mul", ["x", "c"], ["y"])]
+    roundtrip(model(nodes, [f32("x", [2, 3])], [f32("y", [2, 3])], opset=9))
+
+
+def test_token_ids_are_fed_as_integers_within_the_vocabulary():
+    """BERT's input_ids: int64 indices into a 50-row embedding; the numeric check feeds int64 values below 50."""
+    nodes = [helper.make_node("Gather", ["emb", "ids"], ["e"], axis=0), helper.make_node("Relu", ["e"], ["y"])]
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 5])
+    emb = np.random.default_rng(0).standard_normal((50, 4)).astype(np.float32)
+    m = model(nodes, [ids], [f32("y", [2, 5, 4])], [("emb", emb)])
+    feeds = random_feeds(session(m), seed=0, model=m)
+    assert feeds["ids"].dtype == np.int64 and 0 <= feeds["ids"].min() and feeds["ids"].max() < 50
+    roundtrip(m)
+
+
+LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+
+
+@pytest.mark.skipif(not os.path.isdir(LIGHT), reason="this onnx package ships no light model zoo")
+@pytest.mark.parametrize("name", ["squeezenet", "bvlc_alexnet", "inception_v1"])
+def test_the_onnx_packages_opset_9_models_roundtrip(name):
+    """Dropout masks, opset-9 Softmax over a [N, C, 1, 1] tensor, initializers listed as graph inputs."""
+    m = onnx.load(os.path.join(LIGHT, f"light_{name}.onnx"))
+    _, out = roundtrip(m)
+    assert out.opset_import[0].version == m.opset_import[0].version
