@@ -74,7 +74,7 @@ def _print(r: dict) -> None:
 
 def tune_graph(
     ctx: typer.Context,
-    model: Annotated[str, typer.Argument(help="Input ONNX model (static shapes)")],
+    model: Annotated[str, typer.Argument(help="Input ONNX model (static shapes, or dynamic axes given with --input-shape)")],
     output: Annotated[str, typer.Option("-o", "--output", help="Where to write the optimized ONNX model")],
     device: Annotated[str, typer.Option("--device", help="cpu (onnxruntime) or cuda (PyTorch on the GPU; needs the torch extra)")] = "cpu",
     algorithm: GraphAlgorithmOption = "taso-queue",
@@ -89,6 +89,7 @@ def tune_graph(
     rules: Annotated[str | None, typer.Option("--rules", help="Extra rules JSON (e.g. from `autotune rules generate`)")] = None,
     max_measure: Annotated[int, typer.Option("--max-measure", help="Distinct ops timed during the search; the rest are predicted by the op-cost model, and those the result relies on are timed at the end")] = 400,
     rounds: Annotated[int, typer.Option("--rounds", help="Interleaved end-to-end timing rounds of the final check")] = 25,
+    input_shape: Annotated[list[str] | None, typer.Option("--input-shape", metavar="NAME=DIMS", help="Static shape of an input with dynamic axes, e.g. input_ids=1x128 (repeat for several inputs)")] = None,
     json_out: JsonOption = False,
     progress: ProgressOption = True,
     db: DbOption = DEFAULT_DB,
@@ -105,13 +106,15 @@ def tune_graph(
     On a terminal, bars on standard error show the search and the end-to-end check, and a summary line ends the run (--no-progress: neither)."""
     from autotune.algorithms.registry import parse_options
     from autotune.drivers.graph import optimize_graph, summary_text
+    from autotune.search_spaces.graphs.onnx_io import parse_input_shapes
 
     writable_output(output, "the output model")
     trials, time_budget = with_old_budget_names(trials, time_budget, budget, time_limit)
     kwargs = {"model": model, "output": output, "device": device, "algorithm": algorithm, "alpha": alpha,
               "trials": trials, "time_budget": time_budget, "seed": seed, "batch": batch, "campaign": campaign,
               "db": db, "rules_file": rules, "max_measure": max_measure, "rounds": rounds,
-              "options": parse_options(option) or None, "fresh": fresh}
+              "options": parse_options(option) or None, "fresh": fresh,
+              "input_shapes": parse_input_shapes(input_shape) or None}
     bar = Progress(command_name(ctx), enabled=progress, defer_summary=not json_out)  # the summary ends the text
     if ray is not None:
         from autotune.drivers.scale import run_on_ray

@@ -129,7 +129,15 @@ def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int
     bar = progress or Progress("finalize", enabled=False)
     new_model = to_onnx(graph)
     bar.update(description="end-to-end check: numeric check")
-    check = backend.max_errors(original_model, new_model)
+    try:
+        check = backend.max_errors(original_model, new_model)
+    except Exception as exc:  # noqa: BLE001 - the backend's own errors (onnxruntime's, torch's) are data here
+        try:  # the original alone: if it does not run either, the model is the problem, not the rewrite
+            backend.max_errors(original_model, original_model, trials=1)
+        except Exception as exc0:  # noqa: BLE001
+            raise UsageError(f"{backend.name} cannot run the model: {str(exc0).splitlines()[0][:300]}") from None
+        check = {"max_abs_error": math.inf, "max_rel_error": math.inf,  # the original is kept
+                 "error": f"the exported model does not run: {str(exc).splitlines()[0][:300]}"}
     check["passed"] = check["max_rel_error"] <= tolerance
     bar.advance(CHECK_UNITS)
     bar.update(description=f"end-to-end check: timing {rounds} rounds")
@@ -204,7 +212,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
                    rules_file: str | None = None, max_measure: int = 400, rounds: int = 25, threads: int = 1,
                    fusion: bool | None = None, tolerance: float = 1e-3,
                    progress: bool | Progress | None = False, fresh: bool = False,
-                   options: dict | None = None) -> dict:
+                   options: dict | None = None, input_shapes: dict | None = None) -> dict:
     """Search rewrites of ``model`` (an ONNX path or ModelProto) as a campaign, check the best end to end,
     write the model to keep to ``output`` (when given) and return a JSON-ready report.
 
@@ -218,7 +226,9 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     free (default: on for onnxruntime, off for torch). ``progress``: bars on standard error for the
     search and the end-to-end check, and a closing summary line (True, False, None: when standard
     error is a terminal, or an :class:`autotune.progress.Progress`). ``fresh``: delete an existing
-    campaign of that name first (its trials stay, to be looked up); ``options``: the algorithm's options."""
+    campaign of that name first (its trials stay, to be looked up); ``options``: the algorithm's options;
+    ``input_shapes``: {input name: static shape} for inputs with dynamic axes (the model kept is written
+    with those shapes)."""
     t_start = time.perf_counter()
     bar = make_progress(progress, "optimize_graph")
     check_device(device)
@@ -230,6 +240,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     from autotune.search_spaces.graphs.builtin_rules import builtin_rules
     from autotune.search_spaces.graphs.rules import load_rules, rule_record
 
+    original = onnx_io.with_input_shapes(original, input_shapes or {})  # both models are checked at these shapes
     graph = onnx_io.from_onnx(original)
     if device in TORCH_DEVICES:  # an op torch cannot run would fail the end-to-end check: say so first
         from autotune.runners.torch_ops import check_op
@@ -252,7 +263,8 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
                     "model": str(model), "device": device, "algorithm": algorithm, "alpha": alpha, "trials": trials,
                     "time_budget": time_budget, "seed": seed, "batch": batch, "rules_file": rules_file,
                     "max_measure": max_measure, "rounds": rounds, "threads": threads, "fusion": fusion,
-                    "tolerance": tolerance, **({"options": options} if options else {})}}
+                    "tolerance": tolerance, **({"options": options} if options else {}),
+                    **({"input_shapes": {k: list(v) for k, v in input_shapes.items()}} if input_shapes else {})}}
             return _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign,
                              trials, time_budget, seed, batch, max_measure, rounds, fusion, tolerance, bar,
                              t_start, [rule_record(r) for r in rules], recipe, fresh)

@@ -44,7 +44,9 @@ def _static_shape(vi, what: str) -> tuple[int, ...]:
     out = []
     for d in dims:
         if not d.HasField("dim_value"):
-            raise UsageError(f"{what} {vi.name!r} has a symbolic dimension {d.dim_param!r}; export it with static shapes")
+            hint = (f"give it with --input-shape {vi.name}={'x'.join(str(x.dim_value) if x.HasField('dim_value') else 'N' for x in dims)}"
+                    if what == "input" else "give every input a static shape (--input-shape NAME=1x128)")
+            raise UsageError(f"{what} {vi.name!r} has a symbolic dimension {d.dim_param or '?'!r}; {hint}")
         if d.dim_value < 0:
             raise UsageError(f"{what} {vi.name!r} has a negative dimension {d.dim_value}")
         out.append(int(d.dim_value))
@@ -167,8 +169,50 @@ def fold_constants(model, rounds: int = 4):
     return model
 
 
-def from_onnx(model, name: str | None = None) -> Graph:
-    """Import an ONNX ModelProto or file path into a :class:`Graph`.
+def parse_input_shapes(specs) -> dict[str, tuple[int, ...]]:
+    """``["input_ids=1x128", ...]`` as {name: shape}; UsageError naming a malformed one."""
+    out = {}
+    for spec in specs or ():
+        name, _, dims = str(spec).rpartition("=")
+        try:
+            shape = tuple(int(d) for d in dims.lower().split("x"))
+        except ValueError:
+            shape = ()
+        if not name or not shape or any(d < 1 for d in shape):
+            raise UsageError(f"--input-shape {spec!r}: give NAME=DIMS with positive dims joined by x, e.g. input_ids=1x128")
+        out[name] = shape
+    return out
+
+
+def with_input_shapes(model, shapes: dict[str, tuple[int, ...]]):
+    """A copy of ``model`` whose named graph inputs have the given static shapes (dynamic axes resolved);
+    UsageError for a name that is no input or a shape of another rank."""
+    if not shapes:
+        return model
+    import onnx
+
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    weights = {t.name for t in out.graph.initializer}
+    inputs = {vi.name: vi for vi in out.graph.input if vi.name not in weights}
+    for name, shape in shapes.items():
+        if name not in inputs:
+            raise UsageError(f"--input-shape names {name!r}, which is not an input of the model; its inputs: "
+                             f"{', '.join(inputs) or 'none'}")
+        dims = inputs[name].type.tensor_type.shape.dim
+        if len(dims) != len(shape):
+            raise UsageError(f"--input-shape {name}: the model's input has {len(dims)} dims, not {len(shape)}")
+        for d, n in zip(dims, shape):
+            if d.HasField("dim_value") and d.dim_value != n:
+                raise UsageError(f"--input-shape {name}: dim {d.dim_value} of the model is fixed, not {n}")
+            d.ClearField("dim_param")
+            d.dim_value = n
+    return out
+
+
+def from_onnx(model, name: str | None = None, input_shapes: dict | None = None) -> Graph:
+    """Import an ONNX ModelProto or file path into a :class:`Graph` (``input_shapes``: static shapes for
+    inputs with dynamic axes, see :func:`with_input_shapes`).
 
     A model the import cannot make sense of (e.g. a corrupted file that still parses) is a UsageError,
     never a crash. onnx's own checker is not used: it refuses models the import handles (unsorted
@@ -181,6 +225,7 @@ def from_onnx(model, name: str | None = None) -> Graph:
             raise UsageError(f"cannot read ONNX model {str(model)!r}: {exc}") from None
     if not model.graph.node or not model.graph.output:
         raise UsageError("the ONNX model has no nodes or no outputs (an empty file, or not an ONNX model)")
+    model = with_input_shapes(model, input_shapes or {})
     try:
         return _import(onnx, model, name)
     except (IndexError, KeyError, TypeError, ValueError, AttributeError) as exc:

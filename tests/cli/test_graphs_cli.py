@@ -150,3 +150,31 @@ def test_rules_list_filters_by_valid_choices(tmp_path):
                     (["--provenance", "built"], len(builtin_rules())), (["--provenance", "generated:conv"], 0)):
         r = CliRunner().invoke(app, ["rules", "list", *args, "--format", "json", "--db", db])
         assert r.exit_code == 0 and len(json.loads(r.stdout)) == n, (args, r.output)
+
+
+def test_a_model_with_dynamic_axes_runs_at_the_given_input_shape(tmp_path):
+    """BERT-like: int64 token ids with dynamic batch and sequence axes into an embedding, then two MatMuls
+    sharing their input. --input-shape fixes the axes; the kept model loads with that static shape."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 16])
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+             for n, s in (("emb", (100, 16)), ("wq", (16, 16)), ("wk", (16, 16)))]
+    nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["e"]), helper.make_node("MatMul", ["e", "wq"], ["q"]),
+             helper.make_node("MatMul", ["e", "wk"], ["k"]), helper.make_node("Add", ["q", "k"], ["y"])]
+    src, dst = tmp_path / "bert.onnx", tmp_path / "o.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "bert", [ids], [out], inits),
+                                opset_imports=[helper.make_opsetid("", 17)]), src)
+    args = ["optimize-graph", str(src), "-o", str(dst), "--trials", "20", "--rounds", "5", "--json", "--db",
+            f"sqlite:///{tmp_path / 'g.db'}"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2 and "--input-shape input_ids=NxN" in json.loads(r.stdout.splitlines()[-1])["error"]
+    r = CliRunner().invoke(app, args + ["--input-shape", "input_ids=2x8"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["check"]["passed"]
+    kept = onnx.load(dst)
+    assert [d.dim_value for d in kept.graph.input[0].type.tensor_type.shape.dim] == [2, 8]

@@ -122,3 +122,31 @@ def test_sign_test_keeps_only_clear_wins():
     assert not faster_beyond_noise(before, [b * 0.999 for b in before])[0]  # < 1% gain
     noisy = [b * (0.95 if i % 2 else 1.05) for i, b in enumerate(before)]
     assert not faster_beyond_noise(before, noisy)[0]
+
+
+def test_a_rewritten_model_the_backend_cannot_run_keeps_the_original_and_an_unrunnable_model_is_a_usage_error():
+    """The end-to-end check on a fake backend whose numeric check fails on any model but the original: the
+    original is kept with the failure in the report; when the original itself does not run, exit status 2
+    naming the backend, not a traceback."""
+    from dataclasses import replace
+
+    from autotune.drivers.graph import finalize
+
+    model = model_zoo.build("resnet50", small=True)
+    graph = onnx_io.from_onnx(model)
+
+    def only_the_original(ref, new, trials=3):
+        if new is not ref:
+            raise RuntimeError("[ONNXRuntimeError] : 10 : INVALID_GRAPH : fake failure\nmore lines")
+        return {"max_abs_error": 0.0, "max_rel_error": 0.0}
+
+    backend = replace(fake_backend(), max_errors=only_the_original)
+    kept, report = finalize(model, graph, True, backend, rounds=3)
+    assert kept is model and not report["kept"] and report["reason"] == "numeric check failed"
+    assert "does not run: [ONNXRuntimeError]" in report["check"]["error"] and "more lines" not in report["check"]["error"]
+
+    def nothing_runs(ref, new, trials=3):
+        raise RuntimeError("fake: unsupported op")
+
+    with pytest.raises(UsageError, match="fake cannot run the model: fake: unsupported op"):
+        finalize(model, graph, True, replace(fake_backend(), max_errors=nothing_runs), rounds=3)

@@ -105,3 +105,24 @@ def test_the_onnx_packages_opset_9_models_roundtrip(name):
     m = onnx.load(os.path.join(LIGHT, f"light_{name}.onnx"))
     _, out = roundtrip(m)
     assert out.opset_import[0].version == m.opset_import[0].version
+
+
+def test_dynamic_axes_are_resolved_to_a_given_input_shape():
+    """An export with dynamic batch and sequence axes: without shapes the import names the input and how
+    to give its shape; with --input-shape it imports at that shape, and the model computes the same."""
+    from autotune.errors import UsageError
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 3])
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [x], [y], [("w", np.ones((4, 3), np.float32))])
+    with pytest.raises(UsageError, match="--input-shape x=NxNx4"):
+        onnx_io.from_onnx(m)
+    shapes = onnx_io.parse_input_shapes(["x=2x5x4"])
+    g = onnx_io.from_onnx(m, input_shapes=shapes)
+    assert g.inputs["x"][0] == (2, 5, 4) and g.shape["y"] == (2, 5, 3)
+    fixed = onnx_io.with_input_shapes(m, shapes)
+    assert max_errors(fixed, onnx_io.to_onnx(g), trials=1)["max_rel_error"] < 1e-6
+    for bad, msg in ((["x=2x5"], "has 3 dims"), (["y=1x1x3"], "not an input"), (["x=2xax4"], "NAME=DIMS"),
+                     (["x=2x5x7"], "fixed, not 7")):
+        with pytest.raises(UsageError, match=msg):
+            onnx_io.from_onnx(m, input_shapes=onnx_io.parse_input_shapes(bad))
