@@ -2,6 +2,15 @@
 
     nice -n 10 python scripts/bench_graphs.py [--models resnet50,bert_base] [--time-budget 45] [--small]
     python scripts/bench_graphs.py --device cuda    # the same table with eager PyTorch on the GPU
+    python scripts/bench_graphs.py --peers          # the optimizers users pick instead, side by side
+
+With --peers (CPU), each model is also optimized by the tools a user would reach for instead:
+onnxruntime's offline optimizer (``optimized_model_filepath`` at the extended level, which writes
+onnxruntime's fused contrib ops) and onnxsim (the ``bench`` extra; skipped when absent), and ours is
+also run from onnxsim's output (a user chains them; onnxruntime's output holds contrib ops the
+importer does not read, and so may onnxsim's: then that row is left out). Every model is then timed interleaved against the original at onnxruntime's
+full optimization level, at 1 and 2 intra-op threads, with its numeric error: the table gives each
+one's speed-up over the original.
 
 For each model: runtime nodes before/after, search time, predicted speed-up (sum of
 measured per-op costs), the searched graph's measured speed-up over the original,
@@ -25,6 +34,58 @@ from autotune.drivers.graph import DEFAULT_ALGORITHM, optimize_graph
 from autotune.errors import AutotuneError
 
 
+def ort_offline(model):
+    """onnxruntime's offline optimizer at the extended level: the model it writes."""
+    import os
+    import tempfile
+
+    import onnx
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory() as tmp:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        so.optimized_model_filepath = os.path.join(tmp, "ort.onnx")
+        so.log_severity_level = 3
+        ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        return onnx.load(so.optimized_model_filepath)
+
+
+def onnxsim_peer(model):
+    """onnxsim's simplified model, or None when onnxsim is not installed or cannot check it."""
+    try:
+        import onnxsim
+    except ImportError:
+        return None
+    out, ok = onnxsim.simplify(model)
+    return out if ok else None
+
+
+def peer_rows(name: str, model, ours, from_sim, rounds: int) -> list[dict]:
+    """Speed-up over the original and numeric error of each optimizer's model, interleaved timing at full
+    optimization, 1 and 2 threads."""
+    from autotune.runners.onnx_ops import compare_latency, max_errors
+
+    models = {"original": model, "onnxruntime-extended": ort_offline(model)}
+    sim = onnxsim_peer(model)
+    if sim is not None:
+        models["onnxsim"] = sim
+    models["autotune"] = ours
+    if from_sim is not None:
+        models["onnxsim+autotune"] = from_sim
+    rows = []
+    for threads in (1, 2):
+        lat = compare_latency(list(models.values()), rounds=rounds, threads=threads)
+        base = lat[0]["median_s"]
+        for (peer, m), t in zip(models.items(), lat):
+            if peer == "original":
+                continue
+            rows.append({"model": name, "threads": threads, "optimizer": peer, "speedup": round(base / t["median_s"], 3),
+                         "median_ms": round(t["median_s"] * 1e3, 3),
+                         "max_rel_error": max_errors(model, m, trials=1)["max_rel_error"] if threads == 1 else None})
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(model_zoo.MODELS))
@@ -39,12 +100,16 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     ap.add_argument("--no-fusion", action="store_true",
                     help="plain sum of per-op costs (TASO's cost), without onnxruntime's fusions counted free")
+    ap.add_argument("--peers", action="store_true",
+                    help="also time onnxruntime's offline optimizer and onnxsim (and ours from onnxsim's output)")
     args = ap.parse_args(argv)
     try:
         check_device(args.device)
     except AutotuneError as exc:
         ap.error(str(exc))
-    rows = []
+    if args.peers and args.device != "cpu":
+        ap.error("--peers compares onnxruntime optimizers: use it with --device cpu")
+    rows, peers = [], []
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for name in args.models.split(","):
         if name not in model_zoo.MODELS:
@@ -67,17 +132,47 @@ def main(argv=None) -> int:
                "finalize_s": round(r["total_s"] - r["search_s"], 1)}
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
+        if args.peers:
+            ours = _optimized(model, args)
+            sim = onnxsim_peer(model)
+            try:
+                chained = _optimized(sim, args) if sim is not None else None
+            except AutotuneError as exc:  # e.g. onnxsim wrote onnxruntime's contrib ops
+                print(f"{name}: ours from onnxsim's output: {exc}", file=sys.stderr)
+                chained = None
+            peers += peer_rows(name, model, ours, chained, args.rounds)
+            for p in peers[-2 * (3 + (chained is not None)):]:
+                print(json.dumps(p), file=sys.stderr, flush=True)
     cols = ["model", "nodes_before", "nodes_after", "search_s", "predicted_speedup", "e2e_before_ms",
             "e2e_searched_ms", "searched_speedup", "kept", "final_speedup", "max_rel_error"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:
         print("| " + " | ".join(f"{r[c]:.2g}" if c == "max_rel_error" else str(r[c]) for c in cols) + " |")
+    if peers:
+        print("\n| model | optimizer | speed-up, 1 thread | speed-up, 2 threads | max rel. error |")
+        print("|---|---|---|---|---|")
+        for p in (p for p in peers if p["threads"] == 1):
+            two = next(q["speedup"] for q in peers if q["threads"] == 2 and q["model"] == p["model"]
+                       and q["optimizer"] == p["optimizer"])
+            print(f"| {p['model']} | {p['optimizer']} | {p['speedup']} | {two} | {p['max_rel_error']:.2g} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"rows": rows, "peers": peers}, f, indent=1)
     bad = [r["model"] for r in rows if not r["check_passed"] and r["kept"]]
     return 1 if bad else 0
+
+
+def _optimized(model, args):
+    """The model ``optimize_graph`` keeps (never slower than its input, by its own end-to-end check)."""
+    import tempfile
+
+    import onnx
+
+    with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
+        optimize_graph(model, f.name, device="cpu", algorithm=args.algorithm, trials=args.trials,
+                       time_budget=args.time_budget, rounds=args.rounds)
+        return onnx.load(f.name)
 
 
 if __name__ == "__main__":

@@ -67,9 +67,11 @@ class Graph:
     """An immutable DAG. Build a changed copy with :meth:`replace`."""
 
     def __init__(self, nodes, inputs: dict, outputs, weights: dict, name: str = "graph", parent: Graph | None = None,
-                 opset: int | None = None):
+                 opset: int | None = None, domains: dict[str, int] | None = None):
         self.name = name
         self.opset = opset if opset is not None else parent.opset if parent is not None else None  # of the source
+        # other operator sets the source's nodes use (com.microsoft: onnxruntime's contrib ops), with versions
+        self.domains = dict(domains if domains is not None else parent.domains if parent is not None else {})
         self.inputs = dict(inputs)  # name -> (shape, dtype)
         self.outputs = tuple(outputs)
         self.weights = weights  # name -> ndarray, shared between graphs, never mutated
@@ -226,7 +228,7 @@ class Graph:
                 keep.append(n)
         used = {t for n in keep for t in n.inputs} | set(self.outputs)
         return Graph(keep, self.inputs, self.outputs, {k: v for k, v in vals.items() if k in used}, self.name,
-                     opset=self.opset)
+                     opset=self.opset, domains=self.domains)
 
     def __len__(self) -> int:
         return len(self.runtime_nodes())

@@ -3,6 +3,7 @@ unsupported constructs rejected naming node and op) and export loadable by onnxr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
@@ -265,13 +266,32 @@ def _import(onnx, model, name: str | None) -> Graph:
     shapes = {k: v[0] for k, v in inputs.items()} | {k: w.shape for k, w in weights.items()}
 
     where = ""
+    domains = {o.domain: o.version for o in model.opset_import if o.domain not in ("", "ai.onnx")}
+    executed: dict = {}
+
+    def run_shapes(t):
+        """Shape and dtype of ``t`` from one run in onnxruntime: for the outputs of operators ONNX shape
+        inference does not know (onnxruntime's contrib ops)."""
+        if not executed:
+            executed.update(_executed_shapes(model))
+        if t not in executed:
+            raise UsageError(f"{where}: tensor {t!r} has no known shape (neither ONNX shape inference nor a run "
+                             "in onnxruntime gives one)")
+        return executed[t]
 
     def shape_of(t):
         if t in shapes:
             return shapes[t]
-        if t in info:
+        if t in info and _known_shape(info[t]) is not None:
             return _static_shape(info[t], f"{where}: tensor")
-        raise UsageError(f"{where}: tensor {t!r} has no known shape (ONNX shape inference could not give it one)")
+        if t in info and not domains:
+            return _static_shape(info[t], f"{where}: tensor")
+        return run_shapes(t)[0]
+
+    def dtype_of(t):
+        if t in info and info[t].type.tensor_type.elem_type:
+            return _dtype(info[t].type.tensor_type.elem_type)
+        return run_shapes(t)[1]
 
     nodes = []
     for n in g.node:
@@ -281,8 +301,9 @@ def _import(onnx, model, name: str | None) -> Graph:
             trimmed.CopyFrom(n)
             del trimmed.output[OPTIONAL_OUTPUTS[op]:]  # optional outputs nobody reads (Dropout's mask)
             n = trimmed
-        if n.domain not in ("", "ai.onnx"):
-            raise UsageError(f"{where} is in domain {n.domain!r}; only the default ONNX domain is supported")
+        foreign = n.domain not in ("", "ai.onnx")  # another operator set: kept as an opaque node
+        if foreign and n.domain not in domains:
+            raise UsageError(f"{where} is in domain {n.domain!r}, which the model does not import")
         a = {}
         for at in n.attribute:
             if at.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
@@ -320,7 +341,7 @@ def _import(onnx, model, name: str | None) -> Graph:
                 raise UsageError(f"{where}: opset<13 Softmax over several axes is not supported")
             a["axis"] = axis
         fixed = ()
-        if ops.is_known(op) and op[0] != "_":
+        if ops.is_known(op) and op[0] != "_" and not foreign:
             a = _normalise(op, a, n, shape_of)
             if op in ("Conv", "Gemm") and (len(ins) < 3 or not ins[2]):  # explicit zero bias: uniform patterns
                 out_ch = shape_of(ins[1])[0] if op == "Conv" or a.get("transB") else shape_of(ins[1])[1]
@@ -330,12 +351,34 @@ def _import(onnx, model, name: str | None) -> Graph:
                 if op == "Gemm":
                     a["beta"] = 1.0
         else:
-            fixed = tuple((shape_of(o), _dtype(info[o].type.tensor_type.elem_type)) for o in n.output if o)
+            fixed = tuple((shape_of(o), dtype_of(o)) for o in n.output if o)
         node = Node.make(op, ins, [o for o in n.output if o], a, fixed)
+        if foreign:
+            node = dataclasses.replace(node, domain=n.domain)
         nodes.append(node)
         for o, s in zip(node.outputs, node.fixed):
             shapes[o] = s[0]
-    return Graph(nodes, inputs, [o.name for o in g.output], weights, name, opset=opset or None)
+    return Graph(nodes, inputs, [o.name for o in g.output], weights, name, opset=opset or None, domains=domains)
+
+
+def _executed_shapes(model) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Every node output's shape and dtype from one run of ``model`` in onnxruntime on random inputs."""
+    import onnx
+
+    from autotune.runners.onnx_ops import random_feeds, session
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    known = {o.name for o in m.graph.output}
+    names = [o for n in m.graph.node for o in n.output if o and o not in known]
+    m.graph.output.extend(onnx.ValueInfoProto(name=o) for o in names)
+    try:
+        sess = session(m, level="none")
+        values = sess.run(None, random_feeds(sess, model=model))
+    except Exception as exc:  # noqa: BLE001 - the runtime's own error, as a usage error
+        raise UsageError(f"the model has operators ONNX shape inference does not know, and onnxruntime cannot "
+                         f"run it to find their shapes: {str(exc).splitlines()[0][:200]}") from None
+    return {o.name: (tuple(v.shape), str(v.dtype)) for o, v in zip(sess.get_outputs(), values)}
 
 
 def _attr_value(v):
@@ -366,14 +409,15 @@ def to_onnx(graph: Graph):
             sname = f"{n.outputs[0]}__split"
             inits.append(numpy_helper.from_array(np.asarray(a.pop("split"), dtype=np.int64), sname))
             ins.append(sname)
-        nodes.append(helper.make_node(n.op, ins, list(n.outputs), name=f"n{i}_{n.op}", **a))
+        nodes.append(helper.make_node(n.op, ins, list(n.outputs), name=f"n{i}_{n.op}", domain=n.domain or None, **a))
 
     def vi(t):
         elem = helper.np_dtype_to_tensor_dtype(np.dtype(g.dtype[t]))
         return helper.make_tensor_value_info(t, elem, list(g.shape[t]))
 
     og = helper.make_graph(nodes, g.name, [vi(t) for t in g.inputs], [vi(t) for t in g.outputs], inits)
-    ids = [helper.make_opsetid("", opset)]
+    used = {n.domain for n in g.nodes if n.domain}
+    ids = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in graph.domains.items() if d in used]
     model = helper.make_model(og, opset_imports=ids, producer_name="autotune")
     try:
         model.ir_version = max(helper.find_min_ir_version_for(ids), 3)
