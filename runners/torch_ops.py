@@ -282,7 +282,7 @@ class TorchGraph:
 
     def feeds(self, seed: int = 0) -> dict:
         """Random inputs, the same as ``onnx_ops.random_feeds`` for the same seed."""
-        from autotune.runners.onnx_ops import random_inputs
+        from autotune.search_spaces.graphs.inputs import random_inputs
 
         torch, g = _torch(), self.g
         bounds = {n.inputs[1]: g.weights[n.inputs[0]].shape[n.a.get("axis", 0)] for n in g.nodes
