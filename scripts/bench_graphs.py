@@ -7,8 +7,7 @@
 With --peers (CPU), each model is also optimized by the tools a user would reach for instead:
 onnxruntime's offline optimizer (``optimized_model_filepath`` at the extended level, which writes
 onnxruntime's fused contrib ops) and onnxsim (the ``bench`` extra; skipped when absent), and ours is
-also run from onnxsim's output (a user chains them; onnxruntime's output holds contrib ops the
-importer does not read, and so may onnxsim's: then that row is left out). Every model is then timed interleaved against the original at onnxruntime's
+also run with ``--start-from best`` (from the fastest peer's output, as a user chains tools). Every model is then timed interleaved against the original at onnxruntime's
 full optimization level, at 1 and 2 intra-op threads, with its numeric error: the table gives each
 one's speed-up over the original.
 
@@ -30,49 +29,30 @@ import time
 from autotune.runners.graph import check_device
 from autotune.search_spaces.graphs import model_zoo
 
+from autotune.drivers import graph_peers
 from autotune.drivers.graph import DEFAULT_ALGORITHM, optimize_graph
-from autotune.errors import AutotuneError
-
-
-def ort_offline(model):
-    """onnxruntime's offline optimizer at the extended level: the model it writes."""
-    import os
-    import tempfile
-
-    import onnx
-    import onnxruntime as ort
-
-    with tempfile.TemporaryDirectory() as tmp:
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-        so.optimized_model_filepath = os.path.join(tmp, "ort.onnx")
-        so.log_severity_level = 3
-        ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        return onnx.load(so.optimized_model_filepath)
+from autotune.errors import AutotuneError, MissingDependencyError
 
 
 def onnxsim_peer(model):
-    """onnxsim's simplified model, or None when onnxsim is not installed or cannot check it."""
+    """onnxsim's model, or None when onnxsim is not installed or cannot check it."""
     try:
-        import onnxsim
-    except ImportError:
+        return graph_peers.onnxsim(model)
+    except MissingDependencyError:
         return None
-    out, ok = onnxsim.simplify(model)
-    return out if ok else None
 
 
-def peer_rows(name: str, model, ours, from_sim, rounds: int) -> list[dict]:
+def peer_rows(name: str, model, ours, from_best, rounds: int) -> list[dict]:
     """Speed-up over the original and numeric error of each optimizer's model, interleaved timing at full
     optimization, 1 and 2 threads."""
     from autotune.runners.onnx_ops import compare_latency, max_errors
 
-    models = {"original": model, "onnxruntime-extended": ort_offline(model)}
+    models = {"original": model, "onnxruntime-extended": graph_peers.ort_offline(model)}
     sim = onnxsim_peer(model)
     if sim is not None:
         models["onnxsim"] = sim
     models["autotune"] = ours
-    if from_sim is not None:
-        models["onnxsim+autotune"] = from_sim
+    models["autotune --start-from best"] = from_best
     rows = []
     for threads in (1, 2):
         lat = compare_latency(list(models.values()), rounds=rounds, threads=threads)
@@ -133,15 +113,10 @@ def main(argv=None) -> int:
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
         if args.peers:
-            ours = _optimized(model, args)
-            sim = onnxsim_peer(model)
-            try:
-                chained = _optimized(sim, args) if sim is not None else None
-            except AutotuneError as exc:  # e.g. onnxsim wrote onnxruntime's contrib ops
-                print(f"{name}: ours from onnxsim's output: {exc}", file=sys.stderr)
-                chained = None
+            ours, chained = _optimized(model, args), _optimized(model, args, start_from="best")
+            before = len(peers)
             peers += peer_rows(name, model, ours, chained, args.rounds)
-            for p in peers[-2 * (3 + (chained is not None)):]:
+            for p in peers[before:]:
                 print(json.dumps(p), file=sys.stderr, flush=True)
     cols = ["model", "nodes_before", "nodes_after", "search_s", "predicted_speedup", "e2e_before_ms",
             "e2e_searched_ms", "searched_speedup", "kept", "final_speedup", "max_rel_error"]
@@ -163,7 +138,7 @@ def main(argv=None) -> int:
     return 1 if bad else 0
 
 
-def _optimized(model, args):
+def _optimized(model, args, start_from: str | None = None):
     """The model ``optimize_graph`` keeps (never slower than its input, by its own end-to-end check)."""
     import tempfile
 
@@ -171,7 +146,7 @@ def _optimized(model, args):
 
     with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
         optimize_graph(model, f.name, device="cpu", algorithm=args.algorithm, trials=args.trials,
-                       time_budget=args.time_budget, rounds=args.rounds)
+                       time_budget=args.time_budget, rounds=args.rounds, start_from=start_from)
         return onnx.load(f.name)
 
 

@@ -57,6 +57,8 @@ def command_name(ctx: typer.Context) -> str:
 def _print(r: dict) -> None:
     typer.echo(f"campaign {r['campaign']} ({r['status']}{', resumed' if r['resumed'] else ''}): "
                f"{r['evaluated']} graphs evaluated in {r['search_s']:.1f} s ({r['ops_measured']} ops measured)")
+    if r.get("started_from", "original") != "original":
+        typer.echo(f"searched from {r['started_from']}'s output ({r['start_speedup']:.3f}x over the input model)")
     typer.echo(f"rules applied ({len(r['rules_applied'])}): {r['rule_counts']}")
     typer.echo(f"nodes {r['nodes_before']} -> {r['nodes_searched']} searched, {r['nodes_after']} kept")
     typer.echo(f"predicted cost {r['predicted_cost_before_s'] * 1e3:.3f} ms -> "
@@ -89,6 +91,7 @@ def tune_graph(
     rules: Annotated[str | None, typer.Option("--rules", help="Extra rules JSON (e.g. from `autotune rules generate`)")] = None,
     max_measure: Annotated[int, typer.Option("--max-measure", help="Distinct ops timed during the search; the rest are predicted by the op-cost model, and those the result relies on are timed at the end")] = 400,
     rounds: Annotated[int, typer.Option("--rounds", help="Interleaved end-to-end timing rounds of the final check")] = 25,
+    start_from: Annotated[str | None, typer.Option("--start-from", help="Search from a peer optimizer's output, as a user chains tools: onnxruntime (its offline optimizer, extended level), onnxsim (pip install 'autotune[bench]') or best (the fastest of them); the model kept is the fastest of the original, the peer's and ours")] = None,
     input_shape: Annotated[list[str] | None, typer.Option("--input-shape", metavar="NAME=DIMS", help="Static shape of an input with dynamic axes, e.g. input_ids=1x128 (repeat for several inputs)")] = None,
     json_out: JsonOption = False,
     progress: ProgressOption = True,
@@ -114,7 +117,7 @@ def tune_graph(
               "trials": trials, "time_budget": time_budget, "seed": seed, "batch": batch, "campaign": campaign,
               "db": db, "rules_file": rules, "max_measure": max_measure, "rounds": rounds,
               "options": parse_options(option) or None, "fresh": fresh,
-              "input_shapes": parse_input_shapes(input_shape) or None}
+              "input_shapes": parse_input_shapes(input_shape) or None, "start_from": start_from}
     bar = Progress(command_name(ctx), enabled=progress, defer_summary=not json_out)  # the summary ends the text
     if ray is not None:
         from autotune.drivers.scale import run_on_ray

@@ -212,7 +212,8 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
                    rules_file: str | None = None, max_measure: int = 400, rounds: int = 25, threads: int = 1,
                    fusion: bool | None = None, tolerance: float = 1e-3,
                    progress: bool | Progress | None = False, fresh: bool = False,
-                   options: dict | None = None, input_shapes: dict | None = None) -> dict:
+                   options: dict | None = None, input_shapes: dict | None = None,
+                   start_from: str | None = None) -> dict:
     """Search rewrites of ``model`` (an ONNX path or ModelProto) as a campaign, check the best end to end,
     write the model to keep to ``output`` (when given) and return a JSON-ready report.
 
@@ -228,7 +229,9 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     error is a terminal, or an :class:`autotune.progress.Progress`). ``fresh``: delete an existing
     campaign of that name first (its trials stay, to be looked up); ``options``: the algorithm's options;
     ``input_shapes``: {input name: static shape} for inputs with dynamic axes (the model kept is written
-    with those shapes)."""
+    with those shapes); ``start_from``: search from a peer optimizer's output ("onnxruntime", "onnxsim",
+    or "best": the fastest of them, timed against the model), as a user chains tools; the model kept is
+    then the fastest of the original, the peer's and ours (CPU only)."""
     t_start = time.perf_counter()
     bar = make_progress(progress, "optimize_graph")
     check_device(device)
@@ -241,7 +244,17 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     from autotune.search_spaces.graphs.rules import load_rules, rule_record
 
     original = onnx_io.with_input_shapes(original, input_shapes or {})  # both models are checked at these shapes
-    graph = onnx_io.from_onnx(original)
+    backend = make_backend(device, threads)
+    start, start_speedup = "original", 1.0
+    if start_from is not None:
+        if device != "cpu":
+            raise UsageError("starting from a peer optimizer's output is for --device cpu (onnxruntime)")
+        from autotune.drivers.graph_peers import fastest
+
+        start, start_model, start_speedup = fastest(original, start_from, backend, rounds)
+        graph = onnx_io.from_onnx(start_model)
+    else:
+        graph = onnx_io.from_onnx(original)
     if device in TORCH_DEVICES:  # an op torch cannot run would fail the end-to-end check: say so first
         from autotune.runners.torch_ops import check_op
 
@@ -250,7 +263,6 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     rules = builtin_rules() + (load_rules(rules_file) if rules_file else [])
     space = GraphSpace(graph, rules, name=name)
     algo = graph_algorithm(algorithm, space, alpha, seed, options)
-    backend = make_backend(device, threads)
     with tempfile.TemporaryDirectory(prefix="autotune-graph-") as tmp:
         if isinstance(db, Database):
             database = db
@@ -264,10 +276,11 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
                     "time_budget": time_budget, "seed": seed, "batch": batch, "rules_file": rules_file,
                     "max_measure": max_measure, "rounds": rounds, "threads": threads, "fusion": fusion,
                     "tolerance": tolerance, **({"options": options} if options else {}),
-                    **({"input_shapes": {k: list(v) for k, v in input_shapes.items()}} if input_shapes else {})}}
+                    **({"input_shapes": {k: list(v) for k, v in input_shapes.items()}} if input_shapes else {}),
+                    **({"start_from": start_from} if start_from else {})}}
             return _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign,
                              trials, time_budget, seed, batch, max_measure, rounds, fusion, tolerance, bar,
-                             t_start, [rule_record(r) for r in rules], recipe, fresh)
+                             t_start, [rule_record(r) for r in rules], recipe, fresh, (start, start_speedup))
         finally:
             backend.op_runner.close()
             if database is not db:
@@ -276,7 +289,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
 
 def _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign, trials, time_budget,
               seed, batch, max_measure, rounds, fusion, tolerance, bar: Progress, t_start, records, recipe=None,
-              fresh: bool = False) -> dict:
+              fresh: bool = False, start: tuple[str, float] = ("original", 1.0)) -> dict:
     database.save_rules(records)
     op_device = backend.op_runner.device
     cache = DatabaseOpCostCache(database, op_device, backend.label)
@@ -313,7 +326,9 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
         if op_costs.measured > measured_before:
             op_costs.train()  # the op-cost model of every op met, stored with the campaign
         bar.advance(1)
-        out_model, report = finalize(original, best_graph, bool(best.payload), backend, rounds, tolerance, bar)
+        # searched from a peer's output, even the unrewritten graph differs from the original
+        changed = bool(best.payload) or start[0] != "original"
+        out_model, report = finalize(original, best_graph, changed, backend, rounds, tolerance, bar)
         bar.update(description="end-to-end check")
     if output:
         from autotune.search_spaces.graphs.onnx_io import _onnx
@@ -333,7 +348,8 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
         "predicted_speedup": cost_before / cost_after, "search_s": result.wall_s,
         "ops_measured": op_costs.measured - measured_before, "ops_estimated": op_costs.estimated,
         "ops_confirmed": confirmed, "rules": len(rules), "simulated_s": summary["simulated_s"],
-        "wall_s": summary["wall_s"], "total_s": time.perf_counter() - t_start, **report,
+        "wall_s": summary["wall_s"], "total_s": time.perf_counter() - t_start,
+        "started_from": start[0], "start_speedup": start[1], **report,
     }
     bar.summary(summary_text(out))
     return out

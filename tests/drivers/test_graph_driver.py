@@ -150,3 +150,21 @@ def test_a_rewritten_model_the_backend_cannot_run_keeps_the_original_and_an_unru
 
     with pytest.raises(UsageError, match="fake cannot run the model: fake: unsupported op"):
         finalize(model, graph, True, replace(fake_backend(), max_errors=nothing_runs), rounds=3)
+
+
+def test_a_search_can_start_from_a_peer_optimizers_output(tmp_path):
+    """--start-from onnxruntime: onnxruntime's offline optimizer writes fused contrib ops (FusedConv), which
+    the search imports as opaque nodes; the search starts from that model when it is faster than the input,
+    and the model kept passes the numeric check against the input either way."""
+    from autotune.drivers.graph_peers import ort_offline
+
+    model = model_zoo.build("resnet50", small=True)
+    peer = ort_offline(model)
+    assert any(n.domain == "com.microsoft" for n in peer.graph.node)
+    g = onnx_io.from_onnx(peer)
+    assert any(n.domain == "com.microsoft" for n in g.nodes) and onnx_io.to_onnx(g).graph.node
+    r = optimize_graph(model, str(tmp_path / "o.onnx"), trials=5, rounds=5, start_from="onnxruntime")
+    assert r["started_from"] in ("onnxruntime", "original") and r["check"]["passed"]
+    assert (r["start_speedup"] > 1.0) == (r["started_from"] == "onnxruntime")
+    with pytest.raises(UsageError, match="start from one of onnxruntime, onnxsim or best"):
+        optimize_graph(model, trials=1, start_from="tvm")
