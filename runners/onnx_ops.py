@@ -37,6 +37,8 @@ def session(model, threads: int = 1, level: str = "all"):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    if threads > 1:  # idle workers must not spin: interleaved timing keeps several sessions alive at once
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.log_severity_level = 3
     so.graph_optimization_level = {"all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
                                    "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
