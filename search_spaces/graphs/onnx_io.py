@@ -136,6 +136,11 @@ def fold_constants(model, rounds: int = 4):
                 else:
                     a = {at.name: helper.get_attribute_value(at) for at in n.attribute}
                     values = [np.array(shape[a.get("start", 0):a.get("end", len(shape))], dtype=np.int64)]
+            elif ops.is_known(n.op_type) and ins and not all(
+                    np.issubdtype(helper.tensor_dtype_to_np_dtype(consts[t].data_type), np.integer)
+                    for t in ins if t in consts):
+                keep.append(n)  # a known op on float weights: a weight-only node for the IR (see above)
+                continue
             elif n.op_type == "Constant" or (ins and all(t in consts for t in ins)):
                 small = all(math.prod(consts[t].dims) <= MAX_TENSOR_ELEMENTS for t in ins)
                 one = helper.make_graph([n], "fold", [], [helper.make_value_info(o, onnx.TypeProto()) for o in n.output],
