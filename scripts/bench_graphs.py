@@ -3,6 +3,7 @@
     nice -n 10 python scripts/bench_graphs.py [--models resnet50,bert_base] [--time-budget 45] [--small]
     python scripts/bench_graphs.py --device cuda    # the same table with eager PyTorch on the GPU
     python scripts/bench_graphs.py --peers          # the optimizers users pick instead, side by side
+    python scripts/bench_graphs.py --exported --peers   # models exported by PyTorch from transformers
 
 With --peers (CPU), each model is also optimized by the tools a user would reach for instead:
 onnxruntime's offline optimizer (``optimized_model_filepath`` at the extended level, which writes
@@ -66,6 +67,59 @@ def peer_rows(name: str, model, ours, from_best, rounds: int) -> list[dict]:
     return rows
 
 
+EXPORTED = ("bert", "gpt2", "vit")
+
+
+def exported_models(folder: str, small: bool = False, names=EXPORTED) -> dict:
+    """Models exported by PyTorch's exporters from transformers with random weights (the ``bench`` extra
+    needs torch and transformers): BERT-base and GPT-2 on 128 token ids, ViT-B/16 on a 224x224 image, each
+    by the TorchScript exporter at opset 17 and, where onnxscript is installed, by the dynamo exporter at
+    opset 18. ``small``: two-layer versions of the same shapes' idioms (for tests). {name: ModelProto}."""
+    import os
+
+    import onnx
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    tiny = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128}
+
+    class Last(torch.nn.Module):  # the last hidden state: one output, as a user exports it
+        def __init__(self, m, key):
+            super().__init__()
+            self.m, self.key = m, key
+
+        def forward(self, x):
+            return self.m(**{self.key: x}).last_hidden_state
+
+    def build(name):
+        if name == "bert":
+            cfg = transformers.BertConfig(**(tiny | {"vocab_size": 100} if small else {}))
+            return Last(transformers.BertModel(cfg), "input_ids"), torch.randint(0, cfg.vocab_size, (1, 128)), "input_ids"
+        if name == "gpt2":
+            cfg = transformers.GPT2Config(**({"n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 100} if small else {}))
+            return Last(transformers.GPT2Model(cfg), "input_ids"), torch.randint(0, cfg.vocab_size, (1, 128)), "input_ids"
+        cfg = transformers.ViTConfig(**(tiny if small else {}))
+        return Last(transformers.ViTModel(cfg), "pixel_values"), torch.randn(1, 3, 224, 224), "pixel_values"
+
+    try:
+        import onnxscript  # noqa: F401 - the dynamo exporter's dependency
+        dynamo = True
+    except ImportError:
+        dynamo = False
+    out = {}
+    for name in names:
+        module, example, input_name = build(name)
+        for kind, opset in (("torchscript", 17), ("dynamo", 18)):
+            if kind == "dynamo" and not dynamo:
+                continue
+            path = os.path.join(folder, f"{name}-{kind}.onnx")
+            torch.onnx.export(module.eval(), (example,), path, opset_version=opset, dynamo=kind == "dynamo",
+                              input_names=[input_name])
+            out[f"{name}-{kind}"] = onnx.load(path)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(model_zoo.MODELS))
@@ -80,6 +134,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     ap.add_argument("--no-fusion", action="store_true",
                     help="plain sum of per-op costs (TASO's cost), without onnxruntime's fusions counted free")
+    ap.add_argument("--exported", action="store_true",
+                    help="models exported by PyTorch from transformers (BERT, GPT-2, ViT; the bench extra) "
+                         "instead of the bundled ones")
     ap.add_argument("--peers", action="store_true",
                     help="also time onnxruntime's offline optimizer and onnxsim (and ours from onnxsim's output)")
     args = ap.parse_args(argv)
@@ -91,10 +148,18 @@ def main(argv=None) -> int:
         ap.error("--peers compares onnxruntime optimizers: use it with --device cpu")
     rows, peers = [], []
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    for name in args.models.split(","):
-        if name not in model_zoo.MODELS:
-            ap.error(f"unknown model {name!r}; valid: {', '.join(model_zoo.MODELS)}")
-        model = model_zoo.build(name, small=args.small)
+    if args.exported:
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="bench-graphs-")
+        names = [m for m in args.models.split(",") if m in EXPORTED] or list(EXPORTED)
+        models = exported_models(tmp, small=args.small, names=names)
+    else:
+        for name in args.models.split(","):
+            if name not in model_zoo.MODELS:
+                ap.error(f"unknown model {name!r}; valid: {', '.join(model_zoo.MODELS)}")
+        models = {name: model_zoo.build(name, small=args.small) for name in args.models.split(",")}
+    for name, model in models.items():
         r = optimize_graph(model, device=args.device, algorithm=args.algorithm, trials=args.trials,
                            time_budget=args.time_budget, rounds=args.rounds, db=args.db,
                            fusion=False if args.no_fusion else None,
