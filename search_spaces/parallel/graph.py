@@ -13,6 +13,7 @@ convolution maps its input axis onto its (smaller) output dim proportionally.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -48,8 +49,9 @@ class Op:
     route_share: float = 0.0  # of every token slice, the share each expert partition of degree 1 receives (k x cf)
     kernels: int = 1  # forward kernel launches (the backward launches twice as many)
 
-    @property
+    @functools.cached_property
     def parallel_dims(self) -> tuple[str, ...]:
+        """The partitionable dims (a role, size above 1); an op's dims and roles are fixed once it is built."""
         return tuple(d for d, r in self.roles.items() if r is not None and self.dims[d] > 1)
 
     @property
