@@ -109,7 +109,7 @@ def tune_graph(
     On a terminal, bars on standard error show the search and the end-to-end check, and a summary line ends the run (--no-progress: neither)."""
     from autotune.algorithms.registry import parse_options
     from autotune.drivers.graph import optimize_graph, summary_text
-    from autotune.search_spaces.graphs.onnx_io import parse_input_shapes
+    from autotune.search_spaces.graphs.onnx_prepare import parse_input_shapes
 
     writable_output(output, "the output model")
     trials, time_budget = with_old_budget_names(trials, time_budget, budget, time_limit)

@@ -241,9 +241,10 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     original, name = _load(model)
     from autotune.search_spaces.graphs import onnx_io
     from autotune.search_spaces.graphs.builtin_rules import builtin_rules
+    from autotune.search_spaces.graphs.onnx_prepare import with_input_shapes
     from autotune.search_spaces.graphs.rules import load_rules, rule_record
 
-    original = onnx_io.with_input_shapes(original, input_shapes or {})  # both models are checked at these shapes
+    original = with_input_shapes(original, input_shapes or {})  # both models are checked at these shapes
     backend = make_backend(device, threads)
     start, start_speedup = "original", 1.0
     if start_from is not None:

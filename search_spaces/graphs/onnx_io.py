@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 
 import numpy as np
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.ir import Graph, Node, TensorAttr
+from autotune.search_spaces.graphs.onnx_prepare import (MAX_TENSOR_ELEMENTS, executed_shapes, fold_constants,
+                                                         known_shape, with_input_shapes)
 
 from autotune.errors import MissingDependencyError, UsageError
 
@@ -18,7 +19,6 @@ EXPORT_IR_VERSION = 8  # onnxruntime >= 1.14 loads IR 8 / opset 17
 OLDEST_OPSET = 7  # older models are converted to it by onnx's version converter
 # outputs an inference graph may leave unused, after the ones it needs: (op, outputs kept)
 OPTIONAL_OUTPUTS = {"Dropout": 1, "BatchNormalization": 1, "MaxPool": 1, "LayerNormalization": 1}
-NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
 
 def _onnx():
@@ -33,11 +33,6 @@ def _onnx():
 def _dtype(elem_type: int) -> str:
     from onnx import helper
     return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
-
-
-# The most elements a declared tensor may have (2^32: 16 GiB of fp32): a model file cannot make the
-# optimizer allocate more than this for one input or activation.
-MAX_TENSOR_ELEMENTS = int(os.environ.get("AUTOTUNE_MAX_TENSOR_ELEMENTS", str(1 << 32)))
 
 
 def _static_shape(vi, what: str) -> tuple[int, ...]:
@@ -94,128 +89,6 @@ def _normalise(op: str, a: dict, node, shape_of) -> dict:
     return a
 
 
-def _known_shape(vi) -> tuple[int, ...] | None:
-    dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else None
-    if dims is None or not vi.type.tensor_type.HasField("shape") or not all(d.HasField("dim_value") for d in dims):
-        return None
-    return tuple(int(d.dim_value) for d in dims)
-
-
-def fold_constants(model, rounds: int = 4):
-    """The model with every node whose inputs are all constants evaluated into an initializer (onnx's
-    reference evaluator, at the model's opset), ``Shape`` and ``Size`` of tensors of known static shape
-    included: the shape arithmetic exporters write (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) becomes
-    constant targets. Ops the graph IR knows are folded only when they compute integers (shapes): on float
-    weights they stay weight-only nodes, which rules may rewrite and the export folds. Shapes are
-    re-inferred between rounds, as a folded shape makes more shapes known."""
-    import onnx
-    from onnx import helper, numpy_helper
-    from onnx.reference import ReferenceEvaluator
-
-    opsets = list(model.opset_import)
-    for _ in range(rounds):
-        try:
-            inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-        except Exception:  # noqa: BLE001 - shapes stay unknown; the import names what it cannot handle
-            inferred = model
-        g = model.graph
-        consts = {t.name: t for t in g.initializer}
-        shapes = {vi.name: _known_shape(vi) for vi in list(inferred.graph.value_info) + list(g.input)}
-        shapes.update({t.name: tuple(t.dims) for t in g.initializer})
-        keep, new, changed = [], {}, False
-        for n in g.node:
-            ins = [t for t in n.input if t]
-            if n.domain not in ("", "ai.onnx") or n.op_type in NEVER_FOLD or not n.output:
-                keep.append(n)
-                continue
-            values = None
-            if n.op_type in ("Shape", "Size") and shapes.get(n.input[0]) is not None:
-                shape = shapes[n.input[0]]
-                if n.op_type == "Size":
-                    values = [np.array(math.prod(shape), dtype=np.int64)]
-                else:
-                    a = {at.name: helper.get_attribute_value(at) for at in n.attribute}
-                    values = [np.array(shape[a.get("start", 0):a.get("end", len(shape))], dtype=np.int64)]
-            elif ops.is_known(n.op_type) and ins and not all(
-                    np.issubdtype(helper.tensor_dtype_to_np_dtype(consts[t].data_type), np.integer)
-                    for t in ins if t in consts):
-                keep.append(n)  # a known op on float weights: a weight-only node for the IR (see above)
-                continue
-            elif n.op_type == "Constant" or (ins and all(t in consts for t in ins)):
-                small = all(math.prod(consts[t].dims) <= MAX_TENSOR_ELEMENTS for t in ins)
-                one = helper.make_graph([n], "fold", [], [helper.make_value_info(o, onnx.TypeProto()) for o in n.output],
-                                        [consts[t] for t in ins])
-                try:
-                    values = ReferenceEvaluator(helper.make_model(one, opset_imports=opsets)).run(None, {}) if small else None
-                except Exception:  # noqa: BLE001 - an op the evaluator cannot run stays a node
-                    values = None
-            if (values is None or any(np.asarray(v).size > MAX_TENSOR_ELEMENTS for v in values)
-                    or (ops.is_known(n.op_type) and not all(np.issubdtype(np.asarray(v).dtype, np.integer)
-                                                            for v in values))):
-                # ops the graph IR knows stay as weight-only nodes (rules see them; the export folds them)
-                keep.append(n)
-                continue
-            for o, v in zip(n.output, values):
-                if o:
-                    consts[o] = new[o] = numpy_helper.from_array(np.asarray(v), o)
-            changed = True
-        if not changed:
-            break
-        used = {t for n in keep for t in n.input} | {o.name for o in g.output}
-        for o in g.output:  # an output computed from constants alone stays an output: an Identity of it
-            if o.name in new:
-                keep.append(helper.make_node("Identity", [o.name + "__const"], [o.name]))
-                new[o.name + "__const"] = numpy_helper.from_array(numpy_helper.to_array(new.pop(o.name)), o.name + "__const")
-                used.add(o.name + "__const")
-        inits = [t for t in g.initializer if t.name in used] + [t for k, t in new.items() if k in used]
-        initial = {t.name for t in g.initializer}
-        inputs = [vi for vi in g.input if vi.name not in initial or vi.name in used]  # folded weights leave
-        graph = helper.make_graph(keep, g.name, inputs, list(g.output), inits)
-        model = helper.make_model(graph, opset_imports=opsets, producer_name=model.producer_name)
-    return model
-
-
-def parse_input_shapes(specs) -> dict[str, tuple[int, ...]]:
-    """``["input_ids=1x128", ...]`` as {name: shape}; UsageError naming a malformed one."""
-    out = {}
-    for spec in specs or ():
-        name, _, dims = str(spec).rpartition("=")
-        try:
-            shape = tuple(int(d) for d in dims.lower().split("x"))
-        except ValueError:
-            shape = ()
-        if not name or not shape or any(d < 1 for d in shape):
-            raise UsageError(f"--input-shape {spec!r}: give NAME=DIMS with positive dims joined by x, e.g. input_ids=1x128")
-        out[name] = shape
-    return out
-
-
-def with_input_shapes(model, shapes: dict[str, tuple[int, ...]]):
-    """A copy of ``model`` whose named graph inputs have the given static shapes (dynamic axes resolved);
-    UsageError for a name that is no input or a shape of another rank."""
-    if not shapes:
-        return model
-    import onnx
-
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    weights = {t.name for t in out.graph.initializer}
-    inputs = {vi.name: vi for vi in out.graph.input if vi.name not in weights}
-    for name, shape in shapes.items():
-        if name not in inputs:
-            raise UsageError(f"--input-shape names {name!r}, which is not an input of the model; its inputs: "
-                             f"{', '.join(inputs) or 'none'}")
-        dims = inputs[name].type.tensor_type.shape.dim
-        if len(dims) != len(shape):
-            raise UsageError(f"--input-shape {name}: the model's input has {len(dims)} dims, not {len(shape)}")
-        for d, n in zip(dims, shape):
-            if d.HasField("dim_value") and d.dim_value != n:
-                raise UsageError(f"--input-shape {name}: dim {d.dim_value} of the model is fixed, not {n}")
-            d.ClearField("dim_param")
-            d.dim_value = n
-    return out
-
-
 def from_onnx(model, name: str | None = None, input_shapes: dict | None = None) -> Graph:
     """Import an ONNX ModelProto or file path into a :class:`Graph` (``input_shapes``: static shapes for
     inputs with dynamic axes, see :func:`with_input_shapes`).
@@ -250,11 +123,7 @@ def _import(onnx, model, name: str | None) -> Graph:
             raise UsageError(f"the model's opset {opset} is older than {OLDEST_OPSET} and onnx's version converter "
                              f"cannot convert it: {str(exc)[:160]}") from None
         opset = OLDEST_OPSET
-    model = fold_constants(model)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception:  # noqa: BLE001 - opaque ops without inferred shapes are rejected later
-        inferred = model
+    model, inferred = fold_constants(model)
     g = model.graph
     consumed = {t for n in g.node for t in n.input} | {o.name for o in g.output}
     for t in g.initializer:
@@ -278,7 +147,7 @@ def _import(onnx, model, name: str | None) -> Graph:
         """Shape and dtype of ``t`` from one run in onnxruntime: for the outputs of operators ONNX shape
         inference does not know (onnxruntime's contrib ops)."""
         if not executed:
-            executed.update(_executed_shapes(model))
+            executed.update(executed_shapes(model))
         if t not in executed:
             raise UsageError(f"{where}: tensor {t!r} has no known shape (neither ONNX shape inference nor a run "
                              "in onnxruntime gives one)")
@@ -287,9 +156,7 @@ def _import(onnx, model, name: str | None) -> Graph:
     def shape_of(t):
         if t in shapes:
             return shapes[t]
-        if t in info and _known_shape(info[t]) is not None:
-            return _static_shape(info[t], f"{where}: tensor")
-        if t in info and not domains:
+        if t in info and (known_shape(info[t]) is not None or not domains):  # symbolic dims: say how to fix them
             return _static_shape(info[t], f"{where}: tensor")
         return run_shapes(t)[0]
 
@@ -364,31 +231,6 @@ def _import(onnx, model, name: str | None) -> Graph:
         for o, s in zip(node.outputs, node.fixed):
             shapes[o] = s[0]
     return Graph(nodes, inputs, [o.name for o in g.output], weights, name, opset=opset or None, domains=domains)
-
-
-def _executed_shapes(model) -> dict[str, tuple[tuple[int, ...], str]]:
-    """Every node output's shape and dtype from one run of ``model`` in onnxruntime on random inputs."""
-    import onnx
-
-    from autotune.search_spaces.graphs.inputs import ORT_TYPES, index_bounds, random_inputs
-
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    known = {o.name for o in m.graph.output}
-    names = [o for n in m.graph.node for o in n.output if o and o not in known]
-    m.graph.output.extend(onnx.ValueInfoProto(name=o) for o in names)
-    try:
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.graph_optimization_level, so.log_severity_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL, 3
-        sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        specs = [(i.name, i.shape, ORT_TYPES.get(i.type, np.float32)) for i in sess.get_inputs()]
-        values = sess.run(None, random_inputs(specs, 0, index_bounds(model)))
-    except Exception as exc:  # noqa: BLE001 - the runtime's own error, as a usage error
-        raise UsageError(f"the model has operators ONNX shape inference does not know, and onnxruntime cannot "
-                         f"run it to find their shapes: {str(exc).splitlines()[0][:200]}") from None
-    return {o.name: (tuple(v.shape), str(v.dtype)) for o, v in zip(sess.get_outputs(), values)}
 
 
 def _attr_value(v):

@@ -12,7 +12,7 @@ pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper
 
 from autotune.runners.onnx_ops import max_errors, random_feeds, session
-from autotune.search_spaces.graphs import onnx_io
+from autotune.search_spaces.graphs import onnx_io, onnx_prepare
 from autotune.search_spaces.graphs.ir import TensorAttr
 
 
@@ -117,15 +117,15 @@ def test_dynamic_axes_are_resolved_to_a_given_input_shape():
     m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [x], [y], [("w", np.ones((4, 3), np.float32))])
     with pytest.raises(UsageError, match="--input-shape x=NxNx4"):
         onnx_io.from_onnx(m)
-    shapes = onnx_io.parse_input_shapes(["x=2x5x4"])
+    shapes = onnx_prepare.parse_input_shapes(["x=2x5x4"])
     g = onnx_io.from_onnx(m, input_shapes=shapes)
     assert g.inputs["x"][0] == (2, 5, 4) and g.shape["y"] == (2, 5, 3)
-    fixed = onnx_io.with_input_shapes(m, shapes)
+    fixed = onnx_prepare.with_input_shapes(m, shapes)
     assert max_errors(fixed, onnx_io.to_onnx(g), trials=1)["max_rel_error"] < 1e-6
     for bad, msg in ((["x=2x5"], "has 3 dims"), (["y=1x1x3"], "not an input"), (["x=2xax4"], "NAME=DIMS"),
                      (["x=2x5x7"], "fixed, not 7")):
         with pytest.raises(UsageError, match=msg):
-            onnx_io.from_onnx(m, input_shapes=onnx_io.parse_input_shapes(bad))
+            onnx_io.from_onnx(m, input_shapes=onnx_prepare.parse_input_shapes(bad))
 
 
 def test_onnxruntime_contrib_ops_are_kept_as_opaque_nodes():
