@@ -32,15 +32,7 @@ from autotune.search_spaces.graphs import model_zoo
 
 from autotune.drivers import graph_peers
 from autotune.drivers.graph import DEFAULT_ALGORITHM, optimize_graph
-from autotune.errors import AutotuneError, MissingDependencyError
-
-
-def onnxsim_peer(model):
-    """onnxsim's model, or None when onnxsim is not installed or cannot check it."""
-    try:
-        return graph_peers.onnxsim(model)
-    except MissingDependencyError:
-        return None
+from autotune.errors import AutotuneError
 
 
 def peer_rows(name: str, model, ours, from_best, rounds: int) -> list[dict]:
@@ -48,10 +40,8 @@ def peer_rows(name: str, model, ours, from_best, rounds: int) -> list[dict]:
     optimization, 1 and 2 threads."""
     from autotune.runners.onnx_ops import compare_latency, max_errors
 
-    models = {"original": model, "onnxruntime-extended": graph_peers.ort_offline(model)}
-    sim = onnxsim_peer(model)
-    if sim is not None:
-        models["onnxsim"] = sim
+    peers = graph_peers.peer_outputs(model, "best")  # onnxsim where it is installed
+    models = {"original": model, **{"onnxruntime-extended" if k == "onnxruntime" else k: m for k, m in peers.items()}}
     models["autotune"] = ours
     models["autotune --start-from best"] = from_best
     rows = []

@@ -88,12 +88,12 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
         # recomputation): the dropouts before the residual adds keep a byte mask, not their input
         g.by_name[p].stores_output = g.by_name[f].stores_output = False
         for n in (f"l{i}.add1", f"l{i}.add2"):
-            g.by_name[n].stash_bytes = 0.0 if mode == "full" else batch * seq * hidden
+            add = g.by_name[n]
+            add.stash_bytes = 0.0 if mode == "full" else batch * seq * hidden
+            add.mem_elems, add.kernels = k["residual"] * batch * seq * hidden, k["residual_kernels"]
         g.by_name[f"l{i}.add1"].keep = mode != "full"  # full recomputation keeps only the layer's input
         attn = g.by_name[f"l{i}.attn"]
         attn.post_elems, attn.kernels = k["attention_copies"] * batch * seq * hidden, k["attention_kernels"]
-        for n in (f"l{i}.add1", f"l{i}.add2"):
-            g.by_name[n].mem_elems, g.by_name[n].kernels = k["residual"] * batch * seq * hidden, k["residual_kernels"]
         for n in (f"l{i}.qkv", f"l{i}.attn", f"l{i}.proj", f"l{i}.fc1", f"l{i}.fc2", f"l{i}.moe", f"l{i}.ln1",
                   f"l{i}.ln2"):
             if n in g.by_name:

@@ -10,10 +10,11 @@ to every op of the same type and shape (all the layers of a stack alike, as Alpa
 repeated layers); with probability ``layout_prob`` it replaces the whole strategy by a layout:
 Megatron-LM's strategy at a tensor (t), pipeline (p) and data (d = devices / t p) degree, a
 micro-batch count, a number of virtual stages (interleaved 1F1B), sequence parallelism on or off and,
-for mixture-of-experts models, an expert-parallel degree, so the search moves between (t, p, d) layouts in one step and refines op by op from there; with
-probability ``zero_prob`` it keeps the strategy and changes its ZeRO stage
-(``"zero"`` in the payload: optimizer state, gradients and weights sharded over the data-parallel
-replicas, see ``Simulator``). ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
+for mixture-of-experts models, an expert-parallel degree, so the search moves between (t, p, d)
+layouts in one step and refines op by op from there; with probability ``zero_prob`` it keeps the
+strategy and changes its ZeRO stage (``"zero"`` in the payload: optimizer state, gradients and
+weights sharded over the data-parallel replicas, see ``Simulator``), and with ``recompute_prob`` its
+activation recomputation mode (``"recompute"``). ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
 topological order) from one parent and the rest from the other. ``seeds`` are the layouts a
 search measures first: every (t, p) with its fewest micro-batches and with the counts that give
 each data-parallel replica 1, 2, 4 or 8 samples per micro-batch, plain and interleaved in 2, each with
@@ -56,7 +57,8 @@ class Layout:
     def name(self) -> str:
         v = f" v{self.virtual}" if self.virtual > 1 else ""
         ep = f" ep{self.expert}" if self.expert else ""
-        return f"layout t{self.tensor} p{self.pipeline} d{self.data} m{self.microbatches}{v}{ep}{' sp' if self.sequence else ''}"
+        sp = " sp" if self.sequence else ""
+        return f"layout t{self.tensor} p{self.pipeline} d{self.data} m{self.microbatches}{v}{ep}{sp}"
 
 
 class StrategySpace(Space):
@@ -84,7 +86,7 @@ class StrategySpace(Space):
         self.task = Task("parallel", f"{graph.name}@{cluster.name}",
                          {"model": graph.name, "cluster": cluster.name, "batch": graph.batch * microbatches,
                           "devices": self.D, **({"microbatches": microbatches} if microbatches > 1 else {}),
-                          **({"recompute": graph.meta.get("recompute", "full")} if graph.recompute else {})})
+                          **({"recompute": self.recompute or "full"} if graph.recompute else {})})
         self.neighbors: list[list[int]] = [[] for _ in graph.ops]
         for p, c, _ in graph.edges:
             self.neighbors[p].append(c)
@@ -171,9 +173,8 @@ class StrategySpace(Space):
         that give each data-parallel replica SEED_MICRO_BATCH samples per micro-batch, plain and (where
         valid) with 2 virtual stages, with and without sequence parallelism; in the other recomputation modes
         each (t, p) at its fewest micro-batches and at one sample per replica and micro-batch, sequence
-        parallel where t > 1; for mixture-of-experts models
-        each (t, p) with its fewest micro-batches at every expert-parallel degree; and data parallelism with
-        each ZeRO stage (stage 3: FSDP)."""
+        parallel where t > 1; for mixture-of-experts models each (t, p) with its fewest micro-batches at
+        every expert-parallel degree; and data parallelism with each ZeRO stage (stage 3: FSDP)."""
         fewest: dict[tuple[int, int], int] = {}
         for lay in self.layouts:
             fewest.setdefault((lay.tensor, lay.pipeline), lay.microbatches)  # counts ascend
