@@ -245,17 +245,14 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     from autotune.search_spaces.graphs.rules import load_rules, rule_record
 
     original = with_input_shapes(original, input_shapes or {})  # both models are checked at these shapes
-    backend = make_backend(device, threads)
-    start, start_speedup = "original", 1.0
+    start, start_model, start_speedup = "original", original, 1.0
     if start_from is not None:
         if device != "cpu":
             raise UsageError("starting from a peer optimizer's output is for --device cpu (onnxruntime)")
         from autotune.drivers.graph_peers import fastest
 
-        start, start_model, start_speedup = fastest(original, start_from, backend, rounds)
-        graph = onnx_io.from_onnx(start_model)
-    else:
-        graph = onnx_io.from_onnx(original)
+        start, start_model, start_speedup = fastest(original, start_from, rounds, threads)
+    graph = onnx_io.from_onnx(start_model)
     if device in TORCH_DEVICES:  # an op torch cannot run would fail the end-to-end check: say so first
         from autotune.runners.torch_ops import check_op
 
@@ -264,6 +261,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     rules = builtin_rules() + (load_rules(rules_file) if rules_file else [])
     space = GraphSpace(graph, rules, name=name)
     algo = graph_algorithm(algorithm, space, alpha, seed, options)
+    backend = make_backend(device, threads)
     with tempfile.TemporaryDirectory(prefix="autotune-graph-") as tmp:
         if isinstance(db, Database):
             database = db

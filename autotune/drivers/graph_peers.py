@@ -54,13 +54,15 @@ def peer_outputs(model, which: str) -> dict:
     return out
 
 
-def fastest(model, which: str, backend, rounds: int = 15) -> tuple[str, object, float]:
-    """(name, model, speed-up over ``model``) of the fastest peer output on ``backend``, timed interleaved
-    with the original; ("original", model, 1.0) when none is faster."""
+def fastest(model, which: str, rounds: int = 15, threads: int = 1) -> tuple[str, object, float]:
+    """(name, model, speed-up over ``model``) of the fastest peer output in onnxruntime (``threads`` intra-op
+    threads), timed interleaved with the original; ("original", model, 1.0) when none is faster."""
+    from autotune.runners.onnx_ops import compare_latency
+
     peers = peer_outputs(model, which)
     if not peers:
         return "original", model, 1.0
-    lat = backend.compare_latency([model, *peers.values()], rounds=rounds)
+    lat = compare_latency([model, *peers.values()], rounds=rounds, threads=threads)
     base = lat[0]["median_s"]
     best = min(range(1, len(lat)), key=lambda i: lat[i]["median_s"])
     if lat[best]["median_s"] >= base:
