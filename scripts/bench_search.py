@@ -64,7 +64,7 @@ OURS = ["random", "mcmc", "evolutionary", "backtracking", "optuna-tpe", "bandit"
 KT_PEERS = [f"kt:{s}" for s in ("genetic_algorithm", "simulated_annealing", "dual_annealing", "pso", "diff_evo",
                                 "greedy_ils", "bayes_opt")]
 # the settings a --protocol run chooses among, on the training spaces of each fold
-SEARCH_CANDIDATES = ["evolutionary+xgb", "evolutionary+xgb:design=maximin", "evolutionary+xgb:avoid_failures=1.0"]
+SEARCH_CANDIDATES = ["evolutionary+xgb", "evolutionary+xgb:design=random", "evolutionary+xgb:avoid_failures=1.0"]
 CHECKPOINTS = (50, 100, 200, 500)
 # the best peer per space: (its to-5% median, its name), over Kernel Tuner 1.5's strategies in
 # simulation mode (genetic_algorithm, simulated_annealing, dual_annealing, pso, diff_evo, greedy_ils)

@@ -60,7 +60,7 @@ from replay_data import replay_dir
 from results_store import ResultStore
 
 # the WarmStart settings a --protocol run chooses among, on the training pairs of each fold
-WARM_CANDIDATES = ["default", "top=3", "top_k=8"]
+WARM_CANDIDATES = ["default", "top_k=4", "top=3"]
 
 
 def all_measurements(cache: KTCache) -> list:
@@ -101,16 +101,30 @@ def median_capped(values: list[int | None], cap: int) -> int | None:
     return None if med > cap else int(round(med))
 
 
-def misleading(source: SourceData) -> SourceData:
-    """The source with its times inverted (its best becomes its worst): a deliberately poor guide."""
+MISLEADING = ("inverted", "top")
+
+
+def misleading(source: SourceData, how: str = "inverted") -> SourceData:
+    """A deliberately poor guide made of the source's data. ``inverted``: its times inverted (its best
+    becomes its worst: wrong everywhere). ``top``: its best 5% of successful configurations get its
+    median time times 2, so it ranks the bulk as before but its top is wrong and its apparent best
+    is a configuration that is merely good (the source that a check of overall agreement passes)."""
     from autotune.types import Measurement, Status
 
-    ms = [Measurement(m.candidate, Status.OK, cost=1.0 / m.cost) if m.ok else m for m in source.measurements]
+    ok = sorted(m.cost for m in source.measurements if m.ok)
+    if how == "inverted":
+        ms = [Measurement(m.candidate, Status.OK, cost=1.0 / m.cost) if m.ok else m for m in source.measurements]
+    elif how == "top":
+        cut, slow = ok[max(0, len(ok) // 20 - 1)], 2.0 * ok[len(ok) // 2]
+        ms = [Measurement(m.candidate, Status.OK, cost=slow) if m.ok and m.cost <= cut else m
+              for m in source.measurements]
+    else:
+        raise ValueError(f"misleading source: {how!r} is not one of {', '.join(MISLEADING)}")
     return SourceData(source.device, ms)
 
 
 def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=print, warm_options=None,
-                adversarial: bool = False) -> list[dict]:
+                adversarial: str | None = None) -> list[dict]:
     caches = {cache_label(p): KTCache.load(p) for p in paths}
     data = {name: all_measurements(c) for name, c in caches.items()}
     cold_cache: dict[str, list] = {}
@@ -123,7 +137,7 @@ def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=p
                                                 max_trials, batch, s) for s in range(seeds)]
         source = SourceData(replay_device(caches[src]), data[src])
         if adversarial:
-            source = misleading(source)
+            source = misleading(source, adversarial)
         # a fresh space per run: a space samples differently once enumerated, so sharing one makes runs order-dependent
         warm = [trials_to_target(warm_algorithm(source, s, replay_device(caches[tgt]), **(warm_options or {})), ReplaySpace(caches[tgt]),
                                  ReplayRunner(caches[tgt]), goal, max_trials, batch, s) for s in range(seeds)]
@@ -186,7 +200,8 @@ def run_protocol(args, groups_in: list[tuple[str, list[str]]]) -> int:
     for c in candidates:  # an unknown option fails before anything is measured
         WarmStart(make_algorithm("evolutionary"), [], **parse_warm(c))
     store = ResultStore(args.results)
-    settings = f"cap={args.max_trials};batch={args.batch}" + (";adversarial" if args.adversarial else "")
+    settings = f"cap={args.max_trials};batch={args.batch}" + {None: "", "inverted": ";adversarial"}.get(
+        args.adversarial, f";adversarial={args.adversarial}")
     caches = {g: KTCache.load(p) for g, p in paths.items()}
     data = {g: all_measurements(c) for g, c in caches.items()}
     goal = {g: optimum(ms) * 1.05 for g, ms in data.items()}
@@ -214,7 +229,7 @@ def run_protocol(args, groups_in: list[tuple[str, list[str]]]) -> int:
     for unit in units:
         k, src, tgt = unit
         source = SourceData(replay_device(caches[k, src]), data[k, src])
-        source = misleading(source) if args.adversarial else source
+        source = misleading(source, args.adversarial) if args.adversarial else source
         device = replay_device(caches[k, tgt])
         for cand in candidates:
             t = time.time()
@@ -278,8 +293,10 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--kernels", nargs="+", help="only these kernel folders (default: all)")
     ap.add_argument("--json", help="write the results as JSON to this file")
-    ap.add_argument("--adversarial", action="store_true",
-                    help="invert each source's times (a deliberately misleading source) to check the fallback")
+    ap.add_argument("--adversarial", nargs="?", const="inverted", choices=MISLEADING, default=None,
+                    help="a deliberately misleading source made of each source's data, to check the fallback: "
+                         "'inverted' (the default) inverts its times, 'top' makes its best 5%% look slow "
+                         "(right on the bulk, wrong on the top)")
     ap.add_argument("--warm", nargs="*", default=[], metavar="OPTION=VALUE", help="WarmStart options (e.g. top_k=4)")
     ap.add_argument("--protocol", choices=protocol.PROTOCOLS, default="none",
                     help="choose among --candidates on training pairs, report on held-out ones (default: none)")

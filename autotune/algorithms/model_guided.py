@@ -6,8 +6,8 @@ Each ``ask(n)``:
    the space's initial point, then random samples, or with ``design="maximin"`` a space-filling
    design (each point the farthest, in per-feature rank, from those measured or chosen, among 256
    random unseen points of an enumerable space). Spread points teach the first model more about
-   the whole space than random ones, which cluster; the default stays random because the warm
-   start's race (warm_start.py) does not yet gain as much from them as the cold search does;
+   the whole space than random ones, which cluster (the default: fewer measurements to 5% of the
+   optimum on the recorded spaces under both evaluation protocols, docs/benchmarks.md);
 2. the model is retrained when ``retrain_every`` new results (or ``retrain_growth`` times the
    results it was trained on, if more: retraining gets rarer as the history grows) arrived;
 3. candidates are scored by the model: a space of at most ``score_all`` points is enumerated
@@ -83,7 +83,7 @@ class ModelGuided(SearchAlgorithm):
         "init": Option(8, "random points measured before the model is used"),
         "epsilon": Option(0.1, "share of each batch given to exploration (random points, or local moves)"),
         "local": Option(0.0, "share of the exploration slots that are unseen neighbors of the best measured point"),
-        "design": Option("random", "how the points before the model are drawn: 'random', or 'maximin' (each the "
+        "design": Option("maximin", "how the points before the model are drawn: 'random', or 'maximin' (each the "
                                    "farthest, in per-feature rank, of 256 random unseen points from those chosen "
                                    "before; enumerable spaces)"),
         "retrain_every": Option(8, "retrain the model after this many new results"),
@@ -297,17 +297,17 @@ class ModelGuided(SearchAlgorithm):
                     return c
         return fresh_sample(self.space, self.rng, self.seen)
 
-    def _spread(self, chosen: list[Candidate]) -> Candidate | None:
+    def _spread(self) -> Candidate | None:
         """Of 256 random unseen points of the enumerated space (``_enumerated``), the one farthest from
-        the points measured, pending or ``chosen`` (support.farthest on per-feature ranks)."""
+        every point seen: measured, pending or chosen, by this search or one sharing ``seen`` (support.farthest
+        on per-feature ranks)."""
         if self._ranked is None:
             self._ranked = rank_scaled(self._all_X)
         idx = np.flatnonzero(self._unseen)
         if len(idx) == 0:
             return None
         pool = self.rng.choice(idx, size=min(256, len(idx)), replace=False)
-        keys = [m.candidate.key for m in self.history] + list(self.pending) + [c.key for c in chosen]
-        near = [self._all_index[k] for k in keys if k in self._all_index]
+        near = [self._all_index[k] for k in self.seen if k in self._all_index]
         return self._all[farthest(self._ranked, pool, near)]
 
     def _mark_seen(self, c: Candidate) -> None:
@@ -363,7 +363,7 @@ class ModelGuided(SearchAlgorithm):
             elif best is not None and self.rng.random() < float(self.config["local"]):
                 c = fresh_walk(self.space, best.candidate, self.rng, self.seen)
             if c is None and spread:
-                c = self._spread(out)
+                c = self._spread()
             if c is None:
                 c = self._explore()
             if c is None:

@@ -32,12 +32,15 @@ GUIDES = {"model-guided": "autotune.algorithms.model_guided:ModelGuided"}
 
 # the default search of the tuning commands, chosen from scripts/bench_search.py (docs/benchmarks.md)
 DEFAULT_ALGORITHM, DEFAULT_COST_MODEL = "evolutionary", "xgb"
+# the sources' best configurations a warm start measures first, chosen by scripts/bench_transfer.py's protocol
+DEFAULT_TRANSFER_TOP = 8
 
 __all__ = [
     "ALGORITHMS",
     "COST_MODELS",
     "DEFAULT_ALGORITHM",
     "DEFAULT_COST_MODEL",
+    "DEFAULT_TRANSFER_TOP",
     "algorithm_class",
     "check_options",
     "cost_model_class",

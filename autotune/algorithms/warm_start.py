@@ -3,7 +3,8 @@ the warm guess against the cold search so that a misleading source costs little.
 
 1. The sources' best configurations (``top_k`` of them, round-robin over the sources'
    rankings, heaviest source first, those that are points of the target space) are measured first;
-2. then ``init`` random points (the target data that shows where the devices differ);
+2. then ``init`` points spread over the space (``design``, as in ModelGuided; the target data that
+   shows where the devices differ);
 3. then every batch is shared between two arms, both :class:`~autotune.algorithms.model_guided.ModelGuided`
    searches told every target result:
    - *warm*: its model is one pooled XGBoost ranking model over the sources' rows and the
@@ -42,6 +43,7 @@ import numpy as np
 
 from autotune.algorithms.base import Option, SearchAlgorithm, union_moves
 from autotune.algorithms.model_guided import ModelGuided
+from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
 from autotune.cost_models.pooled import PROPS, PooledModel, device_vector, row_keys
 from autotune.cost_models.xgb import XGBCostModel
 from autotune.types import Candidate, Device, Measurement
@@ -68,12 +70,14 @@ class WarmStart(SearchAlgorithm):
     description = "source devices' best configurations first, then a model on all devices' data races the cold search"
     no_repeats = True
     options = {
-        "top_k": Option(4, "source best configurations measured first"),
+        "top_k": Option(DEFAULT_TRANSFER_TOP, "source best configurations measured first"),
         "min_rho": Option(0.2, "leave the sources out of the pooled model while their Spearman with the target's results is lower"),
         "check_after": Option(8, "target results needed before the sources are checked"),
         "epsilon": Option(0.1, "share of each model-guided batch given to random points"),
         "retrain_every": Option(4, "retrain the warm arm's model after this many new results"),
-        "init": Option(8, "random points measured after the probes, before the models are used"),
+        "init": Option(8, "points measured after the probes, before the models are used"),
+        "design": Option(ModelGuided.options["design"].default, "how those points are drawn (ModelGuided's design: "
+                                                                "'maximin' spreads them away from the probes and each other)"),
         "focus": Option(2.0, "a result's credit is the share of earlier target results it beats, to this power"),
         "top": Option(0, "when above 0, a result's credit is 1 if it beats the top-th best earlier result, else 0"),
         "discount": Option(0.95, "weight an arm's credit keeps at every new result"),
@@ -124,8 +128,9 @@ class WarmStart(SearchAlgorithm):
         self.queue: list[Candidate] = self._top_configs(usable)
         seed = int(self.rng.integers(2**31))
         init = len(self.queue) + int(self.config["init"])  # both arms: random points until the probes and these
+        design = str(self.config["design"])
         cold = ModelGuided(copy.deepcopy(self.inner), XGBCostModel(seed=seed), init=init,
-                           epsilon=float(self.config["epsilon"]), holdout=0.0)
+                           epsilon=float(self.config["epsilon"]), holdout=0.0, design=design)
         self.arms = {}
         if usable:
             rows = [(np.asarray(space.features([m.candidate for m in s.measurements]), dtype=float),
@@ -135,7 +140,7 @@ class WarmStart(SearchAlgorithm):
                                 check_after=int(self.config["check_after"]))
             if self.queue:
                 model.exclude = set(row_keys(np.asarray(space.features(self.queue), dtype=float)))
-            self.arms["warm"] = ModelGuided(self.inner, model, init=max(1, init),
+            self.arms["warm"] = ModelGuided(self.inner, model, init=max(1, init), design=design,
                                             epsilon=float(self.config["epsilon"]),
                                             retrain_every=int(self.config["retrain_every"]), holdout=0.0)
         self.arms["cold"] = cold
@@ -146,6 +151,7 @@ class WarmStart(SearchAlgorithm):
         if self._reported is not None:
             self._reported.on_retrain = getattr(self, "_on_retrain", None)
         self.owner: dict[str, str] = {}
+        self.bets: set[str] = set()  # pending proposals that earn or lose their arm credit
         self.credit = {a: 0.0 for a in ARMS}
         self.misses = {a: 0.0 for a in ARMS}
         self.costs: list[float] = []  # the successful target costs so far, ascending
@@ -183,6 +189,7 @@ class WarmStart(SearchAlgorithm):
                 out.append(c)
                 self.seen.add(c.key)
                 self.owner[c.key] = "warm"
+                self.bets.add(c.key)
         slots = self.share(n - len(out))
         order = sorted(slots, key=lambda a: -slots[a])
         for a, want in [(a, slots[a]) for a in order] + [(a, n) for a in order]:  # then one fills what the other lacks
@@ -190,6 +197,7 @@ class WarmStart(SearchAlgorithm):
             if want > 0:
                 got = self.arms[a].ask(want)
                 self.owner.update((c.key, a) for c in got)
+                self.bets.update(c.key for c in got if c.key in self.arms[a].predicted)
                 out.extend(got)
         return out
 
@@ -197,6 +205,8 @@ class WarmStart(SearchAlgorithm):
         focus, top, fade = float(self.config["focus"]), int(self.config["top"]), float(self.config["discount"])
         for m in results:
             arm = self.owner.pop(m.candidate.key, None)
+            bet = m.candidate.key in self.bets
+            self.bets.discard(m.candidate.key)
             reward = 0.0
             if m.ok:
                 if top > 0:
@@ -207,7 +217,11 @@ class WarmStart(SearchAlgorithm):
                 else:
                     reward = 1.0
                 bisect.insort(self.costs, m.cost)
-            if arm is not None:  # an arm's evidence fades with its own results only: one left idle keeps its record
+            # an arm is judged by its bets only: the probes and its model's picks, not the points it
+            # measured before its model or as random exploration (they would charge the cold arm for
+            # its design points while the warm arm's probes earn, and starve it from the first batch).
+            # Its evidence fades with its own results only: an arm left idle keeps its record.
+            if arm is not None and bet:
                 self.credit[arm] = fade * self.credit[arm] + reward
                 self.misses[arm] = fade * self.misses[arm] + 1.0 - reward
         for arm in self.arms.values():
@@ -216,7 +230,7 @@ class WarmStart(SearchAlgorithm):
     # -- state -----------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {**super().state_dict(), "queue": [c.payload for c in self.queue],
-                "owner": dict(self.owner), "credit": dict(self.credit), "misses": dict(self.misses),
+                "owner": dict(self.owner), "bets": sorted(self.bets), "credit": dict(self.credit), "misses": dict(self.misses),
                 "arms": {a: arm.state_dict() for a, arm in self.arms.items()}}
 
     def load_state_dict(self, state: dict) -> None:
@@ -224,6 +238,7 @@ class WarmStart(SearchAlgorithm):
         self.queue = [Candidate(p) for p in state.get("queue", [])]
         self.owner = {k: str(v) for k, v in state.get("owner", {}).items()}
         self.seen.update(self.owner)
+        self.bets = set(state.get("bets", []))
         self.credit.update({a: float(v) for a, v in state.get("credit", {}).items()})
         self.misses.update({a: float(v) for a, v in state.get("misses", {}).items()})
         for a, s in state.get("arms", {}).items():

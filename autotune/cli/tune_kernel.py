@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, DEFAULT_TRANSFER_TOP
 from autotune.cli.common import (
     DEFAULT_DB,
     AlgorithmOptionsOption,
@@ -34,7 +34,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (see `autotune algorithms`)")] = DEFAULT_ALGORITHM,
         cost_model: CostModelOption = DEFAULT_COST_MODEL,
         transfer_from: TransferOption = None,
-        transfer_top: TransferTopOption = 4,
+        transfer_top: TransferTopOption = DEFAULT_TRANSFER_TOP,
         trials: Annotated[int | None, typer.Option("--trials", "-n", help="Measurements (over all runs of the campaign); default 100")] = None,
         time_budget: Annotated[float | None, typer.Option("--time-budget", help="Wall-clock seconds for this run")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Random seed")] = 0,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, DEFAULT_TRANSFER_TOP
 from autotune.cli.common import (
     DEFAULT_DB,
     AlgorithmOption,
@@ -50,7 +50,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         json: JsonOption = False,
         progress: ProgressOption = True,
         transfer_from: TransferOption = None,
-        transfer_top: TransferTopOption = 4,
+        transfer_top: TransferTopOption = DEFAULT_TRANSFER_TOP,
         ray: RayOption = None,
         ray_actors: RayActorsOption = None,
         measure_delay: Annotated[float, typer.Option("--measure-delay", help="Wall seconds each measurement takes (load tests: the measurement, not the engine, is then the bottleneck)")] = 0.0,

@@ -11,7 +11,7 @@ import sys
 from functools import partial
 
 from autotune.algorithms.model_guided import make_search
-from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, check_options
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, DEFAULT_TRANSFER_TOP, check_options
 from autotune.campaign import Campaign
 from autotune.db import open_database
 from autotune.errors import UsageError
@@ -81,7 +81,7 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
                 time_budget: float | None = None, seed: int = 0, batch: int = 8, campaign: str | None = None,
                 db: str = "sqlite:///autotune.db", threads: int | None = None, device_index: int = 0, backend: str = "auto",
                 progress: bool | None = None, cost_model: str | None = DEFAULT_COST_MODEL, transfer_from: str | None = None,
-                transfer_top: int = 4, ray: str | None = None, ray_actors: int | None = None, fresh: bool = False,
+                transfer_top: int = DEFAULT_TRANSFER_TOP, ray: str | None = None, ray_actors: int | None = None, fresh: bool = False,
                 options: dict | None = None):
     """Run (or resume) a kernel tuning campaign; (CampaignResult, template, extra summary keys).
 

@@ -6,7 +6,7 @@ import sys
 from functools import partial
 
 from autotune.algorithms.model_guided import make_search
-from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, check_options
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, DEFAULT_TRANSFER_TOP, check_options
 from autotune.campaign import Campaign, CampaignResult
 from autotune.db import open_database
 from autotune.errors import UsageError
@@ -18,7 +18,7 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
                 trials: int | None = None, time_budget: float | None = None,
                 simulated_budget: float | None = None, seed: int = 0, batch: int = 8, campaign: str | None = None,
                 db: str = "sqlite:///autotune.db", progress: bool | None = None, transfer_from: str | None = None,
-                transfer_top: int = 4, measure_delay: float = 0.0, ray: str | None = None,
+                transfer_top: int = DEFAULT_TRANSFER_TOP, measure_delay: float = 0.0, ray: str | None = None,
                 ray_actors: int | None = None, fresh: bool = False, options: dict | None = None) -> CampaignResult:
     """Run (or resume) a campaign on ``cache`` (a .json/.json.gz file or ``example:pnpoly-rtx3090``).
 

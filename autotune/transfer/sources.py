@@ -5,6 +5,7 @@ from __future__ import annotations
 from autotune.errors import UsageError
 from autotune.db import transfer as store
 from autotune.transfer.similarity import rank_similar
+from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
 from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.types import Device, Task
 
@@ -34,7 +35,7 @@ def choose_sources(db, task: Task, target: Device, spec: str, max_auto: int = 2,
     return [SourceData(s.device, others[s.device.key][1], weight=max(s.score, 0.05), info=s.to_json()) for s in picked]
 
 
-def warm_start_search(db, task: Task, target: Device, algorithm: str, spec: str, top_k: int = 4,
+def warm_start_search(db, task: Task, target: Device, algorithm: str, spec: str, top_k: int = DEFAULT_TRANSFER_TOP,
                       **options) -> tuple[WarmStart | None, list[SourceData]]:
     """A WarmStart around the registered ``algorithm`` from the sources ``spec`` names; (None, [])
     for ``auto`` when no device qualifies (the caller runs its ordinary search)."""

@@ -206,3 +206,48 @@ def test_each_source_is_trusted_on_its_own_agreement_with_the_target():
     assert model.active  # the good source still guides
     few = PooledModel([(X, 1.3 * y, vec), (X, 1.0 / y, vec * 3)], vec * 2, check_after=8).fit(X[idx[:5]], y[idx[:5]])
     assert few.trusted == [True, True]  # too few common configurations to judge
+
+
+def _gap_to_others(space, spread, others) -> float:
+    """Smallest L1 distance, in features scaled to [0, 1], from a point of ``spread`` to another of
+    ``spread`` or to one of ``others``."""
+    X = np.asarray(space.features(list(space.enumerate())), dtype=float)
+    lo, span = X.min(axis=0), np.maximum(np.ptp(X, axis=0), 1e-12)
+    A = (np.asarray(space.features(spread), dtype=float) - lo) / span
+    B = (np.asarray(space.features(spread + others), dtype=float) - lo) / span
+    d = np.abs(A[:, None, :] - B[None, :, :]).sum(axis=2)
+    d[np.arange(len(spread)), np.arange(len(spread))] = np.inf
+    return float(d.min())
+
+
+def test_the_points_after_the_probes_are_spread_away_from_them_and_each_other_by_both_arms():
+    space = small_knob_space()
+    gaps: dict[str, list[float]] = {}
+    owners: set[str] = set()
+    for design in ("maximin", "random"):
+        gaps[design] = []
+        for seed in range(6):
+            algo = WarmStart(RandomSearch(), [source_data(space)], top_k=4, init=8, design=design)
+            algo.bind(space, np.random.default_rng(seed))
+            first = algo.ask(12)
+            probes, spread = first[:4], first[4:]
+            owners |= {algo.owner[c.key] for c in spread}
+            gaps[design].append(_gap_to_others(space, spread, probes))
+    assert min(gaps["maximin"]) > max(gaps["random"])
+    assert owners == {"warm", "cold"}  # both arms drew the points, each away from the other's
+
+
+def test_only_an_arms_bets_move_its_credit_not_its_points_before_the_model():
+    space = small_knob_space()
+    runner = FakeRunner(space)
+    algo = WarmStart(RandomSearch(), [source_data(space)], top_k=4, init=8)
+    algo.bind(space, np.random.default_rng(0))
+    first = algo.ask(12)  # the 4 probes, then 8 points before either model
+    algo.tell(runner.measure(space.task, first))
+    assert algo.misses["cold"] == algo.credit["cold"] == 0.0  # its design points are not its bets
+    assert algo.credit["warm"] + algo.misses["warm"] == pytest.approx(4.0, abs=0.5)  # the probes are
+    for _ in range(4):
+        batch = algo.ask(8)
+        algo.tell(runner.measure(space.task, batch))
+    bets = sum(1 for arm in algo.arms.values() for k in arm.predicted)
+    assert bets > 0 and algo.credit["warm"] + algo.misses["warm"] + algo.credit["cold"] + algo.misses["cold"] > 4.0
