@@ -80,7 +80,7 @@ class ModelGuided(SearchAlgorithm):
     description = "any algorithm searching against a cost model; the best unmeasured candidates are measured"
     no_repeats = True
     options = {
-        "init": Option(8, "random points measured before the model is used"),
+        "init": Option(8, "points measured before the model is used (see design)"),
         "epsilon": Option(0.1, "share of each batch given to exploration (random points, or local moves)"),
         "local": Option(0.0, "share of the exploration slots that are unseen neighbors of the best measured point"),
         "design": Option("maximin", "how the points before the model are drawn: 'random', or 'maximin' (each the "

@@ -127,7 +127,7 @@ class WarmStart(SearchAlgorithm):
         usable = [s for s in self.sources if s.measurements]
         self.queue: list[Candidate] = self._top_configs(usable)
         seed = int(self.rng.integers(2**31))
-        init = len(self.queue) + int(self.config["init"])  # both arms: random points until the probes and these
+        init = len(self.queue) + int(self.config["init"])  # both arms: design points until the probes and these were measured
         design = str(self.config["design"])
         cold = ModelGuided(copy.deepcopy(self.inner), XGBCostModel(seed=seed), init=init,
                            epsilon=float(self.config["epsilon"]), holdout=0.0, design=design)
