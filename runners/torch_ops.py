@@ -282,11 +282,11 @@ class TorchGraph:
 
     def feeds(self, seed: int = 0) -> dict:
         """Random inputs, the same as ``onnx_ops.random_feeds`` for the same seed."""
-        from autotune.search_spaces.graphs.inputs import random_inputs
+        from autotune.search_spaces.graphs.inputs import random_inputs, table_bounds
 
         torch, g = _torch(), self.g
-        bounds = {n.inputs[1]: g.weights[n.inputs[0]].shape[n.a.get("axis", 0)] for n in g.nodes
-                  if n.op == "Gather" and n.inputs[0] in g.weights}
+        bounds = table_bounds((n.inputs[1], g.weights[n.inputs[0]].shape[n.a.get("axis", 0)]) for n in g.nodes
+                              if n.op == "Gather" and n.inputs[0] in g.weights)
         arrays = random_inputs([(k, s, d) for k, (s, d) in g.inputs.items()], seed, bounds)
         return {k: torch.from_numpy(v).to(self.dev) for k, v in arrays.items()}
 

@@ -10,6 +10,15 @@ ORT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(
              "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
 
 
+def table_bounds(gathers) -> dict[str, int]:
+    """{index name: bound} from (index name, table length along the gathered axis) pairs: an index that
+    several tables share stays below the shortest."""
+    bounds: dict[str, int] = {}
+    for name, size in gathers:
+        bounds[name] = min(bounds.get(name, size), size)
+    return bounds
+
+
 def index_bounds(model) -> dict[str, int]:
     """For each integer graph input that indexes a table (a Gather of an initializer: token ids into an
     embedding), the table's length along the gathered axis: its values must stay below it."""
@@ -18,13 +27,13 @@ def index_bounds(model) -> dict[str, int]:
     from onnx import helper
 
     dims = {t.name: list(t.dims) for t in model.graph.initializer}
-    bounds: dict[str, int] = {}
-    for n in model.graph.node:
-        if n.op_type == "Gather" and len(n.input) > 1 and n.input[0] in dims:
-            axis = next((helper.get_attribute_value(a) for a in n.attribute if a.name == "axis"), 0)
-            size = dims[n.input[0]][axis]
-            bounds[n.input[1]] = min(bounds.get(n.input[1], size), size)
-    return bounds
+
+    def gathered(n) -> tuple[str, int]:
+        axis = next((helper.get_attribute_value(a) for a in n.attribute if a.name == "axis"), 0)
+        return n.input[1], dims[n.input[0]][axis]
+
+    return table_bounds(gathered(n) for n in model.graph.node
+                        if n.op_type == "Gather" and len(n.input) > 1 and n.input[0] in dims)
 
 
 def random_inputs(specs, seed: int = 0, bounds: dict[str, int] | None = None) -> dict[str, np.ndarray]:

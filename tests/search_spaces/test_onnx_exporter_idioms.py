@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from autotune.runners.onnx_ops import max_errors, random_feeds, session
 from autotune.search_spaces.graphs import onnx_io, onnx_prepare
+from autotune.search_spaces.graphs.inputs import index_bounds, table_bounds
 from autotune.search_spaces.graphs.ir import TensorAttr
 
 
@@ -93,6 +94,15 @@ def test_token_ids_are_fed_as_integers_within_the_vocabulary():
     feeds = random_feeds(session(m), seed=0, model=m)
     assert feeds["ids"].dtype == np.int64 and 0 <= feeds["ids"].min() and feeds["ids"].max() < 50
     roundtrip(m)
+
+
+def test_an_index_shared_by_two_tables_stays_below_the_shorter():
+    nodes = [helper.make_node("Gather", ["big", "ids"], ["a"], axis=0),
+             helper.make_node("Gather", ["small", "ids"], ["b"], axis=1), helper.make_node("Relu", ["a"], ["y"])]
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [8])
+    tables = [("big", np.zeros((50, 4), np.float32)), ("small", np.zeros((4, 3), np.float32))]
+    m = model(nodes, [ids], [f32("y", [8, 4])], tables)
+    assert index_bounds(m) == {"ids": 3} == table_bounds([("ids", 50), ("ids", 3)])
 
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
