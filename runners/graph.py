@@ -25,7 +25,8 @@ import numpy as np
 from autotune.cost_models.graph_ops import GraphOpCostModel
 from autotune.runners.base import Runner
 from autotune.runners.onnx_ops import op_spec
-from autotune.search_spaces.graphs.cost import flops_and_bytes, graph_cost, op_features
+from autotune.search_spaces.graphs.cost import (NOMINAL_BYTE_RATE, NOMINAL_FLOP_RATE, flops_and_bytes, graph_cost,
+                                                op_features, roofline_cost)
 from autotune.search_spaces.graphs.ir import Graph, Node
 
 from autotune.errors import UsageError
@@ -118,7 +119,6 @@ class OpCosts:
                 self.train()
             if self.model.trained:
                 return float(self.model.predict_seconds(np.asarray([op_features(g, n)]))[0])
-        f, b = flops_and_bytes(g, n)
         if self.rates is None:
             if len(self.calib) >= 3:
                 arr = np.array(self.calib)
@@ -126,8 +126,8 @@ class OpCosts:
                 byte_rate = float(np.median(arr[:, 1] / arr[:, 2]))
                 self.rates = (max(flop_rate, 1e8), max(byte_rate, 1e8))
             else:
-                self.rates = (2e10, 5e9)  # ~one core: 20 GFLOP/s, 5 GB/s
-        return 2e-6 + max(f / self.rates[0], b / self.rates[1])
+                self.rates = (NOMINAL_FLOP_RATE, NOMINAL_BYTE_RATE)
+        return roofline_cost(g, n, self.rates)
 
     def train(self) -> dict | None:
         """Fit the op-cost model on every op with a known cost so far (when any arrived since the last

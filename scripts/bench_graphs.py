@@ -58,13 +58,16 @@ def peer_rows(name: str, model, ours, from_best, rounds: int) -> list[dict]:
 
 
 EXPORTED = ("bert", "gpt2", "vit")
+#: torchvision's classics (random weights, one 224x224 image), exported when torchvision is installed
+VISION = ("resnet18", "mobilenet_v2", "squeezenet1_1", "efficientnet_b0", "shufflenet_v2_x1_0", "densenet121")
 
 
-def exported_models(folder: str, small: bool = False, names=EXPORTED) -> dict:
-    """Models exported by PyTorch's exporters from transformers with random weights (the ``bench`` extra
-    needs torch and transformers): BERT-base and GPT-2 on 128 token ids, ViT-B/16 on a 224x224 image, each
-    by the TorchScript exporter at opset 17 and, where onnxscript is installed, by the dynamo exporter at
-    opset 18. ``small``: two-layer versions of the same shapes' idioms (for tests). {name: ModelProto}."""
+def exported_models(folder: str, small: bool = False, names=EXPORTED + VISION) -> dict:
+    """Models exported by PyTorch's exporters with random weights (the ``bench`` extra): from transformers,
+    BERT-base and GPT-2 on 128 token ids and ViT-B/16 on a 224x224 image; from torchvision (where it is
+    installed) the CNNs of ``VISION`` on a 224x224 image; each by the TorchScript exporter at opset 17 and,
+    where onnxscript is installed, by the dynamo exporter at opset 18. ``small``: two-layer versions of
+    the transformers (for tests). {name: ModelProto}."""
     import os
 
     import onnx
@@ -83,6 +86,10 @@ def exported_models(folder: str, small: bool = False, names=EXPORTED) -> dict:
             return self.m(**{self.key: x}).last_hidden_state
 
     def build(name):
+        if name in VISION:
+            import torchvision
+
+            return torchvision.models.get_model(name, weights=None), torch.randn(1, 3, 224, 224), "input"
         if name == "bert":
             cfg = transformers.BertConfig(**(tiny | {"vocab_size": 100} if small else {}))
             return Last(transformers.BertModel(cfg), "input_ids"), torch.randint(0, cfg.vocab_size, (1, 128)), "input_ids"
@@ -97,6 +104,10 @@ def exported_models(folder: str, small: bool = False, names=EXPORTED) -> dict:
         dynamo = True
     except ImportError:
         dynamo = False
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        names = [n for n in names if n not in VISION]
     out = {}
     for name in names:
         module, example, input_name = build(name)
@@ -125,8 +136,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-fusion", action="store_true",
                     help="plain sum of per-op costs (TASO's cost), without onnxruntime's fusions counted free")
     ap.add_argument("--exported", action="store_true",
-                    help="models exported by PyTorch from transformers (BERT, GPT-2, ViT; the bench extra) "
-                         "instead of the bundled ones")
+                    help="models exported by PyTorch (BERT, GPT-2, ViT from transformers; torchvision's CNNs; "
+                         "the bench extra) instead of the bundled ones; --models picks among them")
     ap.add_argument("--peers", action="store_true",
                     help="also time onnxruntime's offline optimizer and onnxsim (and ours from onnxsim's output)")
     args = ap.parse_args(argv)
@@ -142,7 +153,7 @@ def main(argv=None) -> int:
         import tempfile
 
         tmp = tempfile.mkdtemp(prefix="bench-graphs-")
-        names = [m for m in args.models.split(",") if m in EXPORTED] or list(EXPORTED)
+        names = [m for m in args.models.split(",") if m in EXPORTED + VISION] or list(EXPORTED + VISION)
         models = exported_models(tmp, small=args.small, names=names)
     else:
         for name in args.models.split(","):

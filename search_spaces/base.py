@@ -36,6 +36,12 @@ class Space(ABC):
         """Successors of a partial or complete point in a tree search; ``None`` is the root."""
         raise NotImplementedError(f"{type(self).__name__} offers no children")
 
+    def saturate(self, **limits) -> list[Candidate]:
+        """Equality saturation: every point the space's rewrites reach from ``initial()``, held at once (an
+        e-graph), and the cheapest points in it by the space's own cost, best first; ``limits`` bound the
+        work (the space documents them)."""
+        raise NotImplementedError(f"{type(self).__name__} offers no equality saturation")
+
     def is_complete(self, c: Candidate) -> bool:
         """Whether ``c`` is a point that can be measured (tree searches also visit partial ones)."""
         return True

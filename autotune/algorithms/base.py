@@ -25,7 +25,7 @@ from autotune.types import Candidate, Measurement
 
 #: the optional moves of :class:`Space`: a space offers one when its class overrides Space's
 #: method (whose default raises NotImplementedError); ``sample`` every space offers
-OPTIONAL_MOVES = ("neighbor", "crossover", "children", "enumerate")
+OPTIONAL_MOVES = ("neighbor", "crossover", "children", "enumerate", "saturate")
 MOVES = ("sample", *OPTIONAL_MOVES)
 
 

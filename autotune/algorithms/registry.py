@@ -21,6 +21,7 @@ ALGORITHMS: dict[str, str] = {
     "evolutionary": "autotune.algorithms.evolutionary:Evolutionary",
     "backtracking": "autotune.algorithms.backtracking:Backtracking",
     "taso-queue": "autotune.algorithms.taso_queue:TasoQueue",
+    "equality-saturation": "autotune.algorithms.equality_saturation:EqualitySaturation",
     "optuna-tpe": "autotune.algorithms.optuna_samplers:OptunaTPE",
     "optuna-cmaes": "autotune.algorithms.optuna_samplers:OptunaCmaEs",
     "optuna-gp": "autotune.algorithms.optuna_samplers:OptunaGP",

@@ -295,6 +295,7 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
     op_costs = OpCosts(backend.op_runner, cache, max_measure=max_measure, label=backend.label,
                        fusion=backend.fusion if fusion is None else fusion)
     runner = GraphCostRunner(space, op_costs)
+    space.op_cost, space.fusion = op_costs.op_cost, op_costs.fusion  # what an e-graph extraction minimises
     task = space.task
     name = campaign or f"graph-{task.name}-{task.key[:8]}-{device}-{algo.name}-s{seed}-{runner.device.key[:6]}"
     # the measurement cap is the campaign's: ops timed by its earlier runs count (the trials record it)
@@ -333,7 +334,7 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
         from autotune.search_spaces.graphs.onnx_io import _onnx
 
         _onnx().save(out_model, output)
-    applied = [step[0] for step in best.payload]
+    applied = [step[0] if isinstance(step, list) else "e-graph extraction" for step in best.payload]
     summary = result.summary()
     out = {
         "model": task.name, "output": output, "device": device, "op_device": op_device.name,
@@ -349,6 +350,7 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
         "ops_confirmed": confirmed, "rules": len(rules), "simulated_s": summary["simulated_s"],
         "wall_s": summary["wall_s"], "total_s": time.perf_counter() - t_start,
         "started_from": start[0], "start_speedup": start[1], **report,
+        **({"saturation": space.saturation} if space.saturation else {}),
     }
     bar.summary(summary_text(out))
     return out

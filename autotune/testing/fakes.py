@@ -136,6 +136,13 @@ class FakeRewriteSpace(Space):
     def features(self, cs: list[Candidate]) -> np.ndarray:
         return np.array([self.state(c.payload) for c in cs], dtype=float).reshape(len(cs), self.dims)
 
+    def saturate(self, max_nodes: int = 10_000, **limits) -> list[Candidate]:
+        """Every state reachable by rewrites (up to ``max_nodes``), the cheapest first by the fake's own
+        cost: FakeRunner's bowl (squared distance to (1, 2, 3, 1, ...))."""
+        points = list(self.enumerate())[:max_nodes]
+        target = [(i % 3) + 1 for i in range(self.dims)]
+        return sorted(points, key=lambda c: (sum((a - b) ** 2 for a, b in zip(self.state(c.payload), target)), c.key))[:1]
+
 
 class FakeCrashingSoftmax(Softmax):
     """A CPU softmax whose ``ACC=2`` configurations dereference a null pointer (SIGSEGV): a runner

@@ -210,6 +210,43 @@ class MergeSiblings(CodeRule):
         add.append(Node.make("Split", [f"{base}_m"], [n.outputs[0] for n in grp], {"axis": oax, "split": sizes}))
         return g.replace(grp, add)
 
+    def apply_egraph(self, eg) -> None:
+        """The same merge in an e-graph (``egraph.EGraph``), once per saturation round: for each tensor, the
+        classes its consumers of this op produce from weights (folded weights too, not merged ones), grouped
+        by attributes, each class by its latest e-node; a class another member is computed from (a Conv's
+        output that a folded BatchNormalization replaced) is left out; groups of three or more merged."""
+        made_by: dict[int, set] = {}
+        readers: dict[int, list] = {}
+        for n in eg.nodes:
+            for c in n.outputs:
+                made_by.setdefault(eg.find(c), set()).add(n.op)
+            for c in n.inputs:
+                readers.setdefault(eg.find(c), []).append(n)
+        groups: dict = {}
+        for n in list(eg.nodes):
+            x, ws = eg.find(n.inputs[0]), [eg.find(c) for c in n.inputs[1:]]
+            if n.op != self.op or eg.is_weight[x] or not ws or not all(eg.is_weight[w] for w in ws) or \
+                    any("Concat" in made_by.get(w, ()) for w in ws):
+                continue
+            if self.op == "Conv" and (n.a.get("group", 1) != 1 or len(ws) != 2) or \
+                    self.op == "MatMul" and len(eg.shape[ws[0]]) != 2:
+                continue
+            groups.setdefault((x, n.attrs), {})[eg.find(n.outputs[0])] = n
+        for (x, attrs), by_class in groups.items():
+            grp = [n for c, n in by_class.items()
+                   if not any(eg.find(o) in by_class for r in readers.get(c, ()) for o in r.outputs)]
+            if len(grp) <= 2:
+                continue
+            wax, oax = (0, 1) if self.op == "Conv" else (1, len(eg.shape[eg.find(grp[0].outputs[0])]) - 1)
+            ins = [x, eg.add_op("Concat", {"axis": wax}, [n.inputs[1] for n in grp])[0]]
+            if self.op == "Conv":
+                ins.append(eg.add_op("Concat", {"axis": 0}, [n.inputs[2] for n in grp])[0])
+            merged = eg.add_op(self.op, dict(attrs), ins)
+            sizes = [eg.shape[eg.find(n.inputs[1])][wax] for n in grp]
+            outs = eg.add_op("Split", {"axis": oax, "split": sizes}, [merged[0]]) if merged else None
+            for n, o in zip(grp, outs or ()):
+                eg.union(n.outputs[0], o)
+
 
 class SplitActivation(CodeRule):
     """Split whose every output feeds only the same activation -> activation once before the split

@@ -41,6 +41,16 @@ def flops_and_bytes(g: Graph, n: Node) -> tuple[float, float]:
     return float(ops.flops(n.op, ins, outs, n.a)), float(ops.bytes_moved(ins, outs))
 
 
+#: an op's cost before any op was timed: a fixed overhead plus FLOPs or bytes at about one core's rates
+OP_OVERHEAD_S, NOMINAL_FLOP_RATE, NOMINAL_BYTE_RATE = 2e-6, 2e10, 5e9
+
+
+def roofline_cost(g: Graph, n: Node, rates: tuple[float, float] = (NOMINAL_FLOP_RATE, NOMINAL_BYTE_RATE)) -> float:
+    """Seconds of one op: :data:`OP_OVERHEAD_S` plus the slower of its FLOPs and its bytes at ``rates``."""
+    f, b = flops_and_bytes(g, n)
+    return OP_OVERHEAD_S + max(f / rates[0], b / rates[1])
+
+
 def counted_nodes(g: Graph, fusion: bool = True) -> list[Node]:
     """The run-time ops a graph's cost sums over (without those fused into their producer when ``fusion``)."""
     return [n for n in g.runtime_nodes() if not (fusion and fused_into_producer(g, n))]

@@ -10,7 +10,8 @@ import numpy as np
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.builtin_rules import builtin_rules
-from autotune.search_spaces.graphs.ir import Graph
+from autotune.search_spaces.graphs.cost import roofline_cost
+from autotune.search_spaces.graphs.ir import Graph, Node, TensorAttr
 
 from autotune.errors import UsageError
 from autotune.types import Candidate, Task, stable_key
@@ -38,6 +39,9 @@ class GraphSpace(Space):
             twice = sorted({r.name for r in self.rules if sum(q.name == r.name for q in self.rules) > 1})
             raise UsageError(f"graph rule names must be unique (they identify rewrites); given twice: {', '.join(twice)}")
         self.max_walk = max_walk
+        #: op cost (graph view, node) -> seconds and whether fused ops are free, for ``saturate``'s extraction
+        self.op_cost, self.fusion = None, True
+        self.saturation: dict = {}
         self.graphs: OrderedDict[str, Graph] = OrderedDict()
         self.cache_size = cache_size
         self._apps: dict[str, list] = {}
@@ -76,6 +80,8 @@ class GraphSpace(Space):
 
     def replay(self, payload) -> Graph:
         g = self.root
+        if payload and isinstance(payload[0], dict):  # a graph given whole (an e-graph's extraction)
+            g, payload = graph_from_json(self.root, payload[0]), payload[1:]
         for step in payload:
             name, match = step[0], tuple(step[1])
             if name not in self.by_name:
@@ -144,11 +150,28 @@ class GraphSpace(Space):
     def crossover(self, a: Candidate, b: Candidate, rng: np.random.Generator) -> Candidate:
         c, g = a, self.graph(a)
         for step in b.payload:
-            if rng.random() < 0.5:
+            if isinstance(step, list) and rng.random() < 0.5:
                 child = self._apply(c, g, (step[0], tuple(step[1])))
                 if child is not None:
                     c, g = child, self.graph(child)
         return c
+
+    def saturate(self, max_iters: int = 8, max_nodes: int = 20000, time_limit: float = 20.0,
+                 multi_iters: int = 1) -> list[Candidate]:
+        """The cheapest graph of the e-graph of every rule application (``egraph.EGraph``: saturation
+        limits as there), by ``op_cost`` (the driver sets the op costs it measures; default
+        ``cost.roofline_cost``: FLOPs and bytes at nominal rates) with ``fusion``. Its payload is the whole graph (``graph_to_json``). The
+        saturation's and extraction's figures are in ``self.saturation``."""
+        from autotune.search_spaces.graphs.egraph import EGraph
+
+        eg = EGraph(self.root)
+        info = eg.saturate(self.rules, max_iters=max_iters, max_nodes=max_nodes, time_limit=time_limit,
+                           multi_iters=multi_iters)
+        g, more = eg.extract(self.op_cost or roofline_cost, fusion=self.fusion, time_limit=time_limit)
+        self.saturation = {**info, **more}
+        payload = [graph_to_json(g)]
+        self._remember(self._path(payload), g)
+        return [Candidate(payload, g.structural_hash())]
 
     def features(self, cs: list[Candidate]) -> np.ndarray:
         rows = []
@@ -162,3 +185,38 @@ class GraphSpace(Space):
                     flops += ops.flops(n.op, [g.shape[t] for t in n.inputs if t], [g.shape[t] for t in n.outputs], n.a)
             rows.append(list(counts.values()) + [len(g.runtime_nodes()), math.log1p(flops), len(c.payload)])
         return np.asarray(rows, dtype=float).reshape(len(cs), len(FEATURE_OPS) + 3)
+
+
+def _attr_to_json(v):
+    if isinstance(v, TensorAttr):
+        return {"tensor": [v.dtype, list(v.shape), list(v.values)]}
+    if isinstance(v, tuple):
+        return [_attr_to_json(x) for x in v]
+    return v
+
+
+def _attr_from_json(v):
+    if isinstance(v, dict) and "tensor" in v:
+        dtype, shape, values = v["tensor"]
+        return TensorAttr(dtype, tuple(shape), tuple(values))
+    if isinstance(v, list):
+        return tuple(_attr_from_json(x) for x in v)
+    return v
+
+
+def graph_to_json(g: Graph) -> dict:
+    """A graph's nodes as JSON (inputs, outputs and weights are the space's root graph's)."""
+    return {"graph": [[n.op, list(n.inputs), list(n.outputs), {k: _attr_to_json(v) for k, v in n.attrs},
+                       [[list(s), d] for s, d in n.fixed], n.domain] for n in g.nodes]}
+
+
+def graph_from_json(root: Graph, d: dict) -> Graph:
+    """The graph of :func:`graph_to_json`'s nodes on ``root``'s inputs, outputs and weights."""
+    try:
+        nodes = [Node(op, tuple(ins), tuple(outs), tuple(sorted((k, _attr_from_json(v)) for k, v in attrs.items())),
+                      tuple((tuple(s), dt) for s, dt in fixed), domain)
+                 for op, ins, outs, attrs, fixed, domain in d["graph"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"a whole-graph candidate is {{'graph': [[op, inputs, outputs, attrs, fixed, domain], ...]}}: "
+                         f"{exc}") from None
+    return Graph(nodes, root.inputs, root.outputs, root.weights, root.name, opset=root.opset, domains=root.domains)

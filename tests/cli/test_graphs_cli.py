@@ -178,3 +178,22 @@ def test_a_model_with_dynamic_axes_runs_at_the_given_input_shape(tmp_path):
     assert d["check"]["passed"]
     kept = onnx.load(dst)
     assert [d.dim_value for d in kept.graph.input[0].type.tensor_type.shape.dim] == [2, 8]
+
+
+def test_tune_graph_by_equality_saturation_is_logged_and_resumes(tmp_path):
+    """The e-graph search evaluates the input and the extracted graph (a whole-graph payload, stored as a
+    trial), with its options; a rerun of the campaign resumes it and finds the same best graph."""
+    from autotune.db import open_database, queries
+
+    src, out, db = tmp_path / "m.onnx", tmp_path / "o.onnx", f"sqlite:///{tmp_path / 'g.db'}"
+    onnx.save(model_zoo.build("nasrnn", small=True), src)
+    args = ["tune", "graph", str(src), "-o", str(out), "--algorithm", "equality-saturation", "--option",
+            "max_iters=3", "--json", "--db", db, "--rounds", "3"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["algorithm"] == "equality-saturation" and d["evaluated"] == 2 and d["saturation"]["iterations"] <= 3
+    assert d["predicted_speedup"] > 1.1 and d["check"]["passed"] and d["best_config"][0]["graph"]
+    assert len(queries.trials(open_database(db), campaign=d["campaign"])) == 2
+    d2 = json.loads(CliRunner().invoke(app, args).stdout)
+    assert d2["resumed"] and d2["campaign"] == d["campaign"] and d2["best_config"] == d["best_config"]
