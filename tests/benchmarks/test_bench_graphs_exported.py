@@ -1,7 +1,10 @@
-"""Models exported by PyTorch's exporters (two-layer BERT, GPT-2 and ViT from transformers with random
-weights): each imports, optimizes and exports to a model onnxruntime loads, computing the same. Slow, and
-skipped without the bench extra's torch and transformers."""
+"""Models exported by PyTorch's exporters (two-layer BERT, GPT-2 and ViT from transformers, and torchvision's
+CNNs where torchvision is installed, random weights; TorchScript at opset 17 and, with onnxscript, dynamo at
+opset 18): each imports, optimizes (by taso-queue and by equality saturation) and exports to a model
+onnxruntime loads at its own opset, computing the same. Slow, and skipped without the bench extra's torch and
+transformers."""
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -23,11 +26,17 @@ def test_models_the_pytorch_exporters_write_import_optimize_and_export(tmp_path)
     import onnx
 
     models = bench_graphs.exported_models(str(tmp_path), small=True)
-    assert {"bert-torchscript", "gpt2-torchscript", "vit-torchscript"} <= set(models)
+    expected = {"bert-torchscript", "gpt2-torchscript", "vit-torchscript"}
+    if importlib.util.find_spec("torchvision"):
+        expected |= {f"{n}-torchscript" for n in bench_graphs.VISION}
+    if importlib.util.find_spec("onnxscript"):
+        expected |= {n.replace("torchscript", "dynamo") for n in expected}
+    assert set(models) == expected
     for name, model in models.items():
-        out = tmp_path / f"{name}-opt.onnx"
-        r = optimize_graph(model, str(out), trials=10, rounds=3)
-        assert r["check"]["passed"], name
-        kept = onnx.load(out)
-        assert kept.opset_import[0].version == model.opset_import[0].version
-        assert max_errors(model, kept, trials=1)["max_rel_error"] < 1e-4, name
+        for algorithm in ("taso-queue", "equality-saturation"):
+            out = tmp_path / f"{name}-{algorithm}.onnx"
+            r = optimize_graph(model, str(out), trials=10, rounds=3, algorithm=algorithm)
+            assert r["check"]["passed"], (name, algorithm)
+            kept = onnx.load(out)
+            assert kept.opset_import[0].version == model.opset_import[0].version
+            assert max_errors(model, kept, trials=1)["max_rel_error"] < 1e-4, (name, algorithm)
