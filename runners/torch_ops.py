@@ -145,6 +145,19 @@ def _layer_norm(F, ins, a, outs):
     return [F.layer_norm(x, tuple(x.shape[ax:]), ins[1], ins[2] if len(ins) > 2 else None, a.get("epsilon", 1e-5))]
 
 
+def _gather(F, ins, a, outs):
+    data, idx = ins[0], ins[1].long()
+    ax = a.get("axis", 0) % data.dim()
+    idx = idx % data.shape[ax]  # ONNX allows negative indices
+    return [data.index_select(ax, idx.reshape(-1)).reshape(outs[0])]
+
+
+def _gather_elements(F, ins, a, outs):
+    data, idx = ins[0], ins[1].long()
+    ax = a.get("axis", 0) % data.dim()
+    return [data.gather(ax, idx % data.shape[ax])]
+
+
 def _one(fn):
     return lambda F, ins, a, outs: [fn(*ins)]
 
@@ -159,6 +172,12 @@ TORCH_OPS = {
     "Sigmoid": _one(lambda x: x.sigmoid()),
     "Tanh": _one(lambda x: x.tanh()),
     "Erf": _one(lambda x: x.erf()),
+    "Pow": _one(lambda x, y: x.pow(y)),
+    "IsNaN": _one(lambda x: x.isnan()),
+    "Where": _one(lambda c, x, y: _torch().where(c.bool(), x, y)),
+    "Gather": _gather,
+    "GatherElements": _gather_elements,
+    "Expand": lambda F, ins, a, outs: [ins[0].expand(outs[0])],  # static shapes: the IR knows the target
     "Identity": _one(lambda x: x),
     "MatMul": _one(lambda x, y: x @ y),
     "Gemm": _gemm,

@@ -124,6 +124,44 @@ def test_torch_op_equals_numpy_reference(op, attrs, inputs):
         np.testing.assert_allclose(g.numpy(), w, rtol=1e-4, atol=1e-5)
 
 
+#: ops without a numpy reference in the registry (kept as opaque nodes): checked against onnxruntime instead;
+#: (op, attrs, inputs as arrays, output shape)
+OPAQUE_CASES = [
+    ("Gather", {"axis": 0}, [np.arange(12, dtype=np.float32).reshape(4, 3), np.array([[0, -1], [2, 1]], np.int64)],
+     (2, 2, 3)),
+    ("Gather", {"axis": 1}, [np.arange(12, dtype=np.float32).reshape(4, 3), np.array([2, 0], np.int64)], (4, 2)),
+    ("GatherElements", {"axis": 1}, [np.arange(6, dtype=np.float32).reshape(2, 3),
+                                     np.array([[2, 0], [-1, 1]], np.int64)], (2, 2)),
+    ("Expand", {}, [np.arange(4, dtype=np.float32).reshape(1, 4), np.array([3, 1, 4], np.int64)], (3, 1, 4)),
+    ("Pow", {}, [np.linspace(0.5, 2, 6, dtype=np.float32).reshape(2, 3), np.array(3.0, np.float32)], (2, 3)),
+    ("IsNaN", {}, [np.array([1.0, np.nan, 0.0], np.float32)], (3,)),
+    ("Where", {}, [np.array([[True, False, True]]), np.ones((2, 3), np.float32), np.zeros((1, 3), np.float32)],
+     (2, 3)),
+]
+
+
+@needs_torch
+@needs_onnx
+@pytest.mark.parametrize("op,attrs,inputs,shape", OPAQUE_CASES, ids=[f"{c[0]}{i}" for i, c in enumerate(OPAQUE_CASES)])
+def test_torch_op_equals_onnxruntime_for_ops_without_a_reference(op, attrs, inputs, shape):
+    import onnxruntime as ort
+    import torch
+    from onnx import helper, numpy_helper
+
+    from autotune.runners.torch_ops import run_op
+    names = [f"i{k}" for k in range(len(inputs))]
+    node = helper.make_node(op, names, ["y"], **attrs)
+    out_type = helper.np_dtype_to_tensor_dtype(np.dtype(bool if op == "IsNaN" else np.float32))
+    graph = helper.make_graph([node], "t", [], [helper.make_tensor_value_info("y", out_type, None)],
+                              [numpy_helper.from_array(a, n) for a, n in zip(inputs, names)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {})[0]
+    with torch.inference_mode():
+        (got,) = run_op(op, [torch.from_numpy(a) for a in inputs], attrs, [shape])
+    assert tuple(got.shape) == want.shape == shape
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
 @needs_torch
 def test_unsupported_op_is_named():
     from autotune.runners.onnx_ops import op_spec
