@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.ir import Graph, Node
-from autotune.search_spaces.graphs.rules import PREDICATES, Rule, _frz, _zero_weight
+from autotune.search_spaces.graphs.rules import Rule, _zero_weight, bind_node
 
 
 NONE = -1  # an absent optional input
@@ -241,13 +241,7 @@ class EGraph:
         """Bindings of the source pattern's variables (tensor vars to class ids, attrs vars to dicts)."""
         by_op, consumers, producers = index
         if i == len(rule.source):
-            names = {k: (f"c{v}" if isinstance(v, int) else v) for k, v in bind.items()}
-            try:
-                ok = all(PREDICATES[c[0]](view, *[names.get(a, a) if isinstance(a, str) else a for a in c[1:]])
-                         for c in rule.conditions)
-            except (KeyError, IndexError, TypeError):
-                ok = False
-            if ok:
+            if rule.conditions_hold(view, {k: (f"c{v}" if isinstance(v, int) else v) for k, v in bind.items()}):
                 yield dict(bind), list(chosen)
             return
         pn = rule.source[i]
@@ -269,15 +263,8 @@ class EGraph:
                 ins = ins[:-1]
             if len(ins) != len(pn["in"]) or NONE in ins:
                 continue
-            new = dict(bind)
-            ok = all(new.setdefault(v, c) == c for v, c in
-                     list(zip(pn["in"], ins)) + list(zip(pn["out"], (self.find(c) for c in n.outputs))))
-            av = pn.get("attrs")
-            if ok and isinstance(av, str) and new.setdefault(av, n.a) != n.a:
-                ok = False
-            if ok and isinstance(av, dict) and any(n.a.get(k) != _frz(v) for k, v in av.items()):
-                ok = False
-            if ok:
+            new = bind_node(pn, bind, ins, [self.find(c) for c in n.outputs], n.a)
+            if new is not None:
                 yield from self._match(rule, view, index, i + 1, new, chosen + [j])
 
     def _apply(self, rule: Rule, view: _View, bind: dict) -> None:

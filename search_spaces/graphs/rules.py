@@ -157,18 +157,8 @@ class Rule:
                 ins = ins[:-1]  # a bias-free pattern (as generated) matches a Conv with an all-zero bias
             if len(ins) != len(pn["in"]):
                 continue
-            new = dict(bind)
-            ok = True
-            for v, t in list(zip(pn["in"], ins)) + list(zip(pn["out"], n.outputs)):
-                if new.setdefault(v, t) != t:
-                    ok = False
-                    break
-            av = pn.get("attrs")
-            if ok and isinstance(av, str) and new.setdefault(av, n.a) != n.a:
-                ok = False
-            if ok and isinstance(av, dict) and any(n.a.get(k) != _frz(v) for k, v in av.items()):
-                ok = False
-            if ok:
+            new = bind_node(pn, bind, ins, n.outputs, n.a)
+            if new is not None:
                 yield from self._match(g, i + 1, new, nodes + [n], fixed)
 
     def _ok(self, g, bind, nodes):
@@ -178,6 +168,10 @@ class Rule:
                 if v not in self.outputs and (bind[v] in g.outputs or
                                               any(id(c) not in inside for c in g.consumers.get(bind[v], []))):
                     return False
+        return self.conditions_hold(g, bind)
+
+    def conditions_hold(self, g, bind: dict) -> bool:
+        """Whether every condition holds for the variables of ``bind`` in ``g`` (a failing lookup: it does not)."""
         try:
             return all(PREDICATES[c[0]](g, *[bind.get(a, a) if isinstance(a, str) else a for a in c[1:]])
                        for c in self.conditions)
@@ -234,6 +228,21 @@ class Rule:
             else:
                 out[k] = v
         return out
+
+
+def bind_node(pn: dict, bind: dict, ins, outs, attrs: dict) -> dict | None:
+    """``bind`` extended with pattern node ``pn``'s variables bound to a node's inputs, outputs and attributes;
+    None when a variable is already bound to something else or a literal attribute differs."""
+    new = dict(bind)
+    for v, t in list(zip(pn["in"], ins)) + list(zip(pn["out"], outs)):
+        if new.setdefault(v, t) != t:
+            return None
+    av = pn.get("attrs")
+    if isinstance(av, str) and new.setdefault(av, attrs) != attrs:
+        return None
+    if isinstance(av, dict) and any(attrs.get(k) != _frz(v) for k, v in av.items()):
+        return None
+    return new
 
 
 def _zero_weight(g, t) -> bool:
