@@ -17,6 +17,7 @@ import time
 import numpy as np
 from autotune.runners.base import Runner
 from autotune.runners.timing import interleaved
+from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.inputs import ORT_TYPES, index_bounds, random_inputs
 
 from autotune.errors import MissingDependencyError
@@ -87,10 +88,13 @@ def single_op_model(spec: dict, seed: int = 0):
         inits.append(numpy_helper.from_array(np.asarray(attrs.pop("split"), dtype=np.int64), "split"))
         ins.append("split")
     outs = [f"out{i}" for i in range(len(spec["outputs"]))]
-    node = helper.make_node(spec["op"], ins, outs, **attrs)
+    op_type, domain = ops.onnx_type(spec["op"], spec.get("domain", ""))
+    node = helper.make_node(op_type, ins, outs, domain=domain or None, **attrs)
     ovis = [helper.make_tensor_value_info(o, 1, s) for o, s in zip(outs, spec["outputs"])]
     g = helper.make_graph([node], "op", vis, ovis, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    ids = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, ops.DOMAIN_VERSIONS.get(domain, 1))]
+                                           if domain else [])
+    m = helper.make_model(g, opset_imports=ids)
     m.ir_version = 8
     return m
 

@@ -172,6 +172,7 @@ TORCH_OPS = {
     "Sigmoid": _one(lambda x: x.sigmoid()),
     "Tanh": _one(lambda x: x.tanh()),
     "Erf": _one(lambda x: x.erf()),
+    "FusedGelu": lambda F, ins, a, outs: [F.gelu(ins[0])],
     "Pow": _one(lambda x, y: x.pow(y)),
     "IsNaN": _one(lambda x: x.isnan()),
     "Where": _one(lambda c, x, y: _torch().where(c.bool(), x, y)),

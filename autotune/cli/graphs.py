@@ -40,8 +40,9 @@ GraphTrialsOption = Annotated[int | None, typer.Option(
     "--trials", "-n", help="Graphs to evaluate (over all runs of the campaign); with no budget given, 3000 and a 45 s time budget")]
 GraphTimeOption = Annotated[float | None, typer.Option("--time-budget", help="Wall-clock seconds of search for this run")]
 GraphAlgorithmOption = Annotated[str, typer.Option(
-    "--algorithm", "-a", help="Search algorithm: taso-queue (TASO's cost-ordered queue), backtracking, mcmc, "
-                              "evolutionary, random, bandit (see `autotune algorithms`)")]
+    "--algorithm", "-a", help="Search algorithm: taso-queue (TASO's cost-ordered queue), equality-saturation "
+                              "(Tensat: every rewrite at once in an e-graph, the cheapest graph extracted), "
+                              "backtracking, mcmc, evolutionary, random, bandit (see `autotune algorithms`)")]
 
 
 # `rules list`: key shortened, the name given the room, times relative (--wide: every column in full)

@@ -34,6 +34,19 @@ def _act_rules():
     return out
 
 
+def _gelu_rules():
+    """x * 0.5 * (1 + erf(x / sqrt 2)), as the TorchScript exporter writes it and as the dynamo exporter does
+    (0.5 times the sum first), to onnxruntime's Gelu kernel; onnxruntime fuses only the first form itself.
+    Verified numerically against onnxruntime over several shapes (tests/search_spaces/test_graphs_rules.py)."""
+    head = [N("Div", ["x", "c1"], ["d"]), N("Erf", ["d"], ["e"]), N("Add", ["e", "c2"], ["a"])]
+    tails = {"torchscript": [N("Mul", ["x", "a"], ["m"]), N("Mul", ["m", "c3"], ["y"])],
+             "dynamo": [N("Mul", ["c3", "a"], ["h"]), N("Mul", ["x", "h"], ["y"])]}
+    return [{"name": f"fuse_gelu_{form}", "source": head + tail, "target": [N("FusedGelu", ["x"], ["y"])],
+             "outputs": {"y": "y"}, "status": "tested",
+             "conditions": [["activation", "x"], ["scalar", "c1", 2 ** 0.5], ["scalar", "c2", 1.0],
+                            ["scalar", "c3", 0.5]]} for form, tail in tails.items()]
+
+
 BUILTIN = [
     {"name": "fold_conv_bn",
      "source": [N("Conv", ["x", "w", "b"], ["c"], "A"), N("BatchNormalization", ["c", "s", "bb", "m", "v"], ["y"], "B")],
@@ -281,6 +294,6 @@ class SplitActivation(CodeRule):
 
 
 def builtin_rules(include_neutral: bool = False) -> list:
-    rules = [Rule.from_json(d) for d in BUILTIN]
+    rules = [Rule.from_json(d) for d in BUILTIN + _gelu_rules()]
     rules = [r for r in rules if include_neutral or not r.neutral]
     return rules + [CSE(), MergeSiblings("Conv"), MergeSiblings("MatMul"), SplitActivation()]

@@ -261,15 +261,17 @@ def to_onnx(graph: Graph):
             sname = f"{n.outputs[0]}__split"
             inits.append(numpy_helper.from_array(np.asarray(a.pop("split"), dtype=np.int64), sname))
             ins.append(sname)
-        nodes.append(helper.make_node(n.op, ins, list(n.outputs), name=f"n{i}_{n.op}", domain=n.domain or None, **a))
+        op_type, domain = ops.onnx_type(n.op, n.domain)
+        nodes.append(helper.make_node(op_type, ins, list(n.outputs), name=f"n{i}_{n.op}", domain=domain or None, **a))
 
     def vi(t):
         elem = helper.np_dtype_to_tensor_dtype(np.dtype(g.dtype[t]))
         return helper.make_tensor_value_info(t, elem, list(g.shape[t]))
 
     og = helper.make_graph(nodes, g.name, [vi(t) for t in g.inputs], [vi(t) for t in g.outputs], inits)
-    used = {n.domain for n in g.nodes if n.domain}
-    ids = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in graph.domains.items() if d in used]
+    used = {d for n in g.nodes if (d := ops.onnx_type(n.op, n.domain)[1])}
+    versions = {**ops.DOMAIN_VERSIONS, **graph.domains}
+    ids = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, versions.get(d, 1)) for d in sorted(used)]
     model = helper.make_model(og, opset_imports=ids, producer_name="autotune")
     try:
         model.ir_version = max(helper.find_min_ir_version_for(ids), 3)

@@ -25,13 +25,28 @@ class OpDef:
     ref: Callable[..., list[np.ndarray]] | None = None  # numpy reference: (inputs, attrs) -> outputs
     onnx: str | None = None  # ONNX op type ("" for internal ops)
     linear: bool = False  # linear in each activation input (for the z3 proof)
+    domain: str = ""  # the ONNX operator set of ``onnx`` ("": the standard one)
 
 
 OPS: dict[str, OpDef] = {}
+#: operator sets other than the standard one that registered ops are written in, with the version written
+DOMAIN_VERSIONS = {"com.microsoft": 1}
 
 
-def register(name, shape, ref=None, onnx=None, linear=False):
-    OPS[name] = OpDef(name, shape, ref, name if onnx is None else onnx, linear)
+def register(name, shape, ref=None, onnx=None, linear=False, domain=""):
+    OPS[name] = OpDef(name, shape, ref, name if onnx is None else onnx, linear, domain)
+
+
+def onnx_type(op: str, domain: str = "") -> tuple[str, str]:
+    """(ONNX op type, operator set) an IR op is written as: a registered op's, else its own name and ``domain``."""
+    d = OPS.get(op)
+    return (d.onnx or op, d.domain) if d is not None and not domain else (op, domain)
+
+
+def _gelu(x):
+    from scipy.special import erf
+
+    return (0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))).astype(x.dtype)
 
 
 def _bcast(shapes, attrs, vals):
@@ -217,6 +232,8 @@ register("Reshape", _reshape_shape, lambda ins, a: [ins[0].reshape(_reshape_targ
          linear=True)
 register("Flatten", _flatten_shape, lambda ins, a: [ins[0].reshape(_flatten_shape([ins[0].shape], a, None)[0])],
          linear=True)
+# onnxruntime's contrib kernels (operator set com.microsoft), written by rules that target them
+register("FusedGelu", _same, _one(_gelu), onnx="Gelu", domain="com.microsoft")
 # internal weight transforms (always folded; never exported)
 register("_BNScale", lambda s, a, v: [s[0]], lambda ins, a: [ins[0] / np.sqrt(ins[1] + a["epsilon"])], onnx="")
 register("_BNBias", lambda s, a, v: [s[0]], lambda ins, a: [(ins[0] - ins[2]) * ins[1] + ins[3]], onnx="")

@@ -69,7 +69,13 @@ def _perm_identity(g, p1, p2):
     return [p1["perm"][i] for i in p2["perm"]] == list(range(len(p1["perm"])))
 
 
+def _scalar(g, t, value):  # a one-element weight equal to value (to float32 rounding)
+    w = g.weights.get(t)
+    return w is not None and w.size == 1 and abs(float(w.reshape(-1)[0]) - value) <= 1e-6 * max(1.0, abs(value))
+
+
 PREDICATES = {
+    "scalar": _scalar,
     "weight": lambda g, *ts: all(g.is_weight[t] for t in ts),
     "activation": lambda g, *ts: not any(g.is_weight[t] for t in ts),
     "same": lambda g, a, b: a == b,

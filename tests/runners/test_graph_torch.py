@@ -93,6 +93,7 @@ CASES = [  # (op, attrs, inputs as (shape, is_weight) or a constant array)
     ("Transpose", {"perm": (0, 2, 1)}, [_x((2, 3, 4))]),
     ("Reshape", {}, [_x((2, 3, 4)), np.array([0, -1], np.int64)]),
     ("Flatten", {"axis": 2}, [_x((2, 3, 4, 5))]),
+    ("FusedGelu", {}, [_x((2, 3, 8))]),
 ]
 
 

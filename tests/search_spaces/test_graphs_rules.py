@@ -98,3 +98,48 @@ def test_nary_merge_then_activation_move_preserves_outputs():
             g = rules[name].apply(g, m)
         assert len(g.runtime_nodes()) < before, name
     assert max_errors(model, onnx_io.to_onnx(g), trials=1)["max_rel_error"] < 1e-4
+
+
+def _gelu_model(form: str, shape):
+    """x -> Linear-free GELU as an exporter writes it (TorchScript: x * (1 + erf) * 0.5; dynamo: x * (0.5 * (1 + erf)))
+    -> Relu, one input of ``shape``."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("c1", 2 ** 0.5), ("c2", 1.0), ("c3", 0.5))]
+    nodes = [helper.make_node("Div", ["x", "c1"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "c2"], ["a"])]
+    if form == "torchscript":
+        nodes += [helper.make_node("Mul", ["x", "a"], ["m"]), helper.make_node("Mul", ["m", "c3"], ["g"])]
+    else:
+        nodes += [helper.make_node("Mul", ["c3", "a"], ["h"]), helper.make_node("Mul", ["x", "h"], ["g"])]
+    nodes.append(helper.make_node("Relu", ["g"], ["y"]))
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))], consts)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("form", ["torchscript", "dynamo"])
+@pytest.mark.parametrize("shape", [(2, 8), (1, 4, 16), (3, 5, 7)])
+def test_gelu_forms_fuse_into_onnxruntimes_kernel_and_compute_the_same(form, shape):
+    """Both exporters' GELU become one com.microsoft Gelu (the rule's numeric verification: onnxruntime runs
+    both graphs on random inputs over several shapes; the kernel is float32 on the CPU)."""
+    model = _gelu_model(form, shape)
+    g = onnx_io.from_onnx(model)
+    rule = next(r for r in builtin_rules() if r.name == f"fuse_gelu_{form}")
+    assert rule.status == "tested"
+    other = next(r for r in builtin_rules() if r.name.startswith("fuse_gelu_") and r.name != rule.name)
+    assert not list(other.matches(g))  # each form matches its own rule only
+    (match,) = list(rule.matches(g))
+    out = onnx_io.to_onnx(rule.apply(g, match))
+    assert [(n.op_type, n.domain) for n in out.graph.node] == [("Gelu", "com.microsoft"), ("Relu", "")]
+    assert {(o.domain, o.version) for o in out.opset_import} == {("", 17), ("com.microsoft", 1)}
+    assert max_errors(model, out, trials=3)["max_rel_error"] < 1e-5
+
+
+def test_gelu_rule_needs_the_exact_constants():
+    from onnx import numpy_helper
+
+    model = _gelu_model("dynamo", (2, 8))
+    model.graph.initializer[2].CopyFrom(numpy_helper.from_array(np.array(0.45, np.float32), "c3"))  # not 0.5
+    g = onnx_io.from_onnx(model)
+    assert not [m for r in builtin_rules() if r.name.startswith("fuse_gelu_") for m in r.matches(g)]
