@@ -307,12 +307,13 @@ class EGraph:
                     costs[i] = op_cost(view, self.as_node(n))
         start = time.perf_counter()
         fused = extraction.fusable(self, producers, live) if fusion else []
+        self.objective = None
         pick, how = extraction.ilp(self, costs, producers, live, fused, time_limit)
         if pick is None:
             pick, how = extraction.greedy(self, costs), "greedy"
         g = extraction.build(self, pick)
         return g, {"extraction": how, "extraction_s": round(time.perf_counter() - start, 3), "enodes_costed":
-                   int(np.count_nonzero(costs))}
+                   int(np.count_nonzero(costs)), "objective_s": self.objective}
 
     def is_weight_node(self, n: _ENode) -> bool:
         return all(self.is_weight[self.find(c)] for c in n.outputs)

@@ -38,11 +38,16 @@ def greedy(eg, costs) -> dict[int, int]:
                     changed = True
     return pick
 
-def fusable(eg, producers, live) -> list[tuple[int, int, int]]:
-    """(op, producer, tensor) e-node pairs that onnxruntime fuses, the op reading the producer's tensor."""
+def fusable(eg, producers, live) -> list[tuple[int, int, int, tuple]]:
+    """What onnxruntime fuses, as in ``cost.fused_into_producer``: (op, producer, tensor, via) e-node entries,
+    the op reading the producer's tensor. ``via`` is () for a direct fusion (Conv/Gemm + activation, Conv +
+    BatchNormalization or Mul/Add by a weight, MatMul + bias Add), and for an activation after a fused op
+    (Conv -> BatchNormalization -> Relu) the indices of the entries fusing that op into a Conv or Gemm,
+    one of which must hold."""
     outs = {eg.find(c) for c in eg.outputs}
-    pairs = []
-    for c in live - outs:
+    pairs: list[tuple[int, int, int, tuple]] = []
+    reads: dict[int, int] = {}  # op -> the tensor it would be fused through
+    for c in live:
         for i in producers.get(c, []):
             n = eg.nodes[i]
             if n.op not in FUSED_ACTIVATIONS | {"BatchNormalization", "Add", "Mul"} or not n.inputs:
@@ -54,15 +59,23 @@ def fusable(eg, producers, live) -> list[tuple[int, int, int]]:
                     continue
                 if eg.is_weight[ins[0]]:
                     src, rest = ins[1], ins[:1]
-            if eg.is_weight[src] or (n.op != "Relu" and n.op not in FUSED_ACTIVATIONS
-                                       and not all(eg.is_weight[d] for d in rest if d != NONE)):
+            if eg.is_weight[src] or src in outs or not all(eg.is_weight[d] for d in rest if d != NONE):
                 continue
+            reads[i] = src
             for p in producers.get(src, []):
                 q = eg.nodes[p].op
                 if (n.op in FUSED_ACTIVATIONS and q in ("Conv", "Gemm") or n.op == "BatchNormalization" and
                         q == "Conv" or n.op in ("Add", "Mul") and (q == "Conv" or q == "MatMul" and n.op == "Add")):
-                    pairs.append((i, p, src))
+                    pairs.append((i, p, src, ()))
+    into_conv: dict[int, list[int]] = {}
+    for k, (i, p, _, _) in enumerate(pairs):
+        if eg.nodes[p].op in ("Conv", "Gemm"):
+            into_conv.setdefault(i, []).append(k)
+    for i, src in reads.items():
+        if eg.nodes[i].op in FUSED_ACTIVATIONS:
+            pairs.extend((i, b, src, tuple(into_conv[b])) for b in producers.get(src, []) if b in into_conv)
     return pairs
+
 
 def ilp(eg, costs, producers, needed, fused, time_limit: float) -> tuple[dict[int, int] | None, str]:
     from scipy.optimize import Bounds, LinearConstraint, milp
@@ -72,7 +85,9 @@ def ilp(eg, costs, producers, needed, fused, time_limit: float) -> tuple[dict[in
     col = {i: k for k, i in enumerate(nodes)}
     classes = sorted(needed - set(eg.leaf))
     order = {c: len(nodes) + k for k, c in enumerate(classes)}  # order variables, one per class
-    fused = [(i, p, c) for i, p, c in fused if i in col and p in col and costs[i] > 0]
+    keep = [k for k, (i, p, _, _) in enumerate(fused) if i in col and p in col and costs[i] > 0]
+    renumber = {k: n for n, k in enumerate(keep)}
+    fused = [(i, p, c, tuple(renumber[v] for v in via if v in renumber)) for i, p, c, via in (fused[k] for k in keep)]
     fcol = len(nodes) + len(classes)  # fusion variables: op i fused into producer p
     nvar, big = fcol + len(fused), float(len(classes) + 1)  # order values lie in [0, big]
     rows: list[tuple[dict[int, float], float, float]] = []
@@ -96,9 +111,11 @@ def ilp(eg, costs, producers, needed, fused, time_limit: float) -> tuple[dict[in
         for d in {eg.find(c) for c in eg.nodes[i].inputs if c != NONE}:
             readers.setdefault(d, []).append(i)
     per_op: dict[int, dict[int, float]] = {}
-    for k, (i, p, c) in enumerate(fused):
+    for k, (i, p, c, via) in enumerate(fused):
         rows.append(({fcol + k: 1.0, col[i]: -1.0}, -np.inf, 0.0))  # fused only if both are picked
         rows.append(({fcol + k: 1.0, col[p]: -1.0}, -np.inf, 0.0))
+        if via:  # an activation after a fused op: only when that op is fused into a Conv or Gemm
+            rows.append(({fcol + k: 1.0, **{fcol + v: -1.0 for v in via}}, -np.inf, 0.0))
         for m in readers.get(c, []):  # and nothing else reads the producer's output
             if m != i:
                 rows.append(({fcol + k: 1.0, col[m]: 1.0}, -np.inf, 1.0))
@@ -110,7 +127,7 @@ def ilp(eg, costs, producers, needed, fused, time_limit: float) -> tuple[dict[in
         for k, v in row.items():
             a[r, k] += v
         lo[r], hi[r] = low, high
-    c_vec = np.concatenate([costs[nodes], np.zeros(len(classes)), [-costs[i] for i, _, _ in fused]])
+    c_vec = np.concatenate([costs[nodes], np.zeros(len(classes)), [-costs[i] for i, _, _, _ in fused]])
     integrality = np.concatenate([np.ones(len(nodes)), np.zeros(len(classes)), np.ones(len(fused))])
     upper = np.concatenate([np.ones(len(nodes)), np.full(len(classes), big), np.ones(len(fused))])
     res = milp(c_vec, constraints=LinearConstraint(a.tocsr(), lo, hi), integrality=integrality,
@@ -122,6 +139,7 @@ def ilp(eg, costs, producers, needed, fused, time_limit: float) -> tuple[dict[in
     for i in sorted(chosen, key=lambda i: costs[i]):
         for c in eg.nodes[i].outputs:
             pick.setdefault(eg.find(c), i)
+    eg.objective = float(res.fun)  # the picked graph's cost as the program counts it
     return pick, "ilp" if res.status == 0 else "ilp (time limit)"
 
 def reachable(eg, producers) -> set[int]:

@@ -13,6 +13,7 @@ from autotune.runners.graph import OpCosts
 from autotune.runners.onnx_ops import max_errors
 from autotune.search_spaces.graphs import extraction, model_zoo, onnx_io
 from autotune.search_spaces.graphs.builtin_rules import builtin_rules
+from autotune.search_spaces.graphs.cost import TIE_BREAK_S, counted_nodes
 from autotune.search_spaces.graphs.egraph import EGraph
 from autotune.search_spaces.graphs.ir import Graph, Node, TensorAttr
 from autotune.search_spaces.graphs.space import GraphSpace, graph_from_json, graph_to_json
@@ -33,6 +34,9 @@ def test_extracted_graph_computes_the_same_and_costs_no_more(name):
     out, how = eg.extract(oc.op_cost)
     assert how["extraction"] == "ilp"
     assert oc.graph_cost(out) <= oc.graph_cost(g) * (1 + 1e-9)
+    # the program counts what the graph cost counts, fusions included (chains such as Conv -> BN -> Relu)
+    counted = oc.graph_cost(out) - TIE_BREAK_S * len(counted_nodes(out))
+    assert how["objective_s"] == pytest.approx(counted, rel=1e-9)
     assert max_errors(model, onnx_io.to_onnx(out), trials=1)["max_rel_error"] < 1e-4
 
 
