@@ -134,6 +134,8 @@ def test_gelu_forms_fuse_into_onnxruntimes_kernel_and_compute_the_same(form, sha
     assert [(n.op_type, n.domain) for n in out.graph.node] == [("Gelu", "com.microsoft"), ("Relu", "")]
     assert {(o.domain, o.version) for o in out.opset_import} == {("", 17), ("com.microsoft", 1)}
     assert max_errors(model, out, trials=3)["max_rel_error"] < 1e-5
+    back = onnx_io.from_onnx(out)  # read back (as the torch backend and a second run do): the registered op
+    assert [n.op for n in back.runtime_nodes()] == ["FusedGelu", "Relu"]
 
 
 def test_gelu_rule_needs_the_exact_constants():

@@ -139,17 +139,23 @@ def test_dynamic_axes_are_resolved_to_a_given_input_shape():
 
 
 def test_onnxruntime_contrib_ops_are_kept_as_opaque_nodes():
-    """What onnxruntime's and onnxsim's fusions write (a com.microsoft Gelu here): kept as an opaque node in
-    its domain, its shape from a run in onnxruntime (ONNX shape inference does not know it), written back in
-    that domain, so a search can start from a peer's output."""
+    """What onnxruntime's and onnxsim's fusions write (a com.microsoft FastGelu here): kept as an opaque node
+    in its domain, its shape from a run in onnxruntime (ONNX shape inference does not know it), written back
+    in that domain, so a search can start from a peer's output. A contrib op the rules write themselves
+    (com.microsoft Gelu) is read as the registered op (FusedGelu) instead."""
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
-             helper.make_node("Gelu", ["h"], ["g"], domain="com.microsoft"),
+             helper.make_node("FastGelu", ["h"], ["f"], domain="com.microsoft"),
+             helper.make_node("Gelu", ["f"], ["g"], domain="com.microsoft"),
              helper.make_node("MatMul", ["g", "w2"], ["y"])]
     g_ = helper.make_graph(nodes, "m", [f32("x", [2, 4])], [f32("y", [2, 3])],
                            [numpy_helper.from_array(np.ones((4, 8), np.float32), "w"),
                             numpy_helper.from_array(np.ones((8, 3), np.float32), "w2")])
     m = helper.make_model(g_, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     g, out = roundtrip(m)
-    gelu = next(n for n in g.nodes if n.op == "Gelu")
-    assert gelu.domain == "com.microsoft" and gelu.fixed == (((2, 8), "float32"),)
+    fast = next(n for n in g.nodes if n.op == "FastGelu")
+    assert fast.domain == "com.microsoft" and fast.fixed == (((2, 8), "float32"),)
+    gelu = next(n for n in g.nodes if n.op == "FusedGelu")
+    assert gelu.domain == "" and gelu.fixed == () and g.shape[gelu.outputs[0]] == (2, 8)
+    assert [(n.op_type, n.domain) for n in out.graph.node][1:3] == [("FastGelu", "com.microsoft"),
+                                                                    ("Gelu", "com.microsoft")]
     assert {(o.domain, o.version) for o in out.opset_import} == {("", 17), ("com.microsoft", 1)}
