@@ -61,6 +61,16 @@ def graph_cost(g: Graph, op_cost: Callable[[Graph, Node], float], fusion: bool =
     return float(sum(op_cost(g, n) + TIE_BREAK_S for n in counted_nodes(g, fusion)))
 
 
+def fuses_into(op: str, producer: str) -> bool:
+    """Whether onnxruntime fuses an ``op`` into the ``producer`` of its input, by op types alone (the other
+    inputs must be weights: see :func:`fused_into_producer`)."""
+    if op in FUSED_ACTIVATIONS:
+        return producer in ("Conv", "Gemm")
+    if op == "BatchNormalization":
+        return producer == "Conv"
+    return op in ("Add", "Mul") and (producer == "Conv" or producer == "MatMul" and op == "Add")
+
+
 def fused_into_producer(g: Graph, n: Node, depth: int = 0) -> bool:
     """Whether onnxruntime's own graph optimisations fuse ``n`` into the op producing its input
     (Conv/Gemm + activation, Conv + BatchNormalization, Conv + Mul/Add by a constant, MatMul + bias Add)."""
@@ -75,12 +85,10 @@ def fused_into_producer(g: Graph, n: Node, depth: int = 0) -> bool:
             return False
         src = prod[0].inputs[0] if not g.is_weight.get(prod[0].inputs[0]) else prod[0].inputs[1]
         prod = g.producer.get(src)
-    p = prod[0].op
-    if n.op in FUSED_ACTIVATIONS:
-        return p in ("Conv", "Gemm")
+    if not fuses_into(n.op, prod[0].op):
+        return False
     if n.op == "BatchNormalization":
-        return p == "Conv" and all(g.is_weight[t] for t in n.inputs[1:])
+        return all(g.is_weight[t] for t in n.inputs[1:])
     if n.op in ("Add", "Mul"):
-        other = n.inputs[1] if src == n.inputs[0] else n.inputs[0]
-        return g.is_weight[other] and (p == "Conv" or (p == "MatMul" and n.op == "Add"))
-    return False
+        return g.is_weight[n.inputs[1] if src == n.inputs[0] else n.inputs[0]]
+    return True  # an activation

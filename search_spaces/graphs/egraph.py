@@ -9,8 +9,9 @@ common-subexpression elimination for free, and uniting classes re-merges the e-n
 become identical (congruence).
 
 Rules are the JSON pattern rules of ``rules.py``, matched here against e-nodes instead of
-nodes, with the same conditions (shape and weight predicates) and attribute functions;
-the code rules (n-ary merges) are not used, as pairwise merges compose in an e-graph.
+nodes, with the same conditions (shape and weight predicates) and attribute functions; of the
+code rules, those with an ``apply_egraph`` hook (the n-ary sibling merges) run too, the others
+(CSE is the hash-cons itself) do not.
 A rule whose outputs are consumed outside the match still applies (the e-graph keeps both
 forms). Saturation stops at a fixed point, after ``max_iters`` rounds, at ``max_nodes``
 e-nodes or after ``time_limit`` seconds.
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.ir import Graph, Node
-from autotune.search_spaces.graphs.rules import Rule, _zero_weight, bind_node
+from autotune.search_spaces.graphs.rules import Rule, _zero_weight, bind_node, pattern_inputs
 
 
 NONE = -1  # an absent optional input
@@ -129,12 +130,17 @@ class EGraph:
         return f"c{self.find(c)}"
 
     # -- e-nodes ----------------------------------------------------------------------
-    def _add(self, op, attrs, inputs, fixed, domain, outs: list[tuple]) -> tuple[int, ...]:
+    def _add(self, op, attrs, inputs, fixed, domain, outs) -> tuple[int, ...] | None:
         """The output classes of the e-node (op, attrs, inputs), added when new; ``outs`` gives the
-        (shape, dtype, is_weight) of each output of a new one."""
+        (shape, dtype, is_weight) of each output of a new one, or is a function computing them (called
+        only for a new e-node; None from it: not added, None returned)."""
         key = (op, attrs, tuple(self.find(c) for c in inputs))
         if key in self.memo:
             return tuple(self.find(c) for c in self.nodes[self.memo[key]].outputs)
+        if callable(outs):
+            outs = outs()
+            if outs is None:
+                return None
         classes = tuple(self._new_class(*o) for o in outs)
         self.memo[key] = len(self.nodes)
         self.nodes.append(_ENode(op, attrs, key[2], classes, fixed, domain))
@@ -144,20 +150,21 @@ class EGraph:
         """The output classes of the e-node ``op(inputs)`` (classes), added with its output shapes inferred
         when new; None when inference fails (a rewrite that does not fit these shapes)."""
         frozen = Node.make(op, [], [], attrs).attrs
-        key = (op, frozen, tuple(self.find(c) for c in inputs))
-        if key in self.memo:
-            return tuple(self.find(c) for c in self.nodes[self.memo[key]].outputs)
-        if not ops.is_known(op):
-            return None
-        real = [self.find(c) for c in inputs if c != NONE]
-        vals = [self.weights.get(self.weight_of.get(c, "")) for c in real]
-        try:
-            shapes = ops.infer(op, [self.shape[c] for c in real], dict(frozen), vals)
-        except Exception:  # noqa: BLE001 - a target that does not fit these shapes: no rewrite
-            return None
-        weight = all(self.is_weight[c] for c in real) and ops.OPS[op].ref is not None
-        dtype = self.dtype[real[0]] if real else "float32"
-        return self._add(op, frozen, inputs, (), "", [(tuple(int(v) for v in s), dtype, weight) for s in shapes])
+
+        def outputs():
+            if not ops.is_known(op):
+                return None
+            real = [self.find(c) for c in inputs if c != NONE]
+            vals = [self.weights.get(self.weight_of.get(c, "")) for c in real]
+            try:
+                shapes = ops.infer(op, [self.shape[c] for c in real], dict(frozen), vals)
+            except Exception:  # noqa: BLE001 - a target that does not fit these shapes: no rewrite
+                return None
+            weight = all(self.is_weight[c] for c in real) and ops.OPS[op].ref is not None
+            dtype = self.dtype[real[0]] if real else "float32"
+            return [(tuple(int(v) for v in s), dtype, weight) for s in shapes]
+
+        return self._add(op, frozen, inputs, (), "", outputs)
 
     def rebuild(self) -> None:
         """Restore the hash-cons after unions: e-nodes that became identical are one, their outputs united."""
@@ -257,11 +264,9 @@ class EGraph:
             n = self.nodes[j]
             if n.op != pn["op"] or len(n.outputs) != len(pn["out"]) or j in chosen:
                 continue
-            ins = [self.find(c) for c in n.inputs]
-            if (len(ins) == len(pn["in"]) + 1 and n.op == "Conv" and ins[-1] in self.weight_of
-                    and _zero_weight(self.graph, self.weight_of[ins[-1]])):
-                ins = ins[:-1]
-            if len(ins) != len(pn["in"]) or NONE in ins:
+            ins = pattern_inputs(pn, n.op, [self.find(c) for c in n.inputs],
+                                 lambda c: c in self.weight_of and _zero_weight(self.graph, self.weight_of[c]))
+            if ins is None or NONE in ins:
                 continue
             new = bind_node(pn, bind, ins, [self.find(c) for c in n.outputs], n.a)
             if new is not None:
@@ -307,13 +312,12 @@ class EGraph:
                     costs[i] = op_cost(view, self.as_node(n))
         start = time.perf_counter()
         fused = extraction.fusable(self, producers, live) if fusion else []
-        self.objective = None
-        pick, how = extraction.ilp(self, costs, producers, live, fused, time_limit)
+        pick, how, objective = extraction.ilp(self, costs, producers, live, fused, time_limit)
         if pick is None:
             pick, how = extraction.greedy(self, costs), "greedy"
         g = extraction.build(self, pick)
         return g, {"extraction": how, "extraction_s": round(time.perf_counter() - start, 3), "enodes_costed":
-                   int(np.count_nonzero(costs)), "objective_s": self.objective}
+                   int(np.count_nonzero(costs)), "objective_s": objective}
 
     def is_weight_node(self, n: _ENode) -> bool:
         return all(self.is_weight[self.find(c)] for c in n.outputs)

@@ -11,7 +11,7 @@ fallback: each class's e-node of least tree cost. ``build`` turns a pick into a 
 from __future__ import annotations
 
 import numpy as np
-from autotune.search_spaces.graphs.cost import FUSED_ACTIVATIONS
+from autotune.search_spaces.graphs.cost import FUSED_ACTIVATIONS, fuses_into
 from autotune.search_spaces.graphs.ir import Graph, Node
 
 from autotune.errors import UsageError
@@ -38,6 +38,7 @@ def greedy(eg, costs) -> dict[int, int]:
                     changed = True
     return pick
 
+
 def fusable(eg, producers, live) -> list[tuple[int, int, int, tuple]]:
     """What onnxruntime fuses, as in ``cost.fused_into_producer``: (op, producer, tensor, via) e-node entries,
     the op reading the producer's tensor. ``via`` is () for a direct fusion (Conv/Gemm + activation, Conv +
@@ -62,11 +63,7 @@ def fusable(eg, producers, live) -> list[tuple[int, int, int, tuple]]:
             if eg.is_weight[src] or src in outs or not all(eg.is_weight[d] for d in rest if d != NONE):
                 continue
             reads[i] = src
-            for p in producers.get(src, []):
-                q = eg.nodes[p].op
-                if (n.op in FUSED_ACTIVATIONS and q in ("Conv", "Gemm") or n.op == "BatchNormalization" and
-                        q == "Conv" or n.op in ("Add", "Mul") and (q == "Conv" or q == "MatMul" and n.op == "Add")):
-                    pairs.append((i, p, src, ()))
+            pairs.extend((i, p, src, ()) for p in producers.get(src, []) if fuses_into(n.op, eg.nodes[p].op))
     into_conv: dict[int, list[int]] = {}
     for k, (i, p, _, _) in enumerate(pairs):
         if eg.nodes[p].op in ("Conv", "Gemm"):
@@ -77,7 +74,9 @@ def fusable(eg, producers, live) -> list[tuple[int, int, int, tuple]]:
     return pairs
 
 
-def ilp(eg, costs, producers, needed, fused, time_limit: float) -> tuple[dict[int, int] | None, str]:
+def ilp(eg, costs, producers, needed, fused, time_limit: float) -> tuple[dict[int, int] | None, str, float | None]:
+    """The pick of the integer program (None when the solver fails), how it ended, and its objective: the
+    picked graph's cost as the program counts it."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import lil_matrix
 
@@ -133,14 +132,14 @@ def ilp(eg, costs, producers, needed, fused, time_limit: float) -> tuple[dict[in
     res = milp(c_vec, constraints=LinearConstraint(a.tocsr(), lo, hi), integrality=integrality,
                bounds=Bounds(np.zeros(nvar), upper), options={"time_limit": time_limit, "disp": False})
     if res.x is None or res.status not in (0, 1):
-        return None, f"ilp failed ({res.message})"
+        return None, f"ilp failed ({res.message})", None
     chosen = {i for i in nodes if res.x[col[i]] > 0.5}
     pick: dict[int, int] = {}
     for i in sorted(chosen, key=lambda i: costs[i]):
         for c in eg.nodes[i].outputs:
             pick.setdefault(eg.find(c), i)
-    eg.objective = float(res.fun)  # the picked graph's cost as the program counts it
-    return pick, "ilp" if res.status == 0 else "ilp (time limit)"
+    return pick, "ilp" if res.status == 0 else "ilp (time limit)", float(res.fun)
+
 
 def reachable(eg, producers) -> set[int]:
     seen, stack = set(), [eg.find(c) for c in eg.outputs]
@@ -152,6 +151,7 @@ def reachable(eg, producers) -> set[int]:
         for i in producers.get(c, []):
             stack.extend(eg.find(d) for d in eg.nodes[i].inputs if d != NONE)
     return seen
+
 
 def build(eg, pick: dict[int, int]) -> Graph:
     """The graph of the picked e-nodes, tensors named after the source graph's where a class has one."""

@@ -158,10 +158,8 @@ class Rule:
         for n in cands:
             if n.op != pn["op"] or len(n.outputs) != len(pn["out"]) or any(n is m for m in nodes):
                 continue
-            ins = n.inputs
-            if len(ins) == len(pn["in"]) + 1 and n.op == "Conv" and _zero_weight(g, ins[-1]):
-                ins = ins[:-1]  # a bias-free pattern (as generated) matches a Conv with an all-zero bias
-            if len(ins) != len(pn["in"]):
+            ins = pattern_inputs(pn, n.op, n.inputs, lambda t: _zero_weight(g, t))
+            if ins is None:
                 continue
             new = bind_node(pn, bind, ins, n.outputs, n.a)
             if new is not None:
@@ -234,6 +232,15 @@ class Rule:
             else:
                 out[k] = v
         return out
+
+
+def pattern_inputs(pn: dict, op: str, ins, zero_bias) -> list | None:
+    """A node's inputs as pattern node ``pn`` reads them (None when their number differs): a bias-free
+    pattern (as generated) matches a Conv whose bias ``zero_bias(input)`` says is all zero."""
+    ins = list(ins)
+    if len(ins) == len(pn["in"]) + 1 and op == "Conv" and zero_bias(ins[-1]):
+        ins = ins[:-1]
+    return ins if len(ins) == len(pn["in"]) else None
 
 
 def bind_node(pn: dict, bind: dict, ins, outs, attrs: dict) -> dict | None:

@@ -160,8 +160,9 @@ class GraphSpace(Space):
                  multi_iters: int = 1) -> list[Candidate]:
         """The cheapest graph of the e-graph of every rule application (``egraph.EGraph``: saturation
         limits as there), by ``op_cost`` (the driver sets the op costs it measures; default
-        ``cost.roofline_cost``: FLOPs and bytes at nominal rates) with ``fusion``. Its payload is the whole graph (``graph_to_json``). The
-        saturation's and extraction's figures are in ``self.saturation``."""
+        ``cost.roofline_cost``: FLOPs and bytes at nominal rates) with ``fusion``. Its payload is the
+        whole graph (``graph_to_json``). The saturation's and extraction's figures are in
+        ``self.saturation``."""
         from autotune.search_spaces.graphs.egraph import EGraph
 
         eg = EGraph(self.root)
