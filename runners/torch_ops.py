@@ -162,6 +162,15 @@ def _one(fn):
     return lambda F, ins, a, outs: [fn(*ins)]
 
 
+def _attention(F, ins, a, outs):
+    """MultiHeadAttention (query, key, value[, "", "", attention_bias]) as one scaled_dot_product_attention."""
+    q, k, v, *rest = [t for t in ins if t is not None]
+    (b, s, _), n, ln = q.shape, a["num_heads"], k.shape[1]
+    heads = [t.reshape(b, m, n, -1).transpose(1, 2) for t, m in ((q, s), (k, ln), (v, ln))]
+    out = F.scaled_dot_product_attention(*heads, attn_mask=rest[0] if rest else None, scale=a.get("scale"))
+    return [out.transpose(1, 2).reshape(outs[0])]
+
+
 TORCH_OPS = {
     "Add": _one(lambda x, y: x + y),
     "Sub": _one(lambda x, y: x - y),
@@ -173,6 +182,7 @@ TORCH_OPS = {
     "Tanh": _one(lambda x: x.tanh()),
     "Erf": _one(lambda x: x.erf()),
     "FusedGelu": lambda F, ins, a, outs: [F.gelu(ins[0])],
+    "MultiHeadAttention": _attention,
     "Pow": _one(lambda x, y: x.pow(y)),
     "IsNaN": _one(lambda x: x.isnan()),
     "Where": _one(lambda c, x, y: _torch().where(c.bool(), x, y)),

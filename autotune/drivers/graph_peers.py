@@ -1,6 +1,8 @@
 """The graph optimizers users pick instead of ours, run as a user would: onnxruntime's offline optimizer
-(the model it writes at the extended level, with its fused contrib ops) and onnxsim (optional: the
-``bench`` extra). A search may start from the fastest of their outputs, as a user chains tools."""
+(the model it writes at the extended level, with its fused contrib ops), onnxruntime's transformer
+optimizer (attention, GELU, LayerNorm fusions into its contrib ops; on models with a Softmax and a
+LayerNormalization, where it applies) and onnxsim (optional: the ``bench`` extra). A search may start
+from the fastest of their outputs, as a user chains tools."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import tempfile
 
 from autotune.errors import MissingDependencyError, UsageError
 
-PEERS = ("onnxruntime", "onnxsim")
+PEERS = ("onnxruntime", "ort-transformers", "onnxsim")
 
 
 def ort_offline(model):
@@ -24,6 +26,27 @@ def ort_offline(model):
         so.log_severity_level = 3
         ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
         return onnx.load(so.optimized_model_filepath)
+
+
+def ort_transformers(model):
+    """onnxruntime's transformer optimizer (``onnxruntime.transformers.optimizer``) with its generic encoder
+    fusions (model type "bert"; heads and hidden size read from the graph), None on a model that is not a
+    transformer (no Softmax or no LayerNormalization): the optimizer does not apply there."""
+    types = {n.op_type for n in model.graph.node}
+    if not {"Softmax", "LayerNormalization"} <= types:
+        return None
+    import logging
+
+    import onnx
+    from onnxruntime.transformers import optimizer
+
+    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)  # it logs every fusion it tries
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # the optimizer rewrites the model it is given
+    out = optimizer.optimize_model(copy, model_type="bert", num_heads=0, hidden_size=0, opt_level=0).model
+    used = {n.domain for n in out.graph.node} - {"", "ai.onnx"} - {o.domain for o in out.opset_import}
+    out.opset_import.extend(onnx.helper.make_opsetid(d, 1) for d in sorted(used))  # it writes contrib ops without their import
+    return out
 
 
 def onnxsim(model):
@@ -41,7 +64,7 @@ def peer_outputs(model, which: str) -> dict:
     if which not in (*PEERS, "best"):
         raise UsageError(f"start from one of {', '.join(PEERS)} or best, not {which!r}")
     out = {}
-    for name, fn in (("onnxruntime", ort_offline), ("onnxsim", onnxsim)):
+    for name, fn in (("onnxruntime", ort_offline), ("ort-transformers", ort_transformers), ("onnxsim", onnxsim)):
         if which in (name, "best"):
             try:
                 m = fn(model)

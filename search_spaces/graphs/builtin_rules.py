@@ -1,4 +1,4 @@
-"""The built-in rule set (hand-written JSON patterns) and two n-ary code rules.
+"""The built-in rule set: hand-written JSON patterns and the code rules (attention fusion in attention.py).
 
 Pattern rules are plain JSON (see rules.py). The n-ary rules (common-subexpression
 elimination and merging *all* compatible siblings of a tensor at once) cannot be
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 
+from autotune.search_spaces.graphs.attention import FuseAttention
 from autotune.search_spaces.graphs.ir import Graph, Node
-from autotune.search_spaces.graphs.rules import Rule
+from autotune.search_spaces.graphs.rules import CodeRule, Rule
 
 
 def N(op, ins, outs, attrs=None):
@@ -146,15 +147,6 @@ BUILTIN = [
     {"name": "comm_mul", "source": [N("Mul", ["a", "b"], ["y"])], "target": [N("Mul", ["b", "a"], ["y"])],
      "outputs": {"y": "y"}, "neutral": True},
 ]
-
-
-class CodeRule:
-    """A rule written in code, for n-ary rewrites a fixed pattern cannot express."""
-
-    provenance, status, neutral = "builtin", "hand-written", False
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "code": True, "provenance": self.provenance, "status": self.status}
 
 
 class CSE(CodeRule):
@@ -296,4 +288,4 @@ class SplitActivation(CodeRule):
 def builtin_rules(include_neutral: bool = False) -> list:
     rules = [Rule.from_json(d) for d in BUILTIN + _gelu_rules()]
     rules = [r for r in rules if include_neutral or not r.neutral]
-    return rules + [CSE(), MergeSiblings("Conv"), MergeSiblings("MatMul"), SplitActivation()]
+    return rules + [CSE(), MergeSiblings("Conv"), MergeSiblings("MatMul"), SplitActivation(), FuseAttention()]

@@ -10,8 +10,8 @@ become identical (congruence).
 
 Rules are the JSON pattern rules of ``rules.py``, matched here against e-nodes instead of
 nodes, with the same conditions (shape and weight predicates) and attribute functions; of the
-code rules, those with an ``apply_egraph`` hook (the n-ary sibling merges) run too, the others
-(CSE is the hash-cons itself) do not.
+code rules, those with an ``apply_egraph`` hook (the n-ary sibling merges, attention fusion) run
+too, the others (CSE is the hash-cons itself) do not.
 A rule whose outputs are consumed outside the match still applies (the e-graph keeps both
 forms). Saturation stops at a fixed point, after ``max_iters`` rounds, at ``max_nodes``
 e-nodes or after ``time_limit`` seconds.
@@ -191,7 +191,8 @@ class EGraph:
         that replace several outputs at once (pairwise sibling merges) apply in the first ``multi_iters``
         rounds only, as in Tensat: applied to their own results they unite every subset of siblings,
         exponentially many. Code rules with an ``apply_egraph`` hook (the n-ary merges, one merge per group
-        of siblings) run at the start of every round, so they also merge siblings that other rules rewrote."""
+        of siblings; attention fusion) run at the start of every round, so they also merge siblings that
+        other rules rewrote."""
         rules = list(rules)
         code = [r for r in rules if hasattr(r, "apply_egraph")]
         rules = [r for r in rules if isinstance(r, Rule)]

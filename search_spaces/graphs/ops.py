@@ -26,6 +26,9 @@ class OpDef:
     onnx: str | None = None  # ONNX op type ("" for internal ops)
     linear: bool = False  # linear in each activation input (for the z3 proof)
     domain: str = ""  # the ONNX operator set of ``onnx`` ("": the standard one)
+    #: the ONNX input lists (names, "" for absent) this op stands for at import (None: any); a contrib node
+    #: using inputs the registered op does not model stays opaque
+    accepts: Callable[[list[str]], bool] | None = None
 
 
 OPS: dict[str, OpDef] = {}
@@ -33,8 +36,8 @@ OPS: dict[str, OpDef] = {}
 DOMAIN_VERSIONS = {"com.microsoft": 1}
 
 
-def register(name, shape, ref=None, onnx=None, linear=False, domain=""):
-    OPS[name] = OpDef(name, shape, ref, name if onnx is None else onnx, linear, domain)
+def register(name, shape, ref=None, onnx=None, linear=False, domain="", accepts=None):
+    OPS[name] = OpDef(name, shape, ref, name if onnx is None else onnx, linear, domain, accepts)
 
 
 def onnx_type(op: str, domain: str = "") -> tuple[str, str]:
@@ -201,6 +204,23 @@ def _softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def _attention(ins, a):
+    """onnxruntime's MultiHeadAttention on (query [B, S, H*D], key [B, L, H*D], value [B, L, H*Dv][,
+    attention_bias [B|1, H|1, S, L]]): softmax(q k^T * scale + bias) v per head, heads merged back."""
+    q, k, v = ins[:3]
+    (b, s, _), n, ln = q.shape, a["num_heads"], k.shape[1]
+    qh = q.reshape(b, s, n, -1).transpose(0, 2, 1, 3)
+    scores = qh @ k.reshape(b, ln, n, -1).transpose(0, 2, 3, 1) * a.get("scale", qh.shape[-1] ** -0.5)
+    if len(ins) > 3:
+        scores = scores + ins[3]
+    out = _softmax(scores) @ v.reshape(b, ln, n, -1).transpose(0, 2, 1, 3)
+    return [out.transpose(0, 2, 1, 3).reshape(b, s, -1).astype(q.dtype)]
+
+
+def _attention_inputs(names: list[str]) -> bool:  # query, key, value[, "", "", attention_bias]: no packing
+    return len(names) in (3, 6) and all(names[:3]) and (len(names) == 3 or not names[3] and not names[4])
+
+
 def _bn_ref(x, s, b, m, v, epsilon=1e-5, **_):
     sh = (1, -1) + (1,) * (x.ndim - 2)
     return (x - m.reshape(sh)) / np.sqrt(v.reshape(sh) + epsilon) * s.reshape(sh) + b.reshape(sh)
@@ -239,6 +259,8 @@ register("Flatten", _flatten_shape, lambda ins, a: [ins[0].reshape(_flatten_shap
          linear=True)
 # onnxruntime's contrib kernels (operator set com.microsoft), written by rules that target them
 register("FusedGelu", _same, _one(_gelu), onnx="Gelu", domain="com.microsoft")
+register("MultiHeadAttention", lambda s, a, v: [tuple(s[0][:-1]) + (s[2][-1],)], _attention, domain="com.microsoft",
+         accepts=_attention_inputs)
 # internal weight transforms (always folded; never exported)
 register("_BNScale", lambda s, a, v: [s[0]], lambda ins, a: [ins[0] / np.sqrt(ins[1] + a["epsilon"])], onnx="")
 register("_BNBias", lambda s, a, v: [s[0]], lambda ins, a: [(ins[0] - ins[2]) * ins[1] + ins[3]], onnx="")
@@ -246,6 +268,7 @@ register("_ScaleRows", lambda s, a, v: [s[0]],
          lambda ins, a: [ins[0] * np.reshape(ins[1], (-1,) + (1,) * (ins[0].ndim - 1))], onnx="")
 register("_ScaleCols", lambda s, a, v: [s[0]], lambda ins, a: [ins[0] * np.reshape(ins[1], (-1,))], onnx="")
 register("_AddVec", lambda s, a, v: [s[0]], lambda ins, a: [ins[0] + np.reshape(ins[1], (-1,))], onnx="")
+register("_Reshape", lambda s, a, v: [tuple(a["shape"])], lambda ins, a: [ins[0].reshape(a["shape"])], onnx="")
 register("_PadKernel", _pad_kernel_shape, lambda ins, a: [np.pad(ins[0], [(0, 0), (0, 0)] + [
     ((t - k) // 2, (t - k) // 2) for t, k in zip(a["size"], ins[0].shape[2:])])], onnx="")
 

@@ -234,6 +234,17 @@ class Rule:
         return out
 
 
+class CodeRule:
+    """A rule written in code, for rewrites a fixed pattern cannot express (n-ary merges, attention in any
+    layout): ``matches(graph)`` yields match keys, ``apply(graph, match)`` gives the rewritten graph or None,
+    and an optional ``apply_egraph(egraph)`` applies it at every match in an e-graph."""
+
+    provenance, status, neutral = "builtin", "hand-written", False
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "code": True, "provenance": self.provenance, "status": self.status}
+
+
 def pattern_inputs(pn: dict, op: str, ins, zero_bias) -> list | None:
     """A node's inputs as pattern node ``pn`` reads them (None when their number differs): a bias-free
     pattern (as generated) matches a Conv whose bias ``zero_bias(input)`` says is all zero."""

@@ -168,5 +168,25 @@ def test_a_search_can_start_from_a_peer_optimizers_output(tmp_path):
     r = optimize_graph(model, str(tmp_path / "o.onnx"), trials=5, rounds=5, start_from="onnxruntime")
     assert r["started_from"] in ("onnxruntime", "original") and r["check"]["passed"]
     assert (r["start_speedup"] > 1.0) == (r["started_from"] == "onnxruntime")
-    with pytest.raises(UsageError, match="start from one of onnxruntime, onnxsim or best"):
+    with pytest.raises(UsageError, match="start from one of onnxruntime, ort-transformers, onnxsim or best"):
         optimize_graph(model, trials=1, start_from="tvm")
+
+
+def test_the_transformer_optimizer_peer_applies_to_transformers_only_and_chains_with_ours():
+    """onnxruntime's transformer optimizer fuses LayerNorm and GELU into contrib ops on a transformer (not on a
+    CNN, where it does not apply), leaves the model it was given alone, computes the same; our attention
+    fusion still applies to its output, as a user chaining the two would expect."""
+    pytest.importorskip("onnxruntime.transformers.optimizer")
+    from autotune.drivers.graph_peers import ort_transformers
+    from autotune.runners.onnx_ops import max_errors
+    from autotune.search_spaces.graphs.attention import FuseAttention
+
+    assert ort_transformers(model_zoo.build("resnet50", small=True)) is None
+    model = model_zoo.build("bert_base", small=True)
+    before = model.SerializeToString()
+    peer = ort_transformers(model)
+    assert model.SerializeToString() == before
+    assert {n.op_type for n in peer.graph.node if n.domain == "com.microsoft"} >= {"SkipLayerNormalization"}
+    assert max_errors(model, peer, trials=2)["max_rel_error"] < 1e-5
+    g = onnx_io.from_onnx(peer)
+    assert len(list(FuseAttention().matches(g))) == len(g.by_op["Softmax"]) > 0
