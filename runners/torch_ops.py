@@ -182,6 +182,7 @@ TORCH_OPS = {
     "Tanh": _one(lambda x: x.tanh()),
     "Erf": _one(lambda x: x.erf()),
     "FusedGelu": lambda F, ins, a, outs: [F.gelu(ins[0])],
+    "FusedFastGelu": lambda F, ins, a, outs: [F.gelu(ins[0], approximate="tanh")],
     "MultiHeadAttention": _attention,
     "Pow": _one(lambda x, y: x.pow(y)),
     "IsNaN": _one(lambda x: x.isnan()),

@@ -8,6 +8,7 @@ written as fixed-size patterns; they have the same interface (matches/apply).
 from __future__ import annotations
 
 import hashlib
+import math
 
 from autotune.search_spaces.graphs.attention import FuseAttention
 from autotune.search_spaces.graphs.ir import Graph, Node
@@ -38,14 +39,24 @@ def _act_rules():
 def _gelu_rules():
     """x * 0.5 * (1 + erf(x / sqrt 2)), as the TorchScript exporter writes it and as the dynamo exporter does
     (0.5 times the sum first), to onnxruntime's Gelu kernel; onnxruntime fuses only the first form itself.
-    Verified numerically against onnxruntime over several shapes (tests/search_spaces/test_graphs_rules.py)."""
+    GPT-2's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as both exporters write it,
+    to its FastGelu kernel. Verified numerically against onnxruntime over several shapes
+    (tests/search_spaces/test_graphs_rules.py)."""
     head = [N("Div", ["x", "c1"], ["d"]), N("Erf", ["d"], ["e"]), N("Add", ["e", "c2"], ["a"])]
     tails = {"torchscript": [N("Mul", ["x", "a"], ["m"]), N("Mul", ["m", "c3"], ["y"])],
              "dynamo": [N("Mul", ["c3", "a"], ["h"]), N("Mul", ["x", "h"], ["y"])]}
-    return [{"name": f"fuse_gelu_{form}", "source": head + tail, "target": [N("FusedGelu", ["x"], ["y"])],
-             "outputs": {"y": "y"}, "status": "tested",
-             "conditions": [["activation", "x"], ["scalar", "c1", 2 ** 0.5], ["scalar", "c2", 1.0],
-                            ["scalar", "c3", 0.5]]} for form, tail in tails.items()]
+    erf = [{"name": f"fuse_gelu_{form}", "source": head + tail, "target": [N("FusedGelu", ["x"], ["y"])],
+            "outputs": {"y": "y"}, "status": "tested",
+            "conditions": [["activation", "x"], ["scalar", "c1", 2 ** 0.5], ["scalar", "c2", 1.0],
+                           ["scalar", "c3", 0.5]]} for form, tail in tails.items()]
+    tanh = {"name": "fuse_gelu_tanh",
+            "source": [N("Pow", ["x", "c3"], ["p"]), N("Mul", ["p", "k"], ["pk"]), N("Add", ["x", "pk"], ["s"]),
+                       N("Mul", ["s", "r"], ["sr"]), N("Tanh", ["sr"], ["t"]), N("Add", ["t", "one"], ["t1"]),
+                       N("Mul", ["x", "half"], ["h"]), N("Mul", ["h", "t1"], ["y"])],
+            "target": [N("FusedFastGelu", ["x"], ["y"])], "outputs": {"y": "y"}, "status": "tested",
+            "conditions": [["activation", "x"], ["scalar", "c3", 3.0], ["scalar", "k", 0.044715],
+                           ["scalar", "r", (2 / math.pi) ** 0.5], ["scalar", "one", 1.0], ["scalar", "half", 0.5]]}
+    return [*erf, tanh]
 
 
 BUILTIN = [

@@ -57,6 +57,10 @@ def _gelu(x):
     return (0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))).astype(x.dtype)
 
 
+def _gelu_tanh(x):
+    return (0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))).astype(x.dtype)
+
+
 def _bcast(shapes, attrs, vals):
     return [tuple(np.broadcast_shapes(*shapes))]
 
@@ -259,6 +263,8 @@ register("Flatten", _flatten_shape, lambda ins, a: [ins[0].reshape(_flatten_shap
          linear=True)
 # onnxruntime's contrib kernels (operator set com.microsoft), written by rules that target them
 register("FusedGelu", _same, _one(_gelu), onnx="Gelu", domain="com.microsoft")
+register("FusedFastGelu", _same, _one(_gelu_tanh), onnx="FastGelu", domain="com.microsoft",
+         accepts=lambda names: len(names) == 1)  # no bias input
 register("MultiHeadAttention", lambda s, a, v: [tuple(s[0][:-1]) + (s[2][-1],)], _attention, domain="com.microsoft",
          accepts=_attention_inputs)
 # internal weight transforms (always folded; never exported)

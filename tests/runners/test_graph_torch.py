@@ -94,6 +94,7 @@ CASES = [  # (op, attrs, inputs as (shape, is_weight) or a constant array)
     ("Reshape", {}, [_x((2, 3, 4)), np.array([0, -1], np.int64)]),
     ("Flatten", {"axis": 2}, [_x((2, 3, 4, 5))]),
     ("FusedGelu", {}, [_x((2, 3, 8))]),
+    ("FusedFastGelu", {}, [_x((2, 3, 8))]),
     ("MultiHeadAttention", {"num_heads": 2, "scale": 0.3}, [_x((2, 5, 8)), _x((2, 7, 8)), _x((2, 7, 6))]),
     ("MultiHeadAttention", {"num_heads": 4}, [_x((1, 6, 16)), _x((1, 6, 16)), _x((1, 6, 16)), _x((1, 1, 6, 6))]),
 ]

@@ -138,6 +138,35 @@ def test_gelu_forms_fuse_into_onnxruntimes_kernel_and_compute_the_same(form, sha
     assert [n.op for n in back.runtime_nodes()] == ["FusedGelu", "Relu"]
 
 
+def _gelu_tanh_model(shape, k=0.044715):
+    """x -> GPT-2's tanh GELU as both PyTorch exporters write it -> Relu."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+              (("c3", 3.0), ("k", k), ("r", (2 / np.pi) ** 0.5), ("one", 1.0), ("half", 0.5))]
+    nodes = [helper.make_node("Pow", ["x", "c3"], ["p"]), helper.make_node("Mul", ["p", "k"], ["pk"]),
+             helper.make_node("Add", ["x", "pk"], ["s"]), helper.make_node("Mul", ["s", "r"], ["sr"]),
+             helper.make_node("Tanh", ["sr"], ["t"]), helper.make_node("Add", ["t", "one"], ["t1"]),
+             helper.make_node("Mul", ["x", "half"], ["h"]), helper.make_node("Mul", ["h", "t1"], ["g"]),
+             helper.make_node("Relu", ["g"], ["y"])]
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))], consts)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("shape", [(2, 8), (1, 4, 16), (3, 5, 7)])
+def test_tanh_gelu_fuses_into_onnxruntimes_fastgelu_and_computes_the_same(shape):
+    model = _gelu_tanh_model(shape)
+    g = onnx_io.from_onnx(model)
+    rule = next(r for r in builtin_rules() if r.name == "fuse_gelu_tanh")
+    (match,) = list(rule.matches(g))
+    out = onnx_io.to_onnx(rule.apply(g, match))
+    assert [(n.op_type, n.domain) for n in out.graph.node] == [("FastGelu", "com.microsoft"), ("Relu", "")]
+    assert max_errors(model, out, trials=3)["max_rel_error"] < 1e-5
+    assert [n.op for n in onnx_io.from_onnx(out).runtime_nodes()] == ["FusedFastGelu", "Relu"]
+    assert not list(rule.matches(onnx_io.from_onnx(_gelu_tanh_model(shape, k=0.05))))  # another constant
+
+
 def test_gelu_rule_needs_the_exact_constants():
     from onnx import numpy_helper
 
