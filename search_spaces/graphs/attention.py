@@ -147,7 +147,8 @@ def _run(acc, x: np.ndarray, chain) -> np.ndarray:
 
 
 def _probe(shape) -> np.ndarray:
-    return np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    size = int(np.prod(shape))
+    return np.arange(size, dtype=np.int32 if size < 2**31 else np.int64).reshape(shape)
 
 
 def _split_heads(acc, t, perm):

@@ -1,7 +1,8 @@
 """Models exported by PyTorch's exporters (two-layer BERT, GPT-2 and ViT from transformers, and torchvision's
 CNNs where torchvision is installed, random weights; TorchScript at opset 17 and, with onnxscript, dynamo at
 opset 18): each imports, optimizes (by taso-queue and by equality saturation) and exports to a model
-onnxruntime loads at its own opset, computing the same. Slow, and skipped without the bench extra's torch and
+onnxruntime loads at its own opset, computing the same; every attention of the transformers (each exporter
+lays it out differently) matches the attention fusion. Slow, and skipped without the bench extra's torch and
 transformers."""
 
 import importlib.util
@@ -19,6 +20,8 @@ import bench_graphs  # noqa: E402
 
 from autotune.drivers.graph import optimize_graph  # noqa: E402
 from autotune.runners.onnx_ops import max_errors  # noqa: E402
+from autotune.search_spaces.graphs import onnx_io  # noqa: E402
+from autotune.search_spaces.graphs.attention import FuseAttention  # noqa: E402
 
 
 @pytest.mark.slow
@@ -33,6 +36,8 @@ def test_models_the_pytorch_exporters_write_import_optimize_and_export(tmp_path)
         expected |= {n.replace("torchscript", "dynamo") for n in expected}
     assert set(models) == expected
     for name, model in models.items():
+        g = onnx_io.from_onnx(model)
+        assert len(list(FuseAttention().matches(g))) == len(g.by_op.get("Softmax", [])), name
         for algorithm in ("taso-queue", "equality-saturation"):
             out = tmp_path / f"{name}-{algorithm}.onnx"
             r = optimize_graph(model, str(out), trials=10, rounds=3, algorithm=algorithm)
