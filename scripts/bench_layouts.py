@@ -10,8 +10,10 @@ data parallel degree d = GPUs / (t p).
   micro-batch size; the validation assumes one too).
 - ``reduce-recompute``: Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
   Models" (arXiv:2205.05198), the GPT models of 22B, 175B, 530B and 1T parameters on 8, 64, 280 and 512
-  GPUs at t = 8, p = 1, 8, 35 and 64, no data parallelism, micro-batches of one sequence; published with
-  full recomputation and with sequence parallelism and selective recomputation: the faster is the reference.
+  GPUs at t = 8, p = 1, 8, 35 and 64, no data parallelism, one micro-batch of 4 sequences for 22B and
+  micro-batches of one sequence for the others, 175B and 530B interleaved over 3 chunks per stage (its
+  Table 3, as in ``validate_simulator.py``); published with full recomputation and with sequence
+  parallelism and selective recomputation: the faster is the reference.
 
 For each case: the published layout's simulated iteration time (Megatron's strategy at its t and p,
 ``strategy.megatron``), then ``parallelize`` from scratch (the default algorithm, its baselines and seed
@@ -36,16 +38,15 @@ from autotune.search_spaces.parallel.clusters import get_cluster
 from autotune.search_spaces.parallel.models import transformer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from validate_simulator import MICROBATCH, SEQ, TABLE1, VOCAB, iteration
+from validate_simulator import MICROBATCH, REDUCE_RECOMPUTE, SEQ, TABLE1, VOCAB, iteration
 
-# (source, name, layers, hidden, heads, GPUs, global batch, t, p, sequences per replica and micro-batch)
+# (source, name, layers, hidden, heads, GPUs, global batch, t, p, sequences per replica and micro-batch,
+#  interleaved chunks per stage)
 CASES = [
-    *[("sc21", f"gpt-{size}b", layers, hidden, heads, gpus, batch, t, p, MICROBATCH)
+    *[("sc21", f"gpt-{size}b", layers, hidden, heads, gpus, batch, t, p, MICROBATCH, 1)
       for size, heads, hidden, layers, t, p, gpus, batch, _ in TABLE1 if gpus <= 512],
-    ("reduce-recompute", "gpt-22b", 48, 6144, 64, 8, 4, 8, 1, 1),
-    ("reduce-recompute", "gpt-175b", 96, 12288, 96, 64, 64, 8, 8, 1),
-    ("reduce-recompute", "gpt-530b", 105, 20480, 128, 280, 280, 8, 35, 1),
-    ("reduce-recompute", "gpt-1t", 128, 25600, 160, 512, 512, 8, 64, 1),
+    *[("reduce-recompute", f"gpt-{name}", layers, hidden, heads, gpus, batch, t, p, micro, virtual)
+      for name, heads, hidden, layers, t, p, gpus, batch, _, micro, virtual in REDUCE_RECOMPUTE],
 ]
 
 
@@ -53,20 +54,20 @@ def published(case) -> tuple[float | None, int]:
     """The published layout's simulated iteration time (None: it does not fit) and its micro-batch count; of
     the ``reduce-recompute`` cases the faster of the two published runs (full recomputation, and sequence
     parallelism with selective recomputation)."""
-    source, name, layers, hidden, heads, gpus, batch, t, p, per_micro = case
+    source, name, layers, hidden, heads, gpus, batch, t, p, per_micro, virtual = case
     cluster = get_cluster(f"dgx-a100-x{gpus // 8}")
-    s, r, m = iteration(name, heads, hidden, layers, t, p, cluster, batch, SEQ, per_micro)
+    s, r, m = iteration(name, heads, hidden, layers, t, p, cluster, batch, SEQ, per_micro, virtual=virtual)
     best = s if r.fits else None
     if source == "reduce-recompute":
         s2, r2, _ = iteration(name, heads, hidden, layers, t, p, cluster, batch, SEQ, per_micro,
-                              recompute="selective", sequence=True)
+                              recompute="selective", sequence=True, virtual=virtual)
         if r2.fits and (best is None or s2 < best):
             best = s2
     return best, m
 
 
 def run_case(case, time_budget: float, seed: int, algorithm: str) -> dict:
-    source, name, layers, hidden, heads, gpus, batch, t, p, _ = case
+    source, name, layers, hidden, heads, gpus, batch, t, p, _, virtual = case
     pub_s, pub_m = published(case)
     graph = transformer(name, batch, layers, hidden, heads, SEQ, VOCAB, recompute=True)
     t0 = time.perf_counter()
@@ -74,7 +75,7 @@ def run_case(case, time_budget: float, seed: int, algorithm: str) -> dict:
                     time_budget=time_budget)
     wall = time.perf_counter() - t0
     best = r.best.cost if r.best.ok else None
-    return {"source": source, "model": name, "gpus": gpus, "batch": batch, "published_layout": f"t{t} p{p} d{gpus // (t * p)}",
+    return {"source": source, "model": name, "gpus": gpus, "batch": batch, "published_layout": f"t{t} p{p} d{gpus // (t * p)}" + (f" v{virtual}" if virtual > 1 else ""),
             "published_microbatches": pub_m, "published_s": pub_s, "search_s": best, "best_source": r.best_source,
             "best_microbatches": r.space.microbatches_of(r.best.candidate),
             "ratio": best / pub_s if best and pub_s else None, "wall_s": wall, "simulations": r.simulations}

@@ -277,17 +277,22 @@ class Simulator:
     def memory(self, strategy: Strategy) -> np.ndarray:
         """Bytes per device; in a pipeline of S stages (device blocks, in the order the model reaches them)
         stage k stashes the activations of up to min(S - k, micro-batches) micro-batches at once (1F1B);
-        under ZeRO-3 the largest op's gathered weights are held twice (the op computing and the next one
-        prefetched)."""
+        interleaved over v chunks per stage (Megatron-LM's schedule), stage k runs 2 (S - k - 1) + (v - 1) S
+        chunk forwards before its first backward, so it holds that many plus one chunks of 1/v of its layers
+        (stage 0: (1 + (S - 1) / (S v)) times the layers' worth, Korthikanti et al. 2022); under ZeRO-3 the
+        largest op's gathered weights are held twice (the op computing and the next one prefetched)."""
         weights, acts, gathered = np.zeros(self.D), np.zeros(self.D), np.zeros(self.D)
         stages: dict[tuple[int, int], int] = {}
         for cfg in strategy:
             stages.setdefault((cfg.start, cfg.span), len(stages))
+        S, M = len(stages), self.microbatches
+        v = self.virtual_stages(strategy) if M > 1 else 1
+        in_flight = [min(M, S - k) if v == 1 else min(M * v, 2 * (S - k - 1) + (v - 1) * S + 1) / v for k in range(S)]
         for i, cfg in enumerate(strategy):
             w, a, full = self.mem_part[i]
             block = slice(cfg.start, cfg.start + cfg.span)
             weights[block] += w
-            acts[block] += a * self.act_scale[i] * min(self.microbatches, len(stages) - stages[(cfg.start, cfg.span)])
+            acts[block] += a * self.act_scale[i] * in_flight[stages[(cfg.start, cfg.span)]]
             if full:
                 gathered[block] = np.maximum(gathered[block], full)
         return weights + acts + 2 * gathered

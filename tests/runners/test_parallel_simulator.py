@@ -249,6 +249,25 @@ def test_pipeline_stashes_activations_of_micro_batches_in_flight():
         assert mem[1] == pytest.approx(weights + act)  # the last one only the micro-batch it is running (1F1B)
 
 
+def test_interleaved_pipeline_stashes_more_on_the_first_stage():
+    """Megatron-LM's interleaved schedule: with v chunks per stage, the first of S stages runs
+    2 (S - 1) + (v - 1) S chunk forwards before its first backward, so it holds (1 + (S - 1) / (S v)) times
+    its layers' worth of activations (Korthikanti et al.), against exactly that worth (S micro-batches of
+    1/S of the layers) without interleaving. Here S = 4, v = 2, 8 micro-batches: 5.5 against 4 micro-batches'
+    worth of the first stage's layers, 4.5 against 3 beyond a single micro-batch's."""
+    from autotune.search_spaces.parallel.strategy import megatron
+
+    g = chain(8, b=8, f=16, width=16)
+    cl = cluster(per_node=4)
+    extra = {}
+    for v in (1, 2):
+        s = megatron(g, cl, tensor=1, pipeline=4, virtual=v)
+        sim = Simulator(g, cl, microbatches=8)
+        assert sim.virtual_stages(s) == v
+        extra[v] = sim.simulate(s).memory[0] - Simulator(g, cl, microbatches=1).simulate(s).memory[0]
+    assert extra[1] > 0 and extra[2] / extra[1] == pytest.approx(4.5 / 3)
+
+
 def test_megatron_pipeline_baseline_cuts_layers_into_stage_blocks():
     from autotune.search_spaces.parallel.strategy import megatron
 
