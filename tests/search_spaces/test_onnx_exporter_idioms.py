@@ -139,17 +139,19 @@ def test_dynamic_axes_are_resolved_to_a_given_input_shape():
 
 
 def test_onnxruntime_contrib_ops_are_kept_as_opaque_nodes():
-    """What onnxruntime's and onnxsim's fusions write (a com.microsoft FastGelu here): kept as an opaque node
-    in its domain, its shape from a run in onnxruntime (ONNX shape inference does not know it), written back
-    in that domain, so a search can start from a peer's output. A contrib op the rules write themselves
-    (com.microsoft Gelu) is read as the registered op (FusedGelu) instead."""
+    """What onnxruntime's and onnxsim's fusions write (a com.microsoft FastGelu with its bias input here, which
+    the registered FastGelu does not model): kept as an opaque node in its domain, its shape from a run in
+    onnxruntime (ONNX shape inference does not know it), written back in that domain, so a search can start
+    from a peer's output. A contrib op the rules write themselves (com.microsoft Gelu) is read as the
+    registered op (FusedGelu) instead."""
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
-             helper.make_node("FastGelu", ["h"], ["f"], domain="com.microsoft"),
+             helper.make_node("FastGelu", ["h", "b"], ["f"], domain="com.microsoft"),
              helper.make_node("Gelu", ["f"], ["g"], domain="com.microsoft"),
              helper.make_node("MatMul", ["g", "w2"], ["y"])]
     g_ = helper.make_graph(nodes, "m", [f32("x", [2, 4])], [f32("y", [2, 3])],
                            [numpy_helper.from_array(np.ones((4, 8), np.float32), "w"),
-                            numpy_helper.from_array(np.ones((8, 3), np.float32), "w2")])
+                            numpy_helper.from_array(np.ones((8, 3), np.float32), "w2"),
+                            numpy_helper.from_array(np.full(8, 0.5, np.float32), "b")])
     m = helper.make_model(g_, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     g, out = roundtrip(m)
     fast = next(n for n in g.nodes if n.op == "FastGelu")
