@@ -86,7 +86,8 @@ class Graph:
             for j, t in enumerate(n.outputs):
                 self.producer[t] = (n, j)
             for t in n.inputs:
-                self.consumers.setdefault(t, []).append(n)
+                if t:  # "": an absent optional input
+                    self.consumers.setdefault(t, []).append(n)
         self._infer(parent)
         self._hash: str | None = None
 

@@ -171,15 +171,20 @@ class StrategySpace(Space):
     def seeds(self) -> dict[str, Candidate]:
         """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
         that give each data-parallel replica SEED_MICRO_BATCH samples per micro-batch, plain and (where
-        valid) with 2 virtual stages, with and without sequence parallelism; in the other recomputation modes
+        valid) with the fewest virtual stages above one that its layers split into (2 where they split
+        evenly, 3 for 105 layers on 35 stages), with and without sequence parallelism; in the other recomputation modes
         each (t, p) at its fewest micro-batches and at one sample per replica and micro-batch, sequence
         parallel where t > 1; for mixture-of-experts models each (t, p) with its fewest micro-batches at
         every expert-parallel degree; and data parallelism with each ZeRO stage (stage 3: FSDP)."""
         fewest: dict[tuple[int, int], int] = {}
+        least_v: dict[tuple[int, int], int] = {}  # the least interleaving each (t, p)'s layers allow
         for lay in self.layouts:
             fewest.setdefault((lay.tensor, lay.pipeline), lay.microbatches)  # counts ascend
+            if lay.virtual > 1:
+                key = (lay.tensor, lay.pipeline)
+                least_v[key] = min(least_v.get(key, lay.virtual), lay.virtual)
         out = {lay.name: self.layout(lay) for lay in self.layouts
-               if (lay.virtual in (1, 2) and not lay.expert
+               if (lay.virtual in (1, least_v.get((lay.tensor, lay.pipeline))) and not lay.expert
                    and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
                         or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH))
                or (lay.expert and lay.virtual == 1 and lay.microbatches == fewest[lay.tensor, lay.pipeline])}

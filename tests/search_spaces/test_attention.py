@@ -112,6 +112,19 @@ def test_each_exporters_attention_becomes_one_kernel_that_computes_the_same(form
     assert back.by_op["MultiHeadAttention"][0].a == {"num_heads": H, "scale": pytest.approx(D ** -0.5, rel=1e-6)}
 
 
+def test_every_rule_matches_on_a_graph_holding_the_kernel_with_a_mask():
+    """The kernel's absent optional inputs ("" between value and attention_bias) are no tensors: the other
+    rules (the n-ary merges read every tensor's consumers) match on the rewritten graph as on any other."""
+    from autotune.search_spaces.graphs.builtin_rules import builtin_rules
+
+    g = onnx_io.from_onnx(_attention_model("gpt2"))
+    rule = FuseAttention()
+    out = rule.apply(g, next(iter(rule.matches(g))))
+    assert "" not in out.consumers and len(out.by_op["MultiHeadAttention"][0].inputs) == 6
+    for r in builtin_rules(include_neutral=True):
+        list(r.matches(out))
+
+
 @pytest.mark.parametrize("change", [
     {"key_perm": (0, 2, 1, 3), "head_shape": (B, S, HD // S, S)},  # q k, not q k^T (heads of size S: shapes fit)
     {"head_shape": (B, S, D, H), "head_perm": (0, 3, 1, 2), "key_perm": (0, 3, 2, 1)},  # interleaved heads
