@@ -172,10 +172,11 @@ class StrategySpace(Space):
         """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
         that give each data-parallel replica SEED_MICRO_BATCH samples per micro-batch, plain and (where
         valid) with the fewest virtual stages above one that its layers split into (2 where they split
-        evenly, 3 for 105 layers on 35 stages), with and without sequence parallelism; in the other recomputation modes
-        each (t, p) at its fewest micro-batches and at one sample per replica and micro-batch, sequence
-        parallel where t > 1; for mixture-of-experts models each (t, p) with its fewest micro-batches at
-        every expert-parallel degree; and data parallelism with each ZeRO stage (stage 3: FSDP)."""
+        evenly, 3 for 105 layers on 35 stages), with and without sequence parallelism; in the other
+        recomputation modes each (t, p) at its fewest micro-batches and at one sample per replica and
+        micro-batch, plain and with those virtual stages, sequence parallel where t > 1; for
+        mixture-of-experts models each (t, p) with its fewest micro-batches at every expert-parallel
+        degree; and data parallelism with each ZeRO stage (stage 3: FSDP)."""
         fewest: dict[tuple[int, int], int] = {}
         least_v: dict[tuple[int, int], int] = {}  # the least interleaving each (t, p)'s layers allow
         for lay in self.layouts:
@@ -190,7 +191,8 @@ class StrategySpace(Space):
                or (lay.expert and lay.virtual == 1 and lay.microbatches == fewest[lay.tensor, lay.pipeline])}
         for lay in self.layouts:  # the other recomputation modes at each (t, p)'s fewest micro-batches and at
             # one sample per replica and micro-batch, with sequence parallelism where there is tensor parallelism
-            if (lay.virtual == 1 and not lay.expert and lay.sequence == (lay.tensor > 1)
+            if (lay.virtual in (1, least_v.get((lay.tensor, lay.pipeline))) and not lay.expert
+                    and lay.sequence == (lay.tensor > 1)
                     and (lay.microbatches == fewest[lay.tensor, lay.pipeline] or self.batch // lay.microbatches == lay.data)):
                 out.update({f"{lay.name} rc-{r}": self.layout(lay, recompute=r) for r in self.modes
                             if r != self.recompute})

@@ -155,6 +155,9 @@ def test_layouts_cover_every_factorisation_and_choose_the_micro_batch_count():
     for x in seeded:  # interleaved seeds: the fewest chunks above one that the stage's layers split into
         assert x.virtual == min(y.virtual for y in space.layouts if y.virtual > 1 and y.pipeline == x.pipeline)
     assert {x.virtual for x in seeded} == {2, 3}  # 24 layers: 2 where p divides 12, 3 on 8 stages
+    by_name = {x.name: x for x in space.layouts}  # and so in the other recomputation modes (a published layout
+    other = {by_name[n.split(" rc-")[0]].virtual for n in space.seeds() if " rc-" in n}  # may interleave there)
+    assert other == {1, 2, 3}
     lay = next(x for x in space.layouts if (x.tensor, x.pipeline, x.microbatches) == (8, 2, 16))
     c = space.layout(lay)
     assert c.payload["microbatches"] == 16 and space.microbatches_of(c) == 16 and space.contains(c)
