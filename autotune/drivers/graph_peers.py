@@ -38,7 +38,13 @@ def ort_transformers(model):
     import logging
 
     import onnx
-    from onnxruntime.transformers import optimizer
+
+    try:
+        import sympy  # noqa: F401 - the optimizer's shape inference needs it, and imports it only when it runs
+        from onnxruntime.transformers import optimizer
+    except ImportError as exc:
+        raise MissingDependencyError(f"the ort-transformers peer needs onnxruntime's transformer optimizer and "
+                                     f"sympy ({exc}); pip install 'autotune[bench]'") from None
 
     logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)  # it logs every fusion it tries
     copy = onnx.ModelProto()

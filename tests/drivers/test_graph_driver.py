@@ -177,6 +177,7 @@ def test_the_transformer_optimizer_peer_applies_to_transformers_only_and_chains_
     CNN, where it does not apply), leaves the model it was given alone, computes the same; our attention
     fusion still applies to its output, as a user chaining the two would expect."""
     pytest.importorskip("onnxruntime.transformers.optimizer")
+    pytest.importorskip("sympy", reason="onnxruntime's transformer optimizer needs sympy")
     from autotune.drivers.graph_peers import ort_transformers
     from autotune.runners.onnx_ops import max_errors
     from autotune.search_spaces.graphs.attention import FuseAttention
