@@ -144,7 +144,7 @@ def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=
         graph = transformer(f"gpt-{name}", batch // micro, layers, hidden, heads, seq, VOCAB, recompute=recompute,
                             kernels=kernels)
         r = Simulator(graph, cluster, microbatches=micro, overlap=overlap).simulate(
-            megatron(graph, cluster, t, p, virtual=virtual if p > 1 else 1, sequence=sequence))
+            megatron(graph, cluster, t, p, virtual=virtual, sequence=sequence))
         if r.fits:
             break
     return r.iteration_s, r, micro

@@ -69,7 +69,7 @@ class _Op:
         self.op, self.a, self.inputs, self.outputs = op, a, inputs, outputs
 
 
-class _EGraph(_Graph):
+class _EGraph:
     """The same for an e-graph: tensors are classes; a class may have several producers (all equal)."""
 
     def __init__(self, eg):

@@ -176,8 +176,7 @@ def _import(onnx, model, name: str | None) -> Graph:
         foreign = n.domain not in ("", "ai.onnx")  # another operator set: kept as an opaque node
         if foreign and n.domain not in domains:
             raise UsageError(f"{where} is in domain {n.domain!r}, which the model does not import")
-        registered = ops.registered_as(op, n.domain) if foreign else None
-        if registered and (ops.OPS[registered].accepts or (lambda _: True))(list(n.input)):
+        if foreign and (registered := ops.registered_as(op, n.domain, list(n.input))):
             op, foreign = registered, False  # a contrib kernel the rules write
         a = {}
         for at in n.attribute:

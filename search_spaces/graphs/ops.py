@@ -46,9 +46,12 @@ def onnx_type(op: str, domain: str = "") -> tuple[str, str]:
     return (d.onnx or op, d.domain) if d is not None and not domain else (op, domain)
 
 
-def registered_as(op_type: str, domain: str) -> str | None:
-    """The registered op written as ``op_type`` in operator set ``domain`` (not the standard one), if any."""
-    return next((d.name for d in OPS.values() if domain and d.domain == domain and d.onnx == op_type), None)
+def registered_as(op_type: str, domain: str, inputs: list[str]) -> str | None:
+    """The registered op written as ``op_type`` in operator set ``domain`` (not the standard one) with these
+    ONNX ``inputs`` (names, "" for absent), if any: a node using inputs the registered op does not model
+    (``OpDef.accepts``) is none."""
+    return next((d.name for d in OPS.values() if domain and d.domain == domain and d.onnx == op_type
+                 and (d.accepts is None or d.accepts(inputs))), None)
 
 
 def _gelu(x):
