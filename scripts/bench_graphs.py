@@ -25,36 +25,73 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
+
+import onnx
 
 from autotune.runners.graph import check_device
 from autotune.search_spaces.graphs import model_zoo
 
 from autotune.drivers import graph_peers
-from autotune.drivers.graph import DEFAULT_ALGORITHM, optimize_graph
+from autotune.drivers.graph import DEFAULT_ALGORITHM, compare_beyond_noise, optimize_graph
 from autotune.errors import AutotuneError
+
+
+OURS = ("autotune", "autotune --start-from best")
 
 
 def peer_rows(name: str, model, ours, from_best, rounds: int) -> list[dict]:
     """Speed-up over the original and numeric error of each optimizer's model, interleaved timing at full
-    optimization, 1 and 2 threads."""
+    optimization, 1 and 2 threads. Each row's ``vs_original`` is the paired verdict over the same rounds
+    (``compare_beyond_noise``: "faster", "slower" or "within noise"); ours also get ``vs_best_peer``, against
+    the peer with the least median at that thread count."""
     from autotune.runners.onnx_ops import compare_latency, max_errors
 
     peers = graph_peers.peer_outputs(model, "best")  # onnxsim where it is installed
     models = {"original": model, **{"onnxruntime-extended" if k == "onnxruntime" else k: m for k, m in peers.items()}}
-    models["autotune"] = ours
-    models["autotune --start-from best"] = from_best
+    models[OURS[0]], models[OURS[1]] = ours, from_best
     rows = []
     for threads in (1, 2):
-        lat = compare_latency(list(models.values()), rounds=rounds, threads=threads)
-        base = lat[0]["median_s"]
-        for (peer, m), t in zip(models.items(), lat):
+        lat = dict(zip(models, compare_latency(list(models.values()), rounds=rounds, threads=threads)))
+        base = lat["original"]
+        best_peer = min((k for k in lat if k not in ("original", *OURS)), key=lambda k: lat[k]["median_s"])
+        for peer, t in lat.items():
             if peer == "original":
                 continue
-            rows.append({"model": name, "threads": threads, "optimizer": peer, "speedup": round(base / t["median_s"], 3),
-                         "median_ms": round(t["median_s"] * 1e3, 3),
-                         "max_rel_error": max_errors(model, m, trials=1)["max_rel_error"] if threads == 1 else None})
+            rows.append({"model": name, "threads": threads, "optimizer": peer,
+                         "speedup": round(base["median_s"] / t["median_s"], 3), "median_ms": round(t["median_s"] * 1e3, 3),
+                         "vs_original": compare_beyond_noise(base["times"], t["times"]),
+                         **({"best_peer": best_peer, "vs_best_peer": compare_beyond_noise(lat[best_peer]["times"],
+                                                                                         t["times"])}
+                            if peer in OURS else {}),
+                         "max_rel_error": max_errors(model, models[peer], trials=1)["max_rel_error"]
+                         if threads == 1 else None})
     return rows
+
+
+MARK = {"faster": "+", "slower": "-", "within noise": ""}
+
+
+def print_peer_tables(peers: list[dict]) -> None:
+    """The peers side by side (speed-up over the original at 1 / 2 threads; + and - mark a difference beyond
+    noise), then ours against the best peer."""
+    def cell(p):
+        return f"{p['speedup']}{MARK[p['vs_original']]}"
+
+    def other(p):
+        return next(q for q in peers if q["threads"] == 2 and q["model"] == p["model"] and q["optimizer"] == p["optimizer"])
+
+    print("\n| model | optimizer | speed-up, 1 / 2 threads | max rel. error |")
+    print("|---|---|---|---|")
+    for p in (p for p in peers if p["threads"] == 1):
+        print(f"| {p['model']} | {p['optimizer']} | {cell(p)} / {cell(other(p))} | {p['max_rel_error']:.2g} |")
+    print("\n| model | ours | vs original, 1 / 2 threads | best peer, 1 thread | vs best peer, 1 / 2 threads |")
+    print("|---|---|---|---|---|")
+    for p in (p for p in peers if p["threads"] == 1 and p["optimizer"] in OURS):
+        q = other(p)
+        print(f"| {p['model']} | {p['optimizer']} | {p['vs_original']} / {q['vs_original']} | {p['best_peer']} | "
+              f"{p['vs_best_peer']} / {q['vs_best_peer']} |")
 
 
 EXPORTED = ("bert", "gpt2", "vit")
@@ -150,8 +187,6 @@ def main(argv=None) -> int:
     rows, peers = [], []
     stamp = time.strftime("%Y%m%d-%H%M%S")
     if args.exported:
-        import tempfile
-
         tmp = tempfile.mkdtemp(prefix="bench-graphs-")
         names = [m for m in args.models.split(",") if m in EXPORTED + VISION] or list(EXPORTED + VISION)
         models = exported_models(tmp, small=args.small, names=names)
@@ -161,10 +196,12 @@ def main(argv=None) -> int:
                 ap.error(f"unknown model {name!r}; valid: {', '.join(model_zoo.MODELS)}")
         models = {name: model_zoo.build(name, small=args.small) for name in args.models.split(",")}
     for name, model in models.items():
-        r = optimize_graph(model, device=args.device, algorithm=args.algorithm, trials=args.trials,
-                           time_budget=args.time_budget, rounds=args.rounds, db=args.db,
-                           fusion=False if args.no_fusion else None,
-                           campaign=f"bench-graphs-{name}-{args.algorithm}-{stamp}" if args.db else None)
+        with tempfile.NamedTemporaryFile(suffix=".onnx") as kept:  # ours, for the peers' table
+            r = optimize_graph(model, kept.name, device=args.device, algorithm=args.algorithm, trials=args.trials,
+                               time_budget=args.time_budget, rounds=args.rounds, db=args.db,
+                               fusion=False if args.no_fusion else None,
+                               campaign=f"bench-graphs-{name}-{args.algorithm}-{stamp}" if args.db else None)
+            ours = onnx.load(kept.name) if args.peers else None
         lb, la = r["latency_before"], r["latency_after"]
         row = {"model": name, "device": r["op_device"], "nodes_before": r["nodes_before"],
                "nodes_after": r["nodes_searched"], "search_s": round(r["search_s"], 1), "evaluated": r["evaluated"],
@@ -179,7 +216,7 @@ def main(argv=None) -> int:
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
         if args.peers:
-            ours, chained = _optimized(model, args), _optimized(model, args, start_from="best")
+            chained = _optimized(model, args, start_from="best")
             before = len(peers)
             peers += peer_rows(name, model, ours, chained, args.rounds)
             for p in peers[before:]:
@@ -191,12 +228,7 @@ def main(argv=None) -> int:
     for r in rows:
         print("| " + " | ".join(f"{r[c]:.2g}" if c == "max_rel_error" else str(r[c]) for c in cols) + " |")
     if peers:
-        print("\n| model | optimizer | speed-up, 1 thread | speed-up, 2 threads | max rel. error |")
-        print("|---|---|---|---|---|")
-        for p in (p for p in peers if p["threads"] == 1):
-            two = next(q["speedup"] for q in peers if q["threads"] == 2 and q["model"] == p["model"]
-                       and q["optimizer"] == p["optimizer"])
-            print(f"| {p['model']} | {p['optimizer']} | {p['speedup']} | {two} | {p['max_rel_error']:.2g} |")
+        print_peer_tables(peers)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "peers": peers}, f, indent=1)
@@ -206,10 +238,6 @@ def main(argv=None) -> int:
 
 def _optimized(model, args, start_from: str | None = None):
     """The model ``optimize_graph`` keeps (never slower than its input, by its own end-to-end check)."""
-    import tempfile
-
-    import onnx
-
     with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
         optimize_graph(model, f.name, device="cpu", algorithm=args.algorithm, trials=args.trials,
                        time_budget=args.time_budget, rounds=args.rounds, start_from=start_from)

@@ -49,7 +49,7 @@ DEFAULT_TRIALS, DEFAULT_TIME_BUDGET = 3000, 45.0  # when neither budget is given
 #: three inputs without the runtime's optimisations, which takes about as long as three rounds
 CHECK_UNITS = 3
 
-__all__ = ["DEFAULT_ALGORITHM", "check_device", "faster_beyond_noise", "finalize", "graph_algorithm", "optimize_graph",
+__all__ = ["DEFAULT_ALGORITHM", "check_device", "compare_beyond_noise", "faster_beyond_noise", "finalize", "graph_algorithm", "optimize_graph",
            "summary_text"]
 
 
@@ -115,6 +115,14 @@ def faster_beyond_noise(before: list[float], after: list[float], min_gain: float
     p = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n
     gain = float(np.median(before)) / float(np.median(after)) - 1.0
     return bool(p < alpha and gain >= min_gain), p
+
+
+def compare_beyond_noise(before: list[float], after: list[float]) -> str:
+    """"faster", "slower" or "within noise": ``after`` against ``before`` over the same interleaved rounds, each
+    way by :func:`faster_beyond_noise` (so a verdict needs a 1% median gain and a significant sign test)."""
+    if faster_beyond_noise(before, after)[0]:
+        return "faster"
+    return "slower" if faster_beyond_noise(after, before)[0] else "within noise"
 
 
 def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int = 25, tolerance: float = 1e-3,
