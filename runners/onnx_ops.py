@@ -5,6 +5,7 @@
   weights). Weights become initializers, activations random inputs.
 * :func:`compare_latency` times whole models interleaved (all onnxruntime
   optimisations on) and reports median and spread per model.
+  :func:`blocked_latency` repeats that over blocks of fresh sessions.
 * :func:`max_errors` runs two models on the same random inputs.
 
 The GPU path (eager PyTorch, ``--device cuda``) is :mod:`autotune.runners.torch_ops`.
@@ -165,6 +166,29 @@ def compare_latency(models: list, rounds: int = 15, threads: int = 1, min_time: 
         return run
 
     return interleaved([timer(s) for s in sessions], rounds)
+
+
+def blocked_latency(models: list, rounds: int = 40, threads: int = 1, blocks: int = 5, seed: int = 0) -> list[dict]:
+    """:func:`compare_latency` in ``blocks`` blocks of ``rounds // blocks`` rounds, each with fresh sessions
+    created in a shuffled order. Two sessions of one model differ by a fixed offset of about 1% (memory
+    placement), which interleaved rounds in one session cannot average out; across blocks it varies, so a
+    difference that holds over the blocks is the models'. Per model: median and spread of every round,
+    ``times``, and ``block_medians``."""
+    rng = np.random.default_rng(seed)
+    per = max(1, rounds // blocks)
+    times: list[list[float]] = [[] for _ in models]
+    block_medians: list[list[float]] = [[] for _ in models]
+    for _ in range(blocks):
+        order = rng.permutation(len(models))
+        for i, r in zip(order, compare_latency([models[i] for i in order], rounds=per, threads=threads)):
+            times[i] += r["times"]
+            block_medians[i].append(r["median_s"])
+    out = []
+    for ts, bm in zip(times, block_medians):
+        q1, q3 = np.percentile(ts, [25, 75])
+        out.append({"median_s": float(np.median(ts)), "iqr_s": float(q3 - q1), "min_s": min(ts), "times": ts,
+                    "block_medians": bm})
+    return out
 
 
 def max_errors(ref_model, new_model, trials: int = 3) -> dict:

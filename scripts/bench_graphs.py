@@ -8,9 +8,12 @@
 With --peers (CPU), each model is also optimized by the tools a user would reach for instead:
 onnxruntime's offline optimizer (``optimized_model_filepath`` at the extended level, which writes
 onnxruntime's fused contrib ops) and onnxsim (the ``bench`` extra; skipped when absent), and ours is
-also run with ``--start-from best`` (from the fastest peer's output, as a user chains tools). Every model is then timed interleaved against the original at onnxruntime's
-full optimization level, at 1 and 2 intra-op threads, with its numeric error: the table gives each
-one's speed-up over the original.
+also run with ``--start-from best`` (from the fastest peer's output, as a user chains tools). Every model
+is then timed interleaved against the original at onnxruntime's full optimization level, at 1 and 2
+intra-op threads (--peer-rounds rounds in 5 blocks, each block with fresh sessions created in a shuffled
+order: two sessions of one model differ by about 1%, which only fresh sessions average out), with its
+numeric error: the table gives each one's speed-up over the original, marked + or - where it differs
+beyond noise (a t-test over the blocks and at least 1%), and ours against the best peer.
 
 For each model: runtime nodes before/after, search time, predicted speed-up (sum of
 measured per-op costs), the searched graph's measured speed-up over the original,
@@ -34,7 +37,7 @@ from autotune.runners.graph import check_device
 from autotune.search_spaces.graphs import model_zoo
 
 from autotune.drivers import graph_peers
-from autotune.drivers.graph import DEFAULT_ALGORITHM, compare_beyond_noise, optimize_graph
+from autotune.drivers.graph import DEFAULT_ALGORITHM, compare_blocks, optimize_graph
 from autotune.errors import AutotuneError
 
 
@@ -43,17 +46,17 @@ OURS = ("autotune", "autotune --start-from best")
 
 def peer_rows(name: str, model, ours, from_best, rounds: int) -> list[dict]:
     """Speed-up over the original and numeric error of each optimizer's model, interleaved timing at full
-    optimization, 1 and 2 threads. Each row's ``vs_original`` is the paired verdict over the same rounds
-    (``compare_beyond_noise``: "faster", "slower" or "within noise"); ours also get ``vs_best_peer``, against
-    the peer with the least median at that thread count."""
-    from autotune.runners.onnx_ops import compare_latency, max_errors
+    optimization, 1 and 2 threads, in 5 blocks of fresh sessions (``blocked_latency``). Each row's
+    ``vs_original`` is the verdict over the blocks (``compare_blocks``: "faster", "slower" or "within noise");
+    ours also get ``vs_best_peer``, against the peer with the least median at that thread count."""
+    from autotune.runners.onnx_ops import blocked_latency, max_errors
 
     peers = graph_peers.peer_outputs(model, "best")  # onnxsim where it is installed
     models = {"original": model, **{"onnxruntime-extended" if k == "onnxruntime" else k: m for k, m in peers.items()}}
     models[OURS[0]], models[OURS[1]] = ours, from_best
     rows = []
     for threads in (1, 2):
-        lat = dict(zip(models, compare_latency(list(models.values()), rounds=rounds, threads=threads)))
+        lat = dict(zip(models, blocked_latency(list(models.values()), rounds=rounds, threads=threads)))
         base = lat["original"]
         best_peer = min((k for k in lat if k not in ("original", *OURS)), key=lambda k: lat[k]["median_s"])
         for peer, t in lat.items():
@@ -61,9 +64,9 @@ def peer_rows(name: str, model, ours, from_best, rounds: int) -> list[dict]:
                 continue
             rows.append({"model": name, "threads": threads, "optimizer": peer,
                          "speedup": round(base["median_s"] / t["median_s"], 3), "median_ms": round(t["median_s"] * 1e3, 3),
-                         "vs_original": compare_beyond_noise(base["times"], t["times"]),
-                         **({"best_peer": best_peer, "vs_best_peer": compare_beyond_noise(lat[best_peer]["times"],
-                                                                                         t["times"])}
+                         "vs_original": compare_blocks(base["block_medians"], t["block_medians"]),
+                         **({"best_peer": best_peer, "vs_best_peer": compare_blocks(lat[best_peer]["block_medians"],
+                                                                                   t["block_medians"])}
                             if peer in OURS else {}),
                          "max_rel_error": max_errors(model, models[peer], trials=1)["max_rel_error"]
                          if threads == 1 else None})
@@ -165,7 +168,8 @@ def main(argv=None) -> int:
     ap.add_argument("--time-budget", "--time-limit", dest="time_budget", type=float, default=45.0,
                     help="search seconds per model")
     ap.add_argument("--trials", "--budget", dest="trials", type=int, default=5000, help="graphs evaluated per model")
-    ap.add_argument("--rounds", type=int, default=25)
+    ap.add_argument("--rounds", type=int, default=25, help="rounds of the search's own end-to-end check")
+    ap.add_argument("--peer-rounds", type=int, default=40, help="rounds of the peers' table (in 5 blocks)")
     ap.add_argument("--small", action="store_true", help="tiny model versions (smoke test)")
     ap.add_argument("--device", default="cpu", help="cpu (onnxruntime) or cuda (torch on the GPU)")
     ap.add_argument("--db", default=None, help="database URL keeping the campaigns and op costs (default: none kept)")
@@ -218,7 +222,7 @@ def main(argv=None) -> int:
         if args.peers:
             chained = _optimized(model, args, start_from="best")
             before = len(peers)
-            peers += peer_rows(name, model, ours, chained, args.rounds)
+            peers += peer_rows(name, model, ours, chained, args.peer_rounds)
             for p in peers[before:]:
                 print(json.dumps(p), file=sys.stderr, flush=True)
     cols = ["model", "nodes_before", "nodes_after", "search_s", "predicted_speedup", "e2e_before_ms",

@@ -5,16 +5,20 @@ the warm guess against the cold search so that a misleading source costs little.
    rankings, heaviest source first, those that are points of the target space) are measured first;
 2. then ``init`` points spread over the space (``design``, as in ModelGuided; the target data that
    shows where the devices differ);
-3. then every batch is shared between two arms, both :class:`~autotune.algorithms.model_guided.ModelGuided`
-   searches told every target result:
+3. then every batch is shared between the arms, the first two
+   :class:`~autotune.algorithms.model_guided.ModelGuided` searches told every target result:
    - *warm*: its model is one pooled XGBoost ranking model over the sources' rows and the
      target's (each device a ranking group, the target weighted as much as all sources), with
      the device properties as extra features (:class:`~autotune.cost_models.pooled.PooledModel`);
-   - *cold*: the search run without sources (the target-only XGBoost model).
+   - *cold*: the search run without sources (the target-only XGBoost model);
+   - *probe*: the sources' next ``more_probes`` best configurations in the same order, so a
+     source's ranking is followed further only while it keeps paying (its first ``top_k`` probes
+     count for it as for the warm arm), and not at all when ``top_k`` probes happen to stop just
+     short of the configuration that is within reach of the target's optimum.
    Each slot goes to the arm that wins a Thompson draw from Beta(1 + credit, 1 + misses) of
-   either arm. A result earns its arm the credit r = (share of the earlier successful target
-   results it beats) ** ``focus`` and the miss 1 - r (a failure: r = 0; the probes are the warm
-   arm's); ``focus`` above 1 weighs the top of the target's results, where the search is won.
+   each arm. A result earns its arm the credit r = (share of the earlier successful target
+   results it beats) ** ``focus`` and the miss 1 - r (a failure: r = 0; the first probes are the
+   warm arm's and the probe arm's); ``focus`` above 1 weighs the top of the target's results, where the search is won.
    An arm's credit and misses fade by ``discount`` at each of its results, so its share follows
    what it pays now.
 
@@ -48,7 +52,7 @@ from autotune.cost_models.pooled import PROPS, PooledModel, device_vector, row_k
 from autotune.cost_models.xgb import XGBCostModel
 from autotune.types import Candidate, Device, Measurement
 
-ARMS = ("warm", "cold")
+ARMS = ("warm", "cold", "probe")
 
 
 @dataclass
@@ -71,6 +75,7 @@ class WarmStart(SearchAlgorithm):
     no_repeats = True
     options = {
         "top_k": Option(DEFAULT_TRANSFER_TOP, "source best configurations measured first"),
+        "more_probes": Option(24, "source best configurations after those, measured while they keep paying (the probe arm)"),
         "min_rho": Option(0.2, "leave the sources out of the pooled model while their Spearman with the target's results is lower"),
         "check_after": Option(8, "target results needed before the sources are checked"),
         "epsilon": Option(0.1, "share of each model-guided batch given to random points"),
@@ -125,7 +130,11 @@ class WarmStart(SearchAlgorithm):
     def setup(self) -> None:
         space = self.space
         usable = [s for s in self.sources if s.measurements]
-        self.queue: list[Candidate] = self._top_configs(usable)
+        top_k = int(self.config["top_k"])
+        ranked = self._top_configs(usable, top_k + max(0, int(self.config["more_probes"])) if top_k > 0 else 0)
+        self.queue: list[Candidate] = ranked[:top_k]
+        self.more: list[Candidate] = ranked[top_k:]  # the probe arm's, in the sources' order
+        self.first_probes = {c.key for c in self.queue}
         seed = int(self.rng.integers(2**31))
         init = len(self.queue) + int(self.config["init"])  # both arms: design points until the probes and these were measured
         design = str(self.config["design"])
@@ -155,11 +164,12 @@ class WarmStart(SearchAlgorithm):
         self.credit = {a: 0.0 for a in ARMS}
         self.misses = {a: 0.0 for a in ARMS}
         self.costs: list[float] = []  # the successful target costs so far, ascending
+        self.unjudged: list[float | None] = []  # the first probes' costs (None: failed), not yet credited
+        self.told = 0  # target results told (a resumed campaign's history too)
 
-    def _top_configs(self, sources: list[SourceData]) -> list[Candidate]:
-        """Up to top_k distinct source-best configurations that are points of the space, round-robin
+    def _top_configs(self, sources: list[SourceData], k: int) -> list[Candidate]:
+        """Up to k distinct source-best configurations that are points of the space, round-robin
         over the sources' rankings, heaviest source first."""
-        k = int(self.config["top_k"])
         if k <= 0:
             return []
         lists = [[m.candidate for m in s.ranked() if self.space.contains(m.candidate)][:k]
@@ -173,13 +183,29 @@ class WarmStart(SearchAlgorithm):
 
     # -- ask / tell ------------------------------------------------------------------
     def share(self, n: int) -> dict[str, int]:
-        """Slots of the next ``n`` per arm: one Thompson draw of each arm's success rate per slot;
-        every slot to the cold search once the pooled model's check has left all sources out."""
+        """Slots of the next ``n`` per arm: one Thompson draw of each arm's success rate per slot (the
+        probe arm while it has configurations left); every slot to the cold search once the pooled
+        model's check has left all sources out."""
         if "warm" not in self.arms or n <= 0 or not self.arms["warm"].cost_model.active:
             return {"cold": max(n, 0)}  # the sources were left out: the warm search is the cold one
-        draws = np.array([[self.rng.beta(1.0 + self.credit[a], 1.0 + self.misses[a]) for a in ARMS] for _ in range(n)])
+        warm = self.arms["warm"]  # the probe arm waits for the design points, as the models do
+        probing = bool(self.more) and len(warm.history) >= int(warm.config["init"])
+        arms = [a for a in ARMS if a != "probe" or probing]
+        draws = np.array([[self.rng.beta(1.0 + self.credit[a], 1.0 + self.misses[a]) for a in arms] for _ in range(n)])
         wins = np.argmax(draws, axis=1)
-        return {a: int((wins == i).sum()) for i, a in enumerate(ARMS)}
+        return {a: int((wins == i).sum()) for i, a in enumerate(arms)}
+
+    def _probe(self, n: int) -> list[Candidate]:
+        """The probe arm's next ``n``: the sources' next-best configurations not measured yet."""
+        out = []
+        while self.more and len(out) < n:
+            c = self.more.pop(0)
+            if c.key not in self.seen:
+                out.append(c)
+                self.seen.add(c.key)
+        if out:  # the target-only fallback leaves the sources' picks out, as it does the first probes
+            self.arms["warm"].cost_model.exclude.update(row_keys(np.asarray(self.space.features(out), dtype=float)))
+        return out
 
     def ask(self, n: int) -> list[Candidate]:
         out: list[Candidate] = []
@@ -194,51 +220,79 @@ class WarmStart(SearchAlgorithm):
         order = sorted(slots, key=lambda a: -slots[a])
         for a, want in [(a, slots[a]) for a in order] + [(a, n) for a in order]:  # then one fills what the other lacks
             want = min(want, n - len(out))
-            if want > 0:
+            if want > 0 and a == "probe":
+                got = self._probe(want)
+                self.owner.update((c.key, a) for c in got)
+                self.bets.update(c.key for c in got)
+                out.extend(got)
+            elif want > 0:
                 got = self.arms[a].ask(want)
                 self.owner.update((c.key, a) for c in got)
                 self.bets.update(c.key for c in got if c.key in self.arms[a].predicted)
                 out.extend(got)
         return out
 
+    def _reward(self, cost: float | None) -> float:
+        """The credit of a result (None: a failure) against the successful target results so far."""
+        if cost is None:
+            return 0.0
+        top = int(self.config["top"])
+        if top > 0:
+            return float(len(self.costs) < top or cost < self.costs[top - 1])
+        if not self.costs:
+            return 1.0
+        slower = len(self.costs) - bisect.bisect_right(self.costs, cost)
+        return (slower / len(self.costs)) ** float(self.config["focus"])
+
+    def _judge(self, arms, reward: float) -> None:
+        fade = float(self.config["discount"])
+        for a in arms:
+            self.credit[a] = fade * self.credit[a] + reward
+            self.misses[a] = fade * self.misses[a] + 1.0 - reward
+
     def tell(self, results: list[Measurement]) -> None:
-        focus, top, fade = float(self.config["focus"]), int(self.config["top"]), float(self.config["discount"])
         for m in results:
             arm = self.owner.pop(m.candidate.key, None)
-            bet = m.candidate.key in self.bets
+            bet = m.candidate.key in self.bets and arm is not None
             self.bets.discard(m.candidate.key)
-            reward = 0.0
-            if m.ok:
-                if top > 0:
-                    reward = float(len(self.costs) < top or m.cost < self.costs[top - 1])
-                elif self.costs:
-                    slower = len(self.costs) - bisect.bisect_right(self.costs, m.cost)
-                    reward = (slower / len(self.costs)) ** focus
-                else:
-                    reward = 1.0
-                bisect.insort(self.costs, m.cost)
+            cost = float(m.cost) if m.ok else None
             # an arm is judged by its bets only: the probes and its model's picks, not the points it
             # measured before its model or as random exploration (they would charge the cold arm for
             # its design points while the warm arm's probes earn, and starve it from the first batch).
             # Its evidence fades with its own results only: an arm left idle keeps its record.
-            if arm is not None and bet:
-                self.credit[arm] = fade * self.credit[arm] + reward
-                self.misses[arm] = fade * self.misses[arm] + 1.0 - reward
+            if bet and m.candidate.key in self.first_probes:
+                self.unjudged.append(cost)  # judged against the design points, once they are in
+            elif bet:
+                self._judge([arm], self._reward(cost))
+            if cost is not None:
+                bisect.insort(self.costs, cost)
+        self.told += len(results)
+        if self.unjudged and self.told >= len(self.first_probes) + int(self.config["init"]):
+            # the first probes bet on the sources' ranking as much as on the pooled model: both arms'
+            for cost in self.unjudged:
+                if cost is not None:
+                    self.costs.remove(cost)  # against the other results, not itself
+                self._judge(["warm", "probe"], self._reward(cost))
+                if cost is not None:
+                    bisect.insort(self.costs, cost)
+            self.unjudged = []
         for arm in self.arms.values():
             arm.tell(results)
 
     # -- state -----------------------------------------------------------------------
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "queue": [c.payload for c in self.queue],
+        return {**super().state_dict(), "queue": [c.payload for c in self.queue], "more": [c.payload for c in self.more],
                 "owner": dict(self.owner), "bets": sorted(self.bets), "credit": dict(self.credit), "misses": dict(self.misses),
-                "arms": {a: arm.state_dict() for a, arm in self.arms.items()}}
+                "unjudged": list(self.unjudged), "arms": {a: arm.state_dict() for a, arm in self.arms.items()}}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.queue = [Candidate(p) for p in state.get("queue", [])]
+        self.more = [Candidate(p) for p in state.get("more", [])]
         self.owner = {k: str(v) for k, v in state.get("owner", {}).items()}
         self.seen.update(self.owner)
         self.bets = set(state.get("bets", []))
+        self.unjudged = list(state.get("unjudged", []))
         self.credit.update({a: float(v) for a, v in state.get("credit", {}).items()})
         self.misses.update({a: float(v) for a, v in state.get("misses", {}).items()})
         for a, s in state.get("arms", {}).items():

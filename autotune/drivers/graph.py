@@ -49,7 +49,7 @@ DEFAULT_TRIALS, DEFAULT_TIME_BUDGET = 3000, 45.0  # when neither budget is given
 #: three inputs without the runtime's optimisations, which takes about as long as three rounds
 CHECK_UNITS = 3
 
-__all__ = ["DEFAULT_ALGORITHM", "check_device", "compare_beyond_noise", "faster_beyond_noise", "finalize", "graph_algorithm", "optimize_graph",
+__all__ = ["DEFAULT_ALGORITHM", "check_device", "compare_beyond_noise", "compare_blocks", "faster_beyond_noise", "finalize", "graph_algorithm", "optimize_graph",
            "summary_text"]
 
 
@@ -123,6 +123,21 @@ def compare_beyond_noise(before: list[float], after: list[float]) -> str:
     if faster_beyond_noise(before, after)[0]:
         return "faster"
     return "slower" if faster_beyond_noise(after, before)[0] else "within noise"
+
+
+def compare_blocks(before: list[float], after: list[float], min_gain: float = 0.01, alpha: float = 0.05) -> str:
+    """"faster", "slower" or "within noise": per-block medians of ``after`` against ``before`` (each block its
+    own sessions, :func:`~autotune.runners.onnx_ops.blocked_latency`): a two-sided one-sample t-test of the
+    log ratios across blocks, and a mean gain of at least ``min_gain`` either way."""
+    from scipy import stats
+
+    r = np.log(np.asarray(before, dtype=float) / np.asarray(after, dtype=float))
+    if len(r) < 2 or abs(float(r.mean())) < math.log1p(min_gain):
+        return "within noise"
+    if np.ptp(r) == 0:
+        return "faster" if r[0] > 0 else "slower"
+    p = stats.ttest_1samp(r, 0.0).pvalue
+    return "within noise" if p >= alpha else "faster" if r.mean() > 0 else "slower"
 
 
 def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int = 25, tolerance: float = 1e-3,

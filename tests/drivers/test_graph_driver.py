@@ -12,7 +12,7 @@ from autotune.search_spaces.graphs import model_zoo, onnx_io
 from autotune.search_spaces.graphs.space import GraphSpace
 
 from autotune.cli.main import app
-from autotune.drivers.graph import compare_beyond_noise, faster_beyond_noise, graph_algorithm, optimize_graph
+from autotune.drivers.graph import compare_beyond_noise, compare_blocks, faster_beyond_noise, graph_algorithm, optimize_graph
 from autotune.errors import UsageError
 from autotune.testing.graphs import fake_backend
 
@@ -133,6 +133,15 @@ def test_three_way_verdict_names_the_direction_and_otherwise_says_within_noise()
     assert compare_beyond_noise(before, [b * 1.005 for b in before]) == "within noise"  # < 1%
     noisy = [b * (0.95 if i % 2 else 1.05) for i, b in enumerate(before)]
     assert compare_beyond_noise(before, noisy) == compare_beyond_noise(noisy, before) == "within noise"
+
+
+def test_block_verdict_needs_a_gain_that_holds_over_the_blocks():
+    before = [1.0, 1.01, 0.99, 1.0, 1.02]
+    assert compare_blocks(before, [b / 1.05 for b in before]) == "faster"
+    assert compare_blocks(before, [b * 1.05 * (1 + 0.002 * i) for i, b in enumerate(before)]) == "slower"
+    assert compare_blocks(before, [b / 1.005 for b in before]) == "within noise"  # below 1%
+    assert compare_blocks(before, [b * f for b, f in zip(before, (0.9, 1.12, 0.95, 1.1, 0.97))]) == "within noise"
+    assert compare_blocks([1.0], [0.5]) == "within noise"  # one block is no evidence
 
 
 def test_a_rewritten_model_the_backend_cannot_run_keeps_the_original_and_an_unrunnable_model_is_a_usage_error():

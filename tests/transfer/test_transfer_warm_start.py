@@ -167,6 +167,25 @@ def test_a_misleading_source_loses_its_slots_to_the_cold_search():
     assert after.count("cold") >= 0.75 * len(after)
 
 
+def test_a_good_source_is_followed_past_its_first_probes_in_its_own_order():
+    """After the design points, the probe arm measures the source's next-best configurations, in the
+    source's order, while they pay; the misleading source's probe arm is starved above."""
+    space = race_space()
+    good = SourceData(SRC, [Measurement(m.candidate, Status.OK, cost=1.3 * m.cost)
+                            for m in FakeRunner(space).measure(space.task, list(space.enumerate()))])
+    ranked = [m.candidate.key for m in good.ranked()]
+    for seed in range(3):
+        algo = WarmStart(RandomSearch(), [good], top_k=4, init=8)
+        algo.bind(space, np.random.default_rng(seed))
+        runner, probed = FakeRunner(space), []
+        for _ in range(4):
+            batch = algo.ask(8)
+            probed += [c.key for c in batch if algo.owner[c.key] == "probe"]
+            algo.tell(runner.measure(space.task, batch))
+        assert len(probed) >= 3, seed
+        assert probed == [k for k in ranked[4:28] if k in probed], seed  # in order, skipping what others measured
+
+
 def test_a_misleading_source_costs_little_against_the_cold_search():
     """Measurements to the optimum, warm-started from the inverted source, against the cold search
     alone (WarmStart without sources), median over 3 seeds."""
