@@ -92,7 +92,7 @@ def tune_graph(
     rules: Annotated[str | None, typer.Option("--rules", help="Extra rules JSON (e.g. from `autotune rules generate`)")] = None,
     max_measure: Annotated[int, typer.Option("--max-measure", help="Distinct ops timed during the search; the rest are predicted by the op-cost model, and those the result relies on are timed at the end")] = 400,
     rounds: Annotated[int, typer.Option("--rounds", help="Interleaved end-to-end timing rounds of the final check")] = 25,
-    start_from: Annotated[str | None, typer.Option("--start-from", help="Search from a peer optimizer's output, as a user chains tools: onnxruntime (its offline optimizer, extended level), ort-transformers (onnxruntime.transformers.optimizer, on transformers), onnxsim (pip install 'autotune[bench]') or best (the fastest of them); the model kept is the fastest of the original, the peer's and ours")] = None,
+    start_from: Annotated[str | None, typer.Option("--start-from", help="Search from a peer optimizer's output, as a user chains tools: onnxruntime (its offline optimizer, extended level), ort-transformers (onnxruntime.transformers.optimizer, on transformers), onnxsim (pip install 'autotune[bench]') or best (the fastest of those faster than the input beyond noise, else the input); the model kept is the fastest of the original, the peer's and ours")] = None,
     input_shape: Annotated[list[str] | None, typer.Option("--input-shape", metavar="NAME=DIMS", help="Static shape of an input with dynamic axes, e.g. input_ids=1x128 (repeat for several inputs)")] = None,
     json_out: JsonOption = False,
     progress: ProgressOption = True,

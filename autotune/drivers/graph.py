@@ -253,7 +253,8 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     campaign of that name first (its trials stay, to be looked up); ``options``: the algorithm's options;
     ``input_shapes``: {input name: static shape} for inputs with dynamic axes (the model kept is written
     with those shapes); ``start_from``: search from a peer optimizer's output ("onnxruntime",
-    "ort-transformers", "onnxsim", or "best": the fastest of them, timed against the model), as a user
+    "ort-transformers", "onnxsim", or "best": the fastest of those faster than the model beyond noise, else
+    the model), as a user
     chains tools; the model kept is then the fastest of the original, the peer's and ours (CPU only)."""
     t_start = time.perf_counter()
     bar = make_progress(progress, "optimize_graph")

@@ -190,6 +190,28 @@ def test_a_search_can_start_from_a_peer_optimizers_output(tmp_path):
         optimize_graph(model, trials=1, start_from="tvm")
 
 
+def test_a_peer_is_a_start_only_when_faster_beyond_noise(monkeypatch):
+    """Of the peers' outputs, the search starts from the fastest of those faster than the model over the
+    blocks of fresh sessions; one within noise of the model (0.5% here) is not a start."""
+    from autotune.drivers import graph_peers
+    from autotune.runners import onnx_ops
+
+    model = model_zoo.build("resnet50", small=True)
+    outs = {"onnxruntime": "slightly", "onnxsim": "clearly"}
+    factor = {"model": 1.0, "slightly": 1 / 1.005, "clearly": 1 / 1.05}
+    monkeypatch.setattr(graph_peers, "peer_outputs", lambda m, which: {k: outs[k] for k in outs if which in (k, "best")})
+
+    def blocks(models, rounds, threads):
+        wobble = (1.0, 1.01, 0.99, 1.0, 1.02)  # shared by every model within a block
+        return [{"median_s": factor[m if isinstance(m, str) else "model"],
+                 "block_medians": [w * factor[m if isinstance(m, str) else "model"] for w in wobble]} for m in models]
+
+    monkeypatch.setattr(onnx_ops, "blocked_latency", blocks)
+    name, out, gain = graph_peers.fastest(model, "best")
+    assert (name, out) == ("onnxsim", "clearly") and gain == pytest.approx(1.05)
+    assert graph_peers.fastest(model, "onnxruntime")[:2] == ("original", model)
+
+
 def test_the_transformer_optimizer_peer_applies_to_transformers_only_and_chains_with_ours():
     """onnxruntime's transformer optimizer fuses LayerNorm and GELU into contrib ops on a transformer (not on a
     CNN, where it does not apply), leaves the model it was given alone, computes the same; our attention
