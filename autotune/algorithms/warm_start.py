@@ -13,8 +13,9 @@ the warm guess against the cold search so that a misleading source costs little.
    - *cold*: the search run without sources (the target-only XGBoost model);
    - *probe*: the sources' next ``more_probes`` best configurations in the same order, so a
      source's ranking is followed further only while it keeps paying (its first ``top_k`` probes
-     count for it as for the warm arm), and not at all when ``top_k`` probes happen to stop just
-     short of the configuration that is within reach of the target's optimum.
+     count for it as for the warm arm; a later probe earns credit only when it beats the
+     ``probe_top``-th best earlier result), and a fixed ``top_k`` does not stop just short of the
+     configuration that is within reach of the target's optimum.
    Each slot goes to the arm that wins a Thompson draw from Beta(1 + credit, 1 + misses) of
    each arm. A result earns its arm the credit r = (share of the earlier successful target
    results it beats) ** ``focus`` and the miss 1 - r (a failure: r = 0; the first probes are the
@@ -85,6 +86,7 @@ class WarmStart(SearchAlgorithm):
                                                                 "'maximin' spreads them away from the probes and each other)"),
         "focus": Option(2.0, "a result's credit is the share of earlier target results it beats, to this power"),
         "top": Option(0, "when above 0, a result's credit is 1 if it beats the top-th best earlier result, else 0"),
+        "probe_top": Option(3, "a later probe earns credit only when it beats the probe_top-th best earlier result"),
         "discount": Option(0.95, "weight an arm's credit keeps at every new result"),
     }
 
@@ -232,11 +234,11 @@ class WarmStart(SearchAlgorithm):
                 out.extend(got)
         return out
 
-    def _reward(self, cost: float | None) -> float:
+    def _reward(self, cost: float | None, top: int | None = None) -> float:
         """The credit of a result (None: a failure) against the successful target results so far."""
         if cost is None:
             return 0.0
-        top = int(self.config["top"])
+        top = int(self.config["top"]) if top is None else top
         if top > 0:
             return float(len(self.costs) < top or cost < self.costs[top - 1])
         if not self.costs:
@@ -263,7 +265,9 @@ class WarmStart(SearchAlgorithm):
             if bet and m.candidate.key in self.first_probes:
                 self.unjudged.append(cost)  # judged against the design points, once they are in
             elif bet:
-                self._judge([arm], self._reward(cost))
+                # a later probe pays only near the top: a source's next-best configurations that are merely
+                # good beat most of the target's results and would keep the arm going where it wastes slots
+                self._judge([arm], self._reward(cost, int(self.config["probe_top"]) if arm == "probe" else None))
             if cost is not None:
                 bisect.insort(self.costs, cost)
         self.told += len(results)
