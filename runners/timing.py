@@ -1,8 +1,10 @@
 """The timing protocol shared by the kernel runners: warm-up, then repeat until a minimum
-measured time, keeping every repeat (the cost is their median)."""
+measured time, keeping every repeat (the cost is their median); interleaved timing of several
+callables, and the verdicts on two timings (faster, slower or within noise)."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -71,3 +73,38 @@ def interleaved(timed: list[Callable[[], float]], rounds: int, warmup: int = 2) 
         q1, q3 = np.percentile(ts, [25, 75])
         out.append({"median_s": median(ts), "iqr_s": float(q3 - q1), "min_s": min(ts), "times": ts})
     return out
+
+
+def faster_beyond_noise(before: list[float], after: list[float], min_gain: float = 0.01, alpha: float = 0.05):
+    """Paired one-sided sign test over interleaved rounds, plus a minimum median gain.
+
+    Interleaving makes round i of both models see the same machine load, so the sign
+    of each paired difference is robust to load drift on a shared machine."""
+    n = len(before)
+    wins = sum(a < b for a, b in zip(after, before))
+    p = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n
+    gain = float(np.median(before)) / float(np.median(after)) - 1.0
+    return bool(p < alpha and gain >= min_gain), p
+
+
+def compare_beyond_noise(before: list[float], after: list[float]) -> str:
+    """"faster", "slower" or "within noise": ``after`` against ``before`` over the same interleaved rounds, each
+    way by :func:`faster_beyond_noise` (so a verdict needs a 1% median gain and a significant sign test)."""
+    if faster_beyond_noise(before, after)[0]:
+        return "faster"
+    return "slower" if faster_beyond_noise(after, before)[0] else "within noise"
+
+
+def compare_blocks(before: list[float], after: list[float], min_gain: float = 0.01, alpha: float = 0.05) -> str:
+    """"faster", "slower" or "within noise": per-block medians of ``after`` against ``before`` (each block its
+    own sessions, :func:`~autotune.runners.onnx_ops.blocked_latency`): a two-sided one-sample t-test of the
+    log ratios across blocks, and a mean gain of at least ``min_gain`` either way."""
+    from scipy import stats
+
+    r = np.log(np.asarray(before, dtype=float) / np.asarray(after, dtype=float))
+    if len(r) < 2 or abs(float(r.mean())) < math.log1p(min_gain):
+        return "within noise"
+    if np.ptp(r) == 0:
+        return "faster" if r[0] > 0 else "slower"
+    p = stats.ttest_1samp(r, 0.0).pvalue
+    return "within noise" if p >= alpha else "faster" if r.mean() > 0 else "slower"

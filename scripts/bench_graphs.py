@@ -37,7 +37,8 @@ from autotune.runners.graph import check_device
 from autotune.search_spaces.graphs import model_zoo
 
 from autotune.drivers import graph_peers
-from autotune.drivers.graph import DEFAULT_ALGORITHM, compare_blocks, optimize_graph
+from autotune.drivers.graph import DEFAULT_ALGORITHM, optimize_graph
+from autotune.runners.timing import compare_blocks
 from autotune.errors import AutotuneError
 
 

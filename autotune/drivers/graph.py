@@ -36,6 +36,7 @@ from autotune.db.op_costs import DatabaseOpCostCache
 from autotune.errors import UsageError
 from autotune.progress import Progress, make_progress
 from autotune.runners.graph import TORCH_DEVICES, GraphCostRunner, OpCosts, check_device, make_backend
+from autotune.runners.timing import compare_beyond_noise, compare_blocks, faster_beyond_noise
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphSpace
@@ -103,41 +104,6 @@ def graph_algorithm(name: str, space: Space, alpha: float | None = None, seed: i
 def _stats(ts):
     q1, q3 = np.percentile(ts, [25, 75])
     return {"median_s": float(np.median(ts)), "iqr_s": float(q3 - q1), "min_s": min(ts)}
-
-
-def faster_beyond_noise(before: list[float], after: list[float], min_gain: float = 0.01, alpha: float = 0.05):
-    """Paired one-sided sign test over interleaved rounds, plus a minimum median gain.
-
-    Interleaving makes round i of both models see the same machine load, so the sign
-    of each paired difference is robust to load drift on a shared machine."""
-    n = len(before)
-    wins = sum(a < b for a, b in zip(after, before))
-    p = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n
-    gain = float(np.median(before)) / float(np.median(after)) - 1.0
-    return bool(p < alpha and gain >= min_gain), p
-
-
-def compare_beyond_noise(before: list[float], after: list[float]) -> str:
-    """"faster", "slower" or "within noise": ``after`` against ``before`` over the same interleaved rounds, each
-    way by :func:`faster_beyond_noise` (so a verdict needs a 1% median gain and a significant sign test)."""
-    if faster_beyond_noise(before, after)[0]:
-        return "faster"
-    return "slower" if faster_beyond_noise(after, before)[0] else "within noise"
-
-
-def compare_blocks(before: list[float], after: list[float], min_gain: float = 0.01, alpha: float = 0.05) -> str:
-    """"faster", "slower" or "within noise": per-block medians of ``after`` against ``before`` (each block its
-    own sessions, :func:`~autotune.runners.onnx_ops.blocked_latency`): a two-sided one-sample t-test of the
-    log ratios across blocks, and a mean gain of at least ``min_gain`` either way."""
-    from scipy import stats
-
-    r = np.log(np.asarray(before, dtype=float) / np.asarray(after, dtype=float))
-    if len(r) < 2 or abs(float(r.mean())) < math.log1p(min_gain):
-        return "within noise"
-    if np.ptp(r) == 0:
-        return "faster" if r[0] > 0 else "slower"
-    p = stats.ttest_1samp(r, 0.0).pvalue
-    return "within noise" if p >= alpha else "faster" if r.mean() > 0 else "slower"
 
 
 def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int = 25, tolerance: float = 1e-3,

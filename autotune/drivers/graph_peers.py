@@ -91,8 +91,8 @@ def fastest(model, which: str, rounds: int = 15, threads: int = 1) -> tuple[str,
     ``compare_blocks``); ("original", model, 1.0) when none is. A peer no faster than the model is not a
     better start: its rewrites can hide the structure our rules match (onnxruntime's offline output folds
     the attention's key transpose and scale into a FusedMatMul), and the search from the model may gain more."""
-    from autotune.drivers.graph import compare_blocks
     from autotune.runners.onnx_ops import blocked_latency
+    from autotune.runners.timing import compare_blocks
 
     peers = peer_outputs(model, which)
     if not peers:
