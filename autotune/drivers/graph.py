@@ -36,7 +36,7 @@ from autotune.db.op_costs import DatabaseOpCostCache
 from autotune.errors import UsageError
 from autotune.progress import Progress, make_progress
 from autotune.runners.graph import TORCH_DEVICES, GraphCostRunner, OpCosts, check_device, make_backend
-from autotune.runners.timing import compare_beyond_noise, compare_blocks, faster_beyond_noise
+from autotune.runners.timing import faster_beyond_noise
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphSpace
@@ -50,7 +50,7 @@ DEFAULT_TRIALS, DEFAULT_TIME_BUDGET = 3000, 45.0  # when neither budget is given
 #: three inputs without the runtime's optimisations, which takes about as long as three rounds
 CHECK_UNITS = 3
 
-__all__ = ["DEFAULT_ALGORITHM", "check_device", "compare_beyond_noise", "compare_blocks", "faster_beyond_noise", "finalize", "graph_algorithm", "optimize_graph",
+__all__ = ["DEFAULT_ALGORITHM", "check_device", "faster_beyond_noise", "finalize", "graph_algorithm", "optimize_graph",
            "summary_text"]
 
 
@@ -219,9 +219,9 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     campaign of that name first (its trials stay, to be looked up); ``options``: the algorithm's options;
     ``input_shapes``: {input name: static shape} for inputs with dynamic axes (the model kept is written
     with those shapes); ``start_from``: search from a peer optimizer's output ("onnxruntime",
-    "ort-transformers", "onnxsim", or "best": the fastest of those faster than the model beyond noise, else
-    the model), as a user
-    chains tools; the model kept is then the fastest of the original, the peer's and ours (CPU only)."""
+    "ort-transformers", "onnxsim", or "best": the fastest of those faster than the model beyond noise,
+    else the model), as a user chains tools; the model kept is then the fastest of the original, the
+    peer's and ours (CPU only)."""
     t_start = time.perf_counter()
     bar = make_progress(progress, "optimize_graph")
     check_device(device)

@@ -12,7 +12,8 @@ from autotune.search_spaces.graphs import model_zoo, onnx_io
 from autotune.search_spaces.graphs.space import GraphSpace
 
 from autotune.cli.main import app
-from autotune.drivers.graph import compare_beyond_noise, compare_blocks, faster_beyond_noise, graph_algorithm, optimize_graph
+from autotune.drivers.graph import faster_beyond_noise, graph_algorithm, optimize_graph
+from autotune.runners.timing import compare_beyond_noise, compare_blocks
 from autotune.errors import UsageError
 from autotune.testing.graphs import fake_backend
 
