@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 from autotune.runners.base import Runner
-from autotune.runners.timing import interleaved
+from autotune.runners.timing import interleaved, summary
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.inputs import ORT_TYPES, index_bounds, random_inputs
 
@@ -183,12 +183,7 @@ def blocked_latency(models: list, rounds: int = 40, threads: int = 1, blocks: in
         for i, r in zip(order, compare_latency([models[i] for i in order], rounds=per, threads=threads)):
             times[i] += r["times"]
             block_medians[i].append(r["median_s"])
-    out = []
-    for ts, bm in zip(times, block_medians):
-        q1, q3 = np.percentile(ts, [25, 75])
-        out.append({"median_s": float(np.median(ts)), "iqr_s": float(q3 - q1), "min_s": min(ts), "times": ts,
-                    "block_medians": bm})
-    return out
+    return [{**summary(ts), "times": ts, "block_medians": bm} for ts, bm in zip(times, block_medians)]
 
 
 def max_errors(ref_model, new_model, trials: int = 3) -> dict:

@@ -68,11 +68,13 @@ def interleaved(timed: list[Callable[[], float]], rounds: int, warmup: int = 2) 
         order = list(enumerate(timed))
         for i, t in (order if r % 2 == 0 else order[::-1]):
             times[i].append(t())
-    out = []
-    for ts in times:
-        q1, q3 = np.percentile(ts, [25, 75])
-        out.append({"median_s": median(ts), "iqr_s": float(q3 - q1), "min_s": min(ts), "times": ts})
-    return out
+    return [{**summary(ts), "times": ts} for ts in times]
+
+
+def summary(times: list[float]) -> dict:
+    """Median, spread (IQR) and minimum of a list of times, in seconds."""
+    q1, q3 = np.percentile(times, [25, 75])
+    return {"median_s": median(times), "iqr_s": float(q3 - q1), "min_s": min(times)}
 
 
 def faster_beyond_noise(before: list[float], after: list[float], min_gain: float = 0.01, alpha: float = 0.05):
@@ -85,14 +87,6 @@ def faster_beyond_noise(before: list[float], after: list[float], min_gain: float
     p = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n
     gain = float(np.median(before)) / float(np.median(after)) - 1.0
     return bool(p < alpha and gain >= min_gain), p
-
-
-def compare_beyond_noise(before: list[float], after: list[float]) -> str:
-    """"faster", "slower" or "within noise": ``after`` against ``before`` over the same interleaved rounds, each
-    way by :func:`faster_beyond_noise` (so a verdict needs a 1% median gain and a significant sign test)."""
-    if faster_beyond_noise(before, after)[0]:
-        return "faster"
-    return "slower" if faster_beyond_noise(after, before)[0] else "within noise"
 
 
 def compare_blocks(before: list[float], after: list[float], min_gain: float = 0.01, alpha: float = 0.05) -> str:

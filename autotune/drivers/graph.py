@@ -36,7 +36,7 @@ from autotune.db.op_costs import DatabaseOpCostCache
 from autotune.errors import UsageError
 from autotune.progress import Progress, make_progress
 from autotune.runners.graph import TORCH_DEVICES, GraphCostRunner, OpCosts, check_device, make_backend
-from autotune.runners.timing import faster_beyond_noise
+from autotune.runners.timing import faster_beyond_noise, summary
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphSpace
@@ -101,11 +101,6 @@ def graph_algorithm(name: str, space: Space, alpha: float | None = None, seed: i
 
 # ---- the end-to-end check ------------------------------------------------------
 
-def _stats(ts):
-    q1, q3 = np.percentile(ts, [25, 75])
-    return {"median_s": float(np.median(ts)), "iqr_s": float(q3 - q1), "min_s": min(ts)}
-
-
 def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int = 25, tolerance: float = 1e-3,
              progress: Progress | None = None):
     """Numeric check and interleaved end-to-end timing of ``graph`` against the original on the backend's
@@ -147,7 +142,7 @@ def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int
         faster, p2 = faster_beyond_noise(again[0]["times"], again[1]["times"])
         p_value = max(p_value, p2)
         if faster:
-            before, after = ({"times": a["times"] + b["times"], **_stats(a["times"] + b["times"])}
+            before, after = ({"times": a["times"] + b["times"], **summary(a["times"] + b["times"])}
                              for a, b in ((lat[0], again[0]), (lat[1], again[1])))
     kept = rewritten and check["passed"] and faster
     reason = ("faster beyond noise" if kept else "no rewrite found" if not rewritten else
