@@ -167,7 +167,6 @@ class WarmStart(SearchAlgorithm):
         self.misses = {a: 0.0 for a in ARMS}
         self.costs: list[float] = []  # the successful target costs so far, ascending
         self.unjudged: list[float | None] = []  # the first probes' costs (None: failed), not yet credited
-        self.told = 0  # target results told (a resumed campaign's history too)
 
     def _top_configs(self, sources: list[SourceData], k: int) -> list[Candidate]:
         """Up to k distinct source-best configurations that are points of the space, round-robin
@@ -190,12 +189,15 @@ class WarmStart(SearchAlgorithm):
         model's check has left all sources out."""
         if "warm" not in self.arms or n <= 0 or not self.arms["warm"].cost_model.active:
             return {"cold": max(n, 0)}  # the sources were left out: the warm search is the cold one
-        warm = self.arms["warm"]  # the probe arm waits for the design points, as the models do
-        probing = bool(self.more) and len(warm.history) >= int(warm.config["init"])
-        arms = [a for a in ARMS if a != "probe" or probing]
+        arms = [a for a in ARMS if a != "probe" or (self.more and self._designed())]  # after the design points
         draws = np.array([[self.rng.beta(1.0 + self.credit[a], 1.0 + self.misses[a]) for a in arms] for _ in range(n)])
         wins = np.argmax(draws, axis=1)
         return {a: int((wins == i).sum()) for i, a in enumerate(arms)}
+
+    def _designed(self) -> bool:
+        """Whether the probes and the points spread after them were told (the warm arm's model is due)."""
+        warm = self.arms.get("warm")
+        return warm is not None and len(warm.history) >= int(warm.config["init"])
 
     def _probe(self, n: int) -> list[Candidate]:
         """The probe arm's next ``n``: the sources' next-best configurations not measured yet."""
@@ -270,8 +272,9 @@ class WarmStart(SearchAlgorithm):
                 self._judge([arm], self._reward(cost, int(self.config["probe_top"]) if arm == "probe" else None))
             if cost is not None:
                 bisect.insort(self.costs, cost)
-        self.told += len(results)
-        if self.unjudged and self.told >= len(self.first_probes) + int(self.config["init"]):
+        for arm in self.arms.values():
+            arm.tell(results)
+        if self.unjudged and self._designed():
             # the first probes bet on the sources' ranking as much as on the pooled model: both arms'
             for cost in self.unjudged:
                 if cost is not None:
@@ -280,8 +283,6 @@ class WarmStart(SearchAlgorithm):
                 if cost is not None:
                     bisect.insort(self.costs, cost)
             self.unjudged = []
-        for arm in self.arms.values():
-            arm.tell(results)
 
     # -- state -----------------------------------------------------------------------
     def state_dict(self) -> dict:
