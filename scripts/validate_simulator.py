@@ -40,12 +40,21 @@ the simulator finds fitting ("fits 4/4").
 - ``megatron-v1``: NVIDIA ADLR's Megatron-LM v1.0 release note (nv-adlr.github.io/MegatronLMV1), the same
   hardware with fused kernels, batch 8: the 1.2B model on one GPU (1,288 ms per iteration, 62.4 TFLOP/s).
 
+Collectives (every cluster's ``bus_efficiency`` and ``latency_scale``, ``runners/simulator/nccl.py``), NCCL
+all-reduce bus bandwidth over 8 A100s on NVSwitch by message size (nccl-tests ``all_reduce_perf``, 1 MB to 4 GB):
+
+- ``nccl-a100-azure``: Microsoft's Azure AI benchmarking guide, ND A100 v4 (8 A100 80GB), NCCL 2.18.5
+  (github.com/Azure/AI-benchmarking-guide, Azure_Results/ND_A100_v4_results.md; in-place bus bandwidth). The
+  presets' two collective figures are fitted on it (``--fit-collectives nccl-a100-azure`` refits them).
+- ``nccl-a100-dgx``: a DGX A100 (8 A100 40GB) run kept as a fixture of Hetu-Galvatron's hardware profiler
+  (github.com/AFDWang/Hetu-Galvatron, tests/profiler/test_hardware_profile.py; out-of-place bus bandwidth).
+
 ``--calibrate SOURCE`` fits the large-GEMM efficiency of the source's device to the source's rows (least
 MAPE); every row of every other source is held out (the other device keeps its preset). Output per
 source: each row's published and simulated value and error, MAPE and Spearman rank correlation over its
 held-out rows (over its rows, in-sample, for the calibration source).
 
-    python scripts/validate_simulator.py [--calibrate [SOURCE]] [--sources ...] [--json]
+    python scripts/validate_simulator.py [--calibrate [SOURCE]] [--fit-collectives SOURCE] [--sources ...] [--json]
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from autotune.runners.simulator import costs, nccl
 from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel.clusters import DEVICES, Cluster, DeviceSpec, get_cluster
 from autotune.search_spaces.parallel.models import transformer
@@ -103,6 +113,14 @@ KERNELS_2019 = "eager"  # and ran the attention's and dropouts' elementwise work
 # do not give their shapes, and their reported scaling does not match the 2019 paper's shapes, so they are
 # left out.
 MEGATRON_V1 = [(0, 1288)]
+# (message bytes, published all-reduce bus bandwidth GB/s) on 8 A100s of one node
+NCCL_A100_AZURE = [(2**20, 36.22), (2**21, 53.54), (2**22, 71.43), (2**23, 89.99), (2**24, 109.22), (2**25, 132.77),
+                   (2**26, 166.63), (2**27, 174.18), (2**28, 213.87), (2**29, 221.58), (2**30, 228.10),
+                   (2**31, 230.22), (2**32, 230.48)]
+NCCL_A100_DGX = [(2**20, 23.29), (2**21, 33.73), (2**22, 55.97), (2**23, 80.04), (2**24, 99.99), (2**25, 141.27),
+                 (2**26, 178.69), (2**27, 186.91), (2**28, 200.85), (2**29, 202.00), (2**30, 230.84)]
+PRESETS_FITTED_ON = "nccl-a100-azure"  # the source the clusters' collective figures come from
+COLLECTIVES: dict[str, float] = {}  # bus_efficiency and latency_scale for every cluster, once fitted here
 SEQ, VOCAB = 2048, 51200
 MICROBATCH = 1  # sequences per replica and micro-batch (Megatron-LM's GPT-3 example scripts; not in Table 1)
 V100_32GB = DeviceSpec("V100-32GB", 15.7e12, 125e12, 32 * 2**30, 900e9, DEVICES["V100"].gemm_efficiency,
@@ -113,12 +131,14 @@ def dgx2h(gpus: int, device: DeviceSpec) -> Cluster:
     """DGX-2H nodes: 16 V100 32GB on NVSwitch (150 GB/s per GPU), 8 x 100 Gb/s InfiniBand per node; fewer
     than 16 GPUs are part of one node."""
     per_node = min(gpus, 16)
-    return Cluster(f"dgx2h-{gpus}", gpus // per_node, per_node, device, 150e9, 3e-6, 100e9, 5e-6)
+    return Cluster(f"dgx2h-{gpus}", gpus // per_node, per_node, device, 150e9, 3e-6, 100e9, 5e-6, **COLLECTIVES)
 
 
 def dgx_a100(gpus: int, device: DeviceSpec) -> Cluster:
     cluster = get_cluster(f"dgx-a100-x{gpus // 8}")
     cluster.device = device
+    for k, v in COLLECTIVES.items():
+        setattr(cluster, k, v)
     return cluster
 
 
@@ -226,7 +246,31 @@ def _megatron_v1(devices):
     return [(f"{MEGATRON19[i][0]}B t{MEGATRON19[i][4]}", pub, lambda i=i: ms(i)) for i, pub in MEGATRON_V1]
 
 
-SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device, unit, rows(devices))
+def _nccl(table):
+    def busbw(nbytes):
+        cluster = dgx_a100(8, DEVICES["A100"])
+        t, _ = costs.allreduce(cluster, np.arange(8)[None, :], nbytes)
+        return nccl.bus_bandwidth(8, nbytes, t) / 1e9, {}
+    return lambda devices: [(f"{size / 2**20:g} MiB", pub, lambda size=size: busbw(size)) for size, pub in table]
+
+
+def fit_collectives(name: str) -> dict[str, float]:
+    """The bus efficiency and latency scale with the least MAPE over a collectives source (a grid: 0.50-0.99
+    by 0.01, and 1-8 by 0.25)."""
+    best = (float("inf"), {})
+    for eff in np.arange(0.50, 1.0, 0.01):
+        for scale in np.arange(1.0, 8.01, 0.25):
+            COLLECTIVES.update(bus_efficiency=round(float(eff), 2), latency_scale=float(scale))
+            mape = float(np.mean([abs(r["error_pct"]) for r in evaluate(name, {})]))
+            best = min(best, (mape, dict(COLLECTIVES)), key=lambda b: b[0])
+    COLLECTIVES.update(best[1])
+    return best[1]
+
+
+SOURCES: dict[str, tuple[str, str, str, Callable]] = {
+    "nccl-a100-azure": ("NCCL all-reduce on 8 A100s, Azure ND A100 v4 (the presets' collectives are fitted on it)",
+                        "A100", "bus GB/s", _nccl(NCCL_A100_AZURE)),
+    "nccl-a100-dgx": ("NCCL all-reduce on 8 A100s, a DGX A100", "A100", "bus GB/s", _nccl(NCCL_A100_DGX)),  # name -> (what, device, unit, rows(devices))
     "sc21-table1": ("Narayanan et al. SC'21 Table 1, weak scaling on A100", "A100", "TFLOP/s per GPU", _sc21),
     "sc21-table1-fewest": ("the same, rows without a pipeline in the fewest micro-batches that fit", "A100",
                            "TFLOP/s per GPU", lambda devices: _sc21(devices, fewest=True)),
@@ -300,16 +344,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calibrate", nargs="?", const="sc21-table1", default=None, choices=list(SOURCES),
                     help="fit the efficiency of this source's device on its rows (bare flag: sc21-table1)")
+    ap.add_argument("--fit-collectives", choices=[s for s in SOURCES if s.startswith("nccl")],
+                    help="fit every cluster's collective figures (bus efficiency, latency scale) on this source first")
     ap.add_argument("--sources", nargs="+", choices=list(SOURCES), default=[s for s in SOURCES if s != "sc21-table1-fewest"])
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     devices = {"A100": copy.deepcopy(DEVICES["A100"]), "V100": copy.deepcopy(V100_32GB)}
+    collectives = fit_collectives(args.fit_collectives) if args.fit_collectives else None
     fitted = calibrate(args.calibrate, devices) if args.calibrate else None
-    report = {"calibrated_on": args.calibrate, "efficiency": {k: round(d.gemm_efficiency, 4) for k, d in devices.items()},
+    report = {"calibrated_on": args.calibrate, "collectives_fitted_on": args.fit_collectives,
+              "collectives": collectives, "efficiency": {k: round(d.gemm_efficiency, 4) for k, d in devices.items()},
               "sources": {}}
     for name in args.sources:
         rows = evaluate(name, devices)
-        held = [name != args.calibrate] * len(rows)
+        held = [name not in (args.calibrate, args.fit_collectives or PRESETS_FITTED_ON)] * len(rows)
         for r, h in zip(rows, held):
             r["held_out"] = h
         report["sources"][name] = {"what": SOURCES[name][0], "unit": SOURCES[name][2], **summarise(rows, held),
@@ -319,6 +367,8 @@ def main() -> None:
         return
     cal = f"calibrated on {args.calibrate}: {fitted:.3f}" if fitted else "presets"
     print("GEMM efficiency: " + ", ".join(f"{k} {v}" for k, v in report["efficiency"].items()) + f" ({cal})")
+    if collectives:
+        print(f"collectives fitted on {args.fit_collectives}: " + ", ".join(f"{k} {v}" for k, v in collectives.items()))
     for name, s in report["sources"].items():
         print(f"\n{name}: {s['what']} ({s['unit']})")
         for r in s["rows"]:

@@ -2,6 +2,7 @@
 
 - :mod:`.engine`: ``Simulator``, one training iteration as a task graph;
 - :mod:`.costs`: per-op task times, collectives and tensor transfers;
+- :mod:`.nccl`: collective times as NCCL runs them (ring, protocol by message size);
 - :mod:`.calibration`: a cluster whose op and collective times come from measurements;
 - :mod:`.runner`: ``SimulatorRunner``, a strategy's simulated iteration time as a Measurement.
 """

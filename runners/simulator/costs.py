@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from autotune.runners.simulator import nccl
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Op
 from autotune.search_spaces.parallel.strategy import OpConfig
@@ -112,28 +113,40 @@ def groups(op: Op, cfg: OpConfig, varying: list[str]) -> np.ndarray:
     return ids.transpose(rest + axes).reshape(-1, g)
 
 
-def allreduce(cluster: Cluster, device_groups: np.ndarray, nbytes: float) -> tuple[float, np.ndarray]:
-    """Concurrent ring / hierarchical all-reduce, one per row of ``device_groups``; the cheaper is used."""
+GRADIENT_BUCKET = 25 * 2**20  # bytes: PyTorch DDP's default bucket (Megatron-LM also reduces flat buffers)
+
+
+def allreduce(cluster: Cluster, device_groups: np.ndarray, nbytes: float, bucket: float = 0.0) -> tuple[float, np.ndarray]:
+    """Concurrent all-reduces, one per row of ``device_groups``, as NCCL runs them (:mod:`.nccl`): one ring
+    over the group, or within each node and then across nodes (hierarchical), whichever is cheaper; a
+    measured time for the group size and bytes overrides both. With a ``bucket`` (weight gradients, which
+    frameworks reduce in buckets of many tensors) a smaller tensor pays its share of a bucket's all-reduce
+    rather than a whole call's latency."""
     n = device_groups.shape[1]
     if n <= 1 or nbytes <= 0:
         return 0.0, EMPTY
+    if nbytes < bucket:
+        t, res = allreduce(cluster, device_groups, bucket)
+        return t * nbytes / bucket, res
     D = cluster.devices
     nodes = device_groups // cluster.per_node
     k = max(len(np.unique(row)) for row in nodes[:4])
     m = max(int(np.max(np.unique(row, return_counts=True)[1])) for row in nodes[:4])
     res = [D + device_groups.ravel()]
     measured = cluster.measured_collective("allreduce", n, nbytes)
+    link, eff, lat = cluster.link, cluster.bus_efficiency, cluster.latency_scale
     if k == 1:
-        t = measured or 2 * (n - 1) / n * nbytes / cluster.intra_bw + 2 * (n - 1) * cluster.intra_latency
+        t = measured or nccl.allreduce_time(n, nbytes, cluster.intra_bw, link, eff, latency_scale=lat)
         return t, np.unique(np.concatenate(res))
     # groups sharing one node's network port
     share = np.zeros(cluster.nodes, dtype=np.int64)
     for row in nodes:
         share[np.unique(row)] += 1
     c = int(share.max())
-    flat = 2 * (n - 1) / n * nbytes * max(1 / cluster.intra_bw, c / cluster.inter_bw) + 2 * (n - 1) * cluster.inter_latency
-    hier = (2 * (m - 1) / m * nbytes / cluster.intra_bw + 2 * (m - 1) * cluster.intra_latency
-            + 2 * (k - 1) / k * nbytes * c / cluster.inter_bw + 2 * (k - 1) * cluster.inter_latency)
+    intra, inter = cluster.intra_bw * eff, cluster.inter_bw * cluster.net_efficiency / c  # Simple's rates
+    flat = nccl.allreduce_time(n, nbytes, min(intra, inter), link, 1.0, k, lat)
+    hier = (nccl.allreduce_time(m, nbytes, intra, link, 1.0, latency_scale=lat)
+            + nccl.allreduce_time(k, nbytes, inter, link, 1.0, k, lat))
     res.append(2 * D + np.unique(nodes))
     t = measured or min(flat, hier)
     return t, np.unique(np.concatenate(res))

@@ -180,7 +180,7 @@ class Simulator:
         synced = w_shard
         if op.type == "embedding" and wrep:  # sparse gradients: only the rows the group looked up
             synced = min(w_shard, out_part * math.prod(deg[d] for d in wrep))
-        gs = (costs.allreduce(c, members(wrep), synced * g.dtype_bytes)
+        gs = (costs.allreduce(c, members(wrep), synced * g.dtype_bytes, costs.GRADIENT_BUCKET)
               if w_shard and wrep else (0.0, costs.EMPTY))
         group = math.prod(deg[d] for d in wrep)  # devices holding the same weight shard
         shard = group if self.zero and w_shard else 1

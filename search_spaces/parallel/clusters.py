@@ -32,6 +32,14 @@ class DeviceSpec:
     gemm_k_half: float = 0.0  # reduction length at which a GEMM reaches half its efficiency (0: not modelled)
 
 
+# Collectives (runners/simulator/nccl.py), fitted to the all_reduce_perf curve of 8 A100s on NVSwitch published in
+# Microsoft's Azure AI benchmarking guide (ND A100 v4, NCCL 2.18): scripts/validate_simulator.py --sources nccl-a100-azure
+BUS_EFFICIENCY = 0.76
+LATENCY_SCALE = 2.5
+# across nodes the ring runs at about 24 of each NIC's 25 GB/s (NCCL's maintainers, NVIDIA/nccl-tests#160)
+NET_EFFICIENCY = 0.96
+
+
 @dataclass
 class Cluster:
     name: str
@@ -44,6 +52,10 @@ class Cluster:
     inter_latency: float
     op_times: dict[str, float] = field(default_factory=dict)
     collectives: list[tuple[str, int, float, float]] = field(default_factory=list)
+    link: str = "nvlink"  # the intra-node link kind NCCL sees: nvlink (NVLink, NVSwitch) or pcie
+    bus_efficiency: float = BUS_EFFICIENCY  # NCCL's large-message bus bandwidth over the link rate
+    latency_scale: float = LATENCY_SCALE  # measured collective latencies over NCCL's own latency model
+    net_efficiency: float = NET_EFFICIENCY  # NCCL's bus bandwidth across nodes over the network port's rate
 
     @property
     def devices(self) -> int:
@@ -124,7 +136,11 @@ class Cluster:
                    _quantity(d.get("intra_latency", 5e-6), "intra_latency", zero=True),
                    _quantity(d["inter_bw"], "inter_bw"),
                    _quantity(d.get("inter_latency", 1e-5), "inter_latency", zero=True),
-                   {_name(k, "op_times key"): _quantity(v, f"op_times[{k!r}]") for k, v in op_times.items()}, points)
+                   {_name(k, "op_times key"): _quantity(v, f"op_times[{k!r}]") for k, v in op_times.items()}, points,
+                   _link(d.get("link", "nvlink")),
+                   _quantity(d.get("bus_efficiency", BUS_EFFICIENCY), "bus_efficiency", most=1.0),
+                   _quantity(d.get("latency_scale", LATENCY_SCALE), "latency_scale"),
+                   _quantity(d.get("net_efficiency", NET_EFFICIENCY), "net_efficiency", most=1.0))
 
 
 MAX_DEVICES = 1 << 20
@@ -152,6 +168,15 @@ def _count(v, what: str, zero: bool = False) -> int:
     return v
 
 
+LINKS = ("nvlink", "pcie")  # intra-node link kinds: their per-step latencies differ in NCCL
+
+
+def _link(v) -> str:
+    if v not in LINKS:
+        raise UsageError(f"cluster link must be one of {', '.join(LINKS)}, not {str(v)[:40]!r}")
+    return v
+
+
 def _name(v, what: str) -> str:
     if not isinstance(v, str) or not v or len(v) > 200:
         raise UsageError(f"cluster {what} must be a non-empty string of at most 200 characters")
@@ -171,11 +196,16 @@ DEVICES = {
 # name pattern -> (device, devices per node, intra bw, intra latency, inter bw per node, inter latency, fixed nodes)
 PRESETS = {
     "p100-4x4": ("P100", 4, 40 * G, 5e-6, 12.5 * G, 5e-6, 4),  # NVLink, 100 Gb/s EDR InfiniBand
-    "k80-16x4": ("K80", 4, 8 * G, 1e-5, 7 * G, 1e-5, 16),  # PCIe 3 switch, 56 Gb/s FDR InfiniBand
+    "k80-16x4": ("K80", 4, 8 * G, 1e-5, 7 * G, 1e-5, 16),  # PCIe 3 switch, 56 Gb/s FDR InfiniBand (link: pcie)
     "p3.16xlarge-xN": ("V100", 8, 130 * G, 5e-6, 3.125 * G, 3e-5, None),  # NVLink, 25 Gb/s Ethernet
     "dgx-a100-xN": ("A100", 8, 300 * G, 3e-6, 200 * G, 5e-6, None),  # NVSwitch, 8 x 200 Gb/s HDR
     "dgx-h100-xN": ("H100", 8, 450 * G, 3e-6, 400 * G, 5e-6, None),  # NVSwitch, 8 x 400 Gb/s NDR
 }
+
+
+# NCCL's ring bus bandwidth over the NVLink rate where published for the device (H100: about 370 GB/s of 450,
+# NCCL's maintainers in NVIDIA/nccl-tests#212 and NVIDIA/nccl#1455); BUS_EFFICIENCY elsewhere
+DEVICE_BUS_EFFICIENCY = {"H100": 370 / 450}
 
 
 def preset_names() -> list[str]:
@@ -208,10 +238,12 @@ def get_cluster(spec: str) -> Cluster:
             raise UsageError(f"cluster file {spec!r} is not valid YAML ({str(exc).splitlines()[0][:80]})") from None
         return Cluster.from_json(doc)
     for pattern, (dev, per, ibw, ilat, nbw, nlat, fixed) in PRESETS.items():
+        nccl = {"link": "pcie" if dev == "K80" else "nvlink",
+                "bus_efficiency": DEVICE_BUS_EFFICIENCY.get(dev, BUS_EFFICIENCY)}
         if fixed is not None and spec == pattern:
-            return Cluster(spec, fixed, per, DEVICES[dev], ibw, ilat, nbw, nlat)
+            return Cluster(spec, fixed, per, DEVICES[dev], ibw, ilat, nbw, nlat, **nccl)
         m = re.fullmatch(re.escape(pattern[:-1]) + r"(\d+)", spec) if fixed is None else None
         if m and int(m.group(1)) >= 1:
-            return Cluster(spec, int(m.group(1)), per, DEVICES[dev], ibw, ilat, nbw, nlat)
+            return Cluster(spec, int(m.group(1)), per, DEVICES[dev], ibw, ilat, nbw, nlat, **nccl)
     raise UsageError(f"unknown cluster {spec!r}; valid: {', '.join(PRESETS)} (N = number of nodes) "
                      "or a .json/.yaml file")

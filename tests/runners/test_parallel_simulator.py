@@ -7,6 +7,7 @@ import pytest
 from autotune.runners.simulator import SimulatorRunner
 from autotune.search_spaces.parallel.clusters import Cluster, DeviceSpec
 from autotune.search_spaces.parallel.graph import Builder
+from autotune.runners.simulator import costs, nccl
 from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel.space import StrategySpace
 from autotune.search_spaces.parallel.strategy import OpConfig, data_parallel, model_parallel
@@ -19,6 +20,11 @@ PEAK, INTRA, INTER, LAT_I, LAT_N = 1e12, 1e9, 1e8, 1e-6, 1e-5
 def cluster(nodes=1, per_node=4, memory=1e12, **kw) -> Cluster:
     dev = DeviceSpec("toy", PEAK, PEAK, memory, math.inf, gemm_efficiency=1.0, launch_s=0.0)
     return Cluster("toy", nodes, per_node, dev, INTRA, LAT_I, INTER, LAT_N, **kw)
+
+
+def grad_sync(n, nbytes, bw=INTRA, **kw):
+    """A weight gradient's all-reduce: its share of a gradient bucket's (frameworks reduce gradients in buckets)."""
+    return nccl.allreduce_time(n, costs.GRADIENT_BUCKET, bw, **kw) * nbytes / costs.GRADIENT_BUCKET
 
 
 def chain(layers=1, b=8, f=16, width=32):
@@ -62,7 +68,8 @@ def test_data_parallel_ring_allreduce():
     r = Simulator(g, cluster(per_node=4)).simulate(s)
     flops = 2 * 8 * 64 * 64 / 4
     wbytes = 64 * 64 * 4
-    ring = 2 * 3 / 4 * wbytes / INTRA + 2 * 3 * LAT_I
+    ring = grad_sync(4, wbytes)  # NCCL's ring (its protocols: tests/runners/test_nccl.py), bucketed
+    assert ring > 2 * 3 / 4 * wbytes / INTRA  # no faster than the link allows
     assert r.iteration_s == pytest.approx(3 * flops / PEAK + ring)
 
 
@@ -71,8 +78,11 @@ def test_data_parallel_across_nodes_takes_the_cheaper_of_ring_and_hierarchical()
     s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
     r = Simulator(g, cluster(nodes=2, per_node=2)).simulate(s)
     wbytes = 64 * 64 * 4
-    flat = 2 * 3 / 4 * wbytes / INTER + 6 * LAT_N
-    hier = 2 * 1 / 2 * wbytes / INTRA + 2 * LAT_I + 2 * 1 / 2 * wbytes / INTER + 2 * LAT_N
+    c = cluster()
+    intra, inter = INTRA * c.bus_efficiency, INTER * c.net_efficiency  # what NCCL's Simple protocol reaches
+    flat = grad_sync(4, wbytes, inter, efficiency=1, nodes=2)  # one ring: the network is the slower
+    hier = grad_sync(2, wbytes, intra, efficiency=1) + grad_sync(2, wbytes, inter, efficiency=1, nodes=2)
+    assert flat != hier
     assert r.iteration_s == pytest.approx(3 * 2 * 8 * 64 * 64 / 4 / PEAK + min(flat, hier))
 
 
@@ -82,7 +92,7 @@ def test_megatron_pair_needs_only_the_output_allreduce():
     sim = Simulator(g, cluster(per_node=2))
     r = sim.simulate(s)
     flops = 2 * 8 * 64 * 64 / 2
-    out_ar = 2 * 1 / 2 * (8 * 64 * 4) / INTRA + 2 * LAT_I
+    out_ar = nccl.allreduce_time(2, 8 * 64 * 4, INTRA)
     x_to_l0 = 8 * 64 * 4 / INTRA + LAT_I  # the input lives on device 0; device 1 needs a copy
     # forward: x->l0 copy, l0, l1, all-reduce of l1's partial sums; backward: l1, l0 (x is data:
     # neither an input-gradient all-reduce nor a gradient sent back)
@@ -200,7 +210,7 @@ def test_embedding_gradients_are_synchronised_sparsely():
     g = g.build(state_bytes_per_param=16)
     r = Simulator(g, cluster(per_node=4)).simulate(data_parallel(g, cluster(per_node=4)))
     looked_up = 8 * 4 * 4  # every sample's row (4 floats) from each of the 4 replicas, not the 1.6 MB table
-    assert r.iteration_s == pytest.approx(2 * 3 / 4 * looked_up / INTRA + 2 * 3 * LAT_I)
+    assert r.iteration_s == pytest.approx(grad_sync(4, looked_up))
 
 
 def test_replicated_op_computes_whole_on_each_copy_and_feeds_local_consumers():
@@ -213,7 +223,7 @@ def test_replicated_op_computes_whole_on_each_copy_and_feeds_local_consumers():
     s = [OpConfig((1,), 0, replicas=2), OpConfig((1, 1, 1), 0, replicas=2), cfg(g, "l1", a0=2)]
     sim = Simulator(g, c)
     r = sim.simulate(s)
-    gs = 2 * (1 / 2) * 16 * 16 * 4 / INTRA + 2 * LAT_I  # l1's weight gradient, all-reduced after its backward
+    gs = grad_sync(2, 16 * 16 * 4)  # l1's weight gradient, all-reduced after its backward
     assert r.iteration_s == pytest.approx(flops / PEAK + 3 * flops / 2 / PEAK + gs)
     weights = 16 * 16 * 16
     assert np.all(r.memory >= weights)  # both copies hold l0's weights
@@ -303,7 +313,7 @@ def test_without_overlap_the_gradient_all_reduces_follow_the_whole_backward():
     g = chain(2, b=8, f=64, width=64)
     s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4), cfg(g, "l1", a0=4)]
     compute = 2 * 3 * 2 * 8 * 64 * 64 / 4 / PEAK
-    ring = 2 * 3 / 4 * 64 * 64 * 4 / INTRA + 2 * 3 * LAT_I
+    ring = grad_sync(4, 64 * 64 * 4)
     serial = Simulator(g, cluster(per_node=4), overlap=False).simulate(s).iteration_s
     assert serial == pytest.approx(compute + 2 * ring)
     overlapped = Simulator(g, cluster(per_node=4)).simulate(s).iteration_s
@@ -359,7 +369,7 @@ def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param
     acts = (8 * 64 + 8 * 64) * 2 / 4
     gathered = 2 * 64 * 64 * 2 if zero == 3 else 0
     assert r.memory[0] == pytest.approx(64 * 64 * per_param + acts + gathered)
-    ring = 2 * 3 / 4 * 64 * 64 * 2 / INTRA + 2 * 3 * LAT_I
+    ring = grad_sync(4, 64 * 64 * 2)
     assert sim.dur[sim.GS[1]] == pytest.approx(ring * (1.5 if zero == 3 else 1.0))
 
 
