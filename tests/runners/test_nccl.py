@@ -1,8 +1,12 @@
 """Collective times as NCCL runs them: protocol by message size, latency by group size and link kind."""
 
+from itertools import pairwise
+
+import numpy as np
 import pytest
+
 from autotune.errors import UsageError
-from autotune.runners.simulator import nccl
+from autotune.runners.simulator import costs, nccl
 from autotune.search_spaces.parallel.clusters import Cluster, get_cluster
 
 US = 1e-6
@@ -28,11 +32,11 @@ def test_a_large_all_reduce_reaches_the_simple_protocols_bus_bandwidth():
 def test_bus_bandwidth_rises_with_the_message_and_time_with_the_group():
     sizes = [2**k for k in range(10, 31, 2)]
     bw = [nccl.bus_bandwidth(8, s, nccl.allreduce_time(8, s, 300e9)) for s in sizes]
-    assert all(a < b for a, b in zip(bw, bw[1:]))
+    assert all(a < b for a, b in pairwise(bw))
     assert bw[0] < 0.01 * bw[-1]  # 1 KB is latency-bound
     for size in (2**16, 2**20, 2**26):  # more ranks: more steps and more of the message each moves
         t = [nccl.allreduce_time(n, size, 300e9) for n in (2, 4, 8, 16)]
-        assert all(a < b for a, b in zip(t, t[1:]))
+        assert all(a < b for a, b in pairwise(t))
 
 
 def test_the_protocol_is_the_fastest_for_the_size():
@@ -67,8 +71,6 @@ def test_cluster_files_give_the_link_kind_and_bus_efficiency():
 
 
 def test_gradients_reduced_in_buckets_pay_a_share_of_the_latency():
-    import numpy as np
-    from autotune.runners.simulator import costs
     c = get_cluster("dgx-a100-x1")
     group = np.arange(8)[None, :]
     whole, _ = costs.allreduce(c, group, 4096)
