@@ -203,6 +203,7 @@ def main(argv=None) -> int:
                     help="names (default: ours with and without +xgb, and the peers; not used under --protocol)")
     ap.add_argument("--json", default=None, help="write the results as JSON here")
     ap.add_argument("--model-option", nargs="*", default=[], help="KEY=VALUE options of the xgb model (experiments)")
+    ap.add_argument("--batch", type=int, default=8, help="candidates asked for at once (default 8, a campaign's default)")
     ap.add_argument("--guided-option", nargs="*", default=[], help="KEY=VALUE options of ModelGuided (experiments)")
     ap.add_argument("--protocol", choices=protocol.PROTOCOLS, default="none",
                     help="choose among --candidates on training spaces, report on held-out ones (default: none)")
@@ -216,6 +217,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     MODEL_OPTIONS.update(protocol.parse_options(args.model_option))
     GUIDED_OPTIONS.update(protocol.parse_options(args.guided_option))
+    global BATCH
+    BATCH = args.batch
     caches = args.cache or replay_caches()
     if args.protocol != "none":
         return run_protocol(args, caches)
