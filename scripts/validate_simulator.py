@@ -157,7 +157,7 @@ def megatron_flops(batch, layers, hidden, seq=SEQ):
     return 96 * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + VOCAB / (16 * layers * hidden))
 
 
-def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=None, overlap=True, kernels="fused",
+def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=None, overlap=None, kernels="fused",
               recompute="full", sequence=False, virtual=1):
     """Seconds per iteration of Megatron's strategy (t, p) on ``cluster``; micro-batches of ``per_micro``
     sequences per replica, or (None) the fewest micro-batches that fit; ``kernels`` and ``recompute`` as in

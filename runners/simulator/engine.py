@@ -48,10 +48,11 @@ class SimResult:
 
 class Simulator:
     """``graph`` is one micro-batch; ``microbatches`` of them make an iteration (gradient accumulation, and a
-    pipeline where ops sit on different device blocks). ``overlap``: the weight-gradient all-reduces of a
-    single micro-batch start as soon as their op's backward ends, overlapping the rest of the backward
-    (PyTorch DDP, Megatron-LM since 2020); off, they run after the whole backward (Megatron-LM 2019). With
-    several micro-batches they run after the last one either way.
+    pipeline where ops sit on different device blocks). ``overlap``: the weight-gradient all-reduces start as
+    soon as their op's backward (of the last micro-batch) ends, overlapping the rest of that backward (PyTorch
+    DDP; Megatron-LM's ``--overlap-grad-reduce``, DeepSpeed's ``overlap_comm``); off, they run after the
+    whole backward (Megatron-LM 2019; Megatron-LM's default with several micro-batches). None (the default):
+    overlapped with one micro-batch, not with several.
 
     ``zero``: ZeRO stage (DeepSpeed; stage 3 is PyTorch FSDP's full sharding) over each op's data-parallel
     group (the partitions holding the same weight shard): 1 shards the optimizer state (the bytes per
@@ -60,7 +61,8 @@ class Simulator:
     all-gather of the updated weights); stage 3 also all-gathers the weights before the forward and the
     backward, 1.5 times the all-reduce's bytes, all charged to the gradient sync."""
 
-    def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool = True, zero: int = 0):
+    def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool | None = None,
+                 zero: int = 0):
         if microbatches < 1:
             raise ValueError(f"microbatches must be >= 1, got {microbatches}")
         if zero not in ZERO_STAGES:
@@ -323,15 +325,33 @@ class Simulator:
     def simulate(self, strategy: Strategy, timeline: bool = False) -> SimResult:
         self.load(strategy)
         self.simulations += 1
+        once = list(self.dur)  # the first micro-batch's forward and backward with the syncs and updates
+        alone = list(self.dur)  # ... and without them
+        for t in self.once:
+            alone[t] = 0.0
+        overlap = self.microbatches == 1 if self.overlap is None else self.overlap
+        if self.microbatches == 1:
+            end_all, tl = self._run(once if overlap else alone, timeline)
+            if not overlap:
+                end_all += self.busiest(self.once)
+            return SimResult(end_all, self.memory(strategy), self.c.device.memory_bytes, tl)
+        # the other micro-batches stream behind the first at the busiest device's rate (1F1B): M steady steps
+        # plus the first micro-batch's fill and drain, which v virtual stages per device (interleaved 1F1B) cut
+        # v-fold; then the weight-gradient syncs and updates, after the last backward or, overlapped, during it
+        # (what they add to one micro-batch's schedule)
+        end_all, tl = self._run(alone, timeline)
+        step = self.busiest(self.per_microbatch)
+        v = self.virtual_stages(strategy)
+        tail = self._run(once, False)[0] - end_all if overlap else self.busiest(self.once)
+        return SimResult(self.microbatches * step + (end_all - step) / v + tail, self.memory(strategy),
+                         self.c.device.memory_bytes, tl)
+
+    def _run(self, dur: list[float], timeline: bool) -> tuple[float, list]:
+        """One event-driven pass over the task graph with these durations: (end time, timeline)."""
         free = np.zeros(2 * self.D + self.c.nodes)
         ready = [0.0] * len(self.names)
         indeg = self.indeg.copy().tolist()
-        dur, res, succ = self.dur, self.res, self.succ
-        serial = self.microbatches > 1 or not self.overlap
-        if serial:  # first the forward and backward of one micro-batch: syncs and updates come last
-            dur = list(dur)
-            for t in self.once:
-                dur[t] = 0.0
+        res, succ = self.res, self.succ
         busy = [d > 0 and len(r) > 0 for d, r in zip(dur, res)]
         heap = [(0.0, t) for t in self.sources if busy[t]]
         heapq.heapify(heap)
@@ -365,10 +385,4 @@ class Simulator:
                         push(heap, (ready[v], v))
                     else:
                         stack.append((v, ready[v]))
-        if serial:  # the other micro-batches stream behind the first at the busiest device's rate (1F1B):
-            # M steady steps plus the first micro-batch's fill and drain, which v virtual stages per device
-            # (interleaved 1F1B) cut v-fold; then the weight-gradient syncs and updates run once
-            step = self.busiest(self.per_microbatch)
-            v = self.virtual_stages(strategy) if self.microbatches > 1 else 1
-            end_all = self.microbatches * step + (end_all - step) / v + self.busiest(self.once)
-        return SimResult(end_all, self.memory(strategy), self.c.device.memory_bytes, tl)
+        return end_all, tl

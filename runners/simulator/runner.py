@@ -3,8 +3,9 @@
 cost = simulated iteration time (seconds); INVALID when the strategy is not valid
 or a device's memory exceeds its capacity; meta carries peak memory and throughput.
 A candidate that splits the iteration into another number of micro-batches than the
-space's default, shards with ZeRO or recomputes activations in another mode, runs on a simulator of
-its own (one per micro-batch count, ZeRO stage and recomputation mode, each with its delta caches).
+space's default, shards with ZeRO, recomputes activations in another mode or overlaps its gradient
+all-reduces otherwise, runs on a simulator of its own (one per micro-batch count, ZeRO stage, recomputation
+mode and overlap, each with its delta caches).
 """
 
 from __future__ import annotations
@@ -35,20 +36,21 @@ class SimulatorRunner(Runner):
         self.model, self.cluster, self.microbatches = model, cluster, microbatches
         self.space = space or StrategySpace(model, cluster, microbatches=microbatches)
         self.sim = Simulator(model, cluster, microbatches)
-        self.sims = {(microbatches, 0, self.space.recompute): self.sim}
+        self.sims = {(microbatches, 0, self.space.recompute, None): self.sim}
         self.device = cluster_device(cluster)
 
     @property
     def simulations(self) -> int:
         return sum(s.simulations for s in self.sims.values())
 
-    def simulator(self, microbatches: int, zero: int = 0, recompute: str | None = None) -> Simulator:
-        """The simulator of one micro-batch count, ZeRO stage and recomputation mode (default: the model's);
-        each keeps its own cost caches."""
-        key = (microbatches, zero, recompute or self.space.recompute)
+    def simulator(self, microbatches: int, zero: int = 0, recompute: str | None = None,
+                  overlap: bool | None = None) -> Simulator:
+        """The simulator of one micro-batch count, ZeRO stage, recomputation mode (default: the model's) and
+        gradient overlap (default: the simulator's); each keeps its own cost caches."""
+        key = (microbatches, zero, recompute or self.space.recompute, overlap)
         if key not in self.sims:
             self.sims[key] = Simulator(self.space.graph_for(microbatches, key[2]), self.cluster, microbatches,
-                                       zero=zero)
+                                       overlap=overlap, zero=zero)
         return self.sims[key]
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
@@ -58,10 +60,11 @@ class SimulatorRunner(Runner):
         t0 = time.perf_counter()
         try:
             m, z, rc = self.space.microbatches_of(c), self.space.zero_of(c), self.space.recompute_of(c)
+            ov = self.space.overlap_of(c)
             strategy = self.space.strategy(c)
         except (UsageError, TypeError, ValueError, AttributeError, KeyError) as exc:
             return Measurement(c, Status.INVALID, error=f"not a valid strategy: {exc}")
-        r = self.simulator(m, z, rc).simulate(strategy, timeline=timeline)
+        r = self.simulator(m, z, rc, ov).simulate(strategy, timeline=timeline)
         run_s = time.perf_counter() - t0
         meta = {"peak_memory_bytes": r.peak_memory, "capacity_bytes": r.capacity, "microbatches": m,
                 **({"recompute": rc} if rc is not None else {}),

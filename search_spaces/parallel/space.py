@@ -13,8 +13,10 @@ micro-batch count, a number of virtual stages (interleaved 1F1B), sequence paral
 for mixture-of-experts models, an expert-parallel degree, so the search moves between (t, p, d)
 layouts in one step and refines op by op from there; with probability ``zero_prob`` it keeps the
 strategy and changes its ZeRO stage (``"zero"`` in the payload: optimizer state, gradients and
-weights sharded over the data-parallel replicas, see ``Simulator``), and with ``recompute_prob`` its
-activation recomputation mode (``"recompute"``). ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
+weights sharded over the data-parallel replicas, see ``Simulator``), with ``recompute_prob`` its
+activation recomputation mode (``"recompute"``), and with ``overlap_prob`` whether the weight-gradient
+all-reduces overlap the (last micro-batch's) backward (``"overlap"``; absent: overlapped with one
+micro-batch, not with several, as PyTorch DDP and Megatron-LM do by default). ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
 topological order) from one parent and the rest from the other. ``seeds`` are the layouts a
 search measures first: every (t, p) with its fewest micro-batches and with the counts that give
 each data-parallel replica 1, 2, 4 or 8 samples per micro-batch, plain and interleaved in 2, each with
@@ -36,7 +38,7 @@ from autotune.search_spaces.parallel.graph import ROLES, Graph
 from autotune.errors import UsageError
 from autotune.types import Candidate, Task
 
-N_FEATURES = 7 + 2 * len(ROLES)
+N_FEATURES = 8 + 2 * len(ROLES)
 RECOMPUTE_LEVEL = {None: 0, "none": 0, "selective": 1, "full": 2}  # a feature: how much is recomputed
 SEED_MICRO_BATCH = (1, 2, 4, 8)  # samples per data-parallel replica and micro-batch of the seeded layouts
 
@@ -65,13 +67,13 @@ class StrategySpace(Space):
     def __init__(self, graph: Graph, cluster: Cluster, copy_prob: float = 0.5, tie_prob: float = 0.2,
                  microbatches: int = 1, layout_prob: float = 0.1, rebuild: Callable[..., Graph] | None = None,
                  replica_prob: float = 0.2, zero_prob: float = 0.05, recompute_modes: tuple[str, ...] = (),
-                 recompute_prob: float = 0.05):
+                 recompute_prob: float = 0.05, overlap_prob: float = 0.05):
         """``graph`` is one micro-batch of ``microbatches``; ``rebuild(batch, recompute=None)`` builds the model
         at another micro-batch size (then the micro-batch count is searched too) and, with
         ``recompute_modes``, another activation recomputation mode (then the mode is searched too)."""
         self.graph, self.cluster, self.D, self.microbatches = graph, cluster, cluster.devices, microbatches
         self.copy_prob, self.tie_prob, self.layout_prob, self.replica_prob = copy_prob, tie_prob, layout_prob, replica_prob
-        self.zero_prob, self.recompute_prob = zero_prob, recompute_prob
+        self.zero_prob, self.recompute_prob, self.overlap_prob = zero_prob, recompute_prob, overlap_prob
         self.batch = graph.batch * microbatches  # of an iteration
         self._rebuild = rebuild
         self.counts = st.divisors(self.batch) if rebuild is not None else [microbatches]
@@ -126,6 +128,15 @@ class StrategySpace(Space):
             raise UsageError(f"zero must be a ZeRO stage 0-3, got {z!r}")
         return z
 
+    @staticmethod
+    def overlap_of(c: Candidate) -> bool | None:
+        """Whether the candidate's weight-gradient all-reduces overlap the backward (None: the default,
+        overlapped with one micro-batch and not with several)."""
+        o = c.payload.get("overlap") if isinstance(c.payload, dict) else None
+        if o is not None and not isinstance(o, bool):
+            raise UsageError(f"overlap must be true or false, got {o!r}")
+        return o
+
     def recompute_of(self, c: Candidate) -> str | None:
         """The candidate's activation recomputation mode (``"recompute"`` in the payload; default the model's)."""
         r = c.payload.get("recompute", self.recompute) if isinstance(c.payload, dict) else self.recompute
@@ -163,10 +174,11 @@ class StrategySpace(Space):
         return out + [Layout(lay.tensor, lay.pipeline, lay.data, lay.microbatches, lay.virtual, True, lay.expert)
                       for lay in out if lay.tensor > 1]
 
-    def layout(self, lay: Layout, zero: int = 0, recompute: str | None = None) -> Candidate:
+    def layout(self, lay: Layout, zero: int = 0, recompute: str | None = None,
+               overlap: bool | None = None) -> Candidate:
         g = self.graph_for(lay.microbatches)
         return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline, lay.virtual, lay.sequence,
-                                     lay.expert or None), lay.microbatches, zero, recompute)
+                                     lay.expert or None), lay.microbatches, zero, recompute, overlap)
 
     def seeds(self) -> dict[str, Candidate]:
         """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
@@ -202,7 +214,7 @@ class StrategySpace(Space):
 
     # -- conversions -----------------------------------------------------------------
     def wrap(self, strategy: st.Strategy, microbatches: int | None = None, zero: int = 0,
-             recompute: str | None = None) -> Candidate:
+             recompute: str | None = None, overlap: bool | None = None) -> Candidate:
         m = self.microbatches if microbatches is None else microbatches
         payload = st.to_json(self.graph_for(m), strategy, self.D)
         if m != self.microbatches:
@@ -211,6 +223,8 @@ class StrategySpace(Space):
             payload["zero"] = zero
         if recompute is not None and recompute != self.recompute:
             payload["recompute"] = recompute
+        if overlap is not None:
+            payload["overlap"] = overlap
         c = Candidate(payload)
         self._remember(c.key, strategy)
         return c
@@ -230,12 +244,14 @@ class StrategySpace(Space):
     def candidate(self, config) -> Candidate:
         c = Candidate(config)
         m = self.microbatches_of(c)
-        return self.wrap(st.from_json(self.graph_for(m), config, self.D), m, self.zero_of(c), self.recompute_of(c))
+        return self.wrap(st.from_json(self.graph_for(m), config, self.D), m, self.zero_of(c), self.recompute_of(c),
+                         self.overlap_of(c))
 
     def contains(self, c: Candidate) -> bool:
         try:
             self.zero_of(c)
             self.recompute_of(c)
+            self.overlap_of(c)
             m = self.microbatches_of(c)
             return st.check_strategy(self.graph_for(m), self.strategy(c), self.D) is None
         except (UsageError, TypeError, ValueError, AttributeError):
@@ -277,16 +293,19 @@ class StrategySpace(Space):
         return self.wrap([self.random_config(i, rng, replicas=False) for i in range(len(self.graph.ops))])
 
     def neighbor(self, c: Candidate, rng: np.random.Generator) -> Candidate:
-        """An op move, a layout move (keeping the ZeRO stage) or, with probability ``zero_prob``, another
-        ZeRO stage for the same strategy."""
-        z, rc = self.zero_of(c), self.recompute_of(c)
+        """An op move, a layout move (keeping the ZeRO stage, recomputation mode and gradient overlap) or, with
+        probability ``zero_prob``, another ZeRO stage for the same strategy (``recompute_prob``: another
+        recomputation mode; ``overlap_prob``: the gradient all-reduces overlapped or not)."""
+        z, rc, ov = self.zero_of(c), self.recompute_of(c), self.overlap_of(c)
         if self.layouts and rng.random() < self.layout_prob:
-            return self.layout(self.layouts[int(rng.integers(len(self.layouts)))], z, rc)
+            return self.layout(self.layouts[int(rng.integers(len(self.layouts)))], z, rc, ov)
         m = self.microbatches_of(c)
         if rng.random() < self.zero_prob:
-            return self.wrap(self.strategy(c), m, int(rng.choice([x for x in st.ZERO_STAGES if x != z])), rc)
+            return self.wrap(self.strategy(c), m, int(rng.choice([x for x in st.ZERO_STAGES if x != z])), rc, ov)
         if len(self.modes) > 1 and rng.random() < self.recompute_prob:
-            return self.wrap(self.strategy(c), m, z, str(rng.choice([x for x in self.modes if x != rc])))
+            return self.wrap(self.strategy(c), m, z, str(rng.choice([x for x in self.modes if x != rc])), ov)
+        if rng.random() < self.overlap_prob:
+            return self.wrap(self.strategy(c), m, z, rc, not (m == 1 if ov is None else ov))
         ops = self.graph_for(m).ops
         s = list(self.strategy(c))
         for _ in range(20):
@@ -301,8 +320,8 @@ class StrategySpace(Space):
                 tied = self.alike[i] if rng.random() < self.tie_prob else [i]
                 for t in tied:
                     s[t] = new
-                return self.wrap(s, m, z, rc)
-        return self.wrap(s, m, z, rc)
+                return self.wrap(s, m, z, rc, ov)
+        return self.wrap(s, m, z, rc, ov)
 
     def crossover(self, a: Candidate, b: Candidate, rng: np.random.Generator) -> Candidate:
         """A prefix of ``a``'s ops and the rest of ``b``'s, at ``a``'s micro-batch count (an op of ``b``'s
@@ -313,7 +332,7 @@ class StrategySpace(Space):
         cut = int(rng.integers(len(sa) + 1))
         child = list(sa[:cut]) + [y if st.check_config(op, y, self.D) is None else x
                                   for op, x, y in zip(ops[cut:], sa[cut:], sb[cut:])]
-        return self.wrap(child, m, self.zero_of(a), self.recompute_of(a))
+        return self.wrap(child, m, self.zero_of(a), self.recompute_of(a), self.overlap_of(a))
 
     def initial(self) -> Candidate:
         return self.wrap(st.data_parallel(self.graph, self.cluster))
@@ -328,7 +347,7 @@ class StrategySpace(Space):
     def features(self, cs: list[Candidate]) -> np.ndarray:
         """Per candidate: FLOP-weighted mean log2 degree per role, share of ops splitting each role,
         mean log2 partitions, share of ops on the whole cluster, distinct blocks, mean block start,
-        log2 micro-batches, ZeRO stage, recomputation level."""
+        log2 micro-batches, ZeRO stage, recomputation level, gradient all-reduces overlapped."""
         w = np.array([op.flops + op.bwd_flops + 1.0 for op in self.graph.ops])
         w = w / w.sum()
         rows = []
@@ -345,5 +364,7 @@ class StrategySpace(Space):
             rows.append(np.concatenate([w @ role_log, (role_log > 0).mean(axis=0),
                                         [w @ parts, w @ whole, math.log2(blocks), w @ starts,
                                          math.log2(self.microbatches_of(c)), self.zero_of(c),
-                                         RECOMPUTE_LEVEL[self.recompute_of(c)]]]))
+                                         RECOMPUTE_LEVEL[self.recompute_of(c)],
+                                         float(self.overlap_of(c) if self.overlap_of(c) is not None
+                                               else self.microbatches_of(c) == 1)]]))
         return np.array(rows, dtype=float).reshape(len(cs), N_FEATURES)

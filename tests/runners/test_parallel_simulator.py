@@ -353,6 +353,26 @@ def test_attention_internals_are_stored_unless_recomputed():
     assert np.allclose(mem["none"] - mem["selective"], layers * (5 * b * heads * s * s + 2 * b * s * 64) / 4)
 
 
+def test_with_micro_batches_overlapped_gradient_syncs_hide_behind_the_last_backward():
+    """Two data-parallel layers, 4 micro-batches: by default (Megatron-LM) both gradient all-reduces follow
+    the last micro-batch's backward; overlapped (``--overlap-grad-reduce``), the second layer's runs during
+    the first layer's backward, so only the first layer's is exposed."""
+    g = chain(2, b=65536, f=64, width=64)  # enough work per layer to hide a gradient all-reduce
+    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4), cfg(g, "l1", a0=4)]
+    per_microbatch = 2 * 3 * 2 * 65536 * 64 * 64 / 4 / PEAK
+    ring = grad_sync(4, 64 * 64 * 4)
+    default = Simulator(g, cluster(per_node=4), microbatches=4).simulate(s).iteration_s
+    assert default == pytest.approx(4 * per_microbatch + 2 * ring)
+    assert Simulator(g, cluster(per_node=4), microbatches=4, overlap=False).simulate(s).iteration_s == default
+    overlapped = Simulator(g, cluster(per_node=4), microbatches=4, overlap=True).simulate(s).iteration_s
+    l0_backward = 2 * 2 * 65536 * 64 * 64 / 4 / PEAK
+    assert ring < l0_backward  # so the second layer's all-reduce hides entirely
+    assert overlapped == pytest.approx(4 * per_microbatch + ring)
+    # with one micro-batch the default is overlapped (PyTorch DDP)
+    one = Simulator(g, cluster(per_node=4)).simulate(s).iteration_s
+    assert one == Simulator(g, cluster(per_node=4), overlap=True).simulate(s).iteration_s
+
+
 @pytest.mark.parametrize("zero, per_param", [(0, 16), (1, 4 + 12 / 4), (2, 2 + 14 / 4), (3, 16 / 4)])
 def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param):
     """One fp16 layer (2-byte weights and gradients, 12 bytes of fp32 master weight and Adam moments per

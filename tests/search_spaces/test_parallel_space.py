@@ -202,13 +202,35 @@ def test_layout_moves_jump_between_layouts_and_op_moves_keep_the_micro_batch_cou
         n = space.neighbor(c, rng)
         assert space.contains(n) and space.microbatches_of(n) == space.microbatches_of(c)
         changed = sum(a != b for a, b in zip(space.strategy(n), space.strategy(c)))
-        # an op move, or alone a ZeRO move or a recomputation move
-        moves = [changed >= 1, space.zero_of(n) != space.zero_of(c), space.recompute_of(n) != space.recompute_of(c)]
+        # an op move, or alone a ZeRO move, a recomputation move or a gradient-overlap move
+        moves = [changed >= 1, space.zero_of(n) != space.zero_of(c), space.recompute_of(n) != space.recompute_of(c),
+                 space.overlap_of(n) != space.overlap_of(c)]
         assert sum(moves) == 1
     assert space.recompute_of(c) == "none" and {space.recompute_of(space.neighbor(c, rng)) for _ in range(400)} == {
         "none", "selective", "full"}
     child = space.crossover(c, space.initial(), rng)
     assert space.contains(child) and space.microbatches_of(child) == space.microbatches_of(c)
+
+
+def test_gradient_overlap_is_a_strategy_dimension():
+    from autotune.drivers.parallel import strategy_space
+    from autotune.runners.simulator import SimulatorRunner
+
+    space = strategy_space(get_model("gpt-350m", 64), get_cluster("dgx-a100-x2"))
+    rng = np.random.default_rng(0)
+    space.layout_prob = space.zero_prob = space.recompute_prob = 0.0
+    space.overlap_prob = 1.0
+    c = space.layout(next(x for x in space.layouts if x.data > 1 and x.microbatches > 1))
+    assert space.overlap_of(c) is None  # the default: not overlapped with several micro-batches
+    on = space.neighbor(c, rng)
+    assert space.overlap_of(on) is True and space.strategy(on) == space.strategy(c) and on.payload["overlap"] is True
+    assert space.overlap_of(space.neighbor(on, rng)) is False
+    assert not np.allclose(*space.features([c, on]))
+    assert not space.contains(Candidate({**c.payload, "overlap": "yes"}))
+    runner = SimulatorRunner(space.graph, space.cluster, space)
+    default, overlapped = runner.measure(space.task, [c, on])
+    assert overlapped.ok and default.ok and overlapped.cost < default.cost
+    assert space.overlap_of(space.crossover(on, c, rng)) is True
 
 
 def test_models_without_a_rebuild_keep_their_micro_batch_count():
