@@ -273,10 +273,10 @@ def fit_collectives(name: str) -> dict[str, float]:
     return best[1]
 
 
-SOURCES: dict[str, tuple[str, str, str, Callable]] = {
+SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device, unit, rows(devices))
     "nccl-a100-azure": ("NCCL all-reduce on 8 A100s, Azure ND A100 v4 (the presets' collectives are fitted on it)",
                         "A100", "bus GB/s", _nccl(NCCL_A100_AZURE)),
-    "nccl-a100-dgx": ("NCCL all-reduce on 8 A100s, a DGX A100", "A100", "bus GB/s", _nccl(NCCL_A100_DGX)),  # name -> (what, device, unit, rows(devices))
+    "nccl-a100-dgx": ("NCCL all-reduce on 8 A100s, a DGX A100", "A100", "bus GB/s", _nccl(NCCL_A100_DGX)),
     "sc21-table1": ("Narayanan et al. SC'21 Table 1, weak scaling on A100", "A100", "TFLOP/s per GPU", _sc21),
     "sc21-table1-fewest": ("the same, rows without a pipeline in the fewest micro-batches that fit", "A100",
                            "TFLOP/s per GPU", lambda devices: _sc21(devices, fewest=True)),

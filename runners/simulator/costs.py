@@ -134,16 +134,17 @@ def allreduce(cluster: Cluster, device_groups: np.ndarray, nbytes: float, bucket
     m = max(int(np.max(np.unique(row, return_counts=True)[1])) for row in nodes[:4])
     res = [D + device_groups.ravel()]
     measured = cluster.measured_collective("allreduce", n, nbytes)
-    link, eff, lat = cluster.link, cluster.bus_efficiency, cluster.latency_scale
+    link, lat = cluster.link, cluster.latency_scale
+    intra = cluster.intra_bw * cluster.bus_efficiency  # the rate NCCL's Simple protocol reaches
     if k == 1:
-        t = measured or nccl.allreduce_time(n, nbytes, cluster.intra_bw, link, eff, latency_scale=lat)
+        t = measured or nccl.allreduce_time(n, nbytes, intra, link, 1.0, latency_scale=lat)
         return t, np.unique(np.concatenate(res))
     # groups sharing one node's network port
     share = np.zeros(cluster.nodes, dtype=np.int64)
     for row in nodes:
         share[np.unique(row)] += 1
     c = int(share.max())
-    intra, inter = cluster.intra_bw * eff, cluster.inter_bw * cluster.net_efficiency / c  # Simple's rates
+    inter = cluster.inter_bw * cluster.net_efficiency / c
     flat = nccl.allreduce_time(n, nbytes, min(intra, inter), link, 1.0, k, lat)
     hier = (nccl.allreduce_time(m, nbytes, intra, link, 1.0, latency_scale=lat)
             + nccl.allreduce_time(k, nbytes, inter, link, 1.0, k, lat))

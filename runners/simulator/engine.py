@@ -27,7 +27,7 @@ import numpy as np
 from autotune.runners.simulator import costs
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph
-from autotune.search_spaces.parallel.strategy import ZERO_STAGES, OpConfig, Strategy
+from autotune.search_spaces.parallel.strategy import ZERO_STAGES, OpConfig, Strategy, overlapped
 
 
 @dataclass
@@ -325,16 +325,16 @@ class Simulator:
     def simulate(self, strategy: Strategy, timeline: bool = False) -> SimResult:
         self.load(strategy)
         self.simulations += 1
-        once = list(self.dur)  # the first micro-batch's forward and backward with the syncs and updates
-        alone = list(self.dur)  # ... and without them
+        overlap = overlapped(self.overlap, self.microbatches)
+        if self.microbatches == 1 and overlap:
+            end_all, tl = self._run(self.dur, timeline)
+            return SimResult(end_all, self.memory(strategy), self.c.device.memory_bytes, tl)
+        alone = list(self.dur)  # the first micro-batch's forward and backward without the syncs and updates
         for t in self.once:
             alone[t] = 0.0
-        overlap = self.microbatches == 1 if self.overlap is None else self.overlap
         if self.microbatches == 1:
-            end_all, tl = self._run(once if overlap else alone, timeline)
-            if not overlap:
-                end_all += self.busiest(self.once)
-            return SimResult(end_all, self.memory(strategy), self.c.device.memory_bytes, tl)
+            end_all, tl = self._run(alone, timeline)
+            return SimResult(end_all + self.busiest(self.once), self.memory(strategy), self.c.device.memory_bytes, tl)
         # the other micro-batches stream behind the first at the busiest device's rate (1F1B): M steady steps
         # plus the first micro-batch's fill and drain, which v virtual stages per device (interleaved 1F1B) cut
         # v-fold; then the weight-gradient syncs and updates, after the last backward or, overlapped, during it
@@ -342,7 +342,7 @@ class Simulator:
         end_all, tl = self._run(alone, timeline)
         step = self.busiest(self.per_microbatch)
         v = self.virtual_stages(strategy)
-        tail = self._run(once, False)[0] - end_all if overlap else self.busiest(self.once)
+        tail = self._run(self.dur, False)[0] - end_all if overlap else self.busiest(self.once)
         return SimResult(self.microbatches * step + (end_all - step) / v + tail, self.memory(strategy),
                          self.c.device.memory_bytes, tl)
 

@@ -45,6 +45,14 @@ TREE = (
 )
 
 
+def _fastest(protocols, link: str, latency, seconds_at_link_rate: float, efficiency: float,
+             latency_scale: float) -> float:
+    """The least, over the protocols enabled on ``link``, of the protocol's ``latency(p)`` (None: not used
+    here) times ``latency_scale`` plus ``seconds_at_link_rate`` over its share of ``efficiency``."""
+    return min(latency_scale * lat + seconds_at_link_rate / (p.share * efficiency)
+               for p in protocols if link in p.links and (lat := latency(p)) is not None)
+
+
 def ring_time(steps: int, inter_steps: int, seconds_at_link_rate: float, link: str, efficiency: float,
               latency_scale: float) -> float:
     """Seconds of a ring collective of ``steps`` steps, ``inter_steps`` of them across nodes, whose traffic
@@ -53,14 +61,13 @@ def ring_time(steps: int, inter_steps: int, seconds_at_link_rate: float, link: s
     of the link rate)."""
     if steps <= 0:
         return 0.0
-    best = float("inf")
-    for p in PROTOCOLS:
-        if link not in p.links or (p.name == "LL128" and inter_steps):
-            continue  # NCCL enables LL128 on NVLink within a node only (by default)
+
+    def latency(p: Protocol) -> float | None:
+        if p.name == "LL128" and inter_steps:
+            return None  # NCCL enables LL128 on NVLink within a node only (by default)
         hop = p.hop[link] * (1.8 if p.name == "LL" and inter_steps else 1.0)
-        latency = p.base + (steps - inter_steps) * hop + inter_steps * p.hop["net"]
-        best = min(best, latency_scale * latency + seconds_at_link_rate / (p.share * efficiency))
-    return best
+        return p.base + (steps - inter_steps) * hop + inter_steps * p.hop["net"]
+    return _fastest(PROTOCOLS, link, latency, seconds_at_link_rate, efficiency, latency_scale)
 
 
 def allreduce_time(n: int, nbytes: float, bandwidth: float, link: str = "nvlink", efficiency: float = BUS_EFFICIENCY,
@@ -81,13 +88,8 @@ def tree_time(n: int, nodes: int, nbytes: float, bandwidth: float, link: str, ef
     them; reduce up, broadcast down): each rank moves about twice the message, as in a ring, but the latency
     grows with the tree's depth."""
     per_node, depth = n / nodes, math.log2(nodes)
-    best = float("inf")
-    for p in TREE:
-        if link not in p.links:
-            continue
-        latency = p.base + 2 * ((per_node - 1) * p.hop[link] + depth * p.hop["net"])
-        best = min(best, latency_scale * latency + 2 * nbytes / bandwidth / (p.share * efficiency))
-    return best
+    return _fastest(TREE, link, lambda p: p.base + 2 * ((per_node - 1) * p.hop[link] + depth * p.hop["net"]),
+                    2 * nbytes / bandwidth, efficiency, latency_scale)
 
 
 def bus_bandwidth(n: int, nbytes: float, seconds: float) -> float:

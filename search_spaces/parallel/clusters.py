@@ -193,13 +193,14 @@ DEVICES = {
     "H100": DeviceSpec("H100", 67e12, 989e12, 80 * 2**30, 3350 * G, 0.5, sm_count=132, gemm_k_half=K_HALF),
 }
 
-# name pattern -> (device, devices per node, intra bw, intra latency, inter bw per node, inter latency, fixed nodes)
+# name pattern -> (device, devices per node, intra bw, intra latency, inter bw per node, inter latency, fixed nodes,
+# intra-node link kind)
 PRESETS = {
-    "p100-4x4": ("P100", 4, 40 * G, 5e-6, 12.5 * G, 5e-6, 4),  # NVLink, 100 Gb/s EDR InfiniBand
-    "k80-16x4": ("K80", 4, 8 * G, 1e-5, 7 * G, 1e-5, 16),  # PCIe 3 switch, 56 Gb/s FDR InfiniBand (link: pcie)
-    "p3.16xlarge-xN": ("V100", 8, 130 * G, 5e-6, 3.125 * G, 3e-5, None),  # NVLink, 25 Gb/s Ethernet
-    "dgx-a100-xN": ("A100", 8, 300 * G, 3e-6, 200 * G, 5e-6, None),  # NVSwitch, 8 x 200 Gb/s HDR
-    "dgx-h100-xN": ("H100", 8, 450 * G, 3e-6, 400 * G, 5e-6, None),  # NVSwitch, 8 x 400 Gb/s NDR
+    "p100-4x4": ("P100", 4, 40 * G, 5e-6, 12.5 * G, 5e-6, 4, "nvlink"),  # NVLink, 100 Gb/s EDR InfiniBand
+    "k80-16x4": ("K80", 4, 8 * G, 1e-5, 7 * G, 1e-5, 16, "pcie"),  # PCIe 3 switch, 56 Gb/s FDR InfiniBand
+    "p3.16xlarge-xN": ("V100", 8, 130 * G, 5e-6, 3.125 * G, 3e-5, None, "nvlink"),  # NVLink, 25 Gb/s Ethernet
+    "dgx-a100-xN": ("A100", 8, 300 * G, 3e-6, 200 * G, 5e-6, None, "nvlink"),  # NVSwitch, 8 x 200 Gb/s HDR
+    "dgx-h100-xN": ("H100", 8, 450 * G, 3e-6, 400 * G, 5e-6, None, "nvlink"),  # NVSwitch, 8 x 400 Gb/s NDR
 }
 
 
@@ -237,9 +238,8 @@ def get_cluster(spec: str) -> Cluster:
         except (yaml.YAMLError, RecursionError) as exc:
             raise UsageError(f"cluster file {spec!r} is not valid YAML ({str(exc).splitlines()[0][:80]})") from None
         return Cluster.from_json(doc)
-    for pattern, (dev, per, ibw, ilat, nbw, nlat, fixed) in PRESETS.items():
-        nccl = {"link": "pcie" if dev == "K80" else "nvlink",
-                "bus_efficiency": DEVICE_BUS_EFFICIENCY.get(dev, BUS_EFFICIENCY)}
+    for pattern, (dev, per, ibw, ilat, nbw, nlat, fixed, link) in PRESETS.items():
+        nccl = {"link": link, "bus_efficiency": DEVICE_BUS_EFFICIENCY.get(dev, BUS_EFFICIENCY)}
         if fixed is not None and spec == pattern:
             return Cluster(spec, fixed, per, DEVICES[dev], ibw, ilat, nbw, nlat, **nccl)
         m = re.fullmatch(re.escape(pattern[:-1]) + r"(\d+)", spec) if fixed is None else None

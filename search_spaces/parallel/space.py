@@ -305,7 +305,7 @@ class StrategySpace(Space):
         if len(self.modes) > 1 and rng.random() < self.recompute_prob:
             return self.wrap(self.strategy(c), m, z, str(rng.choice([x for x in self.modes if x != rc])), ov)
         if rng.random() < self.overlap_prob:
-            return self.wrap(self.strategy(c), m, z, rc, not (m == 1 if ov is None else ov))
+            return self.wrap(self.strategy(c), m, z, rc, not st.overlapped(ov, m))
         ops = self.graph_for(m).ops
         s = list(self.strategy(c))
         for _ in range(20):
@@ -365,6 +365,5 @@ class StrategySpace(Space):
                                         [w @ parts, w @ whole, math.log2(blocks), w @ starts,
                                          math.log2(self.microbatches_of(c)), self.zero_of(c),
                                          RECOMPUTE_LEVEL[self.recompute_of(c)],
-                                         float(self.overlap_of(c) if self.overlap_of(c) is not None
-                                               else self.microbatches_of(c) == 1)]]))
+                                         float(st.overlapped(self.overlap_of(c), self.microbatches_of(c)))]]))
         return np.array(rows, dtype=float).reshape(len(cs), N_FEATURES)

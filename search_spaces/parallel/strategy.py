@@ -43,6 +43,12 @@ Strategy = list[OpConfig]  # aligned with graph.ops
 ZERO_STAGES = (0, 1, 2, 3)  # none; sharded optimizer state; + gradients; + weights (FSDP)
 
 
+def overlapped(overlap: bool | None, microbatches: int) -> bool:
+    """Whether weight-gradient all-reduces overlap the backward: as given, or by default (None) with one
+    micro-batch (PyTorch DDP) and not with several (Megatron-LM)."""
+    return microbatches == 1 if overlap is None else overlap
+
+
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
