@@ -6,8 +6,8 @@ data parallel degree d = GPUs / (t p).
 
 - ``sc21``: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
   Megatron-LM" (SC'21, arXiv:2104.04473), Table 1, the rows on up to 512 GPUs (the table as in
-  ``validate_simulator.py``), in micro-batches of one sequence per replica (the table does not give the
-  micro-batch size; the validation assumes one too).
+  ``validate_simulator.py``), in the micro-batch size of the authors' script for the table (16 sequences
+  per replica without a pipeline, 4 for the 39B model).
 - ``reduce-recompute``: Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
   Models" (arXiv:2205.05198), the GPT models of 22B, 175B, 530B and 1T parameters on 8, 64, 280 and 512
   GPUs at t = 8, p = 1, 8, 35 and 64, no data parallelism, one micro-batch of 4 sequences for 22B and
@@ -38,14 +38,14 @@ from autotune.search_spaces.parallel.clusters import get_cluster
 from autotune.search_spaces.parallel.models import transformer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from validate_simulator import MICROBATCH, REDUCE_RECOMPUTE, SEQ, TABLE1, VOCAB, iteration
+from validate_simulator import REDUCE_RECOMPUTE, SEQ, TABLE1, VOCAB, iteration
 
 # (source, name, layers, hidden, heads, GPUs, global batch, t, p, sequences per replica and micro-batch,
-#  interleaved chunks per stage)
+#  interleaved chunks per stage, gradients all-reduced during the backward: None for the simulator's default)
 CASES = [
-    *[("sc21", f"gpt-{size}b", layers, hidden, heads, gpus, batch, t, p, MICROBATCH, 1)
-      for size, heads, hidden, layers, t, p, gpus, batch, _ in TABLE1 if gpus <= 512],
-    *[("reduce-recompute", f"gpt-{name}", layers, hidden, heads, gpus, batch, t, p, micro, virtual)
+    *[("sc21", f"gpt-{size}b", layers, hidden, heads, gpus, batch, t, p, micro, virtual, overlap)
+      for size, heads, hidden, layers, t, p, gpus, batch, _, micro, virtual, overlap in TABLE1 if gpus <= 512],
+    *[("reduce-recompute", f"gpt-{name}", layers, hidden, heads, gpus, batch, t, p, micro, virtual, None)
       for name, heads, hidden, layers, t, p, gpus, batch, _, micro, virtual in REDUCE_RECOMPUTE],
 ]
 
@@ -54,9 +54,10 @@ def published(case) -> tuple[float | None, int]:
     """The published layout's simulated iteration time (None: it does not fit) and its micro-batch count; of
     the ``reduce-recompute`` cases the faster of the two published runs (full recomputation, and sequence
     parallelism with selective recomputation)."""
-    source, name, layers, hidden, heads, gpus, batch, t, p, per_micro, virtual = case
+    source, name, layers, hidden, heads, gpus, batch, t, p, per_micro, virtual, overlap = case
     cluster = get_cluster(f"dgx-a100-x{gpus // 8}")
-    s, r, m = iteration(name, heads, hidden, layers, t, p, cluster, batch, SEQ, per_micro, virtual=virtual)
+    s, r, m = iteration(name, heads, hidden, layers, t, p, cluster, batch, SEQ, per_micro, overlap=overlap,
+                        virtual=virtual)
     best = s if r.fits else None
     if source == "reduce-recompute":
         s2, r2, _ = iteration(name, heads, hidden, layers, t, p, cluster, batch, SEQ, per_micro,
@@ -67,7 +68,7 @@ def published(case) -> tuple[float | None, int]:
 
 
 def run_case(case, time_budget: float, seed: int, algorithm: str) -> dict:
-    source, name, layers, hidden, heads, gpus, batch, t, p, _, virtual = case
+    source, name, layers, hidden, heads, gpus, batch, t, p, _, virtual, _ = case
     pub_s, pub_m = published(case)
     graph = transformer(name, batch, layers, hidden, heads, SEQ, VOCAB, recompute=True)
     t0 = time.perf_counter()

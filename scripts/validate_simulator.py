@@ -6,11 +6,11 @@ recomputation; every row simulated with Megatron's strategy, ``strategy.megatron
 
 - ``sc21-table1``: Narayanan et al., SC'21 (arXiv:2104.04473), Table 1: weak scaling of 1.7B to 1T
   parameters on 32 to 3,072 A100s (DGX A100 nodes), sequence 2048; achieved TFLOP/s per GPU (Megatron's
-  count 96 B s l h^2 (1 + s/6h + V/16lh), which includes the recomputed forward). Every row streams
-  micro-batches of one sequence per replica (the table does not give the size; Megatron-LM's GPT-3
-  example scripts use one); the source ``sc21-table1-fewest`` gives the rows without a pipeline the fewest
-  micro-batches that fit in memory instead (on this source itself one sequence fits better: held-out
-  MAPE 5.0% and Spearman 0.91, against 5.7% and 0.66).
+  count 96 B s l h^2 (1 + s/6h + V/16lh), which includes the recomputed forward). Each row runs as the
+  authors' script for the table ran it (Megatron-LM, examples/sc21/run_table_1.sh): its micro-batch size
+  (16 sequences without a pipeline down to 1 for the largest models), interleaved chunks per stage (3, 2, 2
+  and 3 for the 76B, 145B, 310B and 530B models), and the data-parallel gradients all-reduced during the
+  backward by PyTorch's DDP without a pipeline, after it by Megatron's own DDP with one.
 - ``reduce-recompute``: Korthikanti et al. (arXiv:2205.05198), iteration times with full recomputation
   (the baseline of its end-to-end table, Table 5): 22B, 175B, 530B and 1T on 8, 64, 280 and 512 A100s
   80GB, t = 8, p = 1, 8, 35, 64, no data parallelism, sequence 2048; micro-batches of 4 sequences for 22B
@@ -79,18 +79,22 @@ from autotune.search_spaces.parallel.clusters import DEVICES, Cluster, DeviceSpe
 from autotune.search_spaces.parallel.models import transformer
 from autotune.search_spaces.parallel.strategy import megatron
 
-# (params B, heads, hidden, layers, t, p, GPUs, batch, published TFLOP/s per GPU) - Table 1 of arXiv:2104.04473
+# (params B, heads, hidden, layers, t, p, GPUs, batch, published TFLOP/s per GPU, sequences per micro-batch,
+#  interleaved chunks per stage, gradients all-reduced during the backward) - Table 1 of arXiv:2104.04473, with
+# the micro-batch size, interleaving and data-parallel wrapper of the authors' script for it (Megatron-LM,
+# examples/sc21/run_table_1.sh: PyTorch's DDP, which overlaps, without a pipeline; Megatron's own DDP, which
+# all-reduces after the backward, with one)
 TABLE1 = [
-    (1.7, 24, 2304, 24, 1, 1, 32, 512, 137),
-    (3.6, 32, 3072, 30, 2, 1, 64, 512, 138),
-    (7.5, 32, 4096, 36, 4, 1, 128, 512, 142),
-    (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135),
-    (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138),
-    (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140),
-    (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148),
-    (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155),
-    (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163),
-    (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163),
+    (1.7, 24, 2304, 24, 1, 1, 32, 512, 137, 16, 1, True),
+    (3.6, 32, 3072, 30, 2, 1, 64, 512, 138, 16, 1, True),
+    (7.5, 32, 4096, 36, 4, 1, 128, 512, 142, 16, 1, True),
+    (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135, 8, 1, True),
+    (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138, 4, 1, False),
+    (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140, 2, 3, False),
+    (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148, 2, 2, False),
+    (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155, 1, 2, False),
+    (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163, 1, 3, False),
+    (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163, 1, 1, False),
 ]
 # (name, heads, hidden, layers, t, p, GPUs, batch, published seconds per iteration with full recomputation,
 #  sequences per micro-batch, interleaved chunks per stage) - Tables 3 and 5 of arXiv:2205.05198
@@ -128,7 +132,6 @@ DEFAULT_CALIBRATION = ["sc21-table1", "megatron19-strong"]  # one source per dev
 PRESETS_FITTED_ON = "nccl-a100-azure"  # the source the clusters' collective figures come from
 COLLECTIVES: dict[str, float] = {}  # bus_efficiency and latency_scale for every cluster, once fitted here
 SEQ, VOCAB = 2048, 51200
-MICROBATCH = 1  # sequences per replica and micro-batch (Megatron-LM's GPT-3 example scripts; not in Table 1)
 V100_32GB = DeviceSpec("V100-32GB", 15.7e12, 125e12, 32 * 2**30, 900e9, DEVICES["V100"].gemm_efficiency,
                        sm_count=80, gemm_k_half=DEVICES["V100"].gemm_k_half)
 
@@ -176,10 +179,10 @@ def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=
     return r.iteration_s, r, micro
 
 
-def _sc21(devices, fewest: bool = False):
-    def row(size, heads, hidden, layers, t, p, gpus, batch, _):
+def _sc21(devices):
+    def row(size, heads, hidden, layers, t, p, gpus, batch, _, per_micro, virtual, overlap):
         s, r, micro = iteration(f"{size}b", heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, SEQ,
-                                None if fewest and p == 1 else MICROBATCH)
+                                per_micro, overlap=overlap, virtual=virtual)
         return megatron_flops(batch, layers, hidden) / s / gpus / 1e12, {"microbatches": micro, "fits": r.fits}
     return [(f"{r[0]}B t{r[4]} p{r[5]} {r[6]} GPUs", r[8], lambda r=r: row(*r)) for r in TABLE1]
 
@@ -278,8 +281,6 @@ SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device,
                         "A100", "bus GB/s", _nccl(NCCL_A100_AZURE)),
     "nccl-a100-dgx": ("NCCL all-reduce on 8 A100s, a DGX A100", "A100", "bus GB/s", _nccl(NCCL_A100_DGX)),
     "sc21-table1": ("Narayanan et al. SC'21 Table 1, weak scaling on A100", "A100", "TFLOP/s per GPU", _sc21),
-    "sc21-table1-fewest": ("the same, rows without a pipeline in the fewest micro-batches that fit", "A100",
-                           "TFLOP/s per GPU", lambda devices: _sc21(devices, fewest=True)),
     "reduce-recompute": ("Korthikanti et al. 2022, full recomputation on A100", "A100", "s per iteration",
                          _reduce_recompute),
     "reduce-recompute-sp": ("Korthikanti et al. 2022, sequence parallelism and selective recomputation on A100",
@@ -361,7 +362,7 @@ def main() -> None:
                          + " ".join(DEFAULT_CALIBRATION) + ")")
     ap.add_argument("--fit-collectives", choices=[s for s in SOURCES if s.startswith("nccl")],
                     help="fit every cluster's collective figures (bus efficiency, latency scale) on this source first")
-    ap.add_argument("--sources", nargs="+", choices=list(SOURCES), default=[s for s in SOURCES if s != "sc21-table1-fewest"])
+    ap.add_argument("--sources", nargs="+", choices=list(SOURCES), default=list(SOURCES))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     devices = {"A100": copy.deepcopy(DEVICES["A100"]), "V100": copy.deepcopy(V100_32GB),

@@ -48,6 +48,7 @@ class Op:
     routed: str | None = None  # mixture of experts: the experts dim, which tokens reach by routing, not by slicing
     route_share: float = 0.0  # of every token slice, the share each expert partition of degree 1 receives (k x cf)
     kernels: int = 1  # forward kernel launches (the backward launches twice as many)
+    layer: int | None = None  # the repeated block (transformer layer) it belongs to; pipeline cuts fall between
 
     @functools.cached_property
     def parallel_dims(self) -> tuple[str, ...]:

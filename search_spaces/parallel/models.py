@@ -69,6 +69,7 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
     ids = g.input("tokens", {"b": batch, "s": seq}, {"b": "sample", "s": "attribute"})
     x = g.embedding(ids, vocab, hidden, "embed")
     for i in range(layers):
+        first = len(g.ops)
         h = g.elementwise(x, f"l{i}.ln1", "layernorm", 8.0, frozen=(2,))
         qkv = g.linear(h, 3 * hidden, f"l{i}.qkv", tp="o")
         a = g.attention(qkv, heads, f"l{i}.attn", k["score_passes"])
@@ -98,6 +99,8 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
                   f"l{i}.ln2"):
             if n in g.by_name:
                 g.by_name[n].keep = mode == "selective" and n != f"l{i}.attn"
+        for op in g.ops[first:]:
+            op.layer = i
     x = g.elementwise(x, "ln_f", "layernorm", 8.0, frozen=(2,))
     x = g.linear(x, vocab, "lm_head" if causal_lm else "mlm_head", tp="o")
     g.by_name["embed"].weight_elems = 0  # tied with the head: its (dense) gradient and state are the head's

@@ -162,10 +162,31 @@ def _sequence_dim(op: Op) -> str | None:
     return next((d for d in op.parallel_dims if op.roles[d] == "attribute"), None)
 
 
+def _chunks(graph: Graph, chunks: int) -> list[int]:
+    """Each op's pipeline chunk: as Megatron-LM cuts a model, the same number of layers per chunk (the ops
+    before the first layer go with the first chunk, those after the last with the last) where the graph
+    marks its layers and has at least one per chunk; otherwise FLOP-balanced cuts between any two ops."""
+    layers = sorted({op.layer for op in graph.ops if op.layer is not None})
+    if len(layers) >= chunks:
+        rank = {layer: i for i, layer in enumerate(layers)}
+        out, chunk = [], 0
+        for op in graph.ops:
+            if op.layer is not None:
+                chunk = rank[op.layer] * chunks // len(layers)
+            out.append(chunk)
+        return out
+    total = sum(op.flops for op in graph.ops) or 1.0
+    out, acc = [], 0.0
+    for op in graph.ops:
+        out.append(min(chunks - 1, int(chunks * (acc + op.flops / 2) / total)))
+        acc += op.flops
+    return out
+
+
 def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline: int = 1,
              virtual: int = 1, sequence: bool = False, expert: int | None = None) -> Strategy:
     """Tensor parallelism of degree ``tensor`` (default: a node) on each op's marked dim, data parallel on the
-    rest; with ``pipeline`` > 1 the layers are cut into that many FLOP-balanced stages, each on its own block
+    rest; with ``pipeline`` > 1 the layers are cut into that many stages of as many layers each, each on its own block
     of devices (run with micro-batches: ``Simulator(..., microbatches=M)``); with ``virtual`` > 1 into
     ``pipeline * virtual`` chunks placed round-robin on the stages (Megatron-LM's interleaved 1F1B).
     ``sequence``: sequence parallelism (Korthikanti et al. 2022): the layer norms and residual additions are
@@ -179,11 +200,9 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
     if virtual < 1:
         raise UsageError(f"virtual stages must be >= 1, got {virtual}")
     block, chunks = D // pipeline, pipeline * virtual
-    total = sum(op.flops for op in graph.ops) or 1.0
-    out, acc = [], 0.0
-    for op in graph.ops:
-        stage = min(chunks - 1, int(chunks * (acc + op.flops / 2) / total)) % pipeline
-        acc += op.flops
+    out = []
+    for op, chunk in zip(graph.ops, _chunks(graph, chunks)):
+        stage = chunk % pipeline
         s = _sample_dim(op)
         want: dict[str, int] = {}
         replicas = 1

@@ -287,6 +287,23 @@ def test_megatron_pipeline_baseline_cuts_layers_into_stage_blocks():
     assert starts == [0, 0, 2, 2] and all(cfg.span == 2 for cfg in s[1:])
 
 
+def test_megatron_pipeline_stages_hold_whole_layers_with_the_embedding_first_and_the_head_last():
+    """Megatron-LM cuts a transformer into stages of as many layers each; the embedding rides on the first,
+    the final norm, head and loss on the last, however their FLOPs would balance."""
+    from autotune.search_spaces.parallel.models import transformer
+    from autotune.search_spaces.parallel.strategy import megatron
+
+    g = transformer("gpt", 4, 6, 64, 4, 32, 4096)
+    cl = cluster(per_node=2, nodes=3)
+    stage_of = {op.name: cfg.start // 2 for op, cfg in zip(g.ops, megatron(g, cl, tensor=2, pipeline=3))}
+    assert {stage_of[n] for n in ("tokens", "embed", "l0.ln1", "l1.add2")} == {0}
+    assert {stage_of[n] for n in ("l2.ln1", "l3.add2")} == {1}
+    assert {stage_of[n] for n in ("l4.ln1", "l5.add2", "ln_f", "lm_head")} == {2}
+    interleaved = megatron(g, cl, tensor=2, pipeline=3, virtual=2)  # 6 chunks of one layer, round-robin
+    stage_of = {op.name: cfg.start // 2 for op, cfg in zip(g.ops, interleaved)}
+    assert [stage_of[f"l{i}.qkv"] for i in range(6)] == [0, 1, 2, 0, 1, 2] and stage_of["lm_head"] == 2
+
+
 def test_copies_on_another_node_take_a_tensor_over_the_network_once_and_share_it_on_their_links():
     """A producer on node 0 and a consumer copied on the 4 devices of node 1 (as Megatron's pipeline
     stages run layer norms on every tensor-parallel rank): the tensor crosses the network once, then the
