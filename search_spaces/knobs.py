@@ -141,7 +141,7 @@ class KnobSpace(Space):
             for t in self._walk():
                 yield self._make(self._config(t))
             return
-        for row in table:
+        for row in table.tolist():  # Python ints: indexing the value lists with them is cheaper
             yield self._make(self._config(row))
 
     def size(self) -> int | None:
@@ -226,16 +226,13 @@ class KnobSpace(Space):
         """One column per knob: log2 of the value for power-of-two knobs, the value for other
         numbers, and the value's index for enumerated choices. Unfixed knobs are NaN."""
         out = np.full((len(cs), len(self.names)), np.nan)
-        for r, c in enumerate(cs):
-            p = c.payload
-            for k, n in enumerate(self.names):
-                if n not in p:
-                    continue
-                v = p[n]
-                if self._pow2[k]:
-                    out[r, k] = np.log2(v)
-                elif self._numeric[k]:
-                    out[r, k] = float(v)
-                else:
-                    out[r, k] = self._index[k][repr(v)]
+        payloads = [c.payload for c in cs]
+        nan = float("nan")
+        for k, n in enumerate(self.names):  # column by column: numpy once per knob, not per value
+            if self._pow2[k] or self._numeric[k]:
+                col = np.array([p.get(n, nan) for p in payloads], dtype=float)
+                out[:, k] = np.log2(col) if self._pow2[k] else col
+            else:
+                index = self._index[k]
+                out[:, k] = [index[repr(p[n])] if n in p else nan for p in payloads]
         return out
