@@ -17,8 +17,10 @@ Each ``ask(n)``:
    points), told the model's predicted costs for ``pool`` proposals;
 4. the ``n - round(epsilon * n)`` best-scored unseen candidates are returned plus random ones
    (the epsilon share, carried over between batches so small batches get their share too);
-   with an ensemble model (``predict_members``), slot j takes the best candidate of member
-   j mod m, a Thompson-like choice that spreads the batch where the members disagree.
+   with an ensemble model (``predict_members``), successive slots take the best candidate of
+   successive members (m members in turn, continued from one batch to the next, so batches smaller
+   than the ensemble use every member too), a Thompson-like choice that spreads the search where
+   the members disagree.
 5. once failures were measured, a failure classifier (:class:`~autotune.cost_models.failures.FailureModel`,
    retrained with the model) keeps candidates whose failure probability is above
    ``avoid_failures`` out of both the model's picks and the random ones (unless every candidate
@@ -30,7 +32,7 @@ passed to ``on_retrain(metrics, model_bytes)`` when set: Spearman and top-k reca
 (k = a quarter of them) of the *previous* model on the results measured since it was trained
 (held out by construction, no extra fit); with ``quality_every`` > 0, also those of a model
 fitted on a random 80% of the measurements, on the other 20%, every that many retrains.
-``state_dict`` holds the rng, the epsilon carry, the pending proposals, the number of results
+``state_dict`` holds the rng, the epsilon carry, the next member's turn, the pending proposals, the number of results
 the model was last trained on, and the last inner state; ``load_state_dict`` retrains the model from the
 history given to ``bind`` (its first ``trained_on`` results), so a resumed campaign has its
 model again before the first batch and continues the same search.
@@ -122,6 +124,7 @@ class ModelGuided(SearchAlgorithm):
         self.trained_on = 0
         self.retrains = 0
         self.carry = 0.0
+        self.slot = 0
         self.inner_state: dict | None = None
         self._all: list[Candidate] | None = None
         self._all_X: np.ndarray | None = None
@@ -316,8 +319,8 @@ class ModelGuided(SearchAlgorithm):
             self._unseen[self._all_index[c.key]] = False
 
     @staticmethod
-    def _select(scores: np.ndarray, n: int) -> list[int]:
-        """Slot j takes the best-scored candidate of ensemble member j (round robin; Thompson-like
+    def _select(scores: np.ndarray, n: int, first: int = 0) -> list[int]:
+        """Slot j takes the best-scored candidate of ensemble member first + j (round robin; Thompson-like
         sampling that spreads a batch over what the members disagree on); one member = top n."""
         chosen: list[int] = []
         if scores.shape[1] == 0:
@@ -326,7 +329,7 @@ class ModelGuided(SearchAlgorithm):
         pos = [0] * len(orders)
         taken: set[int] = set()
         while len(chosen) < min(n, scores.shape[1]):
-            m = len(chosen) % len(orders)
+            m = (first + len(chosen)) % len(orders)
             while int(orders[m][pos[m]]) in taken:
                 pos[m] += 1
             i = int(orders[m][pos[m]])
@@ -348,7 +351,9 @@ class ModelGuided(SearchAlgorithm):
             scored = self._scored_all()
             cands, scores = scored if scored is not None else self._scored_by_inner()
             cands, scores = self._likely_to_run(cands, scores)
-            for i in self._select(scores, n_model):
+            chosen = self._select(scores, n_model, self.slot)
+            self.slot += len(chosen)  # the next batch starts at the next member: small batches use them all
+            for i in chosen:
                 c = cands[i]
                 self.predicted[c.key] = float(scores[:, i].mean())
                 out.append(c)
@@ -391,13 +396,14 @@ class ModelGuided(SearchAlgorithm):
     def state_dict(self) -> dict:
         return {**super().state_dict(), "pending": list(self.pending), "trained_on": self.trained_on,
                 "retrains": self.retrains,
-                "carry": self.carry, "inner": self.inner_state, "metrics": self.last_metrics}
+                "carry": self.carry, "slot": self.slot, "inner": self.inner_state, "metrics": self.last_metrics}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.pending = list(state.get("pending", []))
         self.seen.update(self.pending)
         self.carry = float(state.get("carry", 0.0))
+        self.slot = int(state.get("slot", 0))
         self.inner_state = state.get("inner")
         upto = min(int(state.get("trained_on", 0)), len(self.history))
         self.retrains = max(0, int(state.get("retrains", 0)) - 1)

@@ -96,6 +96,30 @@ def test_select_round_robins_over_members():
     assert ModelGuided._select(scores, 3) == [0, 3, 1]
     assert ModelGuided._select(scores[:1], 2) == [0, 1]
     assert ModelGuided._select(scores, 9) == [0, 3, 1, 2]
+    assert ModelGuided._select(scores, 1, first=1) == [3]  # slot 0 goes to member 1
+
+
+def test_batches_of_one_take_turns_over_the_members():
+    """A batch smaller than the ensemble starts where the last one stopped, so every member gets its turn
+    (with each batch starting at member 0, batches of one would only ever follow the first member)."""
+    space = small_knob_space()
+    runner = FakeRunner(space)
+    algo = make_guided("evolutionary", init=6, retrain_every=100, epsilon=0.0, avoid_failures=1.0,
+                       cost_model_options={"min_samples": 4, "rounds": 5, "members": 4})
+    run(algo, space, runner, steps=2, batch=3)  # 6 initial points
+    assert algo._ready()  # the model is trained on them, once
+    unseen = [c for c in space.enumerate() if c.key not in algo.seen]
+    members = algo.cost_model.predict_members(space.features(unseen))
+    assert algo.slot == 0
+    picks = []
+    for j in range(4):
+        (c,) = algo.ask(1)
+        picks.append(c.key)
+        # the candidate member j (mod 4) scores best among those not taken before
+        left = [i for i, u in enumerate(unseen) if u.key not in picks[:-1]]
+        best = max(left, key=lambda i: (members[j][i], -i))
+        assert c.key == unseen[best].key
+    assert algo.slot == 4
 
 
 def test_with_several_evaluations_in_flight_the_model_retrains_beside_the_search(monkeypatch):
