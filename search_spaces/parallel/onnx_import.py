@@ -11,6 +11,7 @@ batch: ``batch`` rescales it (the ONNX file's own batch is the default).
 from __future__ import annotations
 
 import math
+import re
 
 from autotune.search_spaces.parallel.graph import Builder, Graph, Op
 
@@ -69,7 +70,24 @@ def load_onnx(path: str, batch: int | None = None) -> Graph:
     # inputs are given by tensor name above; translate to op names
     for op in g.ops:
         op.inputs = [(op_of[src], axes) for src, axes in op.inputs]
+    _mark_layers(g.ops)
     return g.build()
+
+
+# a repeated block in the tensor names exporters write: GPT-2's "/h.0/", BERT's "/layer.0/", Llama's
+# "/layers.0/", ViT's "/blocks.0/", T5's "/encoder/block.0/"
+_LAYER = re.compile(r"(?:^|[/._])(?:h|layers?|blocks?)[._](\d+)(?=[/._]|$)")
+
+
+def _mark_layers(ops: list[Op]) -> None:
+    """Each op whose name has a block index (``_LAYER``) gets its layer: the rank of its name's prefix up
+    to that index in order of first appearance (so an encoder's and a decoder's block 0 are two layers),
+    which Megatron's strategy cuts a pipeline between."""
+    rank: dict[str, int] = {}
+    for op in ops:
+        m = _LAYER.search(op.name)
+        if m:
+            op.layer = rank.setdefault(op.name[:m.end(1)], len(rank))
 
 
 def _clean(name: str) -> str:
