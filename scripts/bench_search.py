@@ -286,8 +286,8 @@ def run_protocol(args, caches: list[str]) -> int:
         print("error: kernel_tuner is not importable: the kt: peers cannot run", file=sys.stderr)
         return 2
     store = ResultStore(args.results)
-    settings = f"budget={args.budget}" + "".join(f";{k}={json.dumps(v, sort_keys=True)}" for k, v in
-                                                 (("model", MODEL_OPTIONS), ("guided", GUIDED_OPTIONS)) if v)
+    settings = f"budget={args.budget}" + (f";batch={BATCH}" if BATCH != 8 else "") + "".join(
+        f";{k}={json.dumps(v, sort_keys=True)}" for k, v in (("model", MODEL_OPTIONS), ("guided", GUIDED_OPTIONS)) if v)
     units = [(Path(path).parent.name, cache_label(path)) for path in caches]
     try:
         folds = protocol.folds(units, args.protocol)
