@@ -6,7 +6,7 @@ partition j's copies run on devices ``start + j*R .. start + j*R + R-1`` of the 
 block ``start .. start+P*R-1`` (``start`` a multiple of P*R, P*R divides the device
 count). Baselines: ``data-parallel``, ``megatron`` (tensor parallel inside a node on each
 op's marked dim, data parallel across nodes; layer norms and residual additions replicated
-on the tensor-parallel group, as Megatron-LM does; optionally cut into pipeline stages) and
+on the tensor-parallel group, as Megatron-LM does; optionally cut into pipeline stages of whole layers) and
 ``model-parallel`` (every op whole on one device, layers spread
 over the devices in FLOP-balanced contiguous chunks).
 """
