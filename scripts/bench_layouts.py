@@ -6,8 +6,8 @@ data parallel degree d = GPUs / (t p).
 
 - ``sc21``: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
   Megatron-LM" (SC'21, arXiv:2104.04473), Table 1, the rows on up to 512 GPUs (the table as in
-  ``validate_simulator.py``), in the micro-batch size of the authors' script for the table (16 sequences
-  per replica without a pipeline, 4 for the 39B model).
+  ``validate_simulator.py``), as the authors' script for the table ran them (micro-batches of 16
+  sequences for 1.7B to 7.5B, 8 for 18B, 4 for 39B; PyTorch's overlapped DDP without a pipeline).
 - ``reduce-recompute``: Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
   Models" (arXiv:2205.05198), the GPT models of 22B, 175B, 530B and 1T parameters on 8, 64, 280 and 512
   GPUs at t = 8, p = 1, 8, 35 and 64, no data parallelism, one micro-batch of 4 sequences for 22B and
