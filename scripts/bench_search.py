@@ -82,7 +82,8 @@ REFERENCE_BEST_PEER = {
     "conv2d/H100": (66, "optuna-tpe-direct"), "conv2d/H200": (61, "optuna-tpe-direct"),
     "gemm/H100": (55, "optuna-tpe-direct"), "gemm/H200": (52.5, "optuna-tpe-direct"),
 }
-BATCH = 8
+DEFAULT_BATCH = 8  # a campaign's default
+BATCH = DEFAULT_BATCH
 
 
 class Tracker:
@@ -203,7 +204,8 @@ def main(argv=None) -> int:
                     help="names (default: ours with and without +xgb, and the peers; not used under --protocol)")
     ap.add_argument("--json", default=None, help="write the results as JSON here")
     ap.add_argument("--model-option", nargs="*", default=[], help="KEY=VALUE options of the xgb model (experiments)")
-    ap.add_argument("--batch", type=int, default=8, help="candidates asked for at once (default 8, a campaign's default)")
+    ap.add_argument("--batch", type=int, default=DEFAULT_BATCH,
+                    help=f"candidates asked for at once (default {DEFAULT_BATCH}, a campaign's default)")
     ap.add_argument("--guided-option", nargs="*", default=[], help="KEY=VALUE options of ModelGuided (experiments)")
     ap.add_argument("--protocol", choices=protocol.PROTOCOLS, default="none",
                     help="choose among --candidates on training spaces, report on held-out ones (default: none)")
@@ -286,7 +288,7 @@ def run_protocol(args, caches: list[str]) -> int:
         print("error: kernel_tuner is not importable: the kt: peers cannot run", file=sys.stderr)
         return 2
     store = ResultStore(args.results)
-    settings = f"budget={args.budget}" + (f";batch={BATCH}" if BATCH != 8 else "") + "".join(
+    settings = f"budget={args.budget}" + (f";batch={BATCH}" if BATCH != DEFAULT_BATCH else "") + "".join(
         f";{k}={json.dumps(v, sort_keys=True)}" for k, v in (("model", MODEL_OPTIONS), ("guided", GUIDED_OPTIONS)) if v)
     units = [(Path(path).parent.name, cache_label(path)) for path in caches]
     try:

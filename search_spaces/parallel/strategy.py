@@ -162,6 +162,17 @@ def _sequence_dim(op: Op) -> str | None:
     return next((d for d in op.parallel_dims if op.roles[d] == "attribute"), None)
 
 
+def _flop_balanced(graph: Graph, parts: int) -> list[int]:
+    """Each op's part of ``parts`` contiguous runs of ops with about equal forward FLOPs (an op goes where its
+    middle falls)."""
+    total = sum(op.flops for op in graph.ops) or 1.0
+    out, acc = [], 0.0
+    for op in graph.ops:
+        out.append(min(parts - 1, int(parts * (acc + op.flops / 2) / total)))
+        acc += op.flops
+    return out
+
+
 def _chunks(graph: Graph, chunks: int) -> list[int]:
     """Each op's pipeline chunk: as Megatron-LM cuts a model, the same number of layers per chunk (the ops
     before the first layer go with the first chunk, those after the last with the last) where the graph
@@ -175,12 +186,7 @@ def _chunks(graph: Graph, chunks: int) -> list[int]:
                 chunk = rank[op.layer] * chunks // len(layers)
             out.append(chunk)
         return out
-    total = sum(op.flops for op in graph.ops) or 1.0
-    out, acc = [], 0.0
-    for op in graph.ops:
-        out.append(min(chunks - 1, int(chunks * (acc + op.flops / 2) / total)))
-        acc += op.flops
-    return out
+    return _flop_balanced(graph, chunks)
 
 
 def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline: int = 1,
@@ -234,14 +240,8 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
 
 
 def model_parallel(graph: Graph, cluster: Cluster) -> Strategy:
-    D = cluster.devices
-    total = sum(op.flops for op in graph.ops) or 1.0
-    out, acc = [], 0.0
-    for op in graph.ops:
-        dev = min(D - 1, int(D * (acc + op.flops / 2) / total))
-        acc += op.flops
-        out.append(OpConfig((1,) * len(op.parallel_dims), dev))
-    return out
+    return [OpConfig((1,) * len(op.parallel_dims), dev)
+            for op, dev in zip(graph.ops, _flop_balanced(graph, cluster.devices))]
 
 
 BASELINES = {"data-parallel": data_parallel, "megatron": megatron, "model-parallel": model_parallel}
