@@ -13,6 +13,9 @@ from autotune.search_spaces.parallel.graph import Builder, Graph, Op
 from autotune.errors import UsageError
 
 SGD_STATE = 12  # FlexFlow-era fp32 models: weight, gradient and momentum per parameter
+# Megatron-LM's mixed precision with Adam: fp16 weight and gradient, fp32 main weight and main gradient, two fp32
+# Adam moments (its distributed-optimizer documentation: 20 bytes, 4 + 16/d sharded over d data-parallel ranks)
+MIXED_ADAM_STATE = 20
 
 
 def mlp(batch: int, layers: int = 16, width: int = 8192, name: str = "mlp-unity") -> Graph:
@@ -105,7 +108,7 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
     x = g.linear(x, vocab, "lm_head" if causal_lm else "mlm_head", tp="o")
     g.by_name["embed"].weight_elems = 0  # tied with the head: its (dense) gradient and state are the head's
     g.loss(x)
-    graph = g.build(recompute=mode != "none")
+    graph = g.build(state_bytes_per_param=MIXED_ADAM_STATE, recompute=mode != "none")
     graph.meta.update(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, causal_lm=causal_lm,
                       recompute=mode, kernels=kernels, **({"experts": experts, "top_k": top_k, "capacity": capacity}
                                                           if experts else {}))
