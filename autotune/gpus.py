@@ -114,13 +114,18 @@ KNOWN_GPUS: dict[str, dict] = {
 }
 
 
+VENDOR_WORDS = {"NVIDIA": {"nvidia", "geforce", "quadro", "tesla"}, "AMD": {"amd", "radeon", "instinct"}}
+
+
 def _norm(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
 
 
 def gpu_properties(name: str) -> dict:
     """The known properties of the GPU named ``name`` ("NVIDIA GeForce RTX 3090", "RTX_3090"...),
-    the longest matching table entry winning; {} for an unknown GPU."""
+    the longest matching table entry winning. A GPU not in the table gets what its name still tells: the
+    architecture of its gfx target (AMD runtimes may name a device "gfx90a:sramecc+:xnack-"), else its vendor
+    from a brand word; {} when the name tells nothing."""
     n = _norm(name)
     tokens = set(n.split())
     for key in sorted(KNOWN_GPUS, key=len, reverse=True):
@@ -131,6 +136,13 @@ def gpu_properties(name: str) -> dict:
     for key in sorted(KNOWN_GPUS, key=len, reverse=True):
         if re.search(re.escape(_norm(key).replace(" ", "")) + r"(?!\d)", squashed):  # A100 is not an A1000
             return {"model": key, **KNOWN_GPUS[key]}
+    gfx = re.search(r"\bgfx[0-9a-f]{3,4}", n)
+    for props in KNOWN_GPUS.values():
+        if gfx and props.get("gfx") == gfx.group():
+            return {"vendor": "AMD", "architecture": props["architecture"], "gfx": gfx.group()}
+    for vendor, words in VENDOR_WORDS.items():
+        if tokens & words:
+            return {"vendor": vendor}
     return {}
 
 

@@ -33,7 +33,10 @@ def test_gpu_table_names_and_replay_devices_carry_properties():
     assert gpu_properties("Some Unknown Accelerator") == {}
     assert gpu_properties("NVIDIA A100-PCIE-40GB")["model"] == "A100"
     assert gpu_properties("A100-SXM4-80GB")["model"] == "A100 80GB"
-    assert gpu_properties("NVIDIA A1000") == {}  # a name that contains another's is not that GPU
+    assert gpu_properties("NVIDIA A1000") == {"vendor": "NVIDIA"}  # a name containing another's is not that GPU
+    # not in the table: what the name still tells
+    assert gpu_properties("gfx90a:sramecc+:xnack-") == {"vendor": "AMD", "architecture": "CDNA2", "gfx": "gfx90a"}
+    assert gpu_properties("AMD Radeon PRO W9999") == {"vendor": "AMD"}
     assert gpu_properties("AMD Instinct MI250X")["vendor"] == "AMD"
     assert gpu_properties("W7800")["architecture"] == "RDNA3" and gpu_properties("RTX_A4000")["sm_count"] == 48
     runner = autotune.ReplayRunner("example:pnpoly-rtx3090")
