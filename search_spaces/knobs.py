@@ -18,6 +18,9 @@ from autotune.search_spaces.constraints import Constraint, make_constraint
 from autotune.types import Candidate, Task
 
 
+MEMO = 500_000  # points a space remembers for its moves (about 200 MB at most); then it starts again
+
+
 def _is_power_of_two_list(values: Sequence) -> bool:
     return all(
         isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and float(v).is_integer()
@@ -65,6 +68,11 @@ class KnobSpace(Space):
         self._too_large = False
         self._prefixes: dict[int, set[tuple]] = {}
         self._default = dict(default) if default is not None else None
+        # the points the moves reached, by value indices (None: breaks a constraint), and each one's indices by
+        # key: a search walks the same neighbourhoods over and over, and building a candidate (its key is a
+        # digest of its JSON) and checking the constraints cost more than the move itself
+        self._memo: dict[tuple, Candidate | None] = {}
+        self._idx_of: dict[str, tuple] = {}
         if self._default is not None and not self.is_valid(self._default):
             raise UsageError(f"the default configuration {self._default} is not a valid point of the space")
 
@@ -77,6 +85,23 @@ class KnobSpace(Space):
 
     def _make(self, config: dict) -> Candidate:
         return Candidate(config)
+
+    def _at(self, idx: tuple) -> Candidate | None:
+        """The point at these value indices, None where it breaks a constraint (remembered, up to MEMO points)."""
+        if idx in self._memo:
+            return self._memo[idx]
+        config = self._config(idx)
+        c = self._make(config) if all(con(config) for con in self.constraints) else None
+        if len(self._memo) >= MEMO:
+            self._memo.clear()
+            self._idx_of.clear()
+        self._memo[idx] = c
+        if c is not None:
+            self._idx_of[c.key] = idx
+        return c
+
+    def _indices_of(self, c: Candidate) -> tuple[int, ...]:
+        return self._idx_of.get(c.key) or self._indices(c.payload)
 
     def candidate(self, config: Mapping) -> Candidate:
         config = dict(config)
@@ -159,7 +184,7 @@ class KnobSpace(Space):
     def sample(self, rng: np.random.Generator) -> Candidate:
         table = self._table()
         if table is not None:
-            return self._make(self._config(table[rng.integers(len(table))]))
+            return self._at(tuple(table[rng.integers(len(table))].tolist()))
         for _ in range(100_000):
             config = {n: vals[rng.integers(len(vals))] for n, vals in zip(self.names, self.values)}
             if all(c(config) for c in self.constraints):
@@ -168,7 +193,7 @@ class KnobSpace(Space):
 
     def neighbor(self, c: Candidate, rng: np.random.Generator) -> Candidate:
         """Move one knob to an adjacent valid value (the nearest valid one in a random direction)."""
-        base = self._indices(c.payload)
+        base = self._indices_of(c)
         for k in rng.permutation(len(self.names)):
             n_vals = len(self.values[k])
             if n_vals == 1:
@@ -177,21 +202,20 @@ class KnobSpace(Space):
             for direction in (step, -step):
                 j = base[k] + direction
                 while 0 <= j < n_vals:
-                    idx = list(base)
-                    idx[k] = j
-                    config = self._config(idx)
-                    if all(con(config) for con in self.constraints):
-                        return self._make(config)
+                    found = self._at(base[:k] + (j,) + base[k + 1:])
+                    if found is not None:
+                        return found
                     j += direction
         return self.sample(rng)
 
     def crossover(self, a: Candidate, b: Candidate, rng: np.random.Generator) -> Candidate:
         """Uniform crossover; retried a few times when the child breaks a constraint."""
+        ia, ib = self._indices_of(a), self._indices_of(b)
         for _ in range(16):
             mask = rng.random(len(self.names)) < 0.5
-            config = {n: (a.payload[n] if m else b.payload[n]) for n, m in zip(self.names, mask)}
-            if all(con(config) for con in self.constraints):
-                return self._make(config)
+            found = self._at(tuple(x if m else y for x, y, m in zip(ia, ib, mask)))
+            if found is not None:
+                return found
         return a if rng.random() < 0.5 else b
 
     def _has_completion(self, prefix: tuple) -> bool:
