@@ -176,7 +176,7 @@ def device_or_known_gpu(database, device: str | None) -> str | None:
         from autotune.gpus import gpu_properties
 
         props = gpu_properties(device)
-        if not props:
+        if "model" not in props:  # not a GPU of the table (a vendor word alone is no answer): say the closest names
             raise
         same = [n for n in stored_names(database, "device")[0] if gpu_properties(n).get("model") == props["model"]]
         also = f" (the database has this GPU as {', '.join(repr(n) for n in same[:3])})" if same else ""
