@@ -18,7 +18,7 @@ from autotune.search_spaces.constraints import Constraint, make_constraint
 from autotune.types import Candidate, Task
 
 
-MEMO = 500_000  # points a space remembers for its moves (about 200 MB at most); then it starts again
+MEMO = 250_000  # points a space remembers for its moves (about 650 bytes each with ten knobs); then it starts again
 
 
 def _is_power_of_two_list(values: Sequence) -> bool:

@@ -34,6 +34,27 @@ def test_neighbor_moves_one_knob_to_adjacent_valid_value():
         assert n.payload[k] == 2
 
 
+def test_remembered_points_change_no_move_even_when_the_memory_starts_again(monkeypatch):
+    """Moves give the same valid points whether the space remembers every point it reached or forgets
+    them every few points; a point breaking a constraint is never handed out from memory."""
+    import autotune.search_spaces.knobs as knobs
+
+    def walk(memo: int) -> list[str]:
+        monkeypatch.setattr(knobs, "MEMO", memo)
+        space = KnobSpace({"a": [1, 2, 4, 8, 16], "b": [1, 2, 4, 8], "m": ["x", "y"]}, ["a * b <= 16"])
+        rng = np.random.default_rng(3)
+        c, d, keys = space.candidate({"a": 1, "b": 1, "m": "x"}), space.candidate({"a": 16, "b": 1, "m": "y"}), []
+        for _ in range(200):
+            c = space.neighbor(c, rng)
+            d = space.crossover(c, d, rng)
+            for p in (c, d, space.sample(rng)):
+                assert p.payload["a"] * p.payload["b"] <= 16 and space.contains(p)
+                keys.append(p.key)
+        return keys
+
+    assert walk(3) == walk(10_000)
+
+
 def test_features_use_log2_for_powers_of_two_and_index_for_choices():
     space = small_knob_space()
     X = space.features([space.candidate({"x": 16, "y": 2, "mode": "c"})])
