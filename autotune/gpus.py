@@ -137,9 +137,9 @@ def gpu_properties(name: str) -> dict:
         if re.search(re.escape(_norm(key).replace(" ", "")) + r"(?!\d)", squashed):  # A100 is not an A1000
             return {"model": key, **KNOWN_GPUS[key]}
     gfx = re.search(r"\bgfx[0-9a-f]{3,4}", n)
-    for props in KNOWN_GPUS.values():
-        if gfx and props.get("gfx") == gfx.group():
-            return {"vendor": "AMD", "architecture": props["architecture"], "gfx": gfx.group()}
+    arch = gfx and next((p["architecture"] for p in KNOWN_GPUS.values() if p.get("gfx") == gfx.group()), None)
+    if arch:
+        return {"vendor": "AMD", "architecture": arch, "gfx": gfx.group()}
     for vendor, words in VENDOR_WORDS.items():
         if tokens & words:
             return {"vendor": vendor}
