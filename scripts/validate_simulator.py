@@ -132,7 +132,9 @@ DEFAULT_CALIBRATION = ["sc21-table1", "megatron19-strong"]  # one source per dev
 PRESETS_FITTED_ON = "nccl-a100-azure"  # the source the clusters' collective figures come from
 COLLECTIVES: dict[str, float] = {}  # bus_efficiency and latency_scale for every cluster, once fitted here
 SEQ, VOCAB = 2048, 51200
-V100_32GB = DeviceSpec("V100-32GB", 15.7e12, 125e12, 32 * 2**30, 900e9, DEVICES["V100"].gemm_efficiency,
+# the DGX-2H's V100s (SXM3, 450 W) run at higher clocks than the V100 preset: 2.1 PFLOP/s per 16 GPUs, 130 TFLOP/s
+# each (the Megatron-LM v1.0 note's "62.4 teraFLOPs, 48% of the theoretical peak" says the same)
+V100_32GB = DeviceSpec("V100-32GB", 15.7e12, 130e12, 32 * 2**30, 900e9, DEVICES["V100"].gemm_efficiency,
                        sm_count=80, gemm_k_half=DEVICES["V100"].gemm_k_half)
 
 
