@@ -35,6 +35,7 @@ from autotune.types import Candidate, Device, Measurement, Task
 
 #: stop when this many consecutive batches brought nothing new (the algorithm only revisits known points)
 STALL_BATCHES = 50
+WARMUP_CHUNK = 8  # optional warm-up points measured per batch (the time budget is checked between batches)
 
 
 @dataclass
@@ -104,10 +105,12 @@ class Campaign:
     (wall seconds of this run) and ``simulated_budget`` (simulated seconds, all runs). At least
     one must be given unless the space is finite.
 
-    ``warmup``: candidates evaluated first, as one batch, before the algorithm is asked for any
-    (reference points such as a parallelization's baselines). They are trials like the others,
-    logged, counted in the trial budget and told to the algorithm, but measured whatever the
-    budgets; a resumed campaign evaluates only those its history lacks.
+    ``warmup``: candidates evaluated first, before the algorithm is asked for any (reference points
+    such as a parallelization's baselines and seed layouts). They are trials like the others, logged,
+    counted in the trial budget and told to the algorithm; the first ``warmup_required`` of them (default:
+    all) are measured as one batch whatever the budgets, the rest in batches of ``WARMUP_CHUNK`` (or the
+    batch size, if larger) until the time budget runs out, so that a long list of reference points
+    cannot overrun it. A resumed campaign evaluates only those its history lacks.
 
     ``recipe``: how to make this campaign again, ``{"kind": ..., "args": {...}}`` of a driver
     (autotune.drivers.scale), stored with the campaign so that `autotune worker` can join it.
@@ -130,7 +133,8 @@ class Campaign:
         self, name: str, space: Space, algorithm: str | SearchAlgorithm, runner: Runner, db: Database, *,
         trials: int | None = None, time_budget: float | None = None, simulated_budget: float | None = None,
         batch: int = 8, seed: int = 0, progress: bool | None = None, console: Console | None = None,
-        warmup: Sequence[Candidate] = (), recipe: dict | None = None, fresh: bool = False,
+        warmup: Sequence[Candidate] = (), warmup_required: int | None = None, recipe: dict | None = None,
+        fresh: bool = False,
     ):
         if not name:
             raise UsageError("a campaign needs a name")
@@ -142,6 +146,8 @@ class Campaign:
         self.batch = _positive("the batch size", batch, int)
         self.seed = int(seed)
         self.warmup = list({c.key: c for c in warmup}.values())
+        warmup = list(warmup)
+        self.required = {c.key for c in warmup[:len(warmup) if warmup_required is None else int(warmup_required)]}
         self.recipe = recipe
         self.fresh = bool(fresh)
         if self.trials is None and self.time_budget is None and self.simulated_budget is None and space.size() is None:
@@ -239,7 +245,10 @@ class Campaign:
                 while True:
                     free = slots - len(in_flight)
                     if stopping is None and free > 0:
-                        if warmup:  # reference points, measured whatever the budgets
+                        if (warmup and self.time_budget is not None and time.perf_counter() - start >= self.time_budget
+                                and self.required.isdisjoint(c.key for c in warmup)):
+                            warmup = []  # the optional reference points stop at the time budget
+                        if warmup:  # reference points, the required ones measured whatever the budgets
                             pass
                         elif self.trials is not None and measured >= self.trials:
                             stopping = "finished"
@@ -251,8 +260,9 @@ class Campaign:
                             stopping = "exhausted"
                     if stopping is None and free > 0:
                         warmup_round = bool(warmup)
-                        if warmup:
-                            start_now, asked, warmup = [], warmup, []
+                        if warmup:  # the required points at once, then the others in chunks
+                            take = sum(c.key in self.required for c in warmup) or max(slots, WARMUP_CHUNK)
+                            start_now, asked, warmup = [], warmup[:take], warmup[take:]
                         else:
                             # measurements are claimed from the budget in the database before they start (with
                             # the previous results' commit), so workers never measure more than the budget

@@ -15,6 +15,7 @@ another database, see :mod:`autotune.db.calibration`) replace the simulator's es
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import tempfile
@@ -240,13 +241,18 @@ def strategy_space(graph: Graph, cluster: Cluster, microbatches: int = 1, search
 
 def warmup(space: StrategySpace) -> dict[str, Candidate]:
     """What a search measures first, by name: the baselines (data parallelism first), then the space's seed
-    layouts that are not a baseline."""
+    layouts that are not a baseline, taken in turn from each (tensor, pipeline) degree, so that a time budget
+    which stops the seeds early has tried every degree rather than the first few."""
     out = dict(space.baselines())
     keys = {c.key for c in out.values()}
+    groups: dict[str, list[tuple[str, Candidate]]] = {}
     for name, c in space.seeds().items():
         if c.key not in keys:
-            out[name] = c
+            degree = re.match(r"layout (t\d+ p\d+)", name)
+            groups.setdefault(degree.group(1) if degree else name, []).append((name, c))
             keys.add(c.key)
+    for turn in itertools.zip_longest(*groups.values()):
+        out.update(seed for seed in turn if seed is not None)
     return out
 
 
@@ -260,7 +266,7 @@ def _search(space: StrategySpace, runner: SimulatorRunner, db, algo, trials: int
     left = None if time_budget is None else max(time_budget - (time.perf_counter() - t0), 1e-3)
     Campaign(name, space, algo, runner, db, trials=None if trials is None else trials + len(first),
              time_budget=left, batch=step, seed=seed, progress=bar.shown, console=bar.console,
-             warmup=list(first.values()), recipe=recipe, fresh=fresh).run()
+             warmup=list(first.values()), warmup_required=len(baselines), recipe=recipe, fresh=fresh).run()
     history = [m for m, _ in db.campaign_history(db.campaign(name).id)]
     by_key = {m.candidate.key: m for m in history}
     measured = {n: by_key[c.key] for n, c in baselines.items()}

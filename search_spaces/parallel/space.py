@@ -76,7 +76,7 @@ class StrategySpace(Space):
         self.zero_prob, self.recompute_prob, self.overlap_prob = zero_prob, recompute_prob, overlap_prob
         self.batch = graph.batch * microbatches  # of an iteration
         self._rebuild = rebuild
-        self.counts = st.divisors(self.batch) if rebuild is not None else [microbatches]
+        self.counts = list(st.divisors(self.batch)) if rebuild is not None else [microbatches]
         self.recompute = graph.meta.get("recompute")  # the model's own mode (None: not a transformer stack)
         self.modes = tuple(recompute_modes) if rebuild is not None and self.recompute is not None else ()
         self._graphs: dict[tuple[int, str | None], Graph] = {(microbatches, self.recompute): graph}
@@ -188,20 +188,27 @@ class StrategySpace(Space):
         recomputation modes each (t, p) at its fewest micro-batches and at one sample per replica and
         micro-batch, plain and with those virtual stages, sequence parallel where t > 1; for
         mixture-of-experts models each (t, p) with its fewest micro-batches at every expert-parallel
-        degree; and data parallelism with each ZeRO stage (stage 3: FSDP)."""
+        degree; and data parallelism with each ZeRO stage (stage 3: FSDP). A layout whose weights and optimizer
+        state alone, spread evenly over its t * p devices (all devices for a mixture of experts), exceed a
+        device's memory is no seed: its fullest device holds at least that much, so it cannot fit (a 530B model
+        on 280 A100s: 118 seeds of 715)."""
         fewest: dict[tuple[int, int], int] = {}
         least_v: dict[tuple[int, int], int] = {}  # the least interleaving each (t, p)'s layers allow
-        for lay in self.layouts:
+        state = self.graph.parameters * self.graph.state_bytes_per_param
+        moe = any(op.routed for op in self.graph.ops)  # experts split over a whole stage, not only t ways
+        fitting = [lay for lay in self.layouts
+                   if state / (self.D if moe else lay.tensor * lay.pipeline) <= self.cluster.device.memory_bytes]
+        for lay in fitting:
             fewest.setdefault((lay.tensor, lay.pipeline), lay.microbatches)  # counts ascend
             if lay.virtual > 1:
                 key = (lay.tensor, lay.pipeline)
                 least_v[key] = min(least_v.get(key, lay.virtual), lay.virtual)
-        out = {lay.name: self.layout(lay) for lay in self.layouts
+        out = {lay.name: self.layout(lay) for lay in fitting
                if (lay.virtual in (1, least_v.get((lay.tensor, lay.pipeline))) and not lay.expert
                    and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
                         or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH))
                or (lay.expert and lay.virtual == 1 and lay.microbatches == fewest[lay.tensor, lay.pipeline])}
-        for lay in self.layouts:  # the other recomputation modes at each (t, p)'s fewest micro-batches and at
+        for lay in fitting:  # the other recomputation modes at each (t, p)'s fewest micro-batches and at
             # one sample per replica and micro-batch, with sequence parallelism where there is tensor parallelism
             if (lay.virtual in (1, least_v.get((lay.tensor, lay.pipeline))) and not lay.expert
                     and lay.sequence == (lay.tensor > 1)

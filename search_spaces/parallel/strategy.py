@@ -49,8 +49,9 @@ def overlapped(overlap: bool | None, microbatches: int) -> bool:
     return microbatches == 1 if overlap is None else overlap
 
 
-def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+@lru_cache(maxsize=4096)
+def divisors(n: int) -> tuple[int, ...]:
+    return tuple(d for d in range(1, n + 1) if n % d == 0)
 
 
 @lru_cache(maxsize=4096)
@@ -134,6 +135,7 @@ def from_json(graph: Graph, d: dict, devices: int) -> Strategy:
     return out
 
 
+@lru_cache(maxsize=65536)  # called for every op of every layout: a 530B seed list asks it a million times
 def _largest_degree(size: int, limit: int, devices: int) -> int:
     return max(k for k in divisors(math.gcd(size, limit)) if devices % k == 0)
 

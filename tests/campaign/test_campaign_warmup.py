@@ -62,3 +62,20 @@ def test_warmup_points_measured_before_are_reused(sqlite_url):
     res = Campaign("second", space, "random", runner, db, trials=2, warmup=warm).run()
     assert _log(db, "second")[:3] == [(warm[0].key, True), (warm[1].key, True), (warm[3].key, True)]
     assert res.trials == 2 and res.evaluations == 5
+
+
+def test_warmup_past_the_required_points_stops_at_the_time_budget(sqlite_url):
+    space, db = small_knob_space(), open_database(sqlite_url)
+    warm = list(space.enumerate())[:20]
+    res = Campaign("w", space, "random", FakeRunner(space), db, time_budget=1e-9, warmup=warm, warmup_required=2).run()
+    assert res.status == "time-budget" and [k for k, _ in _log(db, "w")] == [c.key for c in warm[:2]]
+
+
+def test_optional_warmup_points_are_all_measured_first_while_the_budget_lasts(sqlite_url):
+    space, db = small_knob_space(), open_database(sqlite_url)
+    warm = list(space.enumerate())[:20]
+    runner = FakeRunner(space)
+    res = Campaign("w", space, "random", runner, db, trials=25, batch=4, warmup=warm, warmup_required=2).run()
+    log = [k for k, _ in _log(db, "w")]
+    assert log[:20] == [c.key for c in warm] and res.trials == 25 and len(set(log)) == 25
+    assert runner.calls >= 3  # the optional points in chunks: the time budget is checked between them

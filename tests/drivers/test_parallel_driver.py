@@ -51,7 +51,7 @@ def test_onnx_model_parallelizes_through_the_cli_path(resnet):
     assert r.best.cost == min(t for t in r.trace + [m.objective for m in r.baselines.values()])
 
 
-def test_budgets_are_checked_and_the_baselines_are_measured_whatever_the_time_budget():
+def test_budgets_are_checked_and_only_the_baselines_are_measured_whatever_the_time_budget():
     from autotune.errors import UsageError
 
     with pytest.raises(UsageError, match="trial budget must be >= 0"):
@@ -59,7 +59,24 @@ def test_budgets_are_checked_and_the_baselines_are_measured_whatever_the_time_bu
     with pytest.raises(UsageError, match="time budget must be a positive number"):
         parallelize("rnnlm", "p100-4x4", time_budget=0)
     r = parallelize("gpt-1.3b", "dgx-a100-x2", time_budget=1e-6)
-    assert len(r.baselines) == 3 and r.simulations == len(warmup(r.space)) > 3 and r.trace == []
+    assert len(warmup(r.space)) > 3  # the seed layouts stop at the time budget, the baselines do not
+    assert len(r.baselines) == 3 and r.simulations == 3 and r.trace == []
+
+
+def test_seed_layouts_come_in_turn_from_every_tensor_and_pipeline_degree():
+    """A time budget that stops the seeds early has tried every (t, p) first, not the first few only."""
+    import re
+
+    from autotune.drivers.parallel import strategy_space
+    from autotune.search_spaces.parallel.clusters import get_cluster
+    from autotune.search_spaces.parallel.models import get_model
+
+    space = strategy_space(get_model("gpt-1.3b"), get_cluster("dgx-a100-x2"))
+    names = list(warmup(space))[len(space.baselines()):]
+    degrees = [m.group(1) for n in names if (m := re.match(r"layout (t\d+ p\d+)", n))]
+    distinct = list(dict.fromkeys(degrees))
+    assert len(distinct) > 4 and len(degrees) > 2 * len(distinct)
+    assert set(degrees[:len(distinct)]) == set(distinct)  # one of each degree before a second of any
 
 
 def test_measured_times_from_a_database_override_the_estimates(tmp_path):
