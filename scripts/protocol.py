@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass
 
 PROTOCOLS = ("none", "leave-one-kernel-out", "leave-one-gpu-out")
-TIE = 0.01  # transfer: worst-case figures within 1% of each other are a tie
+TIE = 0.01  # selection scores within 1% of each other are a tie
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,12 @@ def geomean(values: list[float]) -> float:
 def select_search(candidates: list[str], train: tuple, ours: dict, best_peer: dict | None) -> tuple[str, dict]:
     """The candidate with the smallest geometric mean, over the training spaces, of its to-5% median
     over the best peer's (``best_peer[unit]``), or of its to-5% median alone without peers.
-    ``ours[(candidate, unit)]``: capped medians. Returns (chosen, score per candidate); ties: list order."""
+    ``ours[(candidate, unit)]``: capped medians. Scores within 1% (``TIE``) of the smallest are a tie, as in
+    the transfer protocol, broken by list order (the first candidate, the default, keeps its place unless
+    another beats it by more than noise). Returns (chosen, score per candidate)."""
     scores = {c: geomean([ours[c, u] / (best_peer[u] if best_peer else 1.0) for u in train]) for c in candidates}
-    return min(candidates, key=scores.get), scores
+    best = min(scores.values())
+    return next(c for c in candidates if scores[c] <= best * (1 + TIE)), scores
 
 
 def select_transfer(candidates: list[str], train: tuple, warm: dict, cold: dict) -> tuple[str, dict]:

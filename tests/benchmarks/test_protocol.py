@@ -93,6 +93,11 @@ def test_search_selection_uses_the_training_spaces_only():
     chosen, scores = protocol.select_search(["a", "b"], train, ours2, peer)
     assert scores["a"] == pytest.approx((2.0 * 1.0) ** 0.5) and scores["b"] == pytest.approx((4.0 * 0.2) ** 0.5)
     assert chosen == "b"
+    # within 1% of the smallest score is a tie: the earlier candidate keeps its place
+    ours3 = {("a", train[0]): 100, ("a", train[1]): 100, ("b", train[0]): 99.5, ("b", train[1]): 99.5}
+    assert protocol.select_search(["a", "b"], train, ours3, None)[0] == "a"
+    ours3[("b", train[0])] = ours3[("b", train[1])] = 98.0
+    assert protocol.select_search(["a", "b"], train, ours3, None)[0] == "b"
 
 
 def test_transfer_selection_smallest_worst_case_ties_broken_by_median_speedup():
