@@ -84,7 +84,7 @@ class WarmStart(SearchAlgorithm):
         "init": Option(8, "points measured after the probes, before the models are used"),
         "design": Option(ModelGuided.options["design"].default, "how those points are drawn (ModelGuided's design: "
                                                                 "'maximin' spreads them away from the probes and each other)"),
-        "focus": Option(2.0, "a result's credit is the share of earlier target results it beats, to this power"),
+        "focus": Option(4.0, "a result's credit is the share of earlier target results it beats, to this power"),
         "top": Option(0, "when above 0, a result's credit is 1 if it beats the top-th best earlier result, else 0"),
         "probe_top": Option(3, "a later probe earns credit only when it beats the probe_top-th best earlier result"),
         "discount": Option(0.95, "weight an arm's credit keeps at every new result"),
