@@ -322,19 +322,25 @@ class Simulator:
                 busy[self.res[t]] += self.dur[t]
         return float(max((busy[:self.D] + busy[self.D:2 * self.D]).max(), busy[2 * self.D:].max(initial=0.0)))
 
-    def simulate(self, strategy: Strategy, timeline: bool = False) -> SimResult:
+    def simulate(self, strategy: Strategy, timeline: bool = False, time_if_full: bool = True) -> SimResult:
+        """The iteration time and memory per device of ``strategy``; with ``time_if_full`` False a strategy
+        that does not fit in memory is not timed (iteration_s is infinite), which a search that discards it
+        anyway does not need."""
         self.load(strategy)
         self.simulations += 1
+        memory = self.memory(strategy)
+        if not time_if_full and memory.max() > self.c.device.memory_bytes:
+            return SimResult(float("inf"), memory, self.c.device.memory_bytes)
         overlap = overlapped(self.overlap, self.microbatches)
         if self.microbatches == 1 and overlap:
             end_all, tl = self._run(self.dur, timeline)
-            return SimResult(end_all, self.memory(strategy), self.c.device.memory_bytes, tl)
+            return SimResult(end_all, memory, self.c.device.memory_bytes, tl)
         alone = list(self.dur)  # the first micro-batch's forward and backward without the syncs and updates
         for t in self.once:
             alone[t] = 0.0
         if self.microbatches == 1:
             end_all, tl = self._run(alone, timeline)
-            return SimResult(end_all + self.busiest(self.once), self.memory(strategy), self.c.device.memory_bytes, tl)
+            return SimResult(end_all + self.busiest(self.once), memory, self.c.device.memory_bytes, tl)
         # the other micro-batches stream behind the first at the busiest device's rate (1F1B): M steady steps
         # plus the first micro-batch's fill and drain, which v virtual stages per device (interleaved 1F1B) cut
         # v-fold; then the weight-gradient syncs and updates, after the last backward or, overlapped, during it
@@ -343,7 +349,7 @@ class Simulator:
         step = self.busiest(self.per_microbatch)
         v = self.virtual_stages(strategy)
         tail = self._run(self.dur, False)[0] - end_all if overlap else self.busiest(self.once)
-        return SimResult(self.microbatches * step + (end_all - step) / v + tail, self.memory(strategy),
+        return SimResult(self.microbatches * step + (end_all - step) / v + tail, memory,
                          self.c.device.memory_bytes, tl)
 
     def _run(self, dur: list[float], timeline: bool) -> tuple[float, list]:

@@ -64,11 +64,11 @@ class SimulatorRunner(Runner):
             strategy = self.space.strategy(c)
         except (UsageError, TypeError, ValueError, AttributeError, KeyError) as exc:
             return Measurement(c, Status.INVALID, error=f"not a valid strategy: {exc}")
-        r = self.simulator(m, z, rc, ov).simulate(strategy, timeline=timeline)
+        r = self.simulator(m, z, rc, ov).simulate(strategy, timeline=timeline, time_if_full=timeline)
         run_s = time.perf_counter() - t0
         meta = {"peak_memory_bytes": r.peak_memory, "capacity_bytes": r.capacity, "microbatches": m,
                 **({"recompute": rc} if rc is not None else {}),
-                "throughput": self.space.batch / r.iteration_s if r.iteration_s > 0 else None}
+                "throughput": self.space.batch / r.iteration_s if 0 < r.iteration_s < float("inf") else None}
         if timeline:
             meta["timeline"] = r.timeline
         if not r.fits:

@@ -111,6 +111,14 @@ def test_memory_capacity_is_a_hard_constraint():
     assert dp.status is Status.INVALID and "capacity" in dp.error and dp.meta["peak_memory_bytes"] > need
     mp = runner.measure(space.task, [space.wrap(model_parallel(g, runner.cluster))])[0]
     assert mp.status is Status.OK and mp.meta["peak_memory_bytes"] < need * 0.75
+    # a search discards what does not fit, so it is not timed; what fits is timed as ever
+    sim = Simulator(g, runner.cluster)
+    full = sim.simulate(data_parallel(g, runner.cluster))
+    untimed = sim.simulate(data_parallel(g, runner.cluster), time_if_full=False)
+    assert not full.fits and math.isfinite(full.iteration_s) and untimed.iteration_s == math.inf
+    assert np.array_equal(untimed.memory, full.memory) and dp.meta["throughput"] is None
+    fits = sim.simulate(model_parallel(g, runner.cluster), time_if_full=False)
+    assert fits.iteration_s == sim.simulate(model_parallel(g, runner.cluster)).iteration_s == mp.cost
 
 
 def test_measured_op_times_and_collectives_override_estimates():
