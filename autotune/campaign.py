@@ -245,14 +245,14 @@ class Campaign:
                 while True:
                     free = slots - len(in_flight)
                     if stopping is None and free > 0:
-                        if (warmup and self.time_budget is not None and time.perf_counter() - start >= self.time_budget
-                                and self.required.isdisjoint(c.key for c in warmup)):
+                        out_of_time = self.time_budget is not None and time.perf_counter() - start >= self.time_budget
+                        if warmup and out_of_time and self.required.isdisjoint(c.key for c in warmup):
                             warmup = []  # the optional reference points stop at the time budget
                         if warmup:  # reference points, the required ones measured whatever the budgets
                             pass
                         elif self.trials is not None and measured >= self.trials:
                             stopping = "finished"
-                        elif self.time_budget is not None and time.perf_counter() - start >= self.time_budget:
+                        elif out_of_time:
                             stopping = "time-budget"
                         elif self.simulated_budget is not None and simulated >= self.simulated_budget:
                             stopping = "simulated-budget"
