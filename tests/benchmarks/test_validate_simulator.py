@@ -29,3 +29,25 @@ def test_held_out_full_recomputation_runs_within_ten_percent_at_the_a100_preset(
     errors = [abs(r["error_pct"]) for r in rows]
     assert np.mean(errors) < 10.0 and all(r["fits"] for r in rows)
     assert vs.spearman([r["published"] for r in rows], [r["simulated"] for r in rows]) == 1.0
+
+
+def test_the_v100_runs_its_gemms_at_the_a100_share_unless_a_v100_source_calibrates_it():
+    devices = {"A100": copy.deepcopy(DEVICES["A100"]), "V100": copy.deepcopy(vs.V100_32GB),
+               "V100-2019": copy.deepcopy(vs.V100_32GB)}
+    devices["A100"].gemm_efficiency = 0.7
+    devices["V100-2019"].launch_s = 50e-6
+    vs.CALIBRATED.discard("V100")
+    assert vs.v100(devices).gemm_efficiency == 0.7 and vs.v100(devices).launch_s == vs.V100_32GB.launch_s
+    assert vs.v100(devices, "2019").launch_s == 50e-6 and vs.v100(devices, "2019").gemm_efficiency == 0.7
+    try:
+        fitted = vs.calibrate("megatron-v1", devices)
+        assert vs.v100(devices).gemm_efficiency == fitted != 0.7
+        assert abs(vs.evaluate("megatron-v1", devices)[0]["error_pct"]) < 1.0
+    finally:
+        vs.CALIBRATED.discard("V100")
+
+
+def test_the_2019_single_gpu_row_counts_the_flops_the_v1_note_counts():
+    # 62.4 TFLOP/s at 1,288 ms was "a 60% improvement" over 39 TFLOP/s for the same model: the same FLOPs
+    assert round(vs.MEGATRON19_SINGLE_MS) == 2061
+    assert vs.SOURCES["megatron19-single"][2] == vs.SOURCES["megatron-v1"][2] == "ms per iteration"
