@@ -95,6 +95,7 @@ class Tracker:
         self.counted: set[str] = set()
         self.trace: list[float] = []
         self.sim: list[float] = []
+        self.failed: list[bool] = []  # whether each counted measurement failed
         self.best = math.inf
         self.clock = 0.0
 
@@ -110,6 +111,7 @@ class Tracker:
         self.clock += simulated_s
         self.trace.append(self.best)
         self.sim.append(self.clock)
+        self.failed.append(not math.isfinite(cost))
         return True
 
 
@@ -187,6 +189,9 @@ def summarise(trackers: list[Tracker], optimum: float) -> dict:
             sims = sorted(tr.sim[h - 1] if h else math.inf for tr, h in zip(trackers, hits))
             mid = sims[(len(sims) - 1) // 2]
             out["sim_time_to_5pct_s_median"] = round(mid, 2) if math.isfinite(mid) else None
+            # the share of the measurements up to there (all of them on a miss) that failed
+            out["failed_share_to_5pct_median"] = round(float(np.median(
+                [np.mean(tr.failed[:h or len(tr.failed)]) if tr.failed else 0.0 for tr, h in zip(trackers, hits)])), 3)
     out["ratio_at"] = {
         str(k): round(float(np.median([(tr.trace[min(k, len(tr.trace)) - 1] if tr.trace else math.inf) / optimum
                                        for tr in trackers])), 4)
@@ -239,8 +244,9 @@ def main(argv=None) -> int:
         optimum = min(costs)
         rows = report["spaces"].setdefault(label, {})
         print(f"\n## {label}: {space.size()} points, optimum {optimum * 1e3:.4f} ms\n")
-        print("| algorithm | to 5% (median) | success 5% | to 10% | ratio@50 | @100 | @200 | @500 | sim time to 5% (s) | overhead ms/meas |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("| algorithm | to 5% (median) | success 5% | to 10% | ratio@50 | @100 | @200 | @500 | sim time to 5% (s) | "
+              "failed share to 5% | overhead ms/meas |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for name in names:
             trackers, overheads = [], []
             for seed in range(args.seeds):
@@ -252,7 +258,8 @@ def main(argv=None) -> int:
             rows[name] = s
             r = s["ratio_at"]
             print(f"| {name} | {s['to_5pct_median']} | {s['success_5pct']} | {s['to_10pct_median']} | {r['50']} | "
-                  f"{r['100']} | {r['200']} | {r['500']} | {s['sim_time_to_5pct_s_median']} | {s['overhead_ms_median']} |",
+                  f"{r['100']} | {r['200']} | {r['500']} | {s['sim_time_to_5pct_s_median']} | "
+                  f"{s['failed_share_to_5pct_median']} | {s['overhead_ms_median']} |",
                   flush=True)
     print_summary(report, names)
     if args.json:

@@ -177,6 +177,18 @@ def counting(monkeypatch, mod, name: str) -> list:
     return calls
 
 
+def test_search_summary_counts_the_failed_share_of_the_measurements_up_to_5pct():
+    bench = load("bench_search")
+    hit, miss = bench.Tracker(None, 10), bench.Tracker(None, 10)
+    for k, cost in enumerate([float("inf"), 3.0, float("inf"), 1.0, float("inf")]):
+        hit.record(str(k), True, cost, 0.0)  # within 5% at the 4th, 2 of those 4 failed
+    for k, cost in enumerate([float("inf"), 3.0, 2.0, 2.0]):
+        miss.record(str(k), True, cost, 0.0)  # never: 1 of its 4 failed
+    assert bench.summarise([hit], optimum=1.0)["failed_share_to_5pct_median"] == 0.5
+    assert bench.summarise([miss], optimum=1.0)["failed_share_to_5pct_median"] == 0.25
+    assert bench.summarise([hit, miss, miss], optimum=1.0)["failed_share_to_5pct_median"] == 0.25
+
+
 def test_bench_search_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatch, capsys):
     bench = load("bench_search")
     caches = three_gpus(tmp_path)
