@@ -27,6 +27,7 @@ class FailureModel:
         if failed.sum() >= self.min_each and (~failed).sum() >= self.min_each:
             d = xgb.DMatrix(np.asarray(X, dtype=np.float32), label=failed.astype(np.float32), nthread=1)
             params = {"objective": "binary:logistic", "max_depth": self.max_depth, "eta": 0.3, "nthread": 1,
+                      "min_child_weight": 0.1,  # a split may leave few rows: the first batches are small
                       "seed": self.seed, "verbosity": 0, "tree_method": "hist"}
             self.booster = xgb.train(params, d, self.rounds)
         return self

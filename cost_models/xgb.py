@@ -6,8 +6,8 @@ Two objectives (option ``objective``):
 - ``"reg"``: squared-error regression on log(cost/best) within each group (failures get a
   penalty above the slowest); the score is the negated prediction.
 Which ranks better on the replay data is recorded in scripts/bench_search.py's report; the
-default is the winner. Below ``min_samples`` successful rows the model is untrained and
-predicts random scores. XGBoost runs with ``nthread=1`` (on small shared machines the default
+default is the winner. Below ``min_samples`` rows, or ``min_successes`` successful ones (None: as many
+as ``min_samples``), the model is untrained and predicts random scores. XGBoost runs with ``nthread=1`` (on small shared machines the default
 OpenMP threads busy-wait and train several times slower). ``save`` gives XGBoost's own JSON
 bytes (the options ride in the booster's attributes); nothing is pickled.
 """
@@ -24,7 +24,8 @@ from autotune.cost_models.features import log_cost, query_order, throughput
 from autotune.cost_models.metrics import quality as _quality
 
 OBJECTIVES = ("rank", "reg", "reg-tp")
-DEFAULTS = {"objective": "rank", "rounds": 60, "max_depth": 4, "eta": 0.3, "min_samples": 8, "seed": 0, "members": 8}
+DEFAULTS = {"objective": "rank", "rounds": 60, "max_depth": 4, "eta": 0.3, "min_samples": 8, "min_successes": None,
+            "seed": 0, "members": 8}
 
 
 class XGBCostModel(CostModel):
@@ -65,7 +66,9 @@ class XGBCostModel(CostModel):
         X = np.asarray(X, dtype=np.float32)
         y = np.asarray(y, dtype=float)
         self.n_train = len(y)
-        if int(np.isfinite(y).sum()) < int(self.options["min_samples"]):
+        least = self.options["min_successes"]
+        least = int(self.options["min_samples"] if least is None else least)
+        if len(y) < int(self.options["min_samples"]) or int(np.isfinite(y).sum()) < least:
             self.boosters = []
             return self
         order, qid = query_order(groups, len(y))

@@ -19,7 +19,7 @@ ALGORITHM names: any registered algorithm, NAME+xgb for its model-guided version
 the ``bench`` extra). ``ratio_at`` is best-so-far cost / optimum (1.0 = optimal).
 A name may carry options, ``NAME[:KEY=VALUE,KEY=VALUE]`` (values read as JSON when they parse):
 they go to make_guided for NAME+xgb (which splits them between ModelGuided and the inner
-algorithm), to make_algorithm otherwise.
+algorithm; ``xgb.KEY`` options go to its XGBoost model), to make_algorithm otherwise.
 
 --protocol leave-one-kernel-out / leave-one-gpu-out (scripts/protocol.py has the folds): every
 CANDIDATE (--candidates, default SEARCH_CANDIDATES) and every peer (--peers) is run once on every
@@ -128,7 +128,10 @@ def parse_candidate(spec: str) -> tuple[str, dict]:
 def make(spec: str):
     name, options = parse_candidate(spec)
     if name.endswith("+xgb"):
-        return make_guided(name[: -len("+xgb")], "xgb", cost_model_options=MODEL_OPTIONS, **{**GUIDED_OPTIONS, **options})
+        model = {k[len("xgb."):]: v for k, v in options.items() if k.startswith("xgb.")}
+        options = {k: v for k, v in options.items() if not k.startswith("xgb.")}
+        return make_guided(name[: -len("+xgb")], "xgb", cost_model_options={**MODEL_OPTIONS, **model},
+                           **{**GUIDED_OPTIONS, **options})
     return make_algorithm(name, **options)
 
 

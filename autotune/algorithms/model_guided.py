@@ -23,9 +23,10 @@ Each ``ask(n)``:
    the members disagree.
 5. once failures were measured, a failure classifier (:class:`~autotune.cost_models.failures.FailureModel`,
    retrained with the model) keeps candidates whose failure probability is above
-   ``avoid_failures`` out of both the model's picks and the random ones (unless every candidate
-   is that likely to fail): on spaces where many configurations fail to compile or run, the
-   search stops paying for them.
+   ``avoid_failures`` out of both the model's picks and the random ones, and those above
+   ``spread_avoid`` out of the design's spread points, which are drawn while the ranking model
+   still waits for enough successful results (unless every candidate is that likely to fail): on
+   spaces where many configurations fail to compile or run, the search stops paying for them.
 
 After every retrain the model's quality is in ``last_metrics`` and, with the serialised model,
 passed to ``on_retrain(metrics, model_bytes)`` when set: Spearman and top-k recall
@@ -96,6 +97,8 @@ class ModelGuided(SearchAlgorithm):
         "quality_every": Option(0, "every this many retrains, also measure quality with a second fit on 80% (0: never)"),
         "holdout": Option(0.2, "share held out by that quality fit"),
         "avoid_failures": Option(0.5, "skip candidates whose learnt failure probability is above this (1: never)"),
+        "spread_avoid": Option(0.9, "the design's spread points skip points whose learnt failure probability is "
+                                    "above this (1: never)"),
     }
 
     def __init__(self, inner: SearchAlgorithm, cost_model: CostModel, **kwargs):
@@ -309,6 +312,10 @@ class ModelGuided(SearchAlgorithm):
         idx = np.flatnonzero(self._unseen)
         if len(idx) == 0:
             return None
+        thr = float(self.config["spread_avoid"])
+        if thr < 1.0 and self._failures.trained and self._all_p_fail is not None:  # spread over what should run
+            likely = idx[self._all_p_fail[idx] <= thr]
+            idx = likely if len(likely) else idx
         pool = self.rng.choice(idx, size=min(256, len(idx)), replace=False)
         near = [self._all_index[k] for k in self.seen if k in self._all_index]
         return self._all[farthest(self._ranked, pool, near)]

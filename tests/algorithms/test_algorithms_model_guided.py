@@ -181,6 +181,46 @@ def test_learnt_failures_are_avoided():
     assert on <= 0.5 * off and off >= 5
 
 
+def test_the_failure_model_learns_from_a_first_batch_of_eight():
+    from autotune.cost_models.failures import FailureModel
+
+    x = np.array([[32.0], [64.0], [128.0], [256.0], [512.0], [1024.0], [768.0], [384.0]])
+    model = FailureModel().fit(x, x[:, 0] > 256)
+    p = model.predict(np.array([[96.0], [160.0], [640.0], [896.0]]))
+    assert (p[:2] < 0.5).all() and (p[2:] > 0.5).all()
+
+
+def test_design_points_avoid_learnt_failures_while_the_ranking_model_waits():
+    """Three of four points of a space fail (x above 8): while too few have run for the ranking model,
+    the spread design points are drawn from what the failure model expects to run."""
+    from autotune.search_spaces.knobs import KnobSpace
+    from autotune.types import Task
+
+    space = KnobSpace({"x": list(range(1, 33)), "y": list(range(1, 9)), "z": [0, 1]}, task=Task("kernel", "f", {}))
+    failing = {c.key for c in space.enumerate() if c.payload["x"] > 8}
+    runner = FakeRunner(space, fail=failing)
+    later = {}
+    for avoid in (0.9, 1.0):
+        later[avoid] = 0
+        for seed in range(3):
+            algo = make_guided("random", "xgb", init=8, epsilon=0.0, spread_avoid=avoid,
+                               cost_model_options={"min_successes": 1000})  # the ranking model never starts
+            algo.bind(space, np.random.default_rng(seed))
+            for i in range(4):
+                batch = algo.ask(8)
+                later[avoid] += sum(c.key in failing for c in batch) if i >= 1 else 0
+                algo.tell(runner.measure(space.task, batch))
+    assert later[0.9] <= 0.4 * later[1.0] and later[1.0] >= 30
+
+
+def test_the_ranking_model_can_start_before_eight_successes():
+    x = np.arange(8, dtype=float)[:, None]
+    y = np.array([1.0, 2.0, 3.0, math.inf, math.inf, math.inf, math.inf, math.inf])
+    assert not XGBCostModel().fit(x, y).trained  # 8 successful rows by default
+    assert XGBCostModel(min_successes=3).fit(x, y).trained
+    assert not XGBCostModel(min_successes=3).fit(x[:5], y[:5]).trained  # and 8 rows
+
+
 def _min_gap(space, cands) -> float:
     """Smallest L1 distance between two of ``cands`` in per-feature rank scaled to [0, 1]."""
     X = np.asarray(space.features(list(space.enumerate())), dtype=float)
