@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache
@@ -206,6 +207,8 @@ def test_bench_search_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatch,
         assert f["chosen"] in ("evolutionary+xgb", "evolutionary+xgb:epsilon=0.3")
         assert set(f["rows"][0]) >= {"ours", "best_peer", "ratio", "success_5pct", "all_reached"}
     assert first["summary"]["spaces"] == 3 and "worst_ratio" in first["summary"]
+    runs = [r["to_5pct"] or 21 for rs in first["runs"]["evolutionary+xgb"].values() for r in rs]
+    assert first["geomean_to_5pct"]["evolutionary+xgb"] == pytest.approx(float(np.exp(np.mean(np.log(runs)))))
     assert set(first["runs"]["optuna-tpe-direct"]) == {"toy/GPU_A", "toy/GPU_B", "toy/GPU_C"}
     out = capsys.readouterr().out
     assert "## gpu=GPU_A: chosen" in out and "ours / best peer: median" in out
