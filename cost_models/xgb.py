@@ -6,9 +6,10 @@ Two objectives (option ``objective``):
 - ``"reg"``: squared-error regression on log(cost/best) within each group (failures get a
   penalty above the slowest); the score is the negated prediction.
 Which ranks better on the replay data is recorded in scripts/bench_search.py's report; the
-default is the winner. Below ``min_samples`` rows, or ``min_successes`` successful ones (None: as many
-as ``min_samples``), the model is untrained and predicts random scores. XGBoost runs with ``nthread=1`` (on small shared machines the default
-OpenMP threads busy-wait and train several times slower). ``save`` gives XGBoost's own JSON
+default is the winner. Below ``min_samples`` rows, or ``min_successes`` successful ones (None: as
+many as ``min_samples``), the model is untrained and predicts random scores. XGBoost runs with
+``nthread=1`` (on small shared machines the default OpenMP threads busy-wait and train several
+times slower). ``save`` gives XGBoost's own JSON
 bytes (the options ride in the booster's attributes); nothing is pickled.
 """
 
