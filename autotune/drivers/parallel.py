@@ -242,7 +242,9 @@ def strategy_space(graph: Graph, cluster: Cluster, microbatches: int = 1, search
 def warmup(space: StrategySpace) -> dict[str, Candidate]:
     """What a search measures first, by name: the baselines (data parallelism first), then the space's seed
     layouts that are not a baseline, taken in turn from each (tensor, pipeline) degree, so that a time budget
-    which stops the seeds early has tried every degree rather than the first few."""
+    which stops the seeds early has tried every degree rather than the first few; within a degree, the less
+    recomputation first (no recomputation, then selective, then full): the faster where it fits, and a
+    layout that does not fit costs no timing."""
     out = dict(space.baselines())
     keys = {c.key for c in out.values()}
     groups: dict[str, list[tuple[str, Candidate]]] = {}
@@ -251,6 +253,9 @@ def warmup(space: StrategySpace) -> dict[str, Candidate]:
             degree = re.match(r"layout (t\d+ p\d+)", name)
             groups.setdefault(degree.group(1) if degree else name, []).append((name, c))
             keys.add(c.key)
+    order = {mode: i for i, mode in enumerate(RECOMPUTE)}  # none, selective, full
+    for seeds in groups.values():
+        seeds.sort(key=lambda s: order.get(s[1].payload.get("recompute", space.recompute), 0))  # stable
     for turn in itertools.zip_longest(*groups.values()):
         out.update(seed for seed in turn if seed is not None)
     return out

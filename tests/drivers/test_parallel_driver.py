@@ -79,6 +79,26 @@ def test_seed_layouts_come_in_turn_from_every_tensor_and_pipeline_degree():
     assert set(degrees[:len(distinct)]) == set(distinct)  # one of each degree before a second of any
 
 
+def test_within_a_degree_the_seeds_with_less_recomputation_come_first():
+    """The faster recomputation modes first (none, selective, full): where a budget stops the seeds, the
+    layouts that fit with less recomputation were tried."""
+    import re
+
+    from autotune.drivers.parallel import strategy_space
+    from autotune.search_spaces.parallel.clusters import get_cluster
+    from autotune.search_spaces.parallel.models import RECOMPUTE, get_model
+
+    space = strategy_space(get_model("gpt-1.3b"), get_cluster("dgx-a100-x2"))
+    seeds = list(warmup(space).items())[len(space.baselines()):]
+    modes: dict[str, list[int]] = {}
+    for name, c in seeds:
+        degree = re.match(r"layout (t\d+ p\d+)", name)
+        if degree:
+            modes.setdefault(degree.group(1), []).append(RECOMPUTE.index(c.payload.get("recompute", space.recompute)))
+    assert len(modes) > 4 and any(len(set(m)) > 1 for m in modes.values())
+    assert all(m == sorted(m) for m in modes.values())
+
+
 def test_measured_times_from_a_database_override_the_estimates(tmp_path):
     from autotune.db import open_database
     from autotune.db.calibration import record
