@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -141,14 +142,21 @@ SEQ, VOCAB = 2048, 51200
 # each (the Megatron-LM v1.0 note's "62.4 teraFLOPs, 48% of the theoretical peak" says the same)
 V100_32GB = DeviceSpec("V100-32GB", 15.7e12, 130e12, 32 * 2**30, 900e9, DEVICES["V100"].gemm_efficiency,
                        sm_count=80, gemm_k_half=DEVICES["V100"].gemm_k_half)
-CALIBRATED: set[str] = set()  # the devices a source has calibrated in this run
+
+
+def fresh_devices() -> dict[str, DeviceSpec]:
+    """The devices calibration fits, at their presets: the A100, the V100 (its GEMM efficiency None until a
+    V100 source calibrates it: the A100's share of peak) and the V100 running the 2019 code (its cost per
+    kernel)."""
+    return {"A100": copy.deepcopy(DEVICES["A100"]), "V100": dataclasses.replace(V100_32GB, gemm_efficiency=None),
+            "V100-2019": copy.deepcopy(V100_32GB)}
 
 
 def v100(devices: dict, code: str = "v1") -> DeviceSpec:
     """The DGX-2H's V100 as Megatron-LM ``code`` ("v1" or "2019") ran on it: its GEMMs at the A100's share of
     peak unless a V100 source calibrated its own, and for the 2019 code that code's fixed cost per kernel."""
     dev = copy.copy(devices["V100"])
-    if "V100" not in CALIBRATED:
+    if dev.gemm_efficiency is None:
         dev.gemm_efficiency = devices["A100"].gemm_efficiency
     if code == "2019":
         dev.launch_s = devices["V100-2019"].launch_s
@@ -229,13 +237,19 @@ def _reduce_recompute_memory(devices):
             for r in REDUCE_RECOMPUTE for mode, sp, fits in REDUCE_RECOMPUTE_MEMORY]
 
 
+def _m19_seconds(devices, i: int, t: int, gpus: int, batch: int) -> float:
+    """Seconds per iteration of Megatron-LM 2019's model i, tensor parallel over t of ``gpus`` GPUs (the rest
+    data parallel), as the 2019 code ran it, sequence 1024."""
+    size, heads, hidden, layers, _ = MEGATRON19[i]
+    return iteration(f"{size}b", heads, hidden, layers, t, 1, dgx2h(gpus, v100(devices, "2019")), batch, 1024,
+                     overlap=OVERLAP_2019, kernels=KERNELS_2019)[0]
+
+
 def _m19_throughput(devices, i: int, replicas: int, batch: int) -> float:
     """FLOP/s per GPU of Megatron-LM 2019's model i on t GPUs x ``replicas``, sequence 1024."""
-    size, heads, hidden, layers, t = MEGATRON19[i]
+    _, _, hidden, layers, t = MEGATRON19[i]
     gpus = t * replicas
-    s, _, _ = iteration(f"{size}b", heads, hidden, layers, t, 1, dgx2h(gpus, v100(devices, "2019")), batch, 1024,
-                        overlap=OVERLAP_2019, kernels=KERNELS_2019)
-    return megatron_flops(batch, layers, hidden, 1024) / s / gpus
+    return megatron_flops(batch, layers, hidden, 1024) / _m19_seconds(devices, i, t, gpus, batch) / gpus
 
 
 def _m19_weak(devices):
@@ -253,21 +267,17 @@ def _m19_weak(devices):
 
 
 def _m19_strong(devices):
-    size, heads, hidden, layers, _ = MEGATRON19[0]
+    one = {}
 
     def speedup(g):
-        one = iteration(f"{size}b", heads, hidden, layers, 1, 1, dgx2h(1, v100(devices, "2019")), 8, 1024,
-                        overlap=OVERLAP_2019, kernels=KERNELS_2019)[0]
-        return one / iteration(f"{size}b", heads, hidden, layers, g, 1, dgx2h(g, v100(devices, "2019")), 8, 1024,
-                               overlap=OVERLAP_2019, kernels=KERNELS_2019)[0], {}
+        if "s" not in one:  # simulated once per evaluation, at the devices' figures then
+            one["s"] = _m19_seconds(devices, 0, 1, 1, 8)
+        return one["s"] / _m19_seconds(devices, 0, g, g, 8), {}
     return [(f"1.2B on {g} GPUs", pub, lambda g=g: speedup(g)) for g, pub in MEGATRON19_STRONG]
 
 
 def _m19_single(devices):
-    size, heads, hidden, layers, _ = MEGATRON19[0]
-    return [("1.2B on 1 GPU", round(MEGATRON19_SINGLE_MS), lambda: (1000 * iteration(
-        f"{size}b", heads, hidden, layers, 1, 1, dgx2h(1, v100(devices, "2019")), 8, 1024, overlap=OVERLAP_2019,
-        kernels=KERNELS_2019)[0], {}))]
+    return [("1.2B on 1 GPU", round(MEGATRON19_SINGLE_MS), lambda: (1000 * _m19_seconds(devices, 0, 1, 1, 8), {}))]
 
 
 def _megatron_v1(devices):
@@ -346,7 +356,6 @@ def calibrate(name: str, devices: dict) -> float:
     (golden-section search; the MAPE is unimodal in it: every row's error rises or falls with it)."""
     dev_name = SOURCES[name][1]
     attr, lo, hi, tol = FITTED[dev_name]
-    CALIBRATED.add(dev_name)
 
     def mape(x: float) -> float:
         setattr(devices[dev_name], attr, x)
@@ -389,8 +398,7 @@ def main() -> None:
     ap.add_argument("--sources", nargs="+", choices=list(SOURCES), default=list(SOURCES))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    devices = {"A100": copy.deepcopy(DEVICES["A100"]), "V100": copy.deepcopy(V100_32GB),
-               "V100-2019": copy.deepcopy(V100_32GB)}
+    devices = fresh_devices()
     collectives = fit_collectives(args.fit_collectives) if args.fit_collectives else None
     on = DEFAULT_CALIBRATION if args.calibrate == [] else (args.calibrate or [])
     if len({SOURCES[n][1] for n in on}) < len(on):

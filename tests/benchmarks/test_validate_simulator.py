@@ -32,19 +32,14 @@ def test_held_out_full_recomputation_runs_within_ten_percent_at_the_a100_preset(
 
 
 def test_the_v100_runs_its_gemms_at_the_a100_share_unless_a_v100_source_calibrates_it():
-    devices = {"A100": copy.deepcopy(DEVICES["A100"]), "V100": copy.deepcopy(vs.V100_32GB),
-               "V100-2019": copy.deepcopy(vs.V100_32GB)}
+    devices = vs.fresh_devices()
     devices["A100"].gemm_efficiency = 0.7
     devices["V100-2019"].launch_s = 50e-6
-    vs.CALIBRATED.discard("V100")
     assert vs.v100(devices).gemm_efficiency == 0.7 and vs.v100(devices).launch_s == vs.V100_32GB.launch_s
     assert vs.v100(devices, "2019").launch_s == 50e-6 and vs.v100(devices, "2019").gemm_efficiency == 0.7
-    try:
-        fitted = vs.calibrate("megatron-v1", devices)
-        assert vs.v100(devices).gemm_efficiency == fitted != 0.7
-        assert abs(vs.evaluate("megatron-v1", devices)[0]["error_pct"]) < 1.0
-    finally:
-        vs.CALIBRATED.discard("V100")
+    fitted = vs.calibrate("megatron-v1", devices)
+    assert vs.v100(devices).gemm_efficiency == fitted != 0.7
+    assert abs(vs.evaluate("megatron-v1", devices)[0]["error_pct"]) < 1.0
 
 
 def test_the_2019_single_gpu_row_counts_the_flops_the_v1_note_counts():
