@@ -32,10 +32,9 @@ from autotune.search_spaces.replay import KTCache, ReplaySpace
 BATCH = 8
 
 
-def trace(algo, cache: KTCache, seed: int, limit: int, arm_of=None) -> tuple[int | None, list[str]]:
-    """Measurements until within 5% of the optimum (None: not within ``limit``) and one token per batch."""
+def trace(algo, cache: KTCache, optimum: float, seed: int, limit: int, arm_of=None) -> tuple[int | None, list[str]]:
+    """Measurements until within 5% of ``optimum`` (None: not within ``limit``) and one token per batch."""
     space, runner = ReplaySpace(cache), ReplayRunner(cache)
-    optimum = bench_transfer.optimum(bench_transfer.all_measurements(cache))
     algo.bind(space, np.random.default_rng(seed))
     n, best, tokens = 0, math.inf, []
     while n < limit:
@@ -71,11 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--seeds", type=int, default=5)
         p.add_argument("--limit", type=int, default=400, help="measurements per run at most (default 400)")
     args = ap.parse_args(argv)
+    cache = KTCache.load(args.cache if args.what == "search" else args.target)
+    optimum = bench_transfer.optimum(bench_transfer.all_measurements(cache))
     if args.what == "search":
-        cache = KTCache.load(args.cache)
-        runs = [(seed, *trace(bench_search.make(args.algorithm), cache, seed, args.limit)) for seed in range(args.seeds)]
+        runs = [(seed, *trace(bench_search.make(args.algorithm), cache, optimum, seed, args.limit))
+                for seed in range(args.seeds)]
     else:
-        source, cache = KTCache.load(args.source), KTCache.load(args.target)
+        source = KTCache.load(args.source)
         data = SourceData(replay_device(source), bench_transfer.all_measurements(source))
         if args.adversarial:
             data = bench_transfer.misleading(data, args.adversarial)
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.seeds):
             algo = bench_transfer.warm_algorithm(data, seed, target_device=replay_device(cache),
                                                  **protocol.parse_options(args.warm))
-            runs.append((seed, *trace(algo, cache, seed, args.limit, lambda k, a=algo: a.owner.get(k, "?")[0])))
+            runs.append((seed, *trace(algo, cache, optimum, seed, args.limit, lambda k, a=algo: a.owner.get(k, "?")[0])))
     for seed, n, tokens in runs:
         print(f"seed {seed}: {n if n is not None else f'> {args.limit}'}  " + " ".join(tokens))
     return 0

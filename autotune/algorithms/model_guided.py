@@ -313,7 +313,7 @@ class ModelGuided(SearchAlgorithm):
         if len(idx) == 0:
             return None
         thr = float(self.config["spread_avoid"])
-        if thr < 1.0 and self._failures.trained and self._all_p_fail is not None:  # spread over what should run
+        if thr < 1.0 and self._all_p_fail is not None:  # spread over what should run (set once the model trains)
             likely = idx[self._all_p_fail[idx] <= thr]
             idx = likely if len(likely) else idx
         pool = self.rng.choice(idx, size=min(256, len(idx)), replace=False)
