@@ -71,8 +71,10 @@ def optimum(ms: list) -> float:
     return min(m.cost for m in ms if m.ok)
 
 
-def trials_to_target(algo, space, runner, target: float, max_trials: int, batch: int, seed: int) -> int | None:
-    """1-based index of the first measurement within ``target`` cost, or None within max_trials."""
+def trials_to_target(algo, space, runner, target: float, max_trials: int, batch: int, seed: int,
+                     on_batch=None) -> int | None:
+    """1-based index of the first measurement within ``target`` cost, or None within max_trials;
+    ``on_batch(results)`` sees every measured batch (the last one too)."""
     algo.bind(space, np.random.default_rng(seed))
     n = 0
     while n < max_trials:
@@ -80,6 +82,8 @@ def trials_to_target(algo, space, runner, target: float, max_trials: int, batch:
         if not cs:
             break
         ms = runner.measure(space.task, cs)
+        if on_batch:
+            on_batch(ms)
         for m in ms:
             n += 1
             if m.ok and m.cost <= target:

@@ -18,7 +18,6 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_search
@@ -33,26 +32,20 @@ BATCH = 8
 
 
 def trace(algo, cache: KTCache, optimum: float, seed: int, limit: int, arm_of=None) -> tuple[int | None, list[str]]:
-    """Measurements until within 5% of ``optimum`` (None: not within ``limit``) and one token per batch."""
-    space, runner = ReplaySpace(cache), ReplayRunner(cache)
-    algo.bind(space, np.random.default_rng(seed))
-    n, best, tokens = 0, math.inf, []
-    while n < limit:
-        batch = algo.ask(min(BATCH, limit - n))
-        if not batch:
-            break
-        results = runner.measure(space.task, batch)
+    """Measurements until within 5% of ``optimum`` (None: not within ``limit``), counted as the benchmarks
+    count them, and one token per batch."""
+    tokens, best = [], [math.inf]
+
+    def token(results) -> None:
         letters = ""
         for m in results:
-            n += 1
             letters += (arm_of(m.candidate.key) if arm_of else "s") + ("" if m.ok else "x")
             if m.ok:
-                best = min(best, m.cost)
-        tokens.append(f"{letters}:{best / optimum:.2f}")
-        algo.tell(results)
-        if best <= 1.05 * optimum:
-            return n, tokens
-    return None, tokens
+                best[0] = min(best[0], m.cost)
+        tokens.append(f"{letters}:{best[0] / optimum:.2f}")
+    n = bench_transfer.trials_to_target(algo, ReplaySpace(cache), ReplayRunner(cache), 1.05 * optimum, limit, BATCH,
+                                        seed, on_batch=token)
+    return n, tokens
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,12 +58,19 @@ all-reduce bus bandwidth over 8 A100s on NVSwitch by message size (nccl-tests ``
 most one source per device: the large-GEMM efficiency of the A100 (or of the V100), and for the V100 running
 the 2019 code its fixed cost per kernel, which a tensor-parallel split does not shrink (what its strong
 scaling identifies). The V100 runs its GEMMs at the A100's share of peak (cuBLAS's tensor-core GEMMs on
-both) unless a V100 source calibrates its own. The bare flag calibrates on ``sc21-table1`` and
-``megatron19-strong``; every row of every other source is held out (a device not calibrated keeps its
-preset). Output per source: each row's published and simulated value and error, MAPE and Spearman rank
-correlation over its held-out rows (over its rows, in-sample, for the calibration source).
+both) unless a V100 source calibrates its own. The bare flag calibrates on ``reduce-recompute`` and
+``megatron19-strong`` (the A100 preset is the first's fit); every row of every other source is held out (a
+device not calibrated keeps its preset). Output per source: each row's published and simulated value and
+error, MAPE and Spearman rank correlation over its held-out rows (over its rows, in-sample, for the
+calibration source).
+
+``--protocol leave-one-source-out`` fits every choice of one source per device among PROTOCOL_CHOICES, gives
+the MAPE of every source under each choice that is not fitted on it, and then reports each source under the
+choice with the least worst MAPE over the *other* sources: the figure a source not named here is expected
+at. The bare ``--calibrate`` is that protocol's choice over all of them.
 
     python scripts/validate_simulator.py [--calibrate [SOURCE ...]] [--fit-collectives SOURCE] [--sources ...] [--json]
+    python scripts/validate_simulator.py --protocol leave-one-source-out [--json]
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -134,7 +142,7 @@ NCCL_A100_AZURE = [(2**20, 36.22), (2**21, 53.54), (2**22, 71.43), (2**23, 89.99
                    (2**31, 230.22), (2**32, 230.48)]
 NCCL_A100_DGX = [(2**20, 23.29), (2**21, 33.73), (2**22, 55.97), (2**23, 80.04), (2**24, 99.99), (2**25, 141.27),
                  (2**26, 178.69), (2**27, 186.91), (2**28, 200.85), (2**29, 202.00), (2**30, 230.84)]
-DEFAULT_CALIBRATION = ["sc21-table1", "megatron19-strong"]  # one source per device
+DEFAULT_CALIBRATION = ["reduce-recompute", "megatron19-strong"]  # one source per device: the protocol's choice
 PRESETS_FITTED_ON = "nccl-a100-azure"  # the source the clusters' collective figures come from
 COLLECTIVES: dict[str, float] = {}  # bus_efficiency and latency_scale for every cluster, once fitted here
 SEQ, VOCAB = 2048, 51200
@@ -376,6 +384,44 @@ def calibrate(name: str, devices: dict) -> float:
     return getattr(devices[dev_name], attr)
 
 
+# the sources the leave-one-source-out protocol may calibrate each device on (every other source is held out)
+PROTOCOL_CHOICES = {"A100": ["sc21-table1", "reduce-recompute", "reduce-recompute-sp"],
+                    "V100-2019": ["megatron19-strong", "megatron19-weak", "megatron19-single"]}
+
+
+def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], dict[str, float]]:
+    """For every choice of one calibration source per device (PROTOCOL_CHOICES), the MAPE of each of
+    ``sources`` it does not calibrate on."""
+    out = {}
+    for combo in itertools.product(*PROTOCOL_CHOICES.values()):
+        t0 = time.perf_counter()
+        devices = fresh_devices()
+        for name in combo:
+            calibrate(name, devices)
+        out[combo] = {}
+        for s in sources:
+            if s not in combo:
+                rows = evaluate(s, devices)
+                out[combo][s] = summarise(rows, [True] * len(rows))["mape_pct"]
+        log(f"  calibrated on {' + '.join(combo)}: worst held-out MAPE {max(out[combo].values()):.1f}% "
+            f"({time.perf_counter() - t0:.0f} s)")
+    return out
+
+
+def leave_one_source_out(matrix: dict[tuple[str, ...], dict[str, float]]) -> list[dict]:
+    """Per source: the calibration chosen without it (the least worst MAPE over the other sources each
+    choice holds out; ties to the first) and the source's MAPE under that calibration."""
+    sources = sorted({s for mapes in matrix.values() for s in mapes}, key=list(SOURCES).index)
+    out = []
+    for held in sources:
+        scores = {combo: max(m for s, m in mapes.items() if s != held)
+                  for combo, mapes in matrix.items() if held not in combo}
+        chosen = min(scores, key=scores.get)
+        out.append({"source": held, "calibrated_on": list(chosen), "training_worst_pct": scores[chosen],
+                    "mape_pct": matrix[chosen][held]})
+    return out
+
+
 def summarise(rows: list[dict], held: list[bool]) -> dict:
     kept = [r for r, h in zip(rows, held) if h] or rows  # a calibration source: its in-sample fit
     mape = float(np.mean([abs(r["error_pct"]) for r in kept])) if kept else float("nan")
@@ -396,8 +442,14 @@ def main() -> None:
     ap.add_argument("--fit-collectives", choices=[s for s in SOURCES if s.startswith("nccl")],
                     help="fit every cluster's collective figures (bus efficiency, latency scale) on this source first")
     ap.add_argument("--sources", nargs="+", choices=list(SOURCES), default=list(SOURCES))
+    ap.add_argument("--protocol", choices=["leave-one-source-out"],
+                    help="calibrate on every choice of one source per device (" + "; ".join(
+                        f"{d}: {', '.join(c)}" for d, c in PROTOCOL_CHOICES.items()) + "), then report each "
+                    "source under the choice that is best without it (the least worst MAPE over the other sources)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.protocol:
+        return protocol_report(args)
     devices = fresh_devices()
     collectives = fit_collectives(args.fit_collectives) if args.fit_collectives else None
     on = DEFAULT_CALIBRATION if args.calibrate == [] else (args.calibrate or [])
@@ -432,6 +484,32 @@ def main() -> None:
         over = f"{s['held_out_rows']} held-out rows" if s["held_out_rows"] else f"{len(s['rows'])} calibration rows"
         fits = f", fits {s['fits']}" if s["fits"] else ""
         print(f"  MAPE {s['mape_pct']}% (worst {s['worst_pct']}%) over {over}, Spearman {rho}{fits}")
+
+
+def protocol_report(args) -> None:
+    """``--protocol leave-one-source-out``: the calibration matrix and each source held out of its choice."""
+    sources = [s for s in args.sources if not s.startswith("nccl")]  # the collectives are fitted apart
+    log = (lambda *a, **k: None) if args.json else print
+    log("calibrating on every choice:")
+    matrix = calibration_matrix(sources, log)
+    held = leave_one_source_out(matrix)
+    if args.json:
+        print(json.dumps({"matrix": [{"calibrated_on": list(c), "mape_pct": m} for c, m in matrix.items()],
+                          "held_out": held}))
+        return
+    print("\nMAPE (%) of each source held out of the calibration (rows: A100 source + V100-2019 source):")
+    short = {s: s.replace("reduce-recompute", "rr").replace("megatron", "m") for s in sources}
+    print(f"  {'calibrated on':34}" + "".join(f"{short[s]:>11}" for s in sources) + f"{'worst':>8}")
+    for combo, mapes in matrix.items():
+        cells = "".join(f"{mapes[s]:>11.1f}" if s in mapes else f"{'(cal)':>11}" for s in sources)
+        print(f"  {' + '.join(short[c] for c in combo):34}{cells}{max(mapes.values()):>8.1f}")
+    print("\neach source held out, calibrated on the choice with the least worst MAPE over the other sources:")
+    for r in held:
+        print(f"  {r['source']:24} calibrated on {' + '.join(r['calibrated_on']):40} "
+              f"(training worst {r['training_worst_pct']:.1f}%): MAPE {r['mape_pct']:.1f}%")
+    mapes = [r["mape_pct"] for r in held]
+    print(f"\nheld out: median MAPE {np.median(mapes):.1f}%, worst {max(mapes):.1f}% "
+          f"({held[int(np.argmax(mapes))]['source']}), {sum(m <= 10 for m in mapes)} of {len(mapes)} within 10%")
 
 
 if __name__ == "__main__":

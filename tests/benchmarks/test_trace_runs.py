@@ -28,7 +28,9 @@ def test_search_trace_counts_every_measurement_of_every_batch(tmp_path, capsys):
         letters = "".join(t.split(":")[0] for t in tokens).replace("x", "")
         assert set(letters) == {"s"} and all(len(t.split(":")[0].replace("x", "")) <= 8 for t in tokens)
         if not m.group(2).startswith(">"):
-            assert len(letters) == int(m.group(2))  # the run stops at the batch that gets within 5%
+            # the run stops at the batch that gets within 5%, counted to that measurement as the benchmarks count
+            before = len(letters) - len(tokens[-1].split(":")[0].replace("x", ""))
+            assert before < int(m.group(2)) <= len(letters)
             assert float(tokens[-1].split(":")[1]) <= 1.05
 
 

@@ -1,5 +1,6 @@
-"""scripts/validate_simulator.py: the published runs are simulated as they ran, and the A100 preset (fitted
-on SC'21 Table 1) stays within 10% on the held-out Korthikanti et al. runs."""
+"""scripts/validate_simulator.py: the published runs are simulated as they ran, the A100 preset (fitted
+on Korthikanti et al.'s full-recomputation runs) stays within 10% on the held-out SC'21 Table 1, and the
+leave-one-source-out protocol never reports a source under a calibration fitted on it."""
 
 import copy
 import sys
@@ -24,11 +25,30 @@ def test_sc21_rows_run_as_their_authors_script_ran_them():
     assert all(r["fits"] for r in rows)
 
 
-def test_held_out_full_recomputation_runs_within_ten_percent_at_the_a100_preset():
-    rows = vs.evaluate("reduce-recompute", {"A100": copy.deepcopy(DEVICES["A100"])})
+def test_held_out_sc21_table1_within_ten_percent_at_the_a100_preset():
+    assert vs.DEFAULT_CALIBRATION[0] != "sc21-table1"  # the preset is fitted on another source
+    rows = vs.evaluate("sc21-table1", {"A100": copy.deepcopy(DEVICES["A100"])})
     errors = [abs(r["error_pct"]) for r in rows]
     assert np.mean(errors) < 10.0 and all(r["fits"] for r in rows)
-    assert vs.spearman([r["published"] for r in rows], [r["simulated"] for r in rows]) == 1.0
+    assert vs.spearman([r["published"] for r in rows], [r["simulated"] for r in rows]) >= 0.9
+
+
+def test_the_a100_preset_is_the_default_calibrations_fit():
+    devices = vs.fresh_devices()
+    fitted = vs.calibrate(vs.DEFAULT_CALIBRATION[0], devices)
+    assert abs(fitted - DEVICES["A100"].gemm_efficiency) < 2e-3
+
+
+def test_each_source_is_reported_under_the_calibration_best_without_it():
+    a, b, c = "sc21-table1", "reduce-recompute", "megatron19-strong"
+    matrix = {(a, c): {b: 4.0, "megatron-v1": 12.0, "megatron19-weak": 5.0},
+              (b, c): {a: 8.0, "megatron-v1": 6.0, "megatron19-weak": 5.0}}
+    held = {r["source"]: r for r in vs.leave_one_source_out(matrix)}
+    assert held[a]["calibrated_on"] == [b, c] and held[a]["mape_pct"] == 8.0  # the only choice not fitted on it
+    assert held[b]["calibrated_on"] == [a, c] and held[b]["mape_pct"] == 4.0
+    # without megatron-v1, (a, c)'s worst is 5 and (b, c)'s 8: v1 is reported under (a, c), its worse one
+    assert held["megatron-v1"]["calibrated_on"] == [a, c] and held["megatron-v1"]["mape_pct"] == 12.0
+    assert held["megatron19-weak"]["training_worst_pct"] == 8.0  # (b, c): worst 8 against (a, c)'s 12
 
 
 def test_the_v100_runs_its_gemms_at_the_a100_share_unless_a_v100_source_calibrates_it():
