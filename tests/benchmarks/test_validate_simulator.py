@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import validate_simulator as vs
@@ -66,3 +67,11 @@ def test_the_2019_single_gpu_row_counts_the_flops_the_v1_note_counts():
     # 62.4 TFLOP/s at 1,288 ms was "a 60% improvement" over 39 TFLOP/s for the same model: the same FLOPs
     assert round(vs.MEGATRON19_SINGLE_MS) == 2061
     assert vs.SOURCES["megatron19-single"][2] == vs.SOURCES["megatron-v1"][2] == "ms per iteration"
+
+
+@pytest.mark.slow
+def test_the_default_calibration_is_the_protocols_choice_over_every_source():
+    sources = [s for s in vs.SOURCES if not s.startswith("nccl")]
+    chosen, worst = vs.best_calibration(vs.calibration_matrix(sources, log=lambda *a: None))
+    assert list(chosen) == vs.DEFAULT_CALIBRATION
+    assert worst <= 10.0  # every source it holds out within 10%
