@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-import zlib
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -26,7 +25,6 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
-    and_,
     create_engine,
     event,
     func,
@@ -39,20 +37,20 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from autotune.db.campaign_admin import CampaignAdmin
 from autotune.db.models import (
     CHUNK,
     AlgorithmStateRow,
-    CampaignClaimRow,
     CampaignPendingRow,
     CampaignRow,
     CampaignTrialRow,
-    CostModelRow,
     DeviceRow,
     RuleRow,
     TaskRow,
     TrialRow,
     utcnow,
 )
+from autotune.db.stored_models import StoredModels
 from autotune.db.workers import CampaignWorkers, worker_id
 from autotune.errors import DatabaseError, UsageError
 from autotune.types import Candidate, Device, Measurement, Task
@@ -160,7 +158,7 @@ def _make_engine(url: str) -> Engine:
         raise UsageError(f"database URL {url!r} needs a driver that is not installed: {exc}{hint}") from None
 
 
-class Database(CampaignWorkers):
+class Database(CampaignWorkers, StoredModels, CampaignAdmin):
     """The experiment database. Use :func:`autotune.db.open_database` to open one (it checks the schema)."""
 
     def __init__(self, url: str):
@@ -389,110 +387,6 @@ class Database(CampaignWorkers):
     def count_trials(self) -> int:
         with self.session() as s:
             return s.scalar(select(func.count(TrialRow.id)))
-
-    # -- cost models --------------------------------------------------------------------
-    def save_cost_model(self, name: str, data: bytes, metrics: dict, n_samples: int, task: Task | None = None,
-                        device: Device | None = None, campaign_id: int | None = None, fmt: str = "json") -> int:
-        """Store a trained model and return its id.
-
-        The model's bytes are kept for the latest model of each campaign (of each task and device for
-        models outside a campaign) and for pinned ones (``pin_cost_model``): storing a newer model
-        empties the bytes of the older unpinned ones, whose rows stay with their training size and
-        quality, so the history of retrains costs a few hundred bytes each instead of a model each.
-        The bytes are zlib-compressed (format ``FORMAT+zlib``; XGBoost's JSON shrinks about 5x).
-        """
-        task_id = self.task_id(task) if task else None
-        device_id = self.device_id(device) if device else None
-        row = CostModelRow(
-            name=name, data=zlib.compress(data, 6), metrics=metrics, n_samples=n_samples, format=f"{fmt}+zlib",
-            created=utcnow(), task_id=task_id, device_id=device_id, campaign_id=campaign_id,
-        )
-        table = CostModelRow.__table__
-        with self.session() as s:
-            s.add(row)
-            s.flush()
-            same = (table.c.campaign_id == campaign_id if campaign_id is not None else and_(
-                table.c.campaign_id.is_(None), table.c.task_id.is_not_distinct_from(task_id),
-                table.c.device_id.is_not_distinct_from(device_id), table.c.name == name))
-            s.execute(update(table).where(same, table.c.id < row.id, table.c.pinned.is_(False),
-                                          func.length(table.c.data) > 0).values(data=b""))
-            return row.id
-
-    @staticmethod
-    def cost_model_bytes(data: bytes, fmt: str) -> bytes:
-        """A stored model's bytes in its library's format (undoing the storage compression)."""
-        return zlib.decompress(data) if fmt.endswith("+zlib") else data
-
-    def pin_cost_model(self, model_id: int, pinned: bool = True) -> bool:
-        """Mark a stored model kept (``pinned``) or no longer kept; returns whether it still has its
-        weights (a model superseded before it was pinned keeps only its row). UsageError if none."""
-        table = CostModelRow.__table__
-        with self.session() as s:
-            done = s.execute(update(table).where(table.c.id == int(model_id)).values(pinned=bool(pinned))).rowcount
-            has_data = s.scalar(select(func.length(table.c.data) > 0).where(table.c.id == int(model_id)))
-        if not done:
-            raise UsageError(f"no stored model {model_id}; `autotune models` lists them")
-        return bool(has_data)
-
-    # -- campaign administration ----------------------------------------------------------
-    def _campaign_id_for_change(self, s: Session, name: str) -> int:
-        """The id of the campaign named exactly ``name``, its row locked on PostgreSQL (as record_batch
-        locks it), or UsageError naming the closest campaign names."""
-        from autotune.db.names import unknown_name
-
-        query = select(CampaignRow.id).where(CampaignRow.name == name)
-        cid = s.scalar(query.with_for_update() if self.dialect == "postgresql" else query)
-        if cid is None:
-            raise unknown_name("campaign", name, s.scalars(select(CampaignRow.name)).all())
-        return cid
-
-    def delete_campaign(self, name: str, with_trials: bool = False, force: bool = False) -> dict:
-        """Delete the campaign ``name`` in one transaction: its row, its history (campaign_trials), its
-        algorithm state, its workers' claims and reservations, and its cost models (a pinned model is
-        kept, detached from the campaign). The trials it measured stay, with campaign_id NULL: they
-        are measurements of the task on the device, which other campaigns reuse. ``with_trials`` deletes
-        them too, with every other campaign's links to them. A campaign with live workers is refused
-        (``refuse_live_workers``) unless ``force``. Returns what was deleted and kept."""
-        links, trials, models = CampaignTrialRow.__table__, TrialRow.__table__, CostModelRow.__table__
-        with self.session() as s:
-            cid = self._campaign_id_for_change(s, name)
-            if not force:
-                self.refuse_live_workers(cid, name)
-            own = select(trials.c.id).where(trials.c.campaign_id == cid)
-            n_own = s.scalar(select(func.count()).select_from(own.subquery()))
-            n_links = s.scalar(select(func.count(links.c.id)).where(links.c.campaign_id == cid))
-            if with_trials:
-                s.execute(links.delete().where(links.c.trial_id.in_(own)))
-            s.execute(links.delete().where(links.c.campaign_id == cid))
-            if with_trials:
-                s.execute(trials.delete().where(trials.c.campaign_id == cid))
-            else:
-                s.execute(update(trials).where(trials.c.campaign_id == cid).values(campaign_id=None))
-            for table in (AlgorithmStateRow.__table__, CampaignClaimRow.__table__, CampaignPendingRow.__table__):
-                s.execute(table.delete().where(table.c.campaign_id == cid))
-            kept = s.execute(update(models).where(models.c.campaign_id == cid, models.c.pinned.is_(True))
-                             .values(campaign_id=None)).rowcount
-            dropped = s.execute(models.delete().where(models.c.campaign_id == cid)).rowcount
-            s.execute(CampaignRow.__table__.delete().where(CampaignRow.__table__.c.id == cid))
-        return {"campaign": name, "links": int(n_links or 0), "trials_deleted": int(n_own) if with_trials else 0,
-                "trials_kept": 0 if with_trials else int(n_own), "models_deleted": int(dropped),
-                "models_kept": int(kept)}
-
-    def rename_campaign(self, old: str, new: str) -> None:
-        """Rename the campaign ``old`` to ``new`` (refused when a campaign ``new`` exists); its history,
-        trials, models and workers follow, as they refer to it by id."""
-        if not new or not new.strip() or new != new.strip():
-            raise UsageError(f"the new campaign name {new!r} must be non-empty, without leading or trailing spaces")
-        if len(new) > CampaignRow.__table__.c.name.type.length:
-            raise UsageError(f"the new campaign name is {len(new)} characters long; at most "
-                             f"{CampaignRow.__table__.c.name.type.length}")
-        table = CampaignRow.__table__
-        with self.session() as s:
-            cid = self._campaign_id_for_change(s, old)
-            if s.scalar(select(table.c.id).where(table.c.name == new)) is not None:
-                raise UsageError(f"campaign {new!r} already exists; choose another name, or delete it first "
-                                 "(autotune campaigns delete)")
-            s.execute(update(table).where(table.c.id == cid).values(name=new))
 
     # -- graph rules --------------------------------------------------------------------
     def save_rules(self, rules: list[dict]) -> int:
