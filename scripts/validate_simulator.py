@@ -403,7 +403,7 @@ def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], d
             if s not in combo:
                 rows = evaluate(s, devices)
                 out[combo][s] = summarise(rows, [True] * len(rows))["mape_pct"]
-        log(f"  calibrated on {' + '.join(combo)}: worst held-out MAPE {max(out[combo].values()):.1f}% "
+        log(f"  calibrated on {' + '.join(combo)}: worst held-out MAPE {max(out[combo].values(), default=0):.1f}% "
             f"({time.perf_counter() - t0:.0f} s)")
     return out
 
@@ -411,7 +411,7 @@ def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], d
 def best_calibration(matrix: dict[tuple[str, ...], dict[str, float]], without: str | None = None) -> tuple:
     """The choice with the least worst MAPE over the sources it holds out, ``without`` left out of both
     (not a calibration source, not scored); ties to the first. Returns (choice, its worst MAPE)."""
-    scores = {combo: max(m for s, m in mapes.items() if s != without)
+    scores = {combo: max((m for s, m in mapes.items() if s != without), default=float("inf"))  # none held out
               for combo, mapes in matrix.items() if without not in combo}
     chosen = min(scores, key=scores.get)
     return chosen, scores[chosen]
@@ -496,6 +496,8 @@ def main() -> None:
 def protocol_report(args) -> None:
     """``--protocol leave-one-source-out``: the calibration matrix and each source held out of its choice."""
     sources = [s for s in args.sources if not s.startswith("nccl")]  # the collectives are fitted apart
+    if len(sources) < 2:
+        raise SystemExit("--protocol leave-one-source-out needs at least two sources besides the collectives")
     log = (lambda *a, **k: None) if args.json else print
     log("calibrating on every choice:")
     matrix = calibration_matrix(sources, log)
@@ -511,7 +513,7 @@ def protocol_report(args) -> None:
     print(f"  {'calibrated on':34}" + "".join(f"{short[s]:>11}" for s in sources) + f"{'worst':>8}")
     for combo, mapes in matrix.items():
         cells = "".join(f"{mapes[s]:>11.1f}" if s in mapes else f"{'(cal)':>11}" for s in sources)
-        print(f"  {' + '.join(short[c] for c in combo):34}{cells}{max(mapes.values()):>8.1f}")
+        print(f"  {' + '.join(short.get(c, c) for c in combo):34}{cells}{max(mapes.values(), default=0):>8.1f}")
     print("\neach source held out, calibrated on the choice with the least worst MAPE over the other sources:")
     for r in held:
         print(f"  {r['source']:24} calibrated on {' + '.join(r['calibrated_on']):40} "
