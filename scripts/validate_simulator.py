@@ -129,7 +129,15 @@ MEGATRON19_WEAK_DP = [96, 83, 79, 74]  # the same models x 64 data-parallel repl
 MEGATRON19_STRONG = [(2, 1.64), (4, 2.34), (8, 2.98)]  # 1.2B, batch 8: speed-up over one GPU
 # the 1.2B model on one GPU, ms per iteration: v1.0's 1,288 ms at 62.4 TFLOP/s, the 2019 code at 39
 MEGATRON19_SINGLE_MS = 1288 * 62.4 / 39.0
-OVERLAP_2019 = False  # Megatron-LM 2019 all-reduced the data-parallel gradients after the backward
+# Megatron-LM's two data-parallel implementations (its README): its own, which all-reduces the gradients after
+# the backward (``--DDP-impl local``), and PyTorch's DDP, which overlaps the all-reduce with the backward
+# (``torch``): "for the 8.3 billion parameters model running on 512 GPUs, the scaling increases from 60% to 76%
+# when Torch's distributed data parallel is used. However, the overlapping method requires more memory and for
+# some configurations (e.g., 2.5 billion parameters using 2-way model parallel and 1.2 billion parameters with no
+# model parallel) can make the overall training slower": so the weak-scaling runs of those two models all-reduce
+# after the backward, those of the 4.2B and 8.3B models during it
+TORCH_DDP_2019 = [False, False, True, True]  # per model of MEGATRON19
+MEGATRON19_DDP = [(False, 60), (True, 76)]  # 8.3B, t = 8, x 64 (512 GPUs): (overlapped, % of the 1-GPU rate)
 KERNELS_2019 = "eager"  # and ran the attention's and dropouts' elementwise work as separate PyTorch ops
 # Megatron-LM v1.0 (fused kernels), batch 8, sequence 1024, on one DGX-2H: (model index in MEGATRON19,
 # published milliseconds per iteration). The release note's larger models (2.0B, 4.2B, 8.7B on 2, 4, 8 GPUs)
@@ -245,33 +253,46 @@ def _reduce_recompute_memory(devices):
             for r in REDUCE_RECOMPUTE for mode, sp, fits in REDUCE_RECOMPUTE_MEMORY]
 
 
-def _m19_seconds(devices, i: int, t: int, gpus: int, batch: int) -> float:
+def _m19_seconds(devices, i: int, t: int, gpus: int, batch: int, overlap: bool = False) -> float:
     """Seconds per iteration of Megatron-LM 2019's model i, tensor parallel over t of ``gpus`` GPUs (the rest
-    data parallel), as the 2019 code ran it, sequence 1024."""
+    data parallel, its gradients all-reduced after the backward or, ``overlap``, during it), as the 2019 code ran
+    it, sequence 1024."""
     size, heads, hidden, layers, _ = MEGATRON19[i]
     return iteration(f"{size}b", heads, hidden, layers, t, 1, dgx2h(gpus, v100(devices, "2019")), batch, 1024,
-                     overlap=OVERLAP_2019, kernels=KERNELS_2019)[0]
+                     overlap=overlap, kernels=KERNELS_2019)[0]
 
 
-def _m19_throughput(devices, i: int, replicas: int, batch: int) -> float:
+def _m19_throughput(devices, i: int, replicas: int, batch: int, overlap: bool = False) -> float:
     """FLOP/s per GPU of Megatron-LM 2019's model i on t GPUs x ``replicas``, sequence 1024."""
     _, _, hidden, layers, t = MEGATRON19[i]
     gpus = t * replicas
-    return megatron_flops(batch, layers, hidden, 1024) / _m19_seconds(devices, i, t, gpus, batch) / gpus
+    return megatron_flops(batch, layers, hidden, 1024) / _m19_seconds(devices, i, t, gpus, batch, overlap) / gpus
+
+
+def _m19_relative(devices):
+    """Per-GPU throughput of a 2019 run in % of the 1.2B model's on one GPU (that simulated once per evaluation)."""
+    base = {}
+
+    def rel(i, replicas, batch, overlap=False):
+        if "b" not in base:
+            base["b"] = _m19_throughput(devices, 0, 1, 8)
+        return 100 * _m19_throughput(devices, i, replicas, batch, overlap) / base["b"], {}
+    return rel
 
 
 def _m19_weak(devices):
-    base = {}
-
-    def rel(i, replicas, batch):
-        if "b" not in base:
-            base["b"] = _m19_throughput(devices, 0, 1, 8)
-        return 100 * _m19_throughput(devices, i, replicas, batch) / base["b"], {}
+    rel = _m19_relative(devices)
     rows = [(f"{MEGATRON19[i][0]}B t{MEGATRON19[i][4]}", MEGATRON19_WEAK_MP[i], lambda i=i: rel(i, 1, 8))
             for i in range(1, 4)]
-    rows += [(f"{MEGATRON19[i][0]}B t{MEGATRON19[i][4]} x64", MEGATRON19_WEAK_DP[i], lambda i=i: rel(i, 64, 512))
-             for i in range(4)]
+    rows += [(f"{MEGATRON19[i][0]}B t{MEGATRON19[i][4]} x64", MEGATRON19_WEAK_DP[i],
+              lambda i=i: rel(i, 64, 512, TORCH_DDP_2019[i])) for i in range(4)]
     return rows
+
+
+def _m19_ddp(devices):
+    rel = _m19_relative(devices)
+    return [(f"8.3B t8 x64, {'overlapped' if on else 'after the backward'}", pub, lambda on=on: rel(3, 64, 512, on))
+            for on, pub in MEGATRON19_DDP]
 
 
 def _m19_strong(devices):
@@ -329,6 +350,8 @@ SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device,
                                 "fits (1) or not (0)", _reduce_recompute_memory),
     "megatron19-weak": ("Megatron-LM 2019, weak scaling on V100", "V100-2019", "% of 1-GPU throughput per GPU",
                         _m19_weak),
+    "megatron19-ddp": ("Megatron-LM README, 8.3B on 512 V100s with each data-parallel implementation", "V100-2019",
+                       "% of 1-GPU throughput per GPU", _m19_ddp),
     "megatron19-strong": ("Megatron-LM 2019, strong scaling of 1.2B on V100", "V100-2019", "speed-up over 1 GPU",
                           _m19_strong),
     "megatron19-single": ("Megatron-LM 2019, 1.2B on one V100", "V100-2019", "ms per iteration",

@@ -52,7 +52,9 @@ class Simulator:
     soon as their op's backward (of the last micro-batch) ends, overlapping the rest of that backward (PyTorch
     DDP; Megatron-LM's ``--overlap-grad-reduce``, DeepSpeed's ``overlap_comm``); off, they run after the
     whole backward (Megatron-LM 2019; Megatron-LM's default with several micro-batches). None (the default):
-    overlapped with one micro-batch, not with several.
+    overlapped with one micro-batch, not with several. Either way the optimizer's updates run after the
+    backward and its all-reduces (an optimizer step clips by the global gradient norm and checks the loss
+    scale first), so they never fill a gap the backward leaves.
 
     ``zero``: ZeRO stage (DeepSpeed; stage 3 is PyTorch FSDP's full sharding) over each op's data-parallel
     group (the partitions holding the same weight shard): 1 shards the optimizer state (the bytes per
@@ -332,9 +334,13 @@ class Simulator:
         if not time_if_full and memory.max() > self.c.device.memory_bytes:
             return SimResult(float("inf"), memory, self.c.device.memory_bytes)
         overlap = overlapped(self.overlap, self.microbatches)
+        if overlap:  # the syncs during the backward; the updates after both
+            synced = list(self.dur)
+            for t in self.U:
+                synced[t] = 0.0
         if self.microbatches == 1 and overlap:
-            end_all, tl = self._run(self.dur, timeline)
-            return SimResult(end_all, memory, self.c.device.memory_bytes, tl)
+            end_all, tl = self._run(synced, timeline)
+            return SimResult(end_all + self.busiest(self.U), memory, self.c.device.memory_bytes, tl)
         alone = list(self.dur)  # the first micro-batch's forward and backward without the syncs and updates
         for t in self.once:
             alone[t] = 0.0
@@ -348,7 +354,7 @@ class Simulator:
         end_all, tl = self._run(alone, timeline)
         step = self.busiest(self.per_microbatch)
         v = self.virtual_stages(strategy)
-        tail = self._run(self.dur, False)[0] - end_all if overlap else self.busiest(self.once)
+        tail = self._run(synced, False)[0] - end_all + self.busiest(self.U) if overlap else self.busiest(self.once)
         return SimResult(self.microbatches * step + (end_all - step) / v + tail, memory,
                          self.c.device.memory_bytes, tl)
 

@@ -75,3 +75,10 @@ def test_the_default_calibration_is_the_protocols_choice_over_every_source():
     chosen, worst = vs.best_calibration(vs.calibration_matrix(sources, log=lambda *a: None))
     assert list(chosen) == vs.DEFAULT_CALIBRATION
     assert worst <= 10.0  # every source it holds out within 10%
+
+
+def test_the_2019_runs_all_reduce_during_the_backward_where_megatron_says_pytorchs_ddp_was_faster():
+    assert vs.TORCH_DDP_2019 == [False, False, True, True]  # not for 1.2B (t = 1) and 2.5B (t = 2)
+    rows = vs.evaluate("megatron19-ddp", vs.fresh_devices())
+    after, during = (r["simulated"] for r in rows)
+    assert [r["published"] for r in rows] == [60, 76] and during > 1.1 * after
