@@ -30,8 +30,12 @@ the simulator finds fitting ("fits 4/4").
 - ``megatron19-weak``: Shoeybi et al., Megatron-LM 2019 (arXiv:1909.08053), Figure 1 and Table 1: weak
   scaling on DGX-2H nodes (16 V100 32GB each), sequence 1024, 1.2B on 1 GPU to 8.3B on 8 (tensor
   parallel, batch 8) and the same models data parallel on 64 to 512 GPUs (global batch 512): per-GPU
-  throughput relative to the 1.2B model on one GPU, in percent. The 2019 code all-reduced the gradients
-  after the backward (``Simulator(overlap=False)``) for every Megatron-LM 2019 source.
+  throughput relative to the 1.2B model on one GPU, in percent. Each data-parallel run all-reduces its
+  gradients as Megatron-LM's README says was faster for its model (``TORCH_DDP_2019``): after the backward
+  (its own DDP, ``Simulator(overlap=False)``) for 1.2B and 2.5B, during it (PyTorch's DDP) for 4.2B and 8.3B.
+- ``megatron19-ddp``: Megatron-LM's README (github.com/NVIDIA/Megatron-LM, "Distributed Pretraining"): the
+  8.3B model on 512 GPUs (t = 8, 64 replicas) scales at 60% with Megatron's own data parallelism (the
+  all-reduce after the backward) and at 76% with PyTorch's (overlapped), in the paper's unit.
 - ``megatron19-strong``: the same paper's strong scaling of the 1.2B model (batch 8) over 2, 4 and 8
   GPUs of one DGX-2H: speed-up over one GPU.
 - ``megatron19-single``: the same paper's single-GPU baseline, the 1.2B model on one V100 (batch 8):
