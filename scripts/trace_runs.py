@@ -18,7 +18,6 @@ import math
 import sys
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_search
 import bench_transfer
