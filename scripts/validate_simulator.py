@@ -420,11 +420,16 @@ def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], d
     """For every choice of one calibration source per device (PROTOCOL_CHOICES), the MAPE of each of
     ``sources`` it does not calibrate on."""
     out = {}
+    fits: dict[tuple[str, ...], float] = {}  # a fit depends only on the fits before it in the choice
     for combo in itertools.product(*PROTOCOL_CHOICES.values()):
         t0 = time.perf_counter()
         devices = fresh_devices()
-        for name in combo:
-            calibrate(name, devices)
+        for k, name in enumerate(combo):
+            if combo[:k + 1] in fits:
+                dev_name = SOURCES[name][1]
+                setattr(devices[dev_name], FITTED[dev_name][0], fits[combo[:k + 1]])
+            else:
+                fits[combo[:k + 1]] = calibrate(name, devices)
         out[combo] = {}
         for s in sources:
             if s not in combo:
