@@ -33,15 +33,16 @@ BATCH = 8
 def trace(algo, cache: KTCache, optimum: float, seed: int, limit: int, arm_of=None) -> tuple[int | None, list[str]]:
     """Measurements until within 5% of ``optimum`` (None: not within ``limit``), counted as the benchmarks
     count them, and one token per batch."""
-    tokens, best = [], [math.inf]
+    tokens, best = [], math.inf
 
     def token(results) -> None:
+        nonlocal best
         letters = ""
         for m in results:
             letters += (arm_of(m.candidate.key) if arm_of else "s") + ("" if m.ok else "x")
             if m.ok:
-                best[0] = min(best[0], m.cost)
-        tokens.append(f"{letters}:{best[0] / optimum:.2f}")
+                best = min(best, m.cost)
+        tokens.append(f"{letters}:{best / optimum:.2f}")
     n = bench_transfer.trials_to_target(algo, ReplaySpace(cache), ReplayRunner(cache), 1.05 * optimum, limit, BATCH,
                                         seed, on_batch=token)
     return n, tokens
