@@ -46,3 +46,14 @@ def query_order(groups: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarr
     g = _groups(np.zeros(n), groups)
     order = np.argsort(g, kind="stable")
     return order, g[order]
+
+
+def with_pairs(X: np.ndarray, columns: list[int]) -> np.ndarray:
+    """``X`` with the sum and the difference of every two of ``columns`` appended: on log2 columns, the
+    products and ratios of power-of-two knobs (a block's threads, the work per thread of a tile), which
+    single-column tree splits reach only through deep interactions."""
+    if len(columns) < 2:
+        return X
+    i, j = np.triu_indices(len(columns), k=1)
+    a, b = X[:, np.asarray(columns)[i]], X[:, np.asarray(columns)[j]]
+    return np.hstack([X, a + b, a - b])

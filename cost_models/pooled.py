@@ -27,7 +27,7 @@ import numpy as np
 import xgboost as xgb
 
 from autotune.cost_models.base import CostModel
-from autotune.cost_models.features import throughput
+from autotune.cost_models.features import throughput, with_pairs
 from autotune.cost_models.metrics import rank_correlation
 from autotune.cost_models.xgb import XGBCostModel
 from autotune.gpus import device_properties
@@ -91,6 +91,8 @@ class PooledModel(CostModel):
         self.active = bool(sources)
         self.exclude: set[bytes] = set()  # feature rows of the source probes (set by WarmStart)
         self.fallback = XGBCostModel(seed=seed)
+        # log2 columns whose sums and differences the boosters also see (set by ModelGuided, see XGBCostModel)
+        self.options: dict = {"pair_columns": []}
         self.rho = float("nan")
         self._source_only: xgb.Booster | None = None
         rng = np.random.default_rng(seed)
@@ -129,11 +131,12 @@ class PooledModel(CostModel):
         if self.src_X and int(np.isfinite(y).sum()) >= self.check_after:
             if self._source_only is None:
                 self._source_only = self._train([], [], [], range(len(self.src_X)))
-            self.rho = agreement(self._source_only.inplace_predict(tX.astype(np.float32)), y)
+            self.rho = agreement(self._source_only.inplace_predict(self._input(tX)), y)
             self.active = not (self.rho < self.min_rho)
         self.active = self.active and any(self.trusted)
         if not self.active:  # the ordinary target-only model, without the sources' probes
             keep = kept_rows(X, self.exclude)
+            self.fallback.options["pair_columns"] = self.options["pair_columns"]
             self.fallback.fit(X[keep], y[keep])
             return self
         self.booster = self._train([tX], [throughput(y)], [np.zeros(len(tX), dtype=int)],
@@ -161,7 +164,7 @@ class PooledModel(CostModel):
         n_target = sum(len(g) for g in gs if len(g) and g[0] == 0)
         n_src = sum(len(self.src_y[i]) for i in used)
         weights = ([max(1.0, n_src / n_target)] if n_target else []) + [1.0] * len(used)
-        d = xgb.DMatrix(np.vstack(Xs).astype(np.float32), label=np.concatenate(ys), qid=np.concatenate(gs),
+        d = xgb.DMatrix(self._input(np.vstack(Xs)), label=np.concatenate(ys), qid=np.concatenate(gs),
                         weight=np.array(weights), nthread=1)
         params = {"nthread": 1, "objective": "rank:pairwise", "lambdarank_pair_method": "mean",
                   "lambdarank_num_pair_per_sample": 8, "max_depth": 6, "eta": 0.3, "seed": self.seed,
@@ -175,7 +178,12 @@ class PooledModel(CostModel):
         if self.booster is None:
             return np.zeros(len(X))
         tX = np.column_stack([X, np.tile(self.target, (len(X), 1))])
-        return np.asarray(self.booster.inplace_predict(tX.astype(np.float32)), dtype=float)
+        return np.asarray(self.booster.inplace_predict(self._input(tX)), dtype=float)
+
+    def _input(self, X: np.ndarray) -> np.ndarray:
+        """Rows (the space's features, then the device's) as the boosters see them: with the sums and
+        differences of the ``pair_columns`` of the space's features appended."""
+        return np.asarray(with_pairs(X, list(self.options["pair_columns"])), dtype=np.float32)
 
     def save(self) -> bytes:
         if not self.active:

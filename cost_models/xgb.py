@@ -21,12 +21,12 @@ from typing import Self
 import numpy as np
 import xgboost as xgb
 from autotune.cost_models.base import CostModel
-from autotune.cost_models.features import log_cost, query_order, throughput
+from autotune.cost_models.features import log_cost, query_order, throughput, with_pairs
 from autotune.cost_models.metrics import quality as _quality
 
 OBJECTIVES = ("rank", "reg", "reg-tp")
 DEFAULTS = {"objective": "rank", "rounds": 60, "max_depth": 4, "eta": 0.3, "min_samples": 8, "min_successes": None,
-            "seed": 0, "members": 8}
+            "seed": 0, "members": 8, "pair_columns": []}
 
 
 class XGBCostModel(CostModel):
@@ -63,8 +63,13 @@ class XGBCostModel(CostModel):
             params.update(objective="reg:squarederror")
         return params
 
+    def _input(self, X: np.ndarray) -> np.ndarray:
+        """The rows the boosters see: the features, and with ``pair_columns`` (column indices, log2 of power-of-two
+        knobs) the sum and difference of every two of those columns."""
+        return np.asarray(with_pairs(X, list(self.options["pair_columns"])), dtype=np.float32)
+
     def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> Self:
-        X = np.asarray(X, dtype=np.float32)
+        X = self._input(X)
         y = np.asarray(y, dtype=float)
         self.n_train = len(y)
         least = self.options["min_successes"]
@@ -86,9 +91,9 @@ class XGBCostModel(CostModel):
 
     def predict_members(self, X: np.ndarray) -> np.ndarray:
         """One row of scores per ensemble member (shape members x len(X)); random when untrained."""
-        X = np.asarray(X, dtype=np.float32)
         if not self.boosters:
             return self._rng.random((1, len(X)))
+        X = self._input(X)
         pred = np.vstack([b.inplace_predict(X) for b in self.boosters]).astype(float)
         return -pred if self.options["objective"] == "reg" else pred
 

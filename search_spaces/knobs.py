@@ -246,6 +246,11 @@ class KnobSpace(Space):
         return self._make(dict(self._default)) if self._default is not None else None
 
     # -- cost-model rows -------------------------------------------------------------
+    @property
+    def log2_columns(self) -> list[int]:
+        """The feature columns that hold log2 of a power-of-two knob taking more than one value."""
+        return [k for k, v in enumerate(self.values) if self._pow2[k] and len(v) > 1]
+
     def features(self, cs: list[Candidate]) -> np.ndarray:
         """One column per knob: log2 of the value for power-of-two knobs, the value for other
         numbers, and the value's index for enumerated choices. Unfixed knobs are NaN."""

@@ -84,6 +84,9 @@ class WarmStart(SearchAlgorithm):
         "init": Option(8, "points measured after the probes, before the models are used"),
         "design": Option(ModelGuided.options["design"].default, "how those points are drawn (ModelGuided's design: "
                                                                 "'maximin' spreads them away from the probes and each other)"),
+        "pairs": Option("none", "'log2': both arms' models also see the products and ratios of power-of-two knobs "
+                                "(ModelGuided's pairs, the cold search's default); 'none': the knobs alone, which a "
+                                "misleading source's probes mislead less"),
         "focus": Option(4.0, "a result's credit is the share of earlier target results it beats, to this power"),
         "top": Option(0, "when above 0, a result's credit is 1 if it beats the top-th best earlier result, else 0"),
         "probe_top": Option(3, "a later probe earns credit only when it beats the probe_top-th best earlier result"),
@@ -140,8 +143,9 @@ class WarmStart(SearchAlgorithm):
         seed = int(self.rng.integers(2**31))
         init = len(self.queue) + int(self.config["init"])  # both arms: design points until the probes and these were measured
         design = str(self.config["design"])
+        pairs = str(self.config["pairs"])
         cold = ModelGuided(copy.deepcopy(self.inner), XGBCostModel(seed=seed), init=init,
-                           epsilon=float(self.config["epsilon"]), holdout=0.0, design=design)
+                           epsilon=float(self.config["epsilon"]), holdout=0.0, design=design, pairs=pairs)
         self.arms = {}
         if usable:
             rows = [(np.asarray(space.features([m.candidate for m in s.measurements]), dtype=float),
@@ -151,7 +155,7 @@ class WarmStart(SearchAlgorithm):
                                 check_after=int(self.config["check_after"]))
             if self.queue:
                 model.exclude = set(row_keys(np.asarray(space.features(self.queue), dtype=float)))
-            self.arms["warm"] = ModelGuided(self.inner, model, init=max(1, init), design=design,
+            self.arms["warm"] = ModelGuided(self.inner, model, init=max(1, init), design=design, pairs=pairs,
                                             epsilon=float(self.config["epsilon"]),
                                             retrain_every=int(self.config["retrain_every"]), holdout=0.0)
         self.arms["cold"] = cold

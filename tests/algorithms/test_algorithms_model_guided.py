@@ -251,3 +251,36 @@ def test_maximin_design_falls_back_to_random_points_on_a_space_it_cannot_enumera
     algo.bind(space, np.random.default_rng(0), [])
     first = algo.ask(8)
     assert len({c.key for c in first}) == 8 and all(space.contains(c) for c in first)
+
+
+def test_the_model_sees_products_and_ratios_of_power_of_two_knobs():
+    space = small_knob_space()  # x and y are powers of two, mode is a choice
+    assert space.log2_columns == [0, 1]
+    for pairs, columns in (("log2", [0, 1]), ("none", [])):
+        algo = make_guided("evolutionary", init=8, retrain_every=4, pairs=pairs,
+                           cost_model_options={"min_samples": 4, "rounds": 5})
+        results = run(algo, space, FakeRunner(space), steps=3)
+        assert algo.cost_model.options["pair_columns"] == columns
+        assert algo.cost_model.booster.num_features() == 3 + (2 if columns else 0)  # x + y and x - y
+        # the model takes the space's own features: the pairs are its own transform, saved with it
+        stored = XGBCostModel.load(algo.cost_model.save())
+        X = space.features([m.candidate for m in results])
+        np.testing.assert_allclose(stored.predict(X), algo.cost_model.predict(X))
+
+
+def test_the_design_points_and_failure_model_see_the_knobs_not_their_pairs():
+    space = small_knob_space()
+    firsts = []
+    for pairs in ("log2", "none"):
+        algo = make_guided("evolutionary", init=8, pairs=pairs)
+        algo.bind(space, np.random.default_rng(3), [])
+        firsts.append([c.key for c in algo.ask(8)])
+        assert algo._features([space.initial()]).shape == (1, 3)
+    assert firsts[0] == firsts[1]
+
+
+def test_unknown_design_or_pairs_is_refused():
+    with pytest.raises(ValueError, match="pairs must be one of log2, none"):
+        make_guided("evolutionary", pairs="all")
+    with pytest.raises(ValueError, match="design must be one of maximin, random"):
+        make_guided("evolutionary", design="lhs")

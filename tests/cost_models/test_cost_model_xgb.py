@@ -83,3 +83,19 @@ def test_ensemble_members_differ_and_round_trip():
     loaded = XGBCostModel.load(model.save())
     assert len(loaded.boosters) == 3
     np.testing.assert_allclose(loaded.predict_members(X), S, rtol=1e-6)
+
+
+def test_pair_columns_let_the_model_split_on_a_product_of_two_knobs():
+    """A cost that depends only on x * y (a block's threads) is learnt from the sum of the two log2 columns, even
+    by stumps, which cannot learn it from either column alone."""
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 6, size=(300, 3)).astype(float)  # log2 of three power-of-two knobs
+    y = np.where(X[:, 0] + X[:, 1] == 5, 1.0, 2.0) + 0.01 * X[:, 2]
+    test = rng.integers(0, 6, size=(300, 3)).astype(float)
+    truth = np.where(test[:, 0] + test[:, 1] == 5, 1.0, 2.0)
+    hits = {}
+    for columns in ([], [0, 1]):
+        model = XGBCostModel(objective="reg", members=1, rounds=40, max_depth=1, pair_columns=columns).fit(X, y)
+        best = np.argsort(-model.predict(test))[:20]
+        hits[len(columns)] = int((truth[best] == 1.0).sum())
+    assert hits[2] == 20 and hits[0] < hits[2]

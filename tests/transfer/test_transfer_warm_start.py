@@ -126,6 +126,30 @@ def test_pooled_model_drops_a_misleading_source():
     assert int(np.argmin(y)) in np.argsort(-good.predict(X))[:5].tolist()
 
 
+@pytest.mark.parametrize("pairs, columns", [("log2", [0, 1, 2]), ("none", [])])
+def test_both_arms_of_a_warm_start_model_the_space_alike(pairs, columns):
+    """The pooled model, its target-only fallback and the cold arm's model all see the sums and differences
+    of the space's log2 columns (pairs="log2"), or all the knobs alone (the default), so the race compares
+    arms that model the space alike."""
+    space = race_space()
+    algo = WarmStart(RandomSearch(), [misleading_source(space)], top_k=4, pairs=pairs)
+    drive(algo, space, batches=4)
+    pooled = algo.arms["warm"].cost_model
+    assert pooled.options["pair_columns"] == columns
+    assert algo.arms["cold"].cost_model.options["pair_columns"] == columns
+    assert not pooled.active  # the inverted source was left out: the fallback ranks
+    assert pooled.fallback.options["pair_columns"] == columns
+    assert pooled.fallback.booster.num_features() == 3 + 2 * len(columns)
+    good = WarmStart(RandomSearch(), [source_data(space)], top_k=4, pairs=pairs)
+    drive(good, space, batches=4)
+    pooled = good.arms["warm"].cost_model
+    assert pooled.active and pooled.booster.num_features() == 3 + len(PROPS) + 2 * len(columns)
+
+
+def test_a_warm_start_models_the_knobs_alone_unless_asked():
+    assert WarmStart(RandomSearch(), []).config["pairs"] == "none"
+
+
 def race_space() -> KnobSpace:
     """1,000 points; the FakeRunner's bowl has its optimum at (2, 4, 8)."""
     return KnobSpace({k: [2**i for i in range(10)] for k in ("x", "y", "z")}, task=Task("kernel", "race", {}))
