@@ -82,6 +82,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import itertools
 import json
 import time
@@ -274,13 +275,12 @@ def _m19_throughput(devices, i: int, replicas: int, batch: int, overlap: bool = 
 
 
 def _m19_relative(devices):
-    """Per-GPU throughput of a 2019 run in % of the 1.2B model's on one GPU (that simulated once per evaluation)."""
-    base = {}
+    """Per-GPU throughput of a 2019 run in % of the 1.2B model's on one GPU (that simulated once per evaluation,
+    at the devices' figures then)."""
+    base = functools.cache(lambda: _m19_throughput(devices, 0, 1, 8))
 
     def rel(i, replicas, batch, overlap=False):
-        if "b" not in base:
-            base["b"] = _m19_throughput(devices, 0, 1, 8)
-        return 100 * _m19_throughput(devices, i, replicas, batch, overlap) / base["b"], {}
+        return 100 * _m19_throughput(devices, i, replicas, batch, overlap) / base(), {}
     return rel
 
 
@@ -300,12 +300,10 @@ def _m19_ddp(devices):
 
 
 def _m19_strong(devices):
-    one = {}
+    one = functools.cache(lambda: _m19_seconds(devices, 0, 1, 1, 8))  # once per evaluation, at the figures then
 
     def speedup(g):
-        if "s" not in one:  # simulated once per evaluation, at the devices' figures then
-            one["s"] = _m19_seconds(devices, 0, 1, 1, 8)
-        return one["s"] / _m19_seconds(devices, 0, g, g, 8), {}
+        return one() / _m19_seconds(devices, 0, g, g, 8), {}
     return [(f"1.2B on {g} GPUs", pub, lambda g=g: speedup(g)) for g, pub in MEGATRON19_STRONG]
 
 
