@@ -27,7 +27,7 @@ import numpy as np
 import xgboost as xgb
 
 from autotune.cost_models.base import CostModel
-from autotune.cost_models.features import throughput, with_pairs
+from autotune.cost_models.features import throughput
 from autotune.cost_models.metrics import rank_correlation
 from autotune.cost_models.xgb import XGBCostModel
 from autotune.gpus import device_properties
@@ -91,8 +91,9 @@ class PooledModel(CostModel):
         self.active = bool(sources)
         self.exclude: set[bytes] = set()  # feature rows of the source probes (set by WarmStart)
         self.fallback = XGBCostModel(seed=seed)
-        # log2 columns whose sums and differences the boosters also see (set by ModelGuided, see XGBCostModel)
-        self.options: dict = {"pair_columns": []}
+        # the fallback's options: the log2 columns whose sums and differences every booster here also sees
+        # (``pair_columns``, set by ModelGuided, see XGBCostModel) apply to the pooled boosters as to it
+        self.options = self.fallback.options
         self.rho = float("nan")
         self._source_only: xgb.Booster | None = None
         rng = np.random.default_rng(seed)
@@ -136,7 +137,6 @@ class PooledModel(CostModel):
         self.active = self.active and any(self.trusted)
         if not self.active:  # the ordinary target-only model, without the sources' probes
             keep = kept_rows(X, self.exclude)
-            self.fallback.options["pair_columns"] = self.options["pair_columns"]
             self.fallback.fit(X[keep], y[keep])
             return self
         self.booster = self._train([tX], [throughput(y)], [np.zeros(len(tX), dtype=int)],
@@ -181,9 +181,8 @@ class PooledModel(CostModel):
         return np.asarray(self.booster.inplace_predict(self._input(tX)), dtype=float)
 
     def _input(self, X: np.ndarray) -> np.ndarray:
-        """Rows (the space's features, then the device's) as the boosters see them: with the sums and
-        differences of the ``pair_columns`` of the space's features appended."""
-        return np.asarray(with_pairs(X, list(self.options["pair_columns"])), dtype=np.float32)
+        """Rows (the space's features, then the device's) as the boosters see them: as the fallback's."""
+        return self.fallback._input(X)
 
     def save(self) -> bytes:
         if not self.active:
