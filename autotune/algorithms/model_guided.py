@@ -24,7 +24,11 @@ Each ``ask(n)``:
    with an ensemble model (``predict_members``), successive slots take the best candidate of
    successive members (m members in turn, continued from one batch to the next, so batches smaller
    than the ensemble use every member too), a Thompson-like choice that spreads the search where
-   the members disagree.
+   the members disagree. Once ``stall`` results in a row brought no better one, ``stall_share`` of the
+   model's slots go instead to points of its ``stall_pool`` best-scored unseen ones, each the farthest
+   (per-feature rank) from every point seen: a model trained around a plateau keeps proposing its
+   neighbours, and a narrow optimum elsewhere is found only by measuring where nothing was
+   (enumerated spaces; shorter tails on the recorded spaces, docs/benchmarks.md);
 5. once failures were measured, a failure classifier (:class:`~autotune.cost_models.failures.FailureModel`,
    retrained with the model) keeps candidates whose failure probability is above
    ``avoid_failures`` out of both the model's picks and the random ones, and those above
@@ -104,6 +108,10 @@ class ModelGuided(SearchAlgorithm):
         "pairs": Option("log2", "'log2': an XGBoost model also sees the sum and difference of every two log2 "
                                 "columns of power-of-two knobs (their products and ratios: a block's threads, a "
                                 "thread's tile); 'none': the space's features only"),
+        "stall": Option(32, "after this many results without a better one, part of each batch (stall_share) goes to "
+                           "the model's stall_pool best-scored unseen points farthest from every point seen (0: never)"),
+        "stall_share": Option(0.25, "share of the model's slots given to those picks while the search stalls"),
+        "stall_pool": Option(256, "how many of the model's best-scored unseen points those picks are drawn from"),
         "spread_avoid": Option(0.9, "the design's spread points skip points whose learnt failure probability is "
                                     "above this (1: never)"),
     }
@@ -333,6 +341,43 @@ class ModelGuided(SearchAlgorithm):
         near = [self._all_index[k] for k in self.seen if k in self._all_index]
         return self._all[farthest(self._ranked, pool, near)]
 
+    def _stalled(self, n: int, enumerated: bool) -> int:
+        """How many of ``n`` model slots go to far picks: ``stall_share`` of them (at least one) once the last
+        ``stall`` results brought no better one (enumerated spaces only)."""
+        stall = int(self.config["stall"])
+        if stall <= 0 or not enumerated or n <= 1:
+            return 0
+        best, last = np.inf, 0
+        for i, m in enumerate(self.history):
+            if m.ok and m.cost < best:
+                best, last = m.cost, i
+        if len(self.history) - last < stall:
+            return 0
+        return max(1, round(float(self.config["stall_share"]) * n))
+
+    def _far_from_seen(self, cands: list[Candidate], scores: np.ndarray, n: int, chosen: list[int]) -> list[int]:
+        """Up to ``n`` picks, each of the ``stall_pool`` best mean-scored candidates not chosen yet the one
+        farthest (per-feature ranks) from every point seen and every pick before it: where the model expects
+        a good result and nothing near was measured, to leave a plateau the model keeps proposing around."""
+        if n <= 0 or not cands:
+            return []
+        if self._ranked is None:
+            self._ranked = rank_scaled(self._all_X)
+        mean = scores.mean(axis=0)
+        taken = set(chosen)
+        pool = [int(i) for i in _best_first(mean, int(self.config["stall_pool"]) + len(taken)) if int(i) not in taken]
+        pool = pool[: int(self.config["stall_pool"])]
+        near = [self._all_index[k] for k in self.seen if k in self._all_index]
+        near += [self._all_index[cands[i].key] for i in chosen]
+        out: list[int] = []
+        for _ in range(min(n, len(pool))):
+            rows = np.array([self._all_index[cands[i].key] for i in pool])
+            j = pool[int(np.flatnonzero(rows == farthest(self._ranked, rows, near))[0])]
+            out.append(j)
+            pool.remove(j)
+            near.append(self._all_index[cands[j].key])
+        return out
+
     def _mark_seen(self, c: Candidate) -> None:
         self.seen.add(c.key)
         if self._unseen is not None and c.key in self._all_index:
@@ -371,7 +416,9 @@ class ModelGuided(SearchAlgorithm):
             scored = self._scored_all()
             cands, scores = scored if scored is not None else self._scored_by_inner()
             cands, scores = self._likely_to_run(cands, scores)
-            chosen = self._select(scores, n_model, self.slot)
+            n_far = self._stalled(n_model, scored is not None)
+            chosen = self._select(scores, n_model - n_far, self.slot)
+            chosen += self._far_from_seen(cands, scores, n_far, chosen)
             self.slot += len(chosen)  # the next batch starts at the next member: small batches use them all
             for i in chosen:
                 c = cands[i]

@@ -6,8 +6,10 @@ import pytest
 from autotune.cost_models.xgb import XGBCostModel
 
 from autotune.algorithms.model_guided import ModelGuided, make_guided
+from autotune.algorithms.support import rank_scaled
 from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
+from autotune.types import Measurement, Status
 
 
 class TestGuidedMCMC(AlgorithmConformance):
@@ -284,3 +286,53 @@ def test_unknown_design_or_pairs_is_refused():
         make_guided("evolutionary", pairs="all")
     with pytest.raises(ValueError, match="design must be one of maximin, random"):
         make_guided("evolutionary", design="lhs")
+
+
+class _WorseEveryBatch(FakeRunner):
+    """FakeRunner whose costs grow with every call: after the first batch no result is a better one."""
+
+    def cost(self, c):
+        return super().cost(c) + self.calls
+
+
+def test_a_stalled_search_gives_part_of_its_batch_to_promising_points_far_from_those_seen():
+    from autotune.search_spaces.knobs import KnobSpace
+    from autotune.types import Task
+
+    space = KnobSpace({"x": list(range(1, 33)), "y": list(range(1, 33))}, task=Task("kernel", "f", {}))
+    batches, algos = {}, {}
+    for stall in (0, 8):
+        algo = make_guided("evolutionary", init=8, retrain_every=4, epsilon=0.0, stall=0, stall_share=0.25,
+                           stall_pool=16, cost_model_options={"min_samples": 4, "rounds": 5})
+        run(algo, space, _WorseEveryBatch(space), steps=4, batch=8)  # 32 results, the best among the first 8
+        algo.config["stall"] = stall  # the same history and model for both; only the last batch differs
+        assert algo._stalled(8, True) == (2 if stall else 0)
+        batches[stall], algos[stall] = algo.ask(8), algo
+    plain, stalled = batches[0], batches[8]
+    assert [c.key for c in stalled[:6]] == [c.key for c in plain[:6]]  # the model's own picks come first
+    algo = algos[8]
+    R = rank_scaled(algo._all_X)
+    near = [algo._all_index[m.candidate.key] for m in algo.history] + [algo._all_index[c.key] for c in stalled[:6]]
+    scores = algo._members(algo._all_X).mean(axis=0)
+    pool = sorted(set(range(len(algo._all))) - set(near), key=lambda i: -scores[i])[:16]  # the model's best 16
+
+    def gap(i):
+        return np.abs(R[near] - R[i]).sum(axis=1).min()
+
+    for c in stalled[6:]:  # each far pick: of those 16, the farthest from everything seen and picked before it
+        i = algo._all_index[c.key]
+        assert i in pool and gap(i) > 0 and gap(i) >= max(gap(j) for j in pool) - 1e-9
+        assert gap(i) > min(gap(j) for j in pool)  # a real choice: the pool's points are not all as far
+        pool.remove(i)
+        near.append(i)
+
+
+def test_a_search_that_keeps_improving_is_not_stalled():
+    space = small_knob_space()
+    algo = make_guided("evolutionary", init=8, retrain_every=4, stall=8, cost_model_options={"min_samples": 4, "rounds": 5})
+    algo.bind(space, np.random.default_rng(0), [])
+    cands = list(space.enumerate())[:20]
+    algo.tell([Measurement(c, Status.OK, times=[20.0 - i]) for i, c in enumerate(cands)])  # each better than before
+    assert algo._stalled(8, True) == 0 and algo._stalled(8, False) == 0
+    algo.tell([Measurement(c, Status.OK, times=[50.0]) for c in list(space.enumerate())[20:28]])
+    assert algo._stalled(8, True) == 2 and algo._stalled(8, False) == 0  # enumerated spaces only

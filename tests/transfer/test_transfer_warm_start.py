@@ -150,6 +150,18 @@ def test_a_warm_start_models_the_knobs_alone_unless_asked():
     assert WarmStart(RandomSearch(), []).config["pairs"] == "none"
 
 
+@pytest.mark.parametrize("stall", [None, 0, 8])
+def test_both_arms_take_the_stall_setting_and_without_it_make_no_far_picks(stall):
+    """A cold search's far picks once it stalls are off in a warm start's arms unless asked for (the race
+    already moves the slots away from a stalled arm); asked for, both arms make them."""
+    space = race_space()
+    options = {} if stall is None else {"stall": stall}
+    algo = WarmStart(RandomSearch(), [source_data(space)], top_k=4, **options)
+    drive(algo, space, batches=2)
+    want = 0 if stall is None else stall
+    assert {a: arm.config["stall"] for a, arm in algo.arms.items()} == {"warm": want, "cold": want}
+
+
 def race_space() -> KnobSpace:
     """1,000 points; the FakeRunner's bowl has its optimum at (2, 4, 8)."""
     return KnobSpace({k: [2**i for i in range(10)] for k in ("x", "y", "z")}, task=Task("kernel", "race", {}))
