@@ -338,8 +338,12 @@ class ModelGuided(SearchAlgorithm):
             likely = idx[self._all_p_fail[idx] <= thr]
             idx = likely if len(likely) else idx
         pool = self.rng.choice(idx, size=min(256, len(idx)), replace=False)
-        near = [self._all_index[k] for k in self.seen if k in self._all_index]
-        return self._all[farthest(self._ranked, pool, near)]
+        return self._all[farthest(self._ranked, pool, self._seen_rows())]
+
+    def _seen_rows(self) -> list[int]:
+        """Rows of the enumerated space of every point seen (measured, pending or chosen, by this search or
+        one sharing ``seen``)."""
+        return [self._all_index[k] for k in self.seen if k in self._all_index]
 
     def _stalled(self, n: int, enumerated: bool) -> int:
         """How many of ``n`` model slots go to far picks: ``stall_share`` of them (at least one) once the last
@@ -367,15 +371,13 @@ class ModelGuided(SearchAlgorithm):
         taken = set(chosen)
         pool = [int(i) for i in _best_first(mean, int(self.config["stall_pool"]) + len(taken)) if int(i) not in taken]
         pool = pool[: int(self.config["stall_pool"])]
-        near = [self._all_index[k] for k in self.seen if k in self._all_index]
-        near += [self._all_index[cands[i].key] for i in chosen]
+        near = self._seen_rows() + [self._all_index[cands[i].key] for i in chosen]
+        rows = [self._all_index[cands[i].key] for i in pool]
         out: list[int] = []
         for _ in range(min(n, len(pool))):
-            rows = np.array([self._all_index[cands[i].key] for i in pool])
-            j = pool[int(np.flatnonzero(rows == farthest(self._ranked, rows, near))[0])]
-            out.append(j)
-            pool.remove(j)
-            near.append(self._all_index[cands[j].key])
+            k = rows.index(farthest(self._ranked, np.array(rows), near))
+            out.append(pool.pop(k))
+            near.append(rows.pop(k))
         return out
 
     def _mark_seen(self, c: Candidate) -> None:

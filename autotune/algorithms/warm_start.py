@@ -87,8 +87,7 @@ class WarmStart(SearchAlgorithm):
         "pairs": Option("none", "'log2': both arms' models also see the products and ratios of power-of-two knobs "
                                 "(ModelGuided's pairs, the cold search's default); 'none': the knobs alone, which a "
                                 "misleading source's probes mislead less"),
-        "stall": Option(0, "both arms' far picks once their search stalls "
-                                                               "(ModelGuided's stall; 0: never)"),
+        "stall": Option(0, "both arms' far picks once their search stalls (ModelGuided's stall; 0: never)"),
         "focus": Option(4.0, "a result's credit is the share of earlier target results it beats, to this power"),
         "top": Option(0, "when above 0, a result's credit is 1 if it beats the top-th best earlier result, else 0"),
         "probe_top": Option(3, "a later probe earns credit only when it beats the probe_top-th best earlier result"),
