@@ -61,7 +61,8 @@ from typing import Any
 import numpy as np
 
 from autotune.algorithms.base import Option, SearchAlgorithm, offered_moves, union_moves
-from autotune.algorithms.support import exhausted, farthest, fresh_sample, fresh_walk, rank_scaled
+from autotune.algorithms.support import (exhausted, farthest, fresh_sample, fresh_walk, nearest_distance,
+                                        rank_scaled)
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.failures import FailureModel
 from autotune.cost_models.metrics import quality
@@ -372,12 +373,14 @@ class ModelGuided(SearchAlgorithm):
         pool = [int(i) for i in _best_first(mean, int(self.config["stall_pool"]) + len(taken)) if int(i) not in taken]
         pool = pool[: int(self.config["stall_pool"])]
         near = self._seen_rows() + [self._all_index[cands[i].key] for i in chosen]
-        rows = [self._all_index[cands[i].key] for i in pool]
+        rows = np.array([self._all_index[cands[i].key] for i in pool], dtype=int)
+        dist = nearest_distance(self._ranked, rows, near)  # updated with each pick, not recomputed
         out: list[int] = []
         for _ in range(min(n, len(pool))):
-            k = rows.index(farthest(self._ranked, np.array(rows), near))
-            out.append(pool.pop(k))
-            near.append(rows.pop(k))
+            k = int(np.argmax(dist))
+            out.append(pool[k])
+            dist = np.minimum(dist, nearest_distance(self._ranked, rows, [int(rows[k])]))
+            dist[k] = -np.inf
         return out
 
     def _mark_seen(self, c: Candidate) -> None:

@@ -56,13 +56,18 @@ def rank_scaled(X: np.ndarray) -> np.ndarray:
     return np.column_stack(cols) if cols else np.zeros((len(X), 0))
 
 
+def nearest_distance(R: np.ndarray, pool: np.ndarray, near: list[int]) -> np.ndarray:
+    """Per row of ``pool`` (indices into ``R``), its L1 distance to its nearest row of ``near`` (inf when
+    ``near`` is empty)."""
+    if not near:
+        return np.full(len(pool), np.inf)
+    return np.abs(R[pool][:, None, :] - R[near][None, :, :]).sum(axis=2).min(axis=1)
+
+
 def farthest(R: np.ndarray, pool: np.ndarray, near: list[int]) -> int:
     """The row of ``pool`` (indices into ``R``) whose L1 distance to its nearest row of ``near`` is
     largest (a maximin pick); the first of ``pool`` when ``near`` is empty."""
-    if not near:
-        return int(pool[0])
-    d = np.abs(R[pool][:, None, :] - R[near][None, :, :]).sum(axis=2).min(axis=1)
-    return int(pool[int(np.argmax(d))])
+    return int(pool[int(np.argmax(nearest_distance(R, pool, near)))])
 
 
 def cand_to_json(c: Candidate | None):
