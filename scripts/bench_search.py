@@ -243,7 +243,7 @@ def main(argv=None) -> int:
         cache = KTCache.load(path)
         label = f"{Path(path).parent.name}/{cache.label}" if os.sep in str(path) else cache.label
         space = ReplaySpace(cache)
-        costs = [ReplayRunner(cache).measure(space.task, [c])[0].objective for c in space.enumerate()]
+        costs = [m.objective for m in ReplayRunner(cache).measure(space.task, list(space.enumerate()))]
         optimum = min(costs)
         rows = report["spaces"].setdefault(label, {})
         print(f"\n## {label}: {space.size()} points, optimum {optimum * 1e3:.4f} ms\n")
