@@ -1,5 +1,5 @@
 """A synthetic Kernel Tuner cache far larger than the recorded ones, to measure the engine where the model
-cannot score every point (spaces above ``score_all``, 50,000 points, by default).
+cannot score every point (spaces above ``score_all``, 100,000 points, by default).
 
 Eight knobs shaped like a stencil kernel's (block sizes, tiles, temporal tiling, unrolling, shared-memory
 power, blocks per SM), 972,000 valid points (32 to 1,024 threads per block; an unroll factor that divides the

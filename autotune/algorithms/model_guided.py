@@ -18,7 +18,9 @@ Each ``ask(n)``:
    once and *every* unmeasured point is scored (exact argmax of the model, cheap with
    XGBoost); a larger space, or one that cannot be enumerated, is searched by a fresh copy of
    the inner algorithm, bound to the real measurements (so it starts from the best measured
-   points), told the model's predicted costs for ``pool`` proposals;
+   points), told the model's predicted costs for ``pool`` proposals, ``inner_batch`` at a time.
+   Scoring every point is both the better search and, up to about 140,000 points, the cheaper
+   one (docs/benchmarks.md), hence ``score_all``;
 4. the ``n - round(epsilon * n)`` best-scored unseen candidates are returned plus random ones
    (the epsilon share, carried over between batches so small batches get their share too);
    with an ensemble model (``predict_members``), successive slots take the best candidate of
@@ -101,8 +103,8 @@ class ModelGuided(SearchAlgorithm):
         "retrain_every": Option(8, "retrain the model after this many new results"),
         "retrain_growth": Option(0.05, "...or after this share of the results it was trained on, if more"),
         "pool": Option(2000, "model evaluations by the inner search per batch (spaces above score_all)"),
-        "inner_batch": Option(32, "candidates the inner search proposes per simulated step"),
-        "score_all": Option(50000, "spaces with at most this many points are scored exhaustively"),
+        "inner_batch": Option(64, "candidates the inner search proposes per simulated step"),
+        "score_all": Option(100000, "spaces with at most this many points are scored exhaustively"),
         "quality_every": Option(0, "every this many retrains, also measure quality with a second fit on 80% (0: never)"),
         "holdout": Option(0.2, "share held out by that quality fit"),
         "avoid_failures": Option(0.5, "skip candidates whose learnt failure probability is above this (1: never)"),
@@ -271,24 +273,24 @@ class ModelGuided(SearchAlgorithm):
         inner = type(self.inner)(**self.inner.config)
         inner.bind(self.space, np.random.default_rng(int(self.rng.integers(2**63))), self.history)
         a, b = self._calib
-        found: dict[str, tuple[Candidate, float]] = {}
+        found: dict[str, tuple[Candidate, np.ndarray]] = {}  # each unseen point and its members' scores
         budget = int(self.config["pool"])
         while budget > 0:
             batch = inner.ask(min(int(self.config["inner_batch"]), budget))
             if not batch:
                 break
             budget -= len(batch)
-            scores = self.cost_model.predict(self._features(batch))
+            members = self._members(self._features(batch))
+            scores = members.mean(axis=0)  # the model's prediction: its members' mean
             inner.tell([Measurement(c, Status.OK, cost=float(math.exp(min(a * s + b, 700.0))))
                         for c, s in zip(batch, scores)])
-            for c, s in zip(batch, scores):
+            for j, c in enumerate(batch):
                 if c.key not in self.seen:
-                    found[c.key] = (c, float(s))
+                    found[c.key] = (c, members[:, j])
         self.inner_state = inner.state_dict()
-        cands = [c for c, _ in found.values()]
-        if not cands:
+        if not found:
             return [], np.zeros((1, 0))
-        return cands, self._members(self._features(cands))
+        return [c for c, _ in found.values()], np.column_stack([m for _, m in found.values()])
 
     # -- failures --------------------------------------------------------------------
     def _threshold(self) -> float | None:
