@@ -155,6 +155,8 @@ class ModelGuided(SearchAlgorithm):
         self._all_X: np.ndarray | None = None
         self._all_index: dict[str, int] = {}
         self._unseen: np.ndarray | None = None
+        self._synced_set: set[str] | None = None  # the ``seen`` set that ``_unseen`` reflects...
+        self._synced: set[str] = set()  # ...and the keys of it reflected there
         self._ranked: np.ndarray | None = None
         self._all_scores: np.ndarray | None = None
         self._all_scored_at = -1
@@ -252,7 +254,16 @@ class ModelGuided(SearchAlgorithm):
             self._all = list(self.space.enumerate())
             self._all_X = np.asarray(self.space.features(self._all), dtype=float)
             self._all_index = {c.key: i for i, c in enumerate(self._all)}
-        self._unseen = np.array([c.key not in self.seen for c in self._all], dtype=bool)
+        if self._unseen is None or self._synced_set is not self.seen or len(self.seen) < len(self._synced):
+            self._unseen = np.array([c.key not in self.seen for c in self._all], dtype=bool)
+            self._synced_set, self._synced = self.seen, set(self.seen)
+        else:  # ``seen`` only grows: mark what was added since, not the whole space again
+            new = self.seen - self._synced
+            for k in new:
+                i = self._all_index.get(k)
+                if i is not None:
+                    self._unseen[i] = False
+            self._synced |= new
         return True
 
     def _scored_all(self) -> tuple[list[Candidate], np.ndarray] | None:
