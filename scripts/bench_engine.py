@@ -4,7 +4,9 @@ caches (import-kt) and JSONL trial logs (import; --import-lines lines, each with
 made by repeating the cache's exported trials under new candidate keys; target >= 10,000 lines/s),
 and storage: the SQLite file of a default campaign (evolutionary search guided by the XGBoost cost
 model) of --storage-trials trials, per 1,000 trials and for its stored cost models (target: under
-5 MB for 2,000 trials), with the engine's time per trial when the model is on (target < 50 ms).
+5 MB for 2,000 trials), with the engine's time per trial when the model is on (target < 50 ms), and the
+engine's time per trial of a campaign warm-started from other GPUs' caches (--warm-from; its two arms'
+models and the pooled one).
 
     python scripts/bench_engine.py --cache ../shared/datasets/replay/gemm/RTX_3090.json.gz --trials 5000
 
@@ -73,6 +75,27 @@ def storage(space: ReplaySpace, path: Path, trials: int) -> dict:
     return out
 
 
+def warm_start(space: ReplaySpace, sources: list[str], path: Path, trials: int) -> dict:
+    """Engine time per trial of a campaign warm-started (``--transfer-from``, the default settings) from the
+    source caches, imported into the database first, as a user's earlier campaigns would be."""
+    from autotune.algorithms.registry import DEFAULT_ALGORITHM
+    from autotune.transfer.sources import warm_start_search
+
+    db = open_database(f"sqlite:///{path}")
+    names = [import_kt(db, src)[1].name for src in sources]
+    runner = TimedReplay(space.cache)
+    warm, picked = warm_start_search(db, space.task, runner.device, DEFAULT_ALGORITHM, ",".join(names))
+    t0 = time.perf_counter()
+    res = Campaign("warm", space, warm, runner, db, trials=trials).run()
+    wall = time.perf_counter() - t0
+    db.close()
+    out = {"trials": res.trials, "sources": [s.device.name for s in picked],
+           "engine_ms_per_trial": (wall - runner.spent) / res.trials * 1e3}
+    print(f"warm start: {res.trials} trials from {', '.join(out['sources'])}: "
+          f"engine {out['engine_ms_per_trial']:.1f} ms/trial with the models")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", default=None, help="Kernel Tuner cache (needs at least --trials points; "
@@ -83,6 +106,10 @@ def main() -> None:
     ap.add_argument("--import-lines", type=int, default=200_000, help="JSONL lines for the import benchmark")
     ap.add_argument("--storage-trials", type=int, default=2000,
                     help="trials of the default campaign whose database size is measured (0: skip)")
+    ap.add_argument("--warm-from", nargs="*", default=None, metavar="CACHE",
+                    help="source caches of a warm-started campaign on --cache whose engine time is measured "
+                         "(default: the replay data's other GPUs of the same kernel, up to 2; none given: skip)")
+    ap.add_argument("--warm-trials", type=int, default=200, help="trials of that warm-started campaign")
     ap.add_argument("--json", help="write the figures to this JSON file")
     args = ap.parse_args()
     args.cache = args.cache or str(replay_dir() / DEFAULT_CACHE)
@@ -124,6 +151,11 @@ def main() -> None:
         print(f"import (JSONL): {read} lines in {dt:.2f} s = {read / dt:,.0f} lines/s")
         if args.storage_trials:
             results["storage"] = storage(space, Path(tmp) / "storage.db", args.storage_trials)
+        if args.warm_from is None:  # the cache's kernel on the replay data's other GPUs
+            others = sorted(p for p in Path(args.cache).parent.glob("*.json.gz") if p.resolve() != Path(args.cache).resolve())
+            args.warm_from = [str(p) for p in others[:2]]
+        if args.warm_from and args.warm_trials:
+            results["warm_start"] = warm_start(space, args.warm_from, Path(tmp) / "warm.db", args.warm_trials)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

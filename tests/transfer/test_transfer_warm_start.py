@@ -263,6 +263,27 @@ def test_each_source_is_trusted_on_its_own_agreement_with_the_target():
     assert few.trusted == [True, True]  # too few common configurations to judge
 
 
+def test_the_source_rows_are_shared_out_so_two_sources_cost_a_fit_what_one_does():
+    rng = np.random.default_rng(0)
+    X = rng.random((5000, 3))
+    y = 1.0 + X.sum(axis=1)
+    fastest = set(np.argsort(y)[:500].tolist())
+    vec = np.ones(len(PROPS))
+    one = PooledModel([(X, y, vec)], vec * 2, max_source_rows=3000, keep_top=500)
+    two = PooledModel([(X, y, vec), (X, 2 * y, vec * 3)], vec * 2, max_source_rows=3000, keep_top=500)
+    assert [len(r) for r in one.src_X] == [3000] and [len(r) for r in two.src_X] == [1500, 1500]
+
+    def rows_of(Xs):
+        index = {r.tobytes(): i for i, r in enumerate(X)}
+        return {index[r[:3].tobytes()] for r in Xs}
+
+    assert fastest <= rows_of(one.src_X[0])  # one source keeps its 500 fastest...
+    top250 = set(np.argsort(y)[:250].tolist())
+    for Xs in two.src_X:  # ...each of two its 250 fastest, and random others beside them
+        rows = rows_of(Xs)
+        assert top250 <= rows and len(rows - fastest) > 1000
+
+
 def _gap_to_others(space, spread, others) -> float:
     """Smallest L1 distance, in features scaled to [0, 1], from a point of ``spread`` to another of
     ``spread`` or to one of ``others``."""
