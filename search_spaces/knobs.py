@@ -253,7 +253,8 @@ class KnobSpace(Space):
 
     def features(self, cs: list[Candidate]) -> np.ndarray:
         """One column per knob: log2 of the value for power-of-two knobs, the value for other
-        numbers, and the value's index for enumerated choices. Unfixed knobs are NaN."""
+        numbers, and the value's index for enumerated choices. Unfixed knobs, and choices the knob does not
+        offer (another device's measurements of a wider space, a warm start's source rows), are NaN."""
         out = np.full((len(cs), len(self.names)), np.nan)
         payloads = [c.payload for c in cs]
         nan = float("nan")
@@ -263,5 +264,5 @@ class KnobSpace(Space):
                 out[:, k] = np.log2(col) if self._pow2[k] else col
             else:
                 index = self._index[k]
-                out[:, k] = [index[repr(p[n])] if n in p else nan for p in payloads]
+                out[:, k] = [index.get(repr(p[n]), nan) if n in p else nan for p in payloads]
         return out

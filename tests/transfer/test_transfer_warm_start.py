@@ -39,6 +39,23 @@ def test_source_best_configs_come_first_and_find_the_optimum():
     assert first[0].key == best.candidate.key
 
 
+def test_a_source_that_measured_choices_the_target_lacks_still_guides_it():
+    wide = KnobSpace({"x": [1, 2, 4, 8, 16], "y": [1, 2, 4, 8], "mode": ["a", "b", "c", "d"]},
+                     constraints=["x * y <= 64"], task=Task("kernel", "fake-quadratic", {"n": 60}))
+    space = small_knob_space()  # no mode "d"
+    src = source_data(wide)
+    assert any(m.candidate.payload["mode"] == "d" for m in src.measurements)
+    assert np.isnan(space.features([m.candidate for m in src.measurements if m.candidate.payload["mode"] == "d"])[:, 2]).all()
+    algo = WarmStart(RandomSearch(), [src], top_k=4, init=4, retrain_every=4)
+    algo.bind(space, np.random.default_rng(0))
+    runner = FakeRunner(space)
+    for _ in range(4):
+        batch = algo.ask(8)
+        assert batch and all(space.contains(c) for c in batch)
+        algo.tell(runner.measure(space.task, batch))
+    assert algo.cost_model.active and algo.cost_model.trained  # the pooled model trained on the wider source
+
+
 def test_without_sources_it_is_an_ordinary_model_guided_search():
     space = small_knob_space()
     algo = WarmStart(RandomSearch(), [], top_k=4, init=4)
