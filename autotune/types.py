@@ -20,7 +20,10 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def stable_key(value: Any, length: int = 16) -> str:
+KEY_LENGTH = 16  # hex digits of a key
+
+
+def stable_key(value: Any, length: int = KEY_LENGTH) -> str:
     """A short hex digest of the canonical JSON of ``value``."""
     return hashlib.sha1(canonical_json(value).encode()).hexdigest()[:length]
 

@@ -6,6 +6,7 @@ import pytest
 from autotune.errors import UsageError
 from autotune.search_spaces.knobs import KnobSpace
 from autotune.testing.fakes import small_knob_space
+from autotune.types import Candidate
 
 
 def test_enumeration_respects_constraints():
@@ -132,3 +133,27 @@ def test_a_constraint_that_divides_by_zero_at_some_point_names_the_point():
     KnobSpace({"a": [1, 2], "b": [0, 1]}, space_constraints).size()
     with pytest.raises(UsageError, match="at a=1, b=0"):
         KnobSpace({"a": [1, 2], "b": [0, 1]}, ["a / b > 1"]).size()
+
+
+def test_every_point_is_keyed_as_its_configuration_is_whatever_the_values():
+    from autotune.types import stable_key
+
+    space = KnobSpace({"zeta": [1, -2, 3.5, 1e-7], "Alpha": ["a", 'q"uote', "ünï", "x y"], "mid": [True, False, None],
+                       "nested": [[1, 2], {"b": 1, "a": [2.0]}]}, constraints=[lambda c: c["zeta"] != 3.5 or c["mid"] is not None])
+    points = list(space.enumerate())
+    assert len(points) == space.size() > 0
+    assert all(c.key == stable_key(c.payload) == Candidate(dict(c.payload)).key for c in points)
+    rng = np.random.default_rng(0)
+    for c in [space.sample(rng) for _ in range(20)] + [space.neighbor(points[5], rng) for _ in range(20)]:
+        assert c.key == stable_key(c.payload)
+    assert space.point(3).key == points[3].key
+
+
+def test_a_space_that_builds_its_own_candidates_keeps_them():
+    class Tagged(KnobSpace):
+        def _make(self, config):
+            return Candidate({**config, "tag": 1})
+
+    points = list(Tagged({"x": [1, 2], "y": [3]}).enumerate())
+    assert [c.payload for c in points] == [{"x": 1, "y": 3, "tag": 1}, {"x": 2, "y": 3, "tag": 1}]
+    assert all(c.key == Candidate(c.payload).key for c in points)
