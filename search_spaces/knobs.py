@@ -18,7 +18,6 @@ from autotune.search_spaces.base import Space
 from autotune.search_spaces.constraints import Constraint, make_constraint
 from autotune.types import KEY_LENGTH, Candidate, Task, canonical_json
 
-
 MEMO = 250_000  # points a space remembers for its moves (about 650 bytes each with ten knobs); then it starts again
 
 
