@@ -147,8 +147,11 @@ def test_optimize_graph_with_equality_saturation(tmp_path):
     path.write_bytes(model_zoo.build("nasrnn", small=True).SerializeToString())
     r = autotune.optimize_graph(str(path), str(tmp_path / "out.onnx"), algorithm="equality-saturation",
                                 db=f"sqlite:///{tmp_path}/db.sqlite", rounds=3)
-    assert r["algorithm"] == "equality-saturation" and r["evaluated"] == 2
-    # op costs are timed here (tiny ops, noisy): the extraction never picks a graph dearer than the input it holds
-    assert r["saturation"]["stopped"] == "saturated" and r["predicted_speedup"] >= 1.0
+    # op costs are timed on this CPU (tiny ops, noisy): the extraction never picks a graph dearer than the input
+    # it holds, and where no rewrite pays on this CPU it is the input itself, evaluated once (on the nominal
+    # costs the extraction merges nasrnn's MatMuls: test_nasrnn_matmuls_are_merged)
+    assert r["algorithm"] == "equality-saturation" and r["saturation"]["stopped"] == "saturated"
+    assert r["saturation"]["extraction"] == "ilp" and r["predicted_speedup"] >= 1.0 and r["check"]["passed"]
     assert r["nodes_searched"] <= r["nodes_before"]
-    assert r["rules_applied"] == ["e-graph extraction"] and r["check"]["passed"]
+    assert r["evaluated"] in (1, 2)  # the input, then the extracted graph when it differs from it
+    assert r["rules_applied"] in ([], ["e-graph extraction"]) and (r["evaluated"] == 2 or not r["rules_applied"])
