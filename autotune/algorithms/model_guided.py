@@ -149,6 +149,7 @@ class ModelGuided(SearchAlgorithm):
         self.trained_on = 0
         self.retrains = 0
         self.carry = 0.0
+        self.far_carry = 0.0  # the far picks' share left over from earlier batches (see _stalled)
         self.slot = 0
         self.inner_state: dict | None = None
         self._all: list[Candidate] | None = None
@@ -360,18 +361,24 @@ class ModelGuided(SearchAlgorithm):
         return [self._all_index[k] for k in self.seen if k in self._all_index]
 
     def _stalled(self, n: int, enumerated: bool) -> int:
-        """How many of ``n`` model slots go to far picks: ``stall_share`` of them (at least one) once the last
-        ``stall`` results brought no better one (enumerated spaces only)."""
+        """How many of ``n`` model slots go to far picks once the last ``stall`` results brought no better one
+        (enumerated spaces only): ``stall_share`` of them, at least one; asked one point at a time, the share
+        accumulates from ask to ask, so every fourth point (at 0.25) is a far pick."""
         stall = int(self.config["stall"])
-        if stall <= 0 or not enumerated or n <= 1:
-            return 0
         best, last = np.inf, 0
         for i, m in enumerate(self.history):
             if m.ok and m.cost < best:
                 best, last = m.cost, i
-        if len(self.history) - last < stall:
+        if stall <= 0 or not enumerated or len(self.history) - last < stall:
+            self.far_carry = 0.0
             return 0
-        return max(1, round(float(self.config["stall_share"]) * n))
+        if n >= 2:
+            return max(1, round(float(self.config["stall_share"]) * n))
+        self.far_carry += float(self.config["stall_share"])
+        if self.far_carry < 1.0:
+            return 0
+        self.far_carry -= 1.0
+        return 1
 
     def _far_from_seen(self, cands: list[Candidate], scores: np.ndarray, n: int, chosen: list[int]) -> list[int]:
         """Up to ``n`` picks, each of the ``stall_pool`` best mean-scored candidates not chosen yet the one
@@ -406,7 +413,7 @@ class ModelGuided(SearchAlgorithm):
         """Slot j takes the best-scored candidate of ensemble member first + j (round robin; Thompson-like
         sampling that spreads a batch over what the members disagree on); one member = top n."""
         chosen: list[int] = []
-        if scores.shape[1] == 0:
+        if scores.shape[1] == 0 or n <= 0:  # every model slot went to far picks (a batch of one, or stall_share 1)
             return chosen
         orders = [_best_first(row, 2 * n) for row in scores]  # a member is passed over at most n times
         pos = [0] * len(orders)
@@ -481,13 +488,14 @@ class ModelGuided(SearchAlgorithm):
     def state_dict(self) -> dict:
         return {**super().state_dict(), "pending": list(self.pending), "trained_on": self.trained_on,
                 "retrains": self.retrains,
-                "carry": self.carry, "slot": self.slot, "inner": self.inner_state, "metrics": self.last_metrics}
+                "carry": self.carry, "far_carry": self.far_carry, "slot": self.slot, "inner": self.inner_state, "metrics": self.last_metrics}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.pending = list(state.get("pending", []))
         self.seen.update(self.pending)
         self.carry = float(state.get("carry", 0.0))
+        self.far_carry = float(state.get("far_carry", 0.0))
         self.slot = int(state.get("slot", 0))
         self.inner_state = state.get("inner")
         upto = min(int(state.get("trained_on", 0)), len(self.history))

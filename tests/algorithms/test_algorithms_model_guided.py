@@ -336,3 +336,35 @@ def test_a_search_that_keeps_improving_is_not_stalled():
     assert algo._stalled(8, True) == 0 and algo._stalled(8, False) == 0
     algo.tell([Measurement(c, Status.OK, times=[50.0]) for c in list(space.enumerate())[20:28]])
     assert algo._stalled(8, True) == 2 and algo._stalled(8, False) == 0  # enumerated spaces only
+
+
+def test_batches_of_one_make_their_share_of_far_picks():
+    space = small_knob_space()
+    algo = make_guided("evolutionary", init=8, retrain_every=4, stall=8, stall_share=0.25,
+                       cost_model_options={"min_samples": 4, "rounds": 5})
+    algo.bind(space, np.random.default_rng(0), [])
+    cands = list(space.enumerate())
+    algo.tell([Measurement(c, Status.OK, times=[1.0 + i]) for i, c in enumerate(cands[:12])])  # the first was best
+    assert [algo._stalled(1, True) for _ in range(8)] == [0, 0, 0, 1, 0, 0, 0, 1]  # one slot in four
+    assert [algo._stalled(1, True) for _ in range(2)] == [0, 0] and algo.state_dict()["far_carry"] == 0.5  # resumed too
+    assert algo._stalled(8, True) == 2 and algo._stalled(2, True) == 1  # a batch: its share, at least one
+    algo.tell([Measurement(cands[12], Status.OK, times=[0.5])])  # a better result: not stalled, nothing carried
+    assert algo._stalled(1, True) == 0 and algo.far_carry == 0.0
+
+
+@pytest.mark.parametrize("batch, share", [(1, 0.25), (8, 1.0)])
+def test_a_stalled_search_whose_model_slots_all_go_to_far_picks_still_proposes(batch, share):
+    from autotune.search_spaces.knobs import KnobSpace
+    from autotune.types import Task
+
+    space = KnobSpace({"x": list(range(1, 17)), "y": list(range(1, 17))}, task=Task("kernel", "f", {}))
+    algo = make_guided("evolutionary", init=8, retrain_every=4, epsilon=0.0, stall=8, stall_share=share,
+                       cost_model_options={"min_samples": 4, "rounds": 5})
+    run(algo, space, _WorseEveryBatch(space), steps=24 // batch, batch=batch)  # stalled after the first batch
+    keys = set()
+    for _ in range(8 // batch):
+        got = algo.ask(batch)
+        assert len(got) == batch and not keys & {c.key for c in got}
+        keys |= {c.key for c in got}
+        algo.tell(_WorseEveryBatch(space).measure(space.task, got))
+
