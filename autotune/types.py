@@ -23,9 +23,15 @@ def canonical_json(value: Any) -> str:
 KEY_LENGTH = 16  # hex digits of a key
 
 
+def text_key(text: str, length: int = KEY_LENGTH) -> str:
+    """A short hex digest of ``text``, the canonical JSON of a value (``stable_key``), or one joined from
+    pieces of it."""
+    return hashlib.sha1(text.encode()).hexdigest()[:length]
+
+
 def stable_key(value: Any, length: int = KEY_LENGTH) -> str:
     """A short hex digest of the canonical JSON of ``value``."""
-    return hashlib.sha1(canonical_json(value).encode()).hexdigest()[:length]
+    return text_key(canonical_json(value), length)
 
 
 class Status(str, enum.Enum):

@@ -8,7 +8,6 @@ compact array of value indices. Spaces too large to enumerate (more than
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -16,7 +15,7 @@ import numpy as np
 from autotune.errors import UsageError
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.constraints import Constraint, make_constraint
-from autotune.types import KEY_LENGTH, Candidate, Task, canonical_json
+from autotune.types import Candidate, Task, canonical_json, text_key
 
 MEMO = 250_000  # points a space remembers for its moves (about 650 bytes each with ten knobs); then it starts again
 
@@ -108,7 +107,7 @@ class KnobSpace(Space):
         if self._json is None:
             return self._make(config)
         text = "{" + ",".join([self._json[k][idx[k]] for k in self._sorted_knobs]) + "}"
-        return Candidate(config, hashlib.sha1(text.encode()).hexdigest()[:KEY_LENGTH])
+        return Candidate(config, text_key(text))
 
     def _at(self, idx: tuple) -> Candidate | None:
         """The point at these value indices, None where it breaks a constraint (remembered, up to MEMO points)."""
