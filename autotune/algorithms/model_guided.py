@@ -149,7 +149,7 @@ class ModelGuided(SearchAlgorithm):
         self.trained_on = 0
         self.retrains = 0
         self.carry = 0.0
-        self.far_carry = 0.0  # the far picks' share left over from earlier batches (see _stalled)
+        self.far_carry = 0.0  # asked one point at a time: the far picks' share accumulated so far (see _stalled)
         self.slot = 0
         self.inner_state: dict | None = None
         self._all: list[Candidate] | None = None
