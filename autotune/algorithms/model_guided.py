@@ -30,7 +30,8 @@ Each ``ask(n)``:
    model's slots go instead to points of its ``stall_pool`` best-scored unseen ones, each the farthest
    (per-feature rank) from every point seen: a model trained around a plateau keeps proposing its
    neighbours, and a narrow optimum elsewhere is found only by measuring where nothing was
-   (enumerated spaces; shorter tails on the recorded spaces, docs/benchmarks.md);
+   (enumerated spaces; shorter tails on the recorded spaces, docs/benchmarks.md); both choices are
+   :mod:`autotune.algorithms.batch_choice`'s;
 5. once failures were measured, a failure classifier (:class:`~autotune.cost_models.failures.FailureModel`,
    retrained with the model) keeps candidates whose failure probability is above
    ``avoid_failures`` out of both the model's picks and the random ones, and those above
@@ -63,30 +64,13 @@ from typing import Any
 import numpy as np
 
 from autotune.algorithms.base import Option, SearchAlgorithm, offered_moves, union_moves
-from autotune.algorithms.support import (exhausted, farthest, fresh_sample, fresh_walk, nearest_distance,
-                                        rank_scaled)
+from autotune.algorithms.batch_choice import far_picks, member_scores, round_robin
+from autotune.algorithms.support import exhausted, farthest, fresh_sample, fresh_walk, rank_scaled
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.failures import FailureModel
 from autotune.cost_models.metrics import quality
 from autotune.types import Candidate, Measurement, Status
 from autotune.algorithms.registry import cost_model_class, make_algorithm
-
-
-def _members(model: CostModel, X: np.ndarray) -> np.ndarray:
-    """Scores per ensemble member (members x rows); one row for a plain model."""
-    if hasattr(model, "predict_members"):
-        return np.atleast_2d(model.predict_members(X))
-    return model.predict(X)[None, :]
-
-
-def _best_first(row: np.ndarray, k: int) -> np.ndarray:
-    """Indices of at least the ``k`` highest scores of ``row``, highest first, ties by index (the
-    order of a stable argsort of -row, without sorting the whole row)."""
-    if k >= len(row):
-        return np.argsort(-row, kind="stable")
-    threshold = np.partition(row, len(row) - k)[len(row) - k]
-    top = np.flatnonzero(row >= threshold)  # every tie of the k-th score too
-    return top[np.argsort(-row[top], kind="stable")]
 
 
 class ModelGuided(SearchAlgorithm):
@@ -213,7 +197,7 @@ class ModelGuided(SearchAlgorithm):
             s = model.predict(X[ok])
             a, b = np.polyfit(s, np.log(y[ok]), 1) if np.ptp(s) > 0 else (0.0, 0.0)
             calib = (a, b) if a < 0 else (-1.0, float(np.log(np.min(y[ok]))) + float(np.max(s)))
-        scores = _members(model, self._all_X) if self._all_X is not None else None
+        scores = member_scores(model, self._all_X) if self._all_X is not None else None
         return model, calib, model.save() if self.on_retrain is not None else b"", scores, failures, p_fail
 
     def _install(self, model: CostModel, calib: tuple, data: bytes, scores: np.ndarray | None,
@@ -274,12 +258,9 @@ class ModelGuided(SearchAlgorithm):
         if len(idx) == 0:
             return [], np.zeros((1, 0))
         if self._all_scored_at != self.retrains:  # predictions change only when the model does
-            self._all_scores = self._members(self._all_X)
+            self._all_scores = member_scores(self.cost_model, self._all_X)
             self._all_scored_at = self.retrains
         return [self._all[i] for i in idx], self._all_scores[:, idx]
-
-    def _members(self, X: np.ndarray) -> np.ndarray:
-        return _members(self.cost_model, X)
 
     def _scored_by_inner(self) -> tuple[list[Candidate], np.ndarray]:
         inner = type(self.inner)(**self.inner.config)
@@ -292,7 +273,7 @@ class ModelGuided(SearchAlgorithm):
             if not batch:
                 break
             budget -= len(batch)
-            members = self._members(self._features(batch))
+            members = member_scores(self.cost_model, self._features(batch))
             scores = members.mean(axis=0)  # the model's prediction: its members' mean
             inner.tell([Measurement(c, Status.OK, cost=float(math.exp(min(a * s + b, 700.0))))
                         for c, s in zip(batch, scores)])
@@ -381,51 +362,18 @@ class ModelGuided(SearchAlgorithm):
         return 1
 
     def _far_from_seen(self, cands: list[Candidate], scores: np.ndarray, n: int, chosen: list[int]) -> list[int]:
-        """Up to ``n`` picks, each of the ``stall_pool`` best mean-scored candidates not chosen yet the one
-        farthest (per-feature ranks) from every point seen and every pick before it: where the model expects
-        a good result and nothing near was measured, to leave a plateau the model keeps proposing around."""
+        """Up to ``n`` far picks (batch_choice.far_picks) among the ``stall_pool`` best mean-scored candidates."""
         if n <= 0 or not cands:
             return []
         if self._ranked is None:
             self._ranked = rank_scaled(self._all_X)
-        mean = scores.mean(axis=0)
-        taken = set(chosen)
-        pool = [int(i) for i in _best_first(mean, int(self.config["stall_pool"]) + len(taken)) if int(i) not in taken]
-        pool = pool[: int(self.config["stall_pool"])]
-        near = self._seen_rows() + [self._all_index[cands[i].key] for i in chosen]
-        rows = np.array([self._all_index[cands[i].key] for i in pool], dtype=int)
-        dist = nearest_distance(self._ranked, rows, near)  # updated with each pick, not recomputed
-        out: list[int] = []
-        for _ in range(min(n, len(pool))):
-            k = int(np.argmax(dist))
-            out.append(pool[k])
-            dist = np.minimum(dist, nearest_distance(self._ranked, rows, [int(rows[k])]))
-            dist[k] = -np.inf
-        return out
+        return far_picks(self._ranked, lambda i: self._all_index[cands[i].key], scores.mean(axis=0), n,
+                         int(self.config["stall_pool"]), self._seen_rows(), chosen)
 
     def _mark_seen(self, c: Candidate) -> None:
         self.seen.add(c.key)
         if self._unseen is not None and c.key in self._all_index:
             self._unseen[self._all_index[c.key]] = False
-
-    @staticmethod
-    def _select(scores: np.ndarray, n: int, first: int = 0) -> list[int]:
-        """Slot j takes the best-scored candidate of ensemble member first + j (round robin; Thompson-like
-        sampling that spreads a batch over what the members disagree on); one member = top n."""
-        chosen: list[int] = []
-        if scores.shape[1] == 0 or n <= 0:  # every model slot went to far picks (a batch of one, or stall_share 1)
-            return chosen
-        orders = [_best_first(row, 2 * n) for row in scores]  # a member is passed over at most n times
-        pos = [0] * len(orders)
-        taken: set[int] = set()
-        while len(chosen) < min(n, scores.shape[1]):
-            m = (first + len(chosen)) % len(orders)
-            while int(orders[m][pos[m]]) in taken:
-                pos[m] += 1
-            i = int(orders[m][pos[m]])
-            taken.add(i)
-            chosen.append(i)
-        return chosen
 
     def ask(self, n: int) -> list[Candidate]:
         out: list[Candidate] = []
@@ -442,7 +390,7 @@ class ModelGuided(SearchAlgorithm):
             cands, scores = scored if scored is not None else self._scored_by_inner()
             cands, scores = self._likely_to_run(cands, scores)
             n_far = self._stalled(n_model, scored is not None)
-            chosen = self._select(scores, n_model - n_far, self.slot)
+            chosen = round_robin(scores, n_model - n_far, self.slot)
             chosen += self._far_from_seen(cands, scores, n_far, chosen)
             self.slot += len(chosen)  # the next batch starts at the next member: small batches use them all
             for i in chosen:

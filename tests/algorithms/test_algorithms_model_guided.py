@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from autotune.cost_models.xgb import XGBCostModel
 
+from autotune.algorithms.batch_choice import member_scores
 from autotune.algorithms.model_guided import ModelGuided, make_guided
 from autotune.algorithms.support import rank_scaled
 from autotune.testing.algorithms import AlgorithmConformance
@@ -91,14 +92,6 @@ def test_options_are_split_between_wrapper_and_inner():
 class TestGuidedWithEnsemble(AlgorithmConformance):
     def make_algorithm(self):
         return make_guided("mcmc", init=6, retrain_every=4, cost_model_options={"min_samples": 4, "rounds": 5, "members": 2})
-
-
-def test_select_round_robins_over_members():
-    scores = np.array([[3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 2.0, 3.0]])
-    assert ModelGuided._select(scores, 3) == [0, 3, 1]
-    assert ModelGuided._select(scores[:1], 2) == [0, 1]
-    assert ModelGuided._select(scores, 9) == [0, 3, 1, 2]
-    assert ModelGuided._select(scores, 1, first=1) == [3]  # slot 0 goes to member 1
 
 
 def test_batches_of_one_take_turns_over_the_members():
@@ -313,7 +306,7 @@ def test_a_stalled_search_gives_part_of_its_batch_to_promising_points_far_from_t
     algo = algos[8]
     R = rank_scaled(algo._all_X)
     near = [algo._all_index[m.candidate.key] for m in algo.history] + [algo._all_index[c.key] for c in stalled[:6]]
-    scores = algo._members(algo._all_X).mean(axis=0)
+    scores = member_scores(algo.cost_model, algo._all_X).mean(axis=0)
     pool = sorted(set(range(len(algo._all))) - set(near), key=lambda i: -scores[i])[:16]  # the model's best 16
 
     def gap(i):
