@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import and_, func, or_, select
 
-from autotune.db.database import Database
+from autotune.db.database import Database, row_to_measurement
 from autotune.db.models import (
     CampaignRow,
     CampaignTrialRow,
@@ -303,6 +303,27 @@ def load_cost_model(db: Database, model_id: int | None = None, campaign: str | N
     props = device_row.properties if device_row is not None else None
     return model, task, {"id": row.id, "name": row.name, "n_samples": row.n_samples, "metrics": row.metrics,
                          "device_properties": props}
+
+
+def campaign_objectives(db: Database, campaign_id: int) -> list[tuple[int, str, float]]:
+    """(trial id, candidate key, objective: its cost, inf when it failed) of every evaluation of a campaign
+    in order, look-ups included, without reading the configurations back (decoding a large one, a
+    strategy of hundreds of ops, takes about a millisecond: seconds over a long search)."""
+    with db.session() as s:
+        rows = s.execute(
+            select(TrialRow.id, TrialRow.candidate_key, TrialRow.cost)
+            .join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id)
+            .where(CampaignTrialRow.campaign_id == campaign_id).order_by(CampaignTrialRow.id)
+        ).all()
+    return [(int(i), k, float(c) if c is not None else float("inf")) for i, k, c in rows]
+
+
+def measurements_by_id(db: Database, trial_ids) -> dict[int, Measurement]:
+    """The trials of these ids, as measurements."""
+    ids = sorted({int(i) for i in trial_ids})
+    with db.session() as s:
+        rows = s.scalars(select(TrialRow).where(TrialRow.id.in_(ids))).all() if ids else []
+        return {int(t.id): row_to_measurement(t) for t in rows}
 
 
 def costs_by_key(db: Database, task_kind: str, device_id: int) -> dict[str, float]:

@@ -14,6 +14,10 @@ data parallel degree d = GPUs / (t p).
   micro-batches of one sequence for the others, 175B and 530B interleaved over 3 chunks per stage (its
   Table 3, as in ``validate_simulator.py``); published with full recomputation and with sequence
   parallelism and selective recomputation: the faster is the reference.
+- ``gpt3-xl``: the 1.3B model of Brown et al., "Language Models are Few-Shot Learners" (arXiv:2005.14165),
+  Table 2.1 (24 layers, hidden 2048, 24 heads, batch 1M tokens: 512 sequences of 2,048), on one DGX A100 (8 GPUs),
+  in the layout Megatron-LM runs a model that fits on one GPU with: SC'21 Table 1's 1.7B row (t = 1, p = 1,
+  data parallel, micro-batches of 16 sequences, PyTorch's overlapped DDP).
 
 For each case: the published layout's simulated iteration time (Megatron's strategy at its t and p,
 ``strategy.megatron``), then ``parallelize`` from scratch (the default algorithm, its baselines and seed
@@ -21,7 +25,8 @@ layouts first, then the search, within --time-budget seconds of wall time; the r
 searched too) on the same GPUs and global batch. Reported: both times, their ratio (search / published: at most 1 is at least as fast), where the
 best came from (a baseline, a seed layout or the search), and the wall time of the search.
 
-    python scripts/bench_layouts.py [--time-budget 55] [--cases sc21 reduce-recompute] [--json]
+    python scripts/bench_layouts.py [--time-budget 55] [--cases sc21 reduce-recompute gpt3-xl] [--json]
+    python scripts/bench_layouts.py --trials 1000   # as `autotune parallelize` runs without a budget
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ CASES = [
       for size, heads, hidden, layers, t, p, gpus, batch, _, micro, virtual, overlap in TABLE1 if gpus <= 512],
     *[("reduce-recompute", f"gpt-{name}", layers, hidden, heads, gpus, batch, t, p, micro, virtual, None)
       for name, heads, hidden, layers, t, p, gpus, batch, _, micro, virtual in REDUCE_RECOMPUTE],
+    ("gpt3-xl", "gpt-1.3b", 24, 2048, 24, 8, 512, 1, 1, 16, 1, True),
 ]
 
 
@@ -84,7 +90,10 @@ def run_case(case, time_budget: float | None, seed: int, algorithm: str, trials:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--time-budget", type=float, default=55.0, help="wall seconds of each search (default 55)")
+    ap.add_argument("--time-budget", type=float, default=None, help="wall seconds of each search (default 55, "
+                                                                    "none with --trials)")
+    ap.add_argument("--trials", type=int, default=None,
+                    help="simulations of each search after its baselines (`autotune parallelize` runs 1000 without a budget)")
     ap.add_argument("--cases", nargs="+", default=None, metavar="SOURCE|MODEL",
                     help="only the cases of these sources or models (default: all)")
     ap.add_argument("--algorithm", default="mcmc")
@@ -95,9 +104,10 @@ def main() -> None:
     if not cases:
         ap.error(f"no case matches {args.cases}; sources: {sorted({c[0] for c in CASES})}, "
                  f"models: {[c[1] for c in CASES]}")
+    budget = args.time_budget if args.time_budget is not None or args.trials else 55.0
     rows = []
     for case in cases:
-        rows.append(run_case(case, args.time_budget, args.seed, args.algorithm))
+        rows.append(run_case(case, budget, args.seed, args.algorithm, args.trials))
         if not args.json:
             r = rows[-1]
             pub = f"{r['published_s']:.3f}" if r["published_s"] else "OOM"

@@ -16,6 +16,7 @@ another database, see :mod:`autotune.db.calibration`) replace the simulator's es
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import re
 import tempfile
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 
 from autotune.algorithms.registry import ALGORITHMS, check_options, make_algorithm
 from autotune.campaign import Campaign
-from autotune.db import open_database
+from autotune.db import open_database, queries
 from autotune.db.calibration import measured
 from autotune.errors import UsageError, did_you_mean
 from autotune.progress import Progress, make_progress
@@ -272,15 +273,19 @@ def _search(space: StrategySpace, runner: SimulatorRunner, db, algo, trials: int
     Campaign(name, space, algo, runner, db, trials=None if trials is None else trials + len(first),
              time_budget=left, batch=step, seed=seed, progress=bar.shown, console=bar.console,
              warmup=list(first.values()), warmup_required=len(baselines), recipe=recipe, fresh=fresh).run()
-    history = [m for m, _ in db.campaign_history(db.campaign(name).id)]
-    by_key = {m.candidate.key: m for m in history}
-    measured = {n: by_key[c.key] for n, c in baselines.items()}
-    best, source, trace = None, "", []
-    for m in history:
-        if m.ok and (best is None or m.objective < best.objective):
-            best, source = m, names.get(m.candidate.key, "search")
-        trace.append(best.objective if best else float("inf"))
-    if best is None:  # nothing fits in memory: report the first baseline's failure
+    rows = queries.campaign_objectives(db, db.campaign(name).id)  # not the configurations: a long search has many
+    best_at, trace = None, []
+    for i, (_, _, objective) in enumerate(rows):
+        if objective < math.inf and (best_at is None or objective < rows[best_at][2]):
+            best_at = i
+        trace.append(rows[best_at][2] if best_at is not None else math.inf)
+    trial_of = {key: tid for tid, key, _ in rows}
+    wanted = [trial_of[c.key] for c in baselines.values()] + ([rows[best_at][0]] if best_at is not None else [])
+    loaded = queries.measurements_by_id(db, wanted)
+    measured = {n: loaded[trial_of[c.key]] for n, c in baselines.items()}
+    if best_at is None:  # nothing fits in memory: report the first baseline's failure
         source, best = next(iter(measured.items()))
+    else:
+        best, source = loaded[rows[best_at][0]], names.get(rows[best_at][1], "search")
     return ParallelizeResult(space.graph, space.cluster, space, runner, best, source, measured,
                              time.perf_counter() - t0, runner.simulations, trace[len(first):], name)

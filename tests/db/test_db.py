@@ -145,3 +145,23 @@ def test_record_batch_is_one_transaction(db):
         db.record_batch(tid, did, camp.id, ms, state={"bad": float("nan")} if db.dialect == "postgresql" else {"bad": object()})
     with db.session() as s:
         assert s.scalar(select(func.count(TrialRow.id))) == 0
+
+
+def test_campaign_objectives_list_every_evaluation_in_order_without_their_configurations(db):
+    """What a long search reads back at its end: each evaluation's trial, key and objective (inf for a
+    failure), in the campaign's order; then only the trials it needs, whole."""
+    from autotune.campaign import Campaign
+
+    space = small_knob_space()
+    failing = space.candidate({"x": 2, "y": 2, "mode": "a"})
+    Campaign("obj", space, "random", FakeRunner(space, fail={failing.key}), db, seed=1,
+             warmup=[failing]).run()
+    history = [m for m, _ in db.campaign_history(db.campaign("obj").id)]
+    rows = queries.campaign_objectives(db, db.campaign("obj").id)
+    assert [k for _, k, _ in rows] == [m.candidate.key for m in history] and len(rows) == space.size()
+    assert [o for _, _, o in rows] == [m.objective for m in history]
+    assert rows[0][1] == failing.key and rows[0][2] == float("inf")
+    loaded = queries.measurements_by_id(db, [rows[0][0], rows[1][0], rows[1][0]])
+    assert set(loaded) == {rows[0][0], rows[1][0]}
+    assert loaded[rows[1][0]].candidate.payload == history[1].candidate.payload and not loaded[rows[0][0]].ok
+    assert queries.measurements_by_id(db, []) == {}
