@@ -31,6 +31,12 @@ GPU; its training pairs involve that GPU nowhere); then over all test pairs, spl
 and cross-vendor pairs: median cold/warm, its distribution and the worst warm/cold.
 --results FILE keeps every (cold or candidate, pair, seed) result as it is measured, so an
 interrupted run continues.
+
+--auto: per target instead of per pair, the sources that `--transfer-from auto` would pick for it among the
+kernel's other GPUs (the most similar by their properties, at most 2: autotune/transfer/sources.py), each
+warm start against the cold search on the same target.
+
+    python scripts/bench_transfer.py --auto --seeds 5
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.cost_models.xgb import XGBCostModel
 from autotune.runners.replay import ReplayRunner, record_measurement, replay_device
 from autotune.search_spaces.replay import KTCache, ReplaySpace, cache_label
+from autotune.transfer.similarity import rank_similar
+from autotune.transfer.sources import pick_auto, source_data
 from autotune.types import Candidate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -156,6 +164,39 @@ def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=p
             f"  source-best x{ratio:.3f}")
         pairs.append(row)
     return pairs
+
+
+def bench_auto(paths: list[str], seeds: int, max_trials: int, batch: int, log=print) -> list[dict]:
+    """Per target: cold search against the warm start from the sources `auto` picks among the other caches."""
+    caches = {cache_label(p): KTCache.load(p) for p in paths}
+    data = {name: all_measurements(c) for name, c in caches.items()}
+    devices = {name: replay_device(c) for name, c in caches.items()}
+    rows = []
+    for tgt, cache in caches.items():
+        others = {devices[n].key: n for n in caches if n != tgt}
+        ranked = rank_similar(devices[tgt], [devices[n] for n in others.values()],
+                              {k: data[n] for k, n in others.items()})
+        picked = pick_auto(ranked)
+        sources = [source_data(s, data[others[s.device.key]]) for s in picked]
+        goal = optimum(data[tgt]) * 1.05
+
+        cold, warm = [], []
+        for seed in range(seeds):
+            for runs, algo in ((cold, cold_algorithm(seed)),
+                               (warm, WarmStart(make_algorithm("evolutionary"), sources, target_device=devices[tgt]))):
+                runs.append(trials_to_target(algo, ReplaySpace(cache), ReplayRunner(cache), goal, max_trials, batch, seed))
+        by_key = {m.candidate.key: m for m in data[tgt]}
+        first = max(sources, key=lambda s: s.weight)  # whose best configuration is measured first
+        src_best = next(m.candidate.key for m in first.ranked() if m.candidate.key in by_key)
+        ratio = by_key[src_best].cost / optimum(data[tgt]) if by_key[src_best].ok else 1e9
+        row = {"source": "+".join(others[s.device.key] for s in picked), "target": tgt,
+               "cold_to_5pct_median": median_capped(cold, max_trials), "warm_to_5pct_median": median_capped(warm, max_trials),
+               "source_best_ratio": round(ratio, 4), "similarity": [round(s.score, 3) for s in picked],
+               "cold_runs": cold, "warm_runs": warm}
+        log(f"  {row['source']} -> {tgt} (similarity {row['similarity']}): cold {row['cold_to_5pct_median']} {cold}  "
+            f"warm {row['warm_to_5pct_median']} {warm}")
+        rows.append(row)
+    return rows
 
 
 def summary(pairs: list[dict], cap: int) -> dict:
@@ -306,6 +347,8 @@ def main(argv=None) -> int:
                     help="choose among --candidates on training pairs, report on held-out ones (default: none)")
     ap.add_argument("--candidates", nargs="+", default=None, metavar="K=V,...",
                     help=f"WarmStart settings a protocol chooses among (default: {' '.join(WARM_CANDIDATES)})")
+    ap.add_argument("--auto", action="store_true",
+                    help="per target, warm-start from the sources `--transfer-from auto` picks among the other GPUs")
     ap.add_argument("--results", default=None, metavar="FILE",
                     help="JSON file of every measured (cold or candidate, pair, seed) result, reused when present (resume)")
     args = ap.parse_args(argv)
@@ -324,15 +367,19 @@ def main(argv=None) -> int:
             continue
         print(f"{kernel}: {len(paths)} GPUs", file=sys.stderr)
         warm_options = protocol.parse_options(args.warm)
-        pairs = bench_group(paths, args.seeds, args.max_trials, args.batch, log=lambda s: print(s, file=sys.stderr),
-                            warm_options=warm_options, adversarial=args.adversarial)
+        log = functools.partial(print, file=sys.stderr)
+        if args.auto:
+            pairs = bench_auto(paths, args.seeds, args.max_trials, args.batch, log=log)
+        else:
+            pairs = bench_group(paths, args.seeds, args.max_trials, args.batch, log=log, warm_options=warm_options,
+                                adversarial=args.adversarial)
         for p in pairs:
             p["kernel"] = kernel
         groups.append((kernel, pairs))
         all_pairs.extend(pairs)
     print(markdown(groups))
     summ = summary(all_pairs, args.max_trials)
-    print(f"\nmedian cold/warm over {summ['pairs']} pairs: {summ['median_speedup']}x; worst warm/cold: "
+    print(f"\nmedian cold/warm over {summ['pairs']} {'targets' if args.auto else 'pairs'}: {summ['median_speedup']}x; worst warm/cold: "
           f"{summ['worst_warm_over_cold']}x; seeds {args.seeds}, batch {args.batch}, cap {args.max_trials}; "
           f"{time.time() - t0:.0f} s")
     if args.json:

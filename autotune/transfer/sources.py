@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from autotune.errors import UsageError
 from autotune.db import transfer as store
-from autotune.transfer.similarity import rank_similar
+from autotune.transfer.similarity import Similar, rank_similar
 from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
 from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.types import Device, Task
@@ -21,7 +21,7 @@ def choose_sources(db, task: Task, target: Device, spec: str, max_auto: int = 2,
     mine = trials.get(target.key, (target, []))[1]
     ranked = rank_similar(target, [d for d, _ in others.values()], {k: v[1] for k, v in others.items()}, mine)
     if spec.strip().lower() == "auto":
-        picked = [s for s in ranked if s.score >= min_score][:max_auto] or [s for s in ranked if s.score > 0][:1]
+        picked = pick_auto(ranked, max_auto, min_score)
     else:
         names = [n.strip() for n in spec.split(",") if n.strip()]
         picked = []
@@ -32,7 +32,18 @@ def choose_sources(db, task: Task, target: Device, spec: str, max_auto: int = 2,
                 raise UsageError(f"--transfer-from: device {n!r} has no successful measurement of task {task.name!r}; "
                                  f"devices with some: {have}")
             picked.append(hit[0])
-    return [SourceData(s.device, others[s.device.key][1], weight=max(s.score, 0.05), info=s.to_json()) for s in picked]
+    return [source_data(s, others[s.device.key][1]) for s in picked]
+
+
+def pick_auto(ranked: list[Similar], max_auto: int = 2, min_score: float = 0.3) -> list[Similar]:
+    """What `auto` keeps of devices ranked most similar first: those at least ``min_score`` similar (at most
+    ``max_auto``), else the single most similar one with any similarity."""
+    return [s for s in ranked if s.score >= min_score][:max_auto] or [s for s in ranked if s.score > 0][:1]
+
+
+def source_data(similar: Similar, measurements) -> SourceData:
+    """A chosen device's measurements as a warm start's source, weighted by its similarity."""
+    return SourceData(similar.device, measurements, weight=max(similar.score, 0.05), info=similar.to_json())
 
 
 def warm_start_search(db, task: Task, target: Device, algorithm: str, spec: str, top_k: int = DEFAULT_TRANSFER_TOP,

@@ -66,3 +66,22 @@ def test_cold_figure_is_the_count_of_measurements_to_5pct(tmp_path, monkeypatch)
     assert [p["cold_to_5pct_median"] for p in capped] == [None, None] and capped[0]["cold_runs"] == [None, None]
     assert ">cap" in bench.markdown([("toy", capped)])
     assert bench.summary(capped, 21)["median_speedup"] == 22.0  # a miss counts as cap + 1 against warm's 1
+
+
+def test_auto_warm_starts_each_target_from_the_sources_auto_picks(tmp_path, capsys):
+    """--auto: one row per target, its sources those `--transfer-from auto` picks among the other caches (the
+    most similar by properties, at most 2), named in the row with their similarity."""
+    a, b = _pair(tmp_path)
+    c = write_cache(tmp_path / "GPU_C.json.gz", NAMES["ampere"], lambda x, y, z: 0.7 * turing_time(x, y, z))
+    out = tmp_path / "auto.json"
+    assert load_bench().main(["--cache", a, b, c, "--auto", "--seeds", "2", "--max-trials", "40",
+                              "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    rows = {p["target"]: p for p in doc["pairs"]}
+    assert sorted(rows) == ["GPU_A", "GPU_B", "GPU_C"] and doc["summary"]["pairs"] == 3
+    # TITAN RTX and RTX 2080 Ti (both Turing) are each other's most similar; the RTX 3090 comes second
+    assert rows["GPU_A"]["source"].split("+")[0] == "GPU_B" and rows["GPU_B"]["source"].split("+")[0] == "GPU_A"
+    for p in doc["pairs"]:
+        assert 1 <= len(p["source"].split("+")) <= 2 and p["target"] not in p["source"].split("+")
+        assert p["warm_to_5pct_median"] == 1  # every cache has the same best configuration
+    assert "over 3 targets" in capsys.readouterr().out
