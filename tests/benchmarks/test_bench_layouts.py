@@ -29,3 +29,12 @@ def test_the_search_is_at_least_as_fast_as_a_published_layout():
     row = bench_layouts.run_case(case, time_budget=None, seed=0, algorithm="mcmc", trials=0)
     assert row["published_s"] == pub_s and row["ratio"] <= 1.0 + 1e-12
     assert row["best_microbatches"] in (1, 2, 4)  # batch 4 splits into 1, 2 or 4 micro-batches
+
+
+def test_the_gpt3_xl_case_is_megatrons_data_parallel_layout_and_the_search_reaches_it():
+    case = next(c for c in bench_layouts.CASES if c[0] == "gpt3-xl")
+    assert case[1:9] == ("gpt-1.3b", 24, 2048, 24, 8, 512, 1, 1)  # GPT-3 XL's shape and batch; t = p = 1 on 8 GPUs
+    pub_s, pub_m = bench_layouts.published(case)
+    assert pub_m == 4  # 512 / 8 replicas = 64 sequences each, in micro-batches of 16
+    row = bench_layouts.run_case(case, time_budget=None, seed=0, algorithm="mcmc", trials=0)
+    assert row["published_layout"] == "t1 p1 d8" and row["ratio"] <= 1.0 + 1e-12
