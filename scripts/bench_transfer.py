@@ -135,6 +135,14 @@ def misleading(source: SourceData, how: str = "inverted") -> SourceData:
     return SourceData(source.device, ms)
 
 
+def source_best_ratio(source: SourceData, target: list) -> float:
+    """The source's best configuration among the target's (a target may hold fewer): its time on the target
+    over the target's optimum (1e9 when it fails there)."""
+    by_key = {m.candidate.key: m for m in target}
+    src_best = by_key[next(m.candidate.key for m in source.ranked() if m.candidate.key in by_key)]
+    return src_best.cost / optimum(target) if src_best.ok else 1e9
+
+
 def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=print, warm_options=None,
                 adversarial: str | None = None) -> list[dict]:
     caches = {cache_label(p): KTCache.load(p) for p in paths}
@@ -142,8 +150,7 @@ def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=p
     cold_cache: dict[str, list] = {}
     pairs = []
     for src, tgt in itertools.permutations(caches, 2):
-        best = optimum(data[tgt])
-        goal = best * 1.05
+        goal = optimum(data[tgt]) * 1.05
         if tgt not in cold_cache:
             cold_cache[tgt] = [trials_to_target(cold_algorithm(s), ReplaySpace(caches[tgt]), ReplayRunner(caches[tgt]), goal,
                                                 max_trials, batch, s) for s in range(seeds)]
@@ -153,10 +160,7 @@ def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=p
         # a fresh space per run: a space samples differently once enumerated, so sharing one makes runs order-dependent
         warm = [trials_to_target(warm_algorithm(source, s, replay_device(caches[tgt]), **(warm_options or {})), ReplaySpace(caches[tgt]),
                                  ReplayRunner(caches[tgt]), goal, max_trials, batch, s) for s in range(seeds)]
-        by_key = {m.candidate.key: m for m in data[tgt]}
-        # the source's best among the target's configurations (a target may hold fewer)
-        src_best = next(m.candidate.key for m in source.ranked() if m.candidate.key in by_key)
-        ratio = by_key[src_best].cost / best if by_key[src_best].ok else 1e9
+        ratio = source_best_ratio(source, data[tgt])
         row = {"source": src, "target": tgt, "cold_to_5pct_median": median_capped(cold_cache[tgt], max_trials),
                "warm_to_5pct_median": median_capped(warm, max_trials), "source_best_ratio": round(ratio, 4),
                "cold_runs": cold_cache[tgt], "warm_runs": warm}
@@ -185,10 +189,7 @@ def bench_auto(paths: list[str], seeds: int, max_trials: int, batch: int, log=pr
             for runs, algo in ((cold, cold_algorithm(seed)),
                                (warm, WarmStart(make_algorithm("evolutionary"), sources, target_device=devices[tgt]))):
                 runs.append(trials_to_target(algo, ReplaySpace(cache), ReplayRunner(cache), goal, max_trials, batch, seed))
-        by_key = {m.candidate.key: m for m in data[tgt]}
-        first = max(sources, key=lambda s: s.weight)  # whose best configuration is measured first
-        src_best = next(m.candidate.key for m in first.ranked() if m.candidate.key in by_key)
-        ratio = by_key[src_best].cost / optimum(data[tgt]) if by_key[src_best].ok else 1e9
+        ratio = source_best_ratio(max(sources, key=lambda s: s.weight), data[tgt])  # whose best is measured first
         row = {"source": "+".join(others[s.device.key] for s in picked), "target": tgt,
                "cold_to_5pct_median": median_capped(cold, max_trials), "warm_to_5pct_median": median_capped(warm, max_trials),
                "source_best_ratio": round(ratio, 4), "similarity": [round(s.score, 3) for s in picked],
