@@ -1,0 +1,13 @@
+"""Campaigns: tune a space with an algorithm and a runner, every measurement logged to the database.
+
+- campaign: `Campaign`, what a campaign is made of and how one run of it starts and ends
+- loop: the rounds of one run (ask, look up, measure, store, tell) and the budgets that end them
+- result: `CampaignResult`, the figures a run returns
+- resume: the command line that resumes a campaign from its stored recipe
+"""
+
+from autotune.campaign.campaign import Campaign
+from autotune.campaign.result import CampaignResult
+from autotune.campaign.resume import resume_command
+
+__all__ = ["Campaign", "CampaignResult", "resume_command"]

@@ -1,0 +1,181 @@
+"""A tuning campaign: a search space, an algorithm and a runner, logged to the database under a name.
+
+Each batch is committed in one transaction together with the algorithm's state, so
+a campaign killed at any point loses at most the batch in flight, and resuming it
+(same name) reloads its evaluations into the algorithm and continues the same search.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+from rich.console import Console
+from sqlalchemy import select
+
+from autotune.algorithms.base import SearchAlgorithm
+from autotune.algorithms.registry import make_algorithm
+from autotune.campaign.loop import CampaignRun, Heartbeat
+from autotune.campaign.result import CampaignResult, campaign_result
+from autotune.campaign.resume import resume_command
+from autotune.db.database import Database
+from autotune.db.models import CampaignRow
+from autotune.db.queries import campaign_figures
+from autotune.db.workers import worker_id
+from autotune.errors import UsageError
+from autotune.runners.base import Runner
+from autotune.search_spaces.base import Space
+from autotune.types import Candidate
+
+
+def _positive(name: str, value, kind=float):
+    if value is not None and not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+        raise UsageError(f"{name} must be a positive number, not {value!r}")
+    return kind(value) if value is not None else None
+
+
+class Campaign:
+    """Tune ``space`` with ``algorithm`` measured by ``runner``, logging to ``db``.
+
+    Budgets: ``trials`` (measurements, counted over every run of the campaign), ``time_budget``
+    (wall seconds of this run) and ``simulated_budget`` (simulated seconds, all runs). At least
+    one must be given unless the space is finite.
+
+    ``warmup``: candidates evaluated first, before the algorithm is asked for any (reference points
+    such as a parallelization's baselines and seed layouts). They are trials like the others, logged,
+    counted in the trial budget and told to the algorithm; the first ``warmup_required`` of them (default:
+    all) are measured as one batch whatever the budgets, the rest in batches of ``WARMUP_CHUNK`` (or the
+    batch size, if larger) until the time budget runs out, so that a long list of reference points
+    cannot overrun it. A resumed campaign evaluates only those its history lacks.
+
+    ``recipe``: how to make this campaign again, ``{"kind": ..., "args": {...}}`` of a driver
+    (autotune.drivers.scale), stored with the campaign so that `autotune worker` can join it.
+
+    ``fresh``: start afresh under this name: an existing campaign of that name is deleted first (its
+    measured trials stay in the database, with no campaign, and this campaign looks them up as
+    ``reused``).
+
+    Ctrl-C (KeyboardInterrupt) stores what was measured, marks the campaign "interrupted", gives back
+    this worker's claim and reservations, says on stderr how to resume, and is raised again.
+
+    Several processes (on any hosts sharing the database) may run one campaign: each reserves the
+    candidates it measures, claims from the shared trial budget and sends heartbeats, so none is
+    measured twice, the budget is exact, and a dead worker's candidates are measured by the others.
+    """
+
+    SYNC_S = 1.0  # how often a worker reads the results other workers stored
+
+    def __init__(
+        self, name: str, space: Space, algorithm: str | SearchAlgorithm, runner: Runner, db: Database, *,
+        trials: int | None = None, time_budget: float | None = None, simulated_budget: float | None = None,
+        batch: int = 8, seed: int = 0, progress: bool | None = None, console: Console | None = None,
+        warmup: Sequence[Candidate] = (), warmup_required: int | None = None, recipe: dict | None = None,
+        fresh: bool = False,
+    ):
+        if not name:
+            raise UsageError("a campaign needs a name")
+        self.name, self.space, self.runner, self.db = name, space, runner, db
+        self.algorithm = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
+        self.trials = _positive("the trial budget", trials, int)
+        self.time_budget = _positive("the time budget", time_budget)
+        self.simulated_budget = _positive("the simulated-time budget", simulated_budget)
+        self.batch = _positive("the batch size", batch, int)
+        self.seed = int(seed)
+        self.warmup = list({c.key: c for c in warmup}.values())
+        warmup = list(warmup)
+        self.required = {c.key for c in warmup[:len(warmup) if warmup_required is None else int(warmup_required)]}
+        self.recipe = recipe
+        self.fresh = bool(fresh)
+        if self.trials is None and self.time_budget is None and self.simulated_budget is None and space.size() is None:
+            raise UsageError("give a budget (trials, time or simulated time): this space is unbounded")
+        self.algorithm.check_space(space)  # before the campaign is opened in the database
+        self.console = console or Console(stderr=True)
+        # a bar only on a terminal (or a notebook): logs and pipes get no control characters; None, the
+        # default of the Python API, is on there too, False (--no-progress) off everywhere
+        self.progress = (progress is None or bool(progress)) and bool(self.console.is_terminal or self.console.is_jupyter)
+
+    def _options(self) -> dict:
+        config = dict(self.algorithm.config)
+        inner = getattr(self.algorithm, "inner", None)
+        if isinstance(inner, SearchAlgorithm):  # a wrapper (model guidance): its inner algorithm's options too
+            config = {**inner.config, **config}
+        options = {"algorithm_options": config, "seed": self.seed, "batch": self.batch,
+                   "budget": {"trials": self.trials, "time_s": self.time_budget, "simulated_s": self.simulated_budget}}
+        if self.recipe is not None:
+            options["recipe"] = self.recipe
+        return options
+
+    def _start_afresh(self) -> None:
+        """Delete the campaign of this name, if there is one (refused while it has live workers); its
+        trials stay (campaign NULL), to be reused."""
+        with self.db.session() as s:
+            exists = s.scalar(select(CampaignRow.id).where(CampaignRow.name == self.name)) is not None
+        if exists:
+            self.db.delete_campaign(self.name, with_trials=False)
+
+    def run(self) -> CampaignResult:
+        start = time.perf_counter()
+        task, device = self.space.task, self.runner.device
+        if self.fresh:
+            self._start_afresh()
+        row, resumed = self.db.open_campaign(self.name, task, device, self.algorithm.name or "custom", self._options())
+        cid = row.id
+        try:  # reloading a long history (and retraining a model on it) may be interrupted too
+            history = self.db.campaign_history(cid)
+            figures = campaign_figures(self.db, cid)
+
+            def store_model(metrics: dict, data: bytes) -> None:  # every retrained cost model is logged
+                model = self.algorithm.cost_model
+                self.db.save_cost_model((model.name if model is not None else "") or "model", data, metrics,
+                                        int(metrics.get("n_train", metrics.get("n_samples", 0))), task, device, cid)
+
+            self.algorithm.on_retrain = store_model
+            self.algorithm.bind(self.space, np.random.default_rng(self.seed), [m for m, _ in history])
+            state = self.db.load_state(cid)
+            if state:
+                self.algorithm.load_state_dict(state)
+        except KeyboardInterrupt:
+            self._interrupted(cid)
+            raise
+        worker = worker_id(run=True)
+        if any(w["alive"] for w in self.db.campaign_workers(cid)) and self.algorithm.rng is not None:
+            # joining workers that run now: the shared state would make it propose what they propose
+            mix = np.random.default_rng([self.seed, zlib.crc32(worker.encode())])
+            self.algorithm.rng.bit_generator.state = mix.bit_generator.state
+        self.db.set_campaign_status(cid, "running")
+        run = CampaignRun(self, cid, worker, figures, {m.candidate.key for m, _ in history}, start)
+        progress = run.progress()
+        heartbeat = Heartbeat(self.db, cid, worker)
+        interrupted = False
+        try:
+            with progress:
+                bar = progress.add_task(self.name, total=self.trials, completed=run.measured, info="")
+                status = run.loop(lambda: progress.update(bar, completed=run.measured, info=run.info()))
+        except KeyboardInterrupt:
+            interrupted = True
+            run.store_unstored()
+            raise
+        finally:
+            heartbeat.stop()
+            # the claim and any reservation left (only if the run failed or was interrupted) are given back; a
+            # killed worker's stay until another worker sees it is dead and takes them over
+            self.db.release_claim(cid, worker)
+            if interrupted:
+                self._interrupted(cid)
+        self.db.set_campaign_status(cid, status)
+        return campaign_result(self.name, task, device, status, campaign_figures(self.db, cid),
+                               time.perf_counter() - start, resumed, run.measured_here)
+
+    def _interrupted(self, campaign_id: int) -> None:
+        """Mark the campaign interrupted and say how to resume it (what was stored stays)."""
+        self.db.set_campaign_status(campaign_id, "interrupted")
+        stored = campaign_figures(self.db, campaign_id).trials
+        print(f"interrupted: {stored} trials stored; resume with: {self.resume_command()}", file=sys.stderr)
+
+    def resume_command(self) -> str:
+        """The command line that resumes this campaign (from its recipe), or how to make one."""
+        return resume_command(self.name, self.recipe, self.db)

@@ -1,0 +1,239 @@
+"""One run of a campaign: ask, look up, measure, store, tell, until a budget is spent.
+
+A run keeps ``slots`` candidates in flight. Each round it starts new ones where slots are free (asked of
+the algorithm, looked up in the database, reserved, submitted), collects what finished, tells the
+algorithm, and stores the results in one transaction with the algorithm's state and the next claim on
+the shared trial budget; now and then it reads what other workers of the campaign stored.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from autotune.db.database import Database
+from autotune.db.queries import CampaignFigures
+from autotune.runners.base import Runner, StreamingRunner
+from autotune.types import Candidate, Measurement, Task
+
+#: stop when this many consecutive batches brought nothing new (the algorithm only revisits known points)
+STALL_BATCHES = 50
+WARMUP_CHUNK = 8  # optional warm-up points measured per batch (the time budget is checked between batches)
+
+
+class CampaignRun:
+    """The state of one run between two rounds: its counts (the campaign's, all runs and workers), what
+    it has in flight, what the database granted it, and what it measured but has not stored yet.
+    ``campaign`` is the `Campaign` run (its budgets, warm-up points, runner and database)."""
+
+    def __init__(self, campaign, campaign_id: int, worker: str, figures: CampaignFigures,
+                 seen: set[str], start: float):
+        self.c, self.db, self.algorithm = campaign, campaign.db, campaign.algorithm
+        self.cid, self.worker, self.start = campaign_id, worker, start
+        self.task = campaign.space.task
+        self.tid, self.did = self.db.task_id(self.task), self.db.device_id(campaign.runner.device)
+        runner = campaign.runner
+        self.dispatch = runner if isinstance(runner, StreamingRunner) else _Batches(runner)
+        self.slots = runner.slots if isinstance(runner, StreamingRunner) else campaign.batch
+        self.algorithm.set_parallel(self.slots if self.dispatch is runner else 1)
+        self.size = campaign.space.size()
+        # what the campaign has so far, counted as every report counts it (queries.CampaignFigures)
+        self.measured, self.errors, self.simulated, self.best = figures.trials, figures.errors, figures.simulated_s, figures.best
+        self.looked_up = figures.reused  # shown by the progress bar: the stored look-ups and this run's
+        self.seen = seen
+        self.warmup = [c for c in campaign.warmup if c.key not in seen]
+        self.in_flight: dict[str, Candidate] = {}
+        self.reused: list[Measurement] = []  # told, to be linked to the campaign with the next stored batch
+        self.grant: int | None = None  # measurements granted by the last claim, not yet started
+        self.adopted: list[Candidate] = []  # a dead worker's reserved candidates, granted to this one
+        self.stopping: str | None = None
+        self.stalled = self.waits = self.measured_here = 0
+        self.unstored: list[Measurement] = []  # measured, not yet stored (stored on Ctrl-C)
+        self.told = True  # whether the algorithm was told ``unstored`` (its state then matches them)
+        _, self.told_upto = self.db.others_since(campaign_id, None, worker)  # others' results are told from here on
+        self.next_sync = 0.0
+
+    def loop(self, show) -> str:
+        """Run rounds until a budget is spent and nothing is in flight; the status the campaign ends with.
+        ``show()`` is called whenever the counts change."""
+        show()
+        while True:
+            free = self.slots - len(self.in_flight)
+            if self.stopping is None and free > 0:
+                self.stopping = self._stop_reason()
+            if self.stopping is None and free > 0 and not self._start(free):
+                continue  # nothing could start: the budget is claimed by others, or the next round stops
+            results = self.dispatch.collect() if self.in_flight else []
+            self.unstored, self.told = results, False
+            predicted = self.algorithm.predicted  # the model's score, where one chose the candidate
+            for m in results:
+                self.in_flight.pop(m.candidate.key, None)
+                m.predicted = predicted.get(m.candidate.key, m.predicted)
+            if results:
+                self.algorithm.tell(results)
+            self.told = True
+            if results or self.reused:
+                self._store(results)
+                show()
+            if time.perf_counter() >= self.next_sync:
+                self._sync()
+            self.stalled = 0 if results else self.stalled + 1
+            if self.stopping is not None and not self.in_flight:
+                return self.stopping
+
+    def _stop_reason(self) -> str | None:
+        c = self.c
+        out_of_time = c.time_budget is not None and time.perf_counter() - self.start >= c.time_budget
+        if self.warmup and out_of_time and c.required.isdisjoint(w.key for w in self.warmup):
+            self.warmup = []  # the optional reference points stop at the time budget
+        if self.warmup:  # reference points, the required ones measured whatever the budgets
+            return None
+        if c.trials is not None and self.measured >= c.trials:
+            return "finished"
+        if out_of_time:
+            return "time-budget"
+        if c.simulated_budget is not None and self.simulated >= c.simulated_budget:
+            return "simulated-budget"
+        if self.size is not None and len(self.seen) >= self.size or self.stalled >= STALL_BATCHES:
+            return "exhausted"
+        return None
+
+    def _start(self, free: int) -> bool:
+        """Start what the free slots allow: warm-up points, else candidates claimed from the budget and
+        asked of the algorithm. False when nothing could be claimed (the caller goes round again)."""
+        warmup_round = bool(self.warmup)
+        if warmup_round:  # the required points at once, then the others in chunks
+            take = sum(c.key in self.c.required for c in self.warmup) or max(self.slots, WARMUP_CHUNK)
+            start_now, asked, self.warmup = [], self.warmup[:take], self.warmup[take:]
+            n = len(asked)
+        else:
+            # measurements are claimed from the budget in the database before they start (with the
+            # previous results' commit), so workers never measure more than the budget
+            if self.grant is None:
+                got = self.db.record_batch(self.tid, self.did, self.cid, [], worker=self.worker,
+                                           in_flight=len(self.in_flight), claim_next=(free, self.c.trials))
+                self.measured, self.grant, self.adopted = got.total, got.granted, got.adopted
+            n, self.grant = min(self.grant, free), None
+            if n == 0 and not self.in_flight:
+                if self.c.trials is not None and self.measured >= self.c.trials:
+                    return False  # finished: the next round stops
+                # the rest is claimed by other workers: wait until they store it or die
+                time.sleep(min(1.0, 0.05 * 2 ** min(self.waits, 5)))
+                self.waits += 1
+                return False
+            self.waits = 0
+            # candidates a dead worker reserved come first; the algorithm is asked for the whole grant all
+            # the same, so that a resumed campaign asks what it would have asked (a dead run's
+            # reservations are what its restored algorithm asks again)
+            start_now = [c for c in self.adopted[:n] if c.key not in self.in_flight]
+            self.adopted = []
+            asked = [c for c in {c.key: c for c in self.algorithm.ask(n)}.values() if c.key not in self.in_flight]
+            if not asked and not start_now and not self.in_flight:
+                self.stopping = "exhausted"
+        taken = {c.key for c in start_now}
+        known = self.db.lookup(self.tid, self.did, [c.key for c in asked])
+        fresh = self.db.reserve(self.cid, self.worker, [c for c in asked if c.key not in known and c.key not in taken],
+                                limit=None if warmup_round else n - len(start_now))
+        now_reused = [known[c.key] for c in asked if c.key in known]
+        if now_reused:
+            self.algorithm.tell(now_reused)
+            self.reused += now_reused
+        self.seen.update(c.key for c in asked)
+        start_now += fresh
+        self.seen.update(c.key for c in start_now)
+        self.in_flight.update((c.key, c) for c in start_now)
+        if start_now:
+            self.dispatch.submit(self.task, start_now)
+        return True
+
+    def _store(self, results: list[Measurement]) -> None:
+        """Store the results and the look-ups with the algorithm's state, claiming the next measurements
+        from the budget, which is the campaign's, shared by every worker running it."""
+        want = self.slots - len(self.in_flight) if self.stopping is None else 0
+        got = self.db.record_batch(self.tid, self.did, self.cid, results, self.reused, state=self.algorithm.state_dict(),
+                                   worker=self.worker, claim_next=(want, self.c.trials), in_flight=len(self.in_flight))
+        self.measured, self.grant, self.adopted = got.total, got.granted, got.adopted
+        self.unstored = []
+        self.looked_up += len(self.reused)
+        self.measured_here += len(results)
+        self.errors += sum(1 for m in results if not m.ok)
+        self.simulated += sum(m.simulated_s for m in results)
+        self._better(results)  # the campaign's own best; look-ups are counted apart
+        self.reused = []
+
+    def _better(self, results: list[Measurement]) -> None:
+        for m in results:
+            if m.ok and (self.best is None or m.cost < self.best.cost):
+                self.best = m
+
+    def _sync(self) -> None:
+        """Tell the algorithm (and its cost model) what other workers stored since the last look."""
+        news, self.told_upto = self.db.others_since(self.cid, self.told_upto, self.worker)
+        news = [m for m in news if m.candidate.key not in self.in_flight]
+        if news:
+            self.algorithm.tell(news)
+            self.seen.update(m.candidate.key for m in news)
+            self._better(news)
+        self.next_sync = time.perf_counter() + self.c.SYNC_S
+
+    def store_unstored(self) -> None:
+        """On Ctrl-C: store what was measured (or looked up) and not yet stored, with the algorithm's
+        state if it was told them."""
+        if self.unstored or self.reused:
+            self.db.record_batch(self.tid, self.did, self.cid, self.unstored, self.reused,
+                                 state=self.algorithm.state_dict() if self.told else None,
+                                 worker=self.worker, claim_next=(0, self.c.trials))
+
+    def progress(self) -> Progress:
+        """A progress bar of the campaign's measurements, its best and its errors (off where the campaign's
+        is off)."""
+        return Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(), TimeRemainingColumn(), console=self.c.console, disable=not self.c.progress,
+            transient=False,
+        )
+
+    def info(self) -> str:
+        assert self.measured >= 0 and self.looked_up >= 0, (self.measured, self.looked_up)
+        best = f"best {self.best.cost:.4g} s" if self.best else "best -"
+        return f"{best}  errors {self.errors}  reused {self.looked_up}"
+
+
+class _Batches:
+    """A plain runner seen as a streaming one: what is submitted is measured as one batch by collect."""
+
+    def __init__(self, runner: Runner):
+        self.runner, self.queue, self.task = runner, [], None
+
+    def submit(self, task: Task, candidates: list[Candidate]) -> None:
+        self.task = task
+        self.queue += candidates
+
+    def collect(self) -> list[Measurement]:
+        batch, self.queue = self.queue, []
+        return self.runner.measure(self.task, batch) if batch else []
+
+
+class Heartbeat:
+    """A thread that tells the other workers of the campaign that this one is alive."""
+
+    def __init__(self, db: Database, campaign_id: int, worker: str):
+        self.db, self.campaign_id, self.worker = db, campaign_id, worker
+        self.stopped = threading.Event()
+        self.db.heartbeat(campaign_id, worker)
+        self.thread = threading.Thread(target=self._beat, name="autotune-heartbeat", daemon=True)
+        self.thread.start()
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(self.db.HEARTBEAT_S):
+            try:
+                self.db.heartbeat(self.campaign_id, self.worker)
+            except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the campaign goes on
+                print(f"autotune: heartbeat failed ({exc}); retrying", file=sys.stderr)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=5)

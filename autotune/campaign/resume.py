@@ -1,0 +1,54 @@
+"""The command line that resumes a campaign, rebuilt from the recipe stored with it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
+from autotune.db.database import Database
+
+#: how each recipe kind is run from the command line: (command, positional arguments, options)
+_COMMANDS = {
+    "replay": ("autotune tune replay", (), {
+        "cache": "--cache", "algorithm": "--algorithm", "cost_model": "--cost-model", "trials": "--trials",
+        "time_budget": "--time-budget", "simulated_budget": "--simulated-budget", "seed": "--seed", "batch": "--batch",
+        "measure_delay": "--measure-delay"}),
+    "kernel": ("autotune tune kernel", ("name",), {
+        "shape": "--shape", "target": "--target", "algorithm": "--algorithm", "cost_model": "--cost-model",
+        "trials": "--trials", "time_budget": "--time-budget", "seed": "--seed", "batch": "--batch",
+        "threads": "--threads", "device_index": "--device", "backend": "--backend"}),
+    "command": ("autotune tune command", (), {
+        "space_file": "--space", "algorithm": "--algorithm", "cost_model": "--cost-model", "trials": "--trials",
+        "time_budget": "--time-budget", "seed": "--seed", "batch": "--batch", "timeout_s": "--timeout"}),
+}
+#: values the command line gives when an option is left out (not repeated in a resume command)
+_CLI_DEFAULTS = {"algorithm": DEFAULT_ALGORITHM, "cost_model": DEFAULT_COST_MODEL, "seed": 0, "batch": 8,
+                 "measure_delay": 0.0, "target": "cpu", "device_index": 0, "backend": "auto"}
+DEFAULT_DB_URL = "sqlite:///autotune.db"
+
+
+def resume_command(name: str, recipe: dict | None, db: Database | None = None) -> str:
+    """``autotune tune KIND ... --campaign NAME`` rebuilt from a campaign's recipe; for a recipe the
+    command line cannot spell, or none, what to run instead."""
+    db_arg = [] if db is None or db.url == DEFAULT_DB_URL else ["--db", db.safe_url]
+    kind, args = (recipe or {}).get("kind"), dict((recipe or {}).get("args") or {})
+    if kind not in _COMMANDS:
+        worker = shlex.join(["autotune", "worker", "--campaign", name, *db_arg])
+        return (f"rerun the same command with --campaign {shlex.quote(name)}"
+                + (f" (or: {worker})" if recipe else ""))
+    command, positional, flags = _COMMANDS[kind]
+    words = [str(args.get(p)) for p in positional]
+    for key, flag in flags.items():
+        value = args.get(key)
+        if key == "cost_model" and value in (None, "", "none"):
+            value = "none"
+        if value is None or (key in _CLI_DEFAULTS and value == _CLI_DEFAULTS[key]):
+            continue
+        words += [flag, str(value)]
+    for key, value in (args.get("options") or {}).items():
+        words += ["--option", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+    words += ["--campaign", name, *db_arg]
+    if kind == "command":
+        words += ["--", *[str(a) for a in args.get("argv") or []]]
+    return " ".join([command, shlex.join(words)])
