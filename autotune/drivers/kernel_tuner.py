@@ -12,9 +12,6 @@ model. Semantics, supported options and differences from Kernel Tuner: docs/kern
 
 from __future__ import annotations
 
-import datetime
-import gzip
-import json
 import os
 import sys
 import warnings
@@ -31,6 +28,7 @@ from autotune.errors import UsageError
 from autotune.progress import Progress, make_progress, stderr_is_terminal
 from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels.user import LANGS, UserKernel, check_answer
+from autotune.search_spaces.replay import write_cache
 from autotune.types import Measurement, Status
 
 #: Kernel Tuner strategy -> autotune algorithm (None: our default search)
@@ -56,7 +54,6 @@ UNSUPPORTED_KT_OPTIONS = {
 }
 
 #: Kernel Tuner's error markers in a cache file, by status
-KT_FAILURES = {Status.COMPILE_ERROR: "CompilationFailedConfig", Status.INVALID: "InvalidConfig"}
 
 # a source given as a file name (Kernel Tuner's rule, with the extensions of C, C++ and CUDA files)
 SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hpp")
@@ -140,67 +137,6 @@ def _result(m: Measurement, metrics: Mapping | None) -> dict:
         except (ArithmeticError, ValueError, TypeError) as exc:
             r[k] = f"metric failed: {exc}"
     return r
-
-
-def _kt_record(m: Measurement, names: list[str]) -> dict:
-    rec = {n: m.candidate.payload[n] for n in names}
-    if m.ok:
-        rec["time"] = m.cost * 1e3
-        rec["times"] = [t * 1e3 for t in m.times]
-    else:
-        rec["time"] = KT_FAILURES.get(m.status, "RuntimeFailedConfig")
-    rec["compile_time"] = m.build_s * 1e3
-    rec["verification_time"] = 0
-    rec["benchmark_time"] = m.run_s * 1e3
-    rec["strategy_time"] = 0
-    rec["framework_time"] = 0
-    rec["timestamp"] = datetime.datetime.now(datetime.UTC).isoformat()
-    return rec
-
-
-def _json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
-
-
-def write_cache(path: str | os.PathLike, device_name: str, kernel_name: str, problem_size, tune_params: dict,
-                history: list[Measurement]) -> None:
-    """Write (or extend) a Kernel Tuner cache file with ``history``: the header keys Kernel Tuner writes
-    (device_name, kernel_name, problem_size, tune_params_keys, tune_params, objective, cache) and one
-    record per configuration keyed by its values joined with commas. An existing cache must be of the
-    same device, kernel and parameters (as Kernel Tuner requires); its records are kept. A path ending in
-    .gz is read and written gzip-compressed (autotune's replay reads both)."""
-    path = Path(path)
-    gz = path.name.endswith(".gz")
-    names = list(tune_params)
-    data = {"device_name": device_name, "kernel_name": kernel_name,
-            "problem_size": "callable" if callable(problem_size) else problem_size,
-            "tune_params_keys": names, "tune_params": tune_params, "objective": "time", "cache": {}}
-    if path.exists():
-        raw = path.read_bytes()
-        text = (gzip.decompress(raw) if gz else raw).decode().strip()
-        if text and not text.endswith("}\n}") and not text.endswith("}}"):  # left open by an interrupted run
-            text = text.rstrip(",") + "}\n}"
-        try:
-            old = json.loads(text)
-        except ValueError as exc:
-            raise UsageError(f"cache file {str(path)!r} exists but is not a Kernel Tuner cache ({exc}); "
-                             "remove it or name another file") from None
-        for key, mine in (("device_name", device_name), ("kernel_name", kernel_name), ("tune_params_keys", names)):
-            if old.get(key) != mine:
-                raise UsageError(f"cache file {str(path)!r} holds results for another {key.replace('_', ' ')} "
-                                 f"({old.get(key)!r}, not {mine!r}); name another cache file")
-        data["cache"] = dict(old.get("cache") or {})
-    for m in history:
-        key = ",".join(str(m.candidate.payload[n]) for n in names)
-        data["cache"][key] = _kt_record(m, names)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    body = json.dumps(data, default=_json_default, indent="").encode()
-    tmp.write_bytes(gzip.compress(body) if gz else body)
-    os.replace(tmp, path)
 
 
 def _check_options(options: dict) -> tuple[dict, int, int | None]:
