@@ -24,7 +24,8 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from autotune.dashboard.data import DashboardData, NotFound, open_dashboard_db
+from autotune.dashboard.data import DashboardData, open_dashboard_db
+from autotune.dashboard.rows import NotFound
 from autotune.db import Database
 from autotune.errors import DatabaseError, UsageError
 

@@ -11,7 +11,8 @@ it, so no read here loads a campaign's trials whole:
   answers (paging.py);
 - plots read a sample: the campaign's best trials plus random ones, drawn as random link ids
   (primary-key look-ups, not a sort of the whole campaign);
-- per task, the devices are compared with one GROUP BY on the (task, device, cost) index.
+- per task, the devices are compared with one GROUP BY on the (task, device, cost) index (domains.py,
+  with the cost models, graph rewrites and parallel strategies).
 
 A campaign's *own* trials are those it measured (their ``campaign_id`` is the campaign); the other
 trials of its history are *reused* look-ups of measurements made elsewhere, counted apart.
@@ -23,18 +24,20 @@ import difflib
 import os
 import random
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 
 import numpy as np
-import orjson
-from sqlalchemy import Text, cast, func, or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.engine import make_url
 
-from autotune.dashboard.analysis import dimensions, flatten, main_effects, strategy_layout, transfer_of
+from autotune.dashboard.analysis import dimensions, flatten, main_effects, transfer_of
+from autotune.dashboard.domains import DomainReads
 from autotune.dashboard.paging import decode_cursor, encode_cursor, text_filter, trial_page
+from autotune.dashboard.rows import NotFound
+from autotune.dashboard.rows import json_value as _json
 from autotune.dashboard.summary import Series, Summary, as_text, seconds_between
 from autotune.db import Database, open_database
-from autotune.db.models import CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, TaskRow, TrialRow
+from autotune.db.models import CampaignRow, CampaignTrialRow, DeviceRow, TaskRow, TrialRow
 from autotune.errors import UsageError
 
 #: a text-filtered count is exact up to this many trials in the campaign (None above)
@@ -47,15 +50,6 @@ PAGE_MAX = 200
 CACHE_SIZE = 64
 
 T, L = TrialRow.__table__, CampaignTrialRow.__table__
-
-
-class NotFound(UsageError):
-    """A campaign or task that is not in the database; ``suggestions`` holds the closest names."""
-
-    def __init__(self, what: str, name: str, suggestions: list[str]):
-        hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
-        super().__init__(f"unknown {what} {name!r}{hint}")
-        self.suggestions = suggestions
 
 
 def open_dashboard_db(url: str) -> Database:
@@ -72,18 +66,8 @@ def open_dashboard_db(url: str) -> Database:
     return open_database(url, create=False)
 
 
-def _json(v):
-    """A JSON column value: SQLite may hand back text when the column is read without its type."""
-    if isinstance(v, (str, bytes)):
-        try:
-            return orjson.loads(v)
-        except orjson.JSONDecodeError:
-            return v
-    return v
-
-
 # -- the reads -------------------------------------------------------------------------------------
-class DashboardData:
+class DashboardData(DomainReads):
     """The dashboard's view of one database. Thread-safe: the web server calls it from its worker
     threads; per-campaign results are cached and keyed by the campaign's history (last link id and
     length), so they are recomputed only when the campaign has moved on."""
@@ -314,128 +298,6 @@ class DashboardData:
         summ, _ = self.summary_of(c.id)
         sample = self.sample(name)
         return self._cached(("importance", c.id), summ.version, lambda: main_effects(sample["trials"]))
-
-    # cost models, graph rewrites, parallel strategies
-    def cost_models(self, name: str | None = None, limit: int = 5000) -> dict:
-        """Stored cost models (their training size, quality metrics and time, not their bytes), of one
-        campaign or of all; the latest ``limit``."""
-        query = (select(CostModelRow.id, CostModelRow.name, CampaignRow.name, TaskRow.name, TaskRow.key, DeviceRow.name,
-                        CostModelRow.n_samples, CostModelRow.metrics, CostModelRow.created)
-                 .outerjoin(CampaignRow, CampaignRow.id == CostModelRow.campaign_id)
-                 .outerjoin(TaskRow, TaskRow.id == CostModelRow.task_id)
-                 .outerjoin(DeviceRow, DeviceRow.id == CostModelRow.device_id))
-        if name is not None:
-            c, _, _ = self._campaign_row(name)
-            query = query.where(CostModelRow.campaign_id == c.id)
-        with self.db.session() as s:
-            rows = s.execute(query.order_by(CostModelRow.id.desc()).limit(limit)).all()
-        models = [{"id": i, "model": m, "campaign": camp, "task": t, "task_key": tk, "device": d, "n_samples": n,
-                   "metrics": _json(metrics) or {}, "created": as_text(created)}
-                  for i, m, camp, t, tk, d, n, metrics, created in reversed(rows)]
-        return {"models": models}
-
-    def _trial_rows(self, ids: list[int]) -> dict:
-        with self.db.session() as s:
-            return {r.id: r for r in s.execute(select(T).where(T.c.id.in_(ids))).all()} if ids else {}
-
-    def graph(self, name: str) -> dict:
-        """A graph campaign's rewrites: the best graph's sequence of rule applications and each rule's
-        count, the initial graph's cost, and how often each rule appears in the 50 best graphs."""
-        c, task, device = self._campaign_row(name)
-        summ, _ = self.summary_of(c.id)
-
-        def compute() -> dict:
-            member = select(L.c.id).where(L.c.campaign_id == c.id, L.c.trial_id == T.c.id).exists()
-            with self.db.engine.connect() as conn:
-                top = conn.execute(select(T.c.id, T.c.cost, T.c.candidate).where(
-                    T.c.task_id == task.id, T.c.device_id == device.id, T.c.cost.is_not(None), member)
-                    .order_by(T.c.cost, T.c.id).limit(50)).all()
-                first = select(L.c.trial_id).where(L.c.campaign_id == c.id).order_by(L.c.id).limit(1000)
-                initial = conn.execute(select(T.c.id, T.c.cost).where(  # the initial graph: among the first trials
-                    T.c.id.in_(first), cast(T.c.candidate, Text).in_(["[]", "[ ]"])).limit(1)).first()
-            usage = Counter()
-            for _, _, cand in top:
-                usage.update({s[0] for s in (_json(cand) or []) if isinstance(s, list) and s})
-            best = None
-            if top:
-                steps = [s for s in (_json(top[0][2]) or []) if isinstance(s, list) and s]
-                best = {"trial": top[0][0], "cost": top[0][1], "steps": steps,
-                        "rule_counts": dict(Counter(s[0] for s in steps).most_common())}
-            return {"best": best, "initial": None if initial is None else {"trial": initial[0], "cost": initial[1]},
-                    "top_rule_usage": dict(usage.most_common()), "top_n": len(top)}
-
-        return self._cached(("graph", c.id), summ.version, compute)
-
-    def parallel(self, name: str) -> dict:
-        """A parallel campaign's strategies: the best one's layout (each operator's parallel degrees and
-        the devices it occupies, from its ``start`` device), its memory figures, and the strategy at
-        each improvement of the search (devices used per operator), the strategy timeline."""
-        c, _, _ = self._campaign_row(name)
-        summ, _ = self.summary_of(c.id)
-
-        def compute() -> dict:
-            points = list(summ.all.points)
-            if len(points) > 200:  # the timeline keeps the last 200 improvements
-                points = points[-200:]
-            rows = self._trial_rows([p["trial"] for p in points])
-            timeline = []
-            for p in points:
-                r = rows.get(p["trial"])
-                if r is not None:
-                    timeline.append({"n": p["n"], "trial": p["trial"], "cost": p["cost"],
-                                     "layout": strategy_layout(_json(r.candidate))})
-            best = None
-            if points and points[-1]["trial"] in rows:
-                r = rows[points[-1]["trial"]]
-                cand = _json(r.candidate) or {}
-                best = {"trial": r.id, "cost": r.cost, "meta": _json(r.meta) or {}, "devices": cand.get("devices"),
-                        "model": cand.get("model"), "layout": strategy_layout(cand)}
-            return {"best": best, "timeline": timeline}
-
-        return self._cached(("parallel", c.id), summ.version, compute)
-
-    # tasks
-    def tasks(self, limit: int = 500) -> dict:
-        """Tasks that have campaigns, with their campaign counts."""
-        with self.db.session() as s:
-            rows = s.execute(select(TaskRow.key, TaskRow.kind, TaskRow.name, func.count(CampaignRow.id))
-                             .join(CampaignRow, CampaignRow.task_id == TaskRow.id)
-                             .group_by(TaskRow.id, TaskRow.key, TaskRow.kind, TaskRow.name)
-                             .order_by(TaskRow.name).limit(limit)).all()
-        return {"tasks": [{"key": k, "kind": kind, "name": n, "campaigns": cnt} for k, kind, n, cnt in rows]}
-
-    def task(self, key: str) -> dict:
-        """A task (by key, or by name when one task has it): the devices that measured it compared by
-        best cost, and its campaigns with what each transferred from other devices."""
-        with self.db.session() as s:
-            rows = s.execute(select(TaskRow).where(or_(TaskRow.key == key, TaskRow.name == key))
-                             .order_by(TaskRow.id)).scalars().all()
-            if not rows:
-                names = s.execute(select(TaskRow.key, TaskRow.name).limit(20_000)).all()
-                close = difflib.get_close_matches(key, [n for _, n in names] + [k for k, _ in names], n=5, cutoff=0.4)
-                raise NotFound("task", key, close)
-            task = next((t for t in rows if t.key == key), rows[0])
-            max_trial = s.scalar(select(func.max(T.c.id))) or 0  # any new trial may change the comparison
-        return self._cached(("task", task.id), max_trial, lambda: self._task(task))
-
-    def _task(self, task: TaskRow) -> dict:
-        with self.db.session() as s:
-            per_device = s.execute(
-                select(T.c.device_id, func.min(T.c.cost), func.count(T.c.id), func.count(T.c.cost))
-                .where(T.c.task_id == task.id).group_by(T.c.device_id)).all()
-            devices = {d.id: d for d in s.execute(select(DeviceRow).where(
-                DeviceRow.id.in_([r[0] for r in per_device]))).scalars().all()} if per_device else {}
-            camps = s.execute(select(CampaignRow, DeviceRow.name).join(DeviceRow, DeviceRow.id == CampaignRow.device_id)
-                              .where(CampaignRow.task_id == task.id).order_by(CampaignRow.id)).all()
-        out_devices = sorted(
-            ({"device": devices[d].name, "device_key": devices[d].key, "kind": devices[d].kind, "best_cost": best,
-              "trials": n, "ok": ok, "properties": devices[d].properties or {}} for d, best, n, ok in per_device),
-            key=lambda r: (r["best_cost"] is None, r["best_cost"] or 0.0))
-        campaigns = [{"name": c.name, "device": dname, "algorithm": c.algorithm, "status": c.status,
-                      "created": as_text(c.created), "transfer": transfer_of(c.algorithm, c.options or {}),
-                      "options": c.options or {}} for c, dname in camps]
-        return {"key": task.key, "kind": task.kind, "name": task.name, "params": task.params or {},
-                "devices": out_devices, "campaigns": campaigns}
 
     def warm(self, stop: threading.Event) -> None:
         """Bring every campaign's summary up to date, most recently updated first (run at start-up in
