@@ -104,8 +104,8 @@ def cold_algorithm(seed: int):
     return ModelGuided(make_algorithm("evolutionary"), XGBCostModel(seed=seed))
 
 
-def warm_algorithm(source: SourceData, seed: int, target_device=None, **options):
-    return WarmStart(make_algorithm("evolutionary"), [source], target_device=target_device, **options)
+def warm_algorithm(sources: list[SourceData], seed: int, target_device=None, **options):
+    return WarmStart(make_algorithm("evolutionary"), sources, target_device=target_device, **options)
 
 
 def median_capped(values: list[int | None], cap: int) -> int | None:
@@ -158,7 +158,7 @@ def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=p
         if adversarial:
             source = misleading(source, adversarial)
         # a fresh space per run: a space samples differently once enumerated, so sharing one makes runs order-dependent
-        warm = [trials_to_target(warm_algorithm(source, s, replay_device(caches[tgt]), **(warm_options or {})), ReplaySpace(caches[tgt]),
+        warm = [trials_to_target(warm_algorithm([source], s, replay_device(caches[tgt]), **(warm_options or {})), ReplaySpace(caches[tgt]),
                                  ReplayRunner(caches[tgt]), goal, max_trials, batch, s) for s in range(seeds)]
         ratio = source_best_ratio(source, data[tgt])
         row = {"source": src, "target": tgt, "cold_to_5pct_median": median_capped(cold_cache[tgt], max_trials),
@@ -187,7 +187,7 @@ def bench_auto(paths: list[str], seeds: int, max_trials: int, batch: int, log=pr
         cold, warm = [], []
         for seed in range(seeds):
             for runs, algo in ((cold, cold_algorithm(seed)),
-                               (warm, WarmStart(make_algorithm("evolutionary"), sources, target_device=devices[tgt]))):
+                               (warm, warm_algorithm(sources, seed, target_device=devices[tgt]))):
                 runs.append(trials_to_target(algo, ReplaySpace(cache), ReplayRunner(cache), goal, max_trials, batch, seed))
         ratio = source_best_ratio(max(sources, key=lambda s: s.weight), data[tgt])  # whose best is measured first
         row = {"source": "+".join(others[s.device.key] for s in picked), "target": tgt,
@@ -281,7 +281,7 @@ def run_protocol(args, groups_in: list[tuple[str, list[str]]]) -> int:
             t = time.time()
             options = parse_warm(cand)
             warm[cand, unit] = runs(f"warm:{cand}|{k}/{src}->{tgt}",
-                                    functools.partial(warm_algorithm, source, target_device=device, **options), (k, tgt))
+                                    functools.partial(warm_algorithm, [source], target_device=device, **options), (k, tgt))
             progress(f"{k}/{src}->{tgt} {cand}", warm[cand, unit], t)
     cold_med = {u: protocol.capped_median(cold[u[0], u[2]], cap) for u in units}
     warm_med = {cu: protocol.capped_median(rs, cap) for cu, rs in warm.items()}

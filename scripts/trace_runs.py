@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             data = bench_transfer.misleading(data, args.adversarial)
         runs = []
         for seed in range(args.seeds):
-            algo = bench_transfer.warm_algorithm(data, seed, target_device=replay_device(cache),
+            algo = bench_transfer.warm_algorithm([data], seed, target_device=replay_device(cache),
                                                  **protocol.parse_options(args.warm))
             runs.append((seed, *trace(algo, cache, optimum, seed, args.limit, lambda k, a=algo: a.owner.get(k, "?")[0])))
     for seed, n, tokens in runs:
