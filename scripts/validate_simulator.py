@@ -1,62 +1,8 @@
 """Simulator fidelity against published Megatron-LM results, per source, calibrated on one source per device.
 
-Sources (each a paper's table or figure; GPT models, vocabulary 51200, mixed precision, activation
-recomputation; every row simulated with Megatron's strategy, ``strategy.megatron``, at the row's tensor
-(t) and pipeline (p) degrees):
-
-- ``sc21-table1``: Narayanan et al., SC'21 (arXiv:2104.04473), Table 1: weak scaling of 1.7B to 1T
-  parameters on 32 to 3,072 A100s (DGX A100 nodes), sequence 2048; achieved TFLOP/s per GPU (Megatron's
-  count 96 B s l h^2 (1 + s/6h + V/16lh), which includes the recomputed forward). Each row runs as the
-  authors' script for the table ran it (Megatron-LM, examples/sc21/run_table_1.sh): its micro-batch size
-  (16 sequences without a pipeline down to 1 for the largest models), interleaved chunks per stage (3, 2, 2
-  and 3 for the 76B, 145B, 310B and 530B models), and the data-parallel gradients all-reduced during the
-  backward by PyTorch's DDP without a pipeline, after it by Megatron's own DDP with one.
-- ``reduce-recompute``: Korthikanti et al. (arXiv:2205.05198), iteration times with full recomputation
-  (the baseline of its end-to-end table, Table 5): 22B, 175B, 530B and 1T on 8, 64, 280 and 512 A100s
-  80GB, t = 8, p = 1, 8, 35, 64, no data parallelism, sequence 2048; micro-batches of 4 sequences for 22B
-  and of one for the others, the interleaved schedule with 3 chunks per stage for 175B and 530B (Table 3
-  and Section 6); seconds.
-- ``reduce-recompute-sp``: the same paper's end-to-end result, the same four runs with sequence
-  parallelism and selective recomputation: 1.10, 13.75, 37.83 and 71.49 s.
-
-Every row is a run that happened, so each must fit in its devices' memory: the report counts the rows
-the simulator finds fitting ("fits 4/4").
-- ``reduce-recompute-memory``: the same paper's memory result (Section 6.1): "without the memory
-  savings provided by sequence parallelism and selective recompute together, none of these models will
-  fit into memory". For each of the four runs, five modes: no recomputation, sequence parallelism alone,
-  selective recomputation alone (published: does not fit, 0), both, and full recomputation (published:
-  fits, 1, as the runs of Table 5 did); the simulated value is 1 where its peak memory fits in 80 GB.
-  The error is 0 or 100% per row, so the MAPE is the share of rows it gets wrong.
-- ``megatron19-weak``: Shoeybi et al., Megatron-LM 2019 (arXiv:1909.08053), Figure 1 and Table 1: weak
-  scaling on DGX-2H nodes (16 V100 32GB each), sequence 1024, 1.2B on 1 GPU to 8.3B on 8 (tensor
-  parallel, batch 8) and the same models data parallel on 64 to 512 GPUs (global batch 512): per-GPU
-  throughput relative to the 1.2B model on one GPU, in percent. Each data-parallel run all-reduces its
-  gradients as Megatron-LM's README says was faster for its model (``TORCH_DDP_2019``): after the backward
-  (its own DDP, ``Simulator(overlap=False)``) for 1.2B and 2.5B, during it (PyTorch's DDP) for 4.2B and 8.3B.
-- ``megatron19-ddp``: Megatron-LM's README (github.com/NVIDIA/Megatron-LM, "Distributed Pretraining"): the
-  8.3B model on 512 GPUs (t = 8, 64 replicas) scales at 60% with Megatron's own data parallelism (the
-  all-reduce after the backward) and at 76% with PyTorch's (overlapped), in the paper's unit.
-- ``megatron19-strong``: the same paper's strong scaling of the 1.2B model (batch 8) over 2, 4 and 8
-  GPUs of one DGX-2H: speed-up over one GPU.
-- ``megatron19-single``: the same paper's single-GPU baseline, the 1.2B model on one V100 (batch 8):
-  39 TFLOP/s. The v1.0 release note (below) calls its 62.4 TFLOP/s at 1,288 ms per iteration "a 60%
-  improvement over our previously 39 teraFLOPs" for the same model, so both count the same FLOPs per
-  iteration: the 2019 row is compared in milliseconds, 1,288 x 62.4 / 39 = 2,061 ms (Megatron's later
-  FLOP formula, which counts 7% more for this model, would make a TFLOP/s comparison 7% off by itself).
-  The 2019 code ran the attention's and the dropouts' elementwise work as separate PyTorch ops
-  (``transformer(kernels="eager")``) for every Megatron-LM 2019 source, with a fixed cost per kernel of
-  its own (``V100-2019``: the same V100, the same GEMMs).
-- ``megatron-v1``: NVIDIA ADLR's Megatron-LM v1.0 release note (nv-adlr.github.io/MegatronLMV1), the same
-  hardware with fused kernels, batch 8: the 1.2B model on one GPU (1,288 ms per iteration, 62.4 TFLOP/s).
-
-Collectives (every cluster's ``bus_efficiency`` and ``latency_scale``, ``runners/simulator/nccl.py``), NCCL
-all-reduce bus bandwidth over 8 A100s on NVSwitch by message size (nccl-tests ``all_reduce_perf``, 1 MB to 4 GB):
-
-- ``nccl-a100-azure``: Microsoft's Azure AI benchmarking guide, ND A100 v4 (8 A100 80GB), NCCL 2.18.5
-  (github.com/Azure/AI-benchmarking-guide, Azure_Results/ND_A100_v4_results.md; in-place bus bandwidth). The
-  presets' two collective figures are fitted on it (``--fit-collectives nccl-a100-azure`` refits them).
-- ``nccl-a100-dgx``: a DGX A100 (8 A100 40GB) run kept as a fixture of Hetu-Galvatron's hardware profiler
-  (github.com/AFDWang/Hetu-Galvatron, tests/profiler/test_hardware_profile.py; out-of-place bus bandwidth).
+The published results it is checked against, each named with its paper, table and conditions, are
+in ``published_results.py`` (beside this script): ``SOURCES`` below maps each source's name to
+its rows, simulated as that module describes.
 
 ``--calibrate SOURCE ...`` fits one figure of each named source's device to that source's rows (least MAPE), at
 most one source per device: the large-GEMM efficiency of the A100 (or of the V100), and for the V100 running
@@ -90,6 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
+import published_results as tables
 
 from autotune.runners.simulator import costs, nccl
 from autotune.runners.simulator.engine import Simulator
@@ -97,68 +44,9 @@ from autotune.search_spaces.parallel.clusters import DEVICES, Cluster, DeviceSpe
 from autotune.search_spaces.parallel.models import transformer
 from autotune.search_spaces.parallel.strategy import megatron
 
-# (params B, heads, hidden, layers, t, p, GPUs, batch, published TFLOP/s per GPU, sequences per micro-batch,
-#  interleaved chunks per stage, gradients all-reduced during the backward) - Table 1 of arXiv:2104.04473, with
-# the micro-batch size, interleaving and data-parallel wrapper of the authors' script for it (Megatron-LM,
-# examples/sc21/run_table_1.sh: PyTorch's DDP, which overlaps, without a pipeline; Megatron's own DDP, which
-# all-reduces after the backward, with one)
-TABLE1 = [
-    (1.7, 24, 2304, 24, 1, 1, 32, 512, 137, 16, 1, True),
-    (3.6, 32, 3072, 30, 2, 1, 64, 512, 138, 16, 1, True),
-    (7.5, 32, 4096, 36, 4, 1, 128, 512, 142, 16, 1, True),
-    (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135, 8, 1, True),
-    (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138, 4, 1, False),
-    (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140, 2, 3, False),
-    (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148, 2, 2, False),
-    (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155, 1, 2, False),
-    (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163, 1, 3, False),
-    (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163, 1, 1, False),
-]
-# (name, heads, hidden, layers, t, p, GPUs, batch, published seconds per iteration with full recomputation,
-#  sequences per micro-batch, interleaved chunks per stage) - Tables 3 and 5 of arXiv:2205.05198
-REDUCE_RECOMPUTE = [
-    ("22b", 64, 6144, 48, 8, 1, 8, 4, 1.42, 4, 1),
-    ("175b", 96, 12288, 96, 8, 8, 64, 64, 18.13, 1, 3),
-    ("530b", 128, 20480, 105, 8, 35, 280, 280, 49.05, 1, 3),
-    ("1t", 160, 25600, 128, 8, 64, 512, 512, 94.42, 1, 1),
-]
-# (recomputation, sequence parallelism, published: fits) - Section 6.1 of arXiv:2205.05198
-REDUCE_RECOMPUTE_MEMORY = [("none", False, 0), ("none", True, 0), ("selective", False, 0), ("selective", True, 1),
-                           ("full", False, 1)]
-# the same four runs with sequence parallelism and selective recomputation (the paper's end-to-end result)
-REDUCE_RECOMPUTE_SP = [1.10, 13.75, 37.83, 71.49]
-# (params B, heads, hidden, layers, tensor-parallel GPUs) - Megatron-LM 2019, Table 1
-MEGATRON19 = [(1.2, 16, 1536, 40, 1), (2.5, 20, 1920, 54, 2), (4.2, 24, 2304, 64, 4), (8.3, 32, 3072, 72, 8)]
-MEGATRON19_WEAK_MP = [100, 95, 82, 77]  # % of the 1-GPU throughput per GPU, tensor parallel on 1, 2, 4, 8 GPUs
-MEGATRON19_WEAK_DP = [96, 83, 79, 74]  # the same models x 64 data-parallel replicas: 64, 128, 256, 512 GPUs
-MEGATRON19_STRONG = [(2, 1.64), (4, 2.34), (8, 2.98)]  # 1.2B, batch 8: speed-up over one GPU
-# the 1.2B model on one GPU, ms per iteration: v1.0's 1,288 ms at 62.4 TFLOP/s, the 2019 code at 39
-MEGATRON19_SINGLE_MS = 1288 * 62.4 / 39.0
-# Megatron-LM's two data-parallel implementations (its README): its own, which all-reduces the gradients after
-# the backward (``--DDP-impl local``), and PyTorch's DDP, which overlaps the all-reduce with the backward
-# (``torch``): "for the 8.3 billion parameters model running on 512 GPUs, the scaling increases from 60% to 76%
-# when Torch's distributed data parallel is used. However, the overlapping method requires more memory and for
-# some configurations (e.g., 2.5 billion parameters using 2-way model parallel and 1.2 billion parameters with no
-# model parallel) can make the overall training slower": so the weak-scaling runs of those two models all-reduce
-# after the backward, those of the 4.2B and 8.3B models during it
-TORCH_DDP_2019 = [False, False, True, True]  # per model of MEGATRON19
-MEGATRON19_DDP = [(False, 60), (True, 76)]  # 8.3B, t = 8, x 64 (512 GPUs): (overlapped, % of the 1-GPU rate)
-KERNELS_2019 = "eager"  # and ran the attention's and dropouts' elementwise work as separate PyTorch ops
-# Megatron-LM v1.0 (fused kernels), batch 8, sequence 1024, on one DGX-2H: (model index in MEGATRON19,
-# published milliseconds per iteration). The release note's larger models (2.0B, 4.2B, 8.7B on 2, 4, 8 GPUs)
-# do not give their shapes, and their reported scaling does not match the 2019 paper's shapes, so they are
-# left out.
-MEGATRON_V1 = [(0, 1288)]
-# (message bytes, published all-reduce bus bandwidth GB/s) on 8 A100s of one node
-NCCL_A100_AZURE = [(2**20, 36.22), (2**21, 53.54), (2**22, 71.43), (2**23, 89.99), (2**24, 109.22), (2**25, 132.77),
-                   (2**26, 166.63), (2**27, 174.18), (2**28, 213.87), (2**29, 221.58), (2**30, 228.10),
-                   (2**31, 230.22), (2**32, 230.48)]
-NCCL_A100_DGX = [(2**20, 23.29), (2**21, 33.73), (2**22, 55.97), (2**23, 80.04), (2**24, 99.99), (2**25, 141.27),
-                 (2**26, 178.69), (2**27, 186.91), (2**28, 200.85), (2**29, 202.00), (2**30, 230.84)]
 DEFAULT_CALIBRATION = ["reduce-recompute", "megatron19-strong"]  # one source per device: the protocol's choice
 PRESETS_FITTED_ON = "nccl-a100-azure"  # the source the clusters' collective figures come from
 COLLECTIVES: dict[str, float] = {}  # bus_efficiency and latency_scale for every cluster, once fitted here
-SEQ, VOCAB = 2048, 51200
 # the DGX-2H's V100s (SXM3, 450 W) run at higher clocks than the V100 preset: 2.1 PFLOP/s per 16 GPUs, 130 TFLOP/s
 # each (the Megatron-LM v1.0 note's "62.4 teraFLOPs, 48% of the theoretical peak" says the same)
 V100_32GB = DeviceSpec("V100-32GB", 15.7e12, 130e12, 32 * 2**30, 900e9, DEVICES["V100"].gemm_efficiency,
@@ -204,8 +92,8 @@ def spearman(a, b) -> float:
     return float(pd.Series(a).rank().corr(pd.Series(b).rank()))
 
 
-def megatron_flops(batch, layers, hidden, seq=SEQ):
-    return 96 * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + VOCAB / (16 * layers * hidden))
+def megatron_flops(batch, layers, hidden, seq=tables.SEQ):
+    return 96 * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + tables.VOCAB / (16 * layers * hidden))
 
 
 def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=None, overlap=None, kernels="fused",
@@ -218,7 +106,7 @@ def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=
     per_replica = batch // d
     counts = [per_replica // per_micro] if per_micro else [m for m in range(1, per_replica + 1) if per_replica % m == 0]
     for micro in counts:
-        graph = transformer(f"gpt-{name}", batch // micro, layers, hidden, heads, seq, VOCAB, recompute=recompute,
+        graph = transformer(f"gpt-{name}", batch // micro, layers, hidden, heads, seq, tables.VOCAB, recompute=recompute,
                             kernels=kernels)
         r = Simulator(graph, cluster, microbatches=micro, overlap=overlap).simulate(
             megatron(graph, cluster, t, p, virtual=virtual, sequence=sequence))
@@ -229,15 +117,15 @@ def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=
 
 def _sc21(devices):
     def row(size, heads, hidden, layers, t, p, gpus, batch, _, per_micro, virtual, overlap):
-        s, r, micro = iteration(f"{size}b", heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, SEQ,
+        s, r, micro = iteration(f"{size}b", heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, tables.SEQ,
                                 per_micro, overlap=overlap, virtual=virtual)
         return megatron_flops(batch, layers, hidden) / s / gpus / 1e12, {"microbatches": micro, "fits": r.fits}
-    return [(f"{r[0]}B t{r[4]} p{r[5]} {r[6]} GPUs", r[8], lambda r=r: row(*r)) for r in TABLE1]
+    return [(f"{r[0]}B t{r[4]} p{r[5]} {r[6]} GPUs", r[8], lambda r=r: row(*r)) for r in tables.TABLE1]
 
 
 def _reduce_recompute_run(devices, row, recompute, sequence):
     name, heads, hidden, layers, t, p, gpus, batch, _, micro_size, virtual = row
-    return iteration(name, heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, SEQ, micro_size,
+    return iteration(name, heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, tables.SEQ, micro_size,
                      recompute=recompute, sequence=sequence, virtual=virtual)
 
 
@@ -245,9 +133,9 @@ def _reduce_recompute(devices, selective_sp: bool = False):
     def row(r):
         s, res, micro = _reduce_recompute_run(devices, r, "selective" if selective_sp else "full", selective_sp)
         return s, {"microbatches": micro, "fits": res.fits, "peak_memory_gib": round(res.peak_memory / 2**30, 1)}
-    published = REDUCE_RECOMPUTE_SP if selective_sp else [r[8] for r in REDUCE_RECOMPUTE]
+    published = tables.REDUCE_RECOMPUTE_SP if selective_sp else [r[8] for r in tables.REDUCE_RECOMPUTE]
     return [(f"{r[0]} t{r[4]} p{r[5]} {r[6]} GPUs", pub, lambda r=r: row(r))
-            for r, pub in zip(REDUCE_RECOMPUTE, published)]
+            for r, pub in zip(tables.REDUCE_RECOMPUTE, published)]
 
 
 def _reduce_recompute_memory(devices):
@@ -255,21 +143,21 @@ def _reduce_recompute_memory(devices):
         _, res, _ = _reduce_recompute_run(devices, r, recompute, sequence)
         return float(res.fits), {"peak_memory_gib": round(res.peak_memory / 2**30, 1)}
     return [(f"{r[0]} {mode}{' +sp' if sp else ''}", fits, lambda r=r, mode=mode, sp=sp: row(r, mode, sp))
-            for r in REDUCE_RECOMPUTE for mode, sp, fits in REDUCE_RECOMPUTE_MEMORY]
+            for r in tables.REDUCE_RECOMPUTE for mode, sp, fits in tables.REDUCE_RECOMPUTE_MEMORY]
 
 
 def _m19_seconds(devices, i: int, t: int, gpus: int, batch: int, overlap: bool = False) -> float:
     """Seconds per iteration of Megatron-LM 2019's model i, tensor parallel over t of ``gpus`` GPUs (the rest
     data parallel, its gradients all-reduced after the backward or, ``overlap``, during it), as the 2019 code ran
     it, sequence 1024."""
-    size, heads, hidden, layers, _ = MEGATRON19[i]
+    size, heads, hidden, layers, _ = tables.MEGATRON19[i]
     return iteration(f"{size}b", heads, hidden, layers, t, 1, dgx2h(gpus, v100(devices, "2019")), batch, 1024,
-                     overlap=overlap, kernels=KERNELS_2019)[0]
+                     overlap=overlap, kernels=tables.KERNELS_2019)[0]
 
 
 def _m19_throughput(devices, i: int, replicas: int, batch: int, overlap: bool = False) -> float:
     """FLOP/s per GPU of Megatron-LM 2019's model i on t GPUs x ``replicas``, sequence 1024."""
-    _, _, hidden, layers, t = MEGATRON19[i]
+    _, _, hidden, layers, t = tables.MEGATRON19[i]
     gpus = t * replicas
     return megatron_flops(batch, layers, hidden, 1024) / _m19_seconds(devices, i, t, gpus, batch, overlap) / gpus
 
@@ -286,17 +174,17 @@ def _m19_relative(devices):
 
 def _m19_weak(devices):
     rel = _m19_relative(devices)
-    rows = [(f"{MEGATRON19[i][0]}B t{MEGATRON19[i][4]}", MEGATRON19_WEAK_MP[i], lambda i=i: rel(i, 1, 8))
+    rows = [(f"{tables.MEGATRON19[i][0]}B t{tables.MEGATRON19[i][4]}", tables.MEGATRON19_WEAK_MP[i], lambda i=i: rel(i, 1, 8))
             for i in range(1, 4)]
-    rows += [(f"{MEGATRON19[i][0]}B t{MEGATRON19[i][4]} x64", MEGATRON19_WEAK_DP[i],
-              lambda i=i: rel(i, 64, 512, TORCH_DDP_2019[i])) for i in range(4)]
+    rows += [(f"{tables.MEGATRON19[i][0]}B t{tables.MEGATRON19[i][4]} x64", tables.MEGATRON19_WEAK_DP[i],
+              lambda i=i: rel(i, 64, 512, tables.TORCH_DDP_2019[i])) for i in range(4)]
     return rows
 
 
 def _m19_ddp(devices):
     rel = _m19_relative(devices)
     return [(f"8.3B t8 x64, {'overlapped' if on else 'after the backward'}", pub, lambda on=on: rel(3, 64, 512, on))
-            for on, pub in MEGATRON19_DDP]
+            for on, pub in tables.MEGATRON19_DDP]
 
 
 def _m19_strong(devices):
@@ -304,18 +192,18 @@ def _m19_strong(devices):
 
     def speedup(g):
         return one() / _m19_seconds(devices, 0, g, g, 8), {}
-    return [(f"1.2B on {g} GPUs", pub, lambda g=g: speedup(g)) for g, pub in MEGATRON19_STRONG]
+    return [(f"1.2B on {g} GPUs", pub, lambda g=g: speedup(g)) for g, pub in tables.MEGATRON19_STRONG]
 
 
 def _m19_single(devices):
-    return [("1.2B on 1 GPU", round(MEGATRON19_SINGLE_MS), lambda: (1000 * _m19_seconds(devices, 0, 1, 1, 8), {}))]
+    return [("1.2B on 1 GPU", round(tables.MEGATRON19_SINGLE_MS), lambda: (1000 * _m19_seconds(devices, 0, 1, 1, 8), {}))]
 
 
 def _megatron_v1(devices):
     def ms(i):
-        size, heads, hidden, layers, t = MEGATRON19[i]
+        size, heads, hidden, layers, t = tables.MEGATRON19[i]
         return 1000 * iteration(f"{size}b", heads, hidden, layers, t, 1, dgx2h(t, v100(devices)), 8, 1024)[0], {}
-    return [(f"{MEGATRON19[i][0]}B t{MEGATRON19[i][4]}", pub, lambda i=i: ms(i)) for i, pub in MEGATRON_V1]
+    return [(f"{tables.MEGATRON19[i][0]}B t{tables.MEGATRON19[i][4]}", pub, lambda i=i: ms(i)) for i, pub in tables.MEGATRON_V1]
 
 
 def _nccl(table):
@@ -341,8 +229,8 @@ def fit_collectives(name: str) -> dict[str, float]:
 
 SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device, unit, rows(devices))
     "nccl-a100-azure": ("NCCL all-reduce on 8 A100s, Azure ND A100 v4 (the presets' collectives are fitted on it)",
-                        "A100", "bus GB/s", _nccl(NCCL_A100_AZURE)),
-    "nccl-a100-dgx": ("NCCL all-reduce on 8 A100s, a DGX A100", "A100", "bus GB/s", _nccl(NCCL_A100_DGX)),
+                        "A100", "bus GB/s", _nccl(tables.NCCL_A100_AZURE)),
+    "nccl-a100-dgx": ("NCCL all-reduce on 8 A100s, a DGX A100", "A100", "bus GB/s", _nccl(tables.NCCL_A100_DGX)),
     "sc21-table1": ("Narayanan et al. SC'21 Table 1, weak scaling on A100", "A100", "TFLOP/s per GPU", _sc21),
     "reduce-recompute": ("Korthikanti et al. 2022, full recomputation on A100", "A100", "s per iteration",
                          _reduce_recompute),

@@ -16,7 +16,7 @@ from autotune.search_spaces.parallel.clusters import DEVICES
 
 
 def test_sc21_rows_run_as_their_authors_script_ran_them():
-    for size, _, _, layers, t, p, gpus, batch, _, per_micro, virtual, overlap in vs.TABLE1:
+    for size, _, _, layers, t, p, gpus, batch, _, per_micro, virtual, overlap in vs.tables.TABLE1:
         per_replica = batch // (gpus // (t * p))
         assert per_replica % per_micro == 0, size  # whole micro-batches per replica
         assert layers % (p * virtual) == 0, size  # whole layers per interleaved chunk
@@ -65,7 +65,7 @@ def test_the_v100_runs_its_gemms_at_the_a100_share_unless_a_v100_source_calibrat
 
 def test_the_2019_single_gpu_row_counts_the_flops_the_v1_note_counts():
     # 62.4 TFLOP/s at 1,288 ms was "a 60% improvement" over 39 TFLOP/s for the same model: the same FLOPs
-    assert round(vs.MEGATRON19_SINGLE_MS) == 2061
+    assert round(vs.tables.MEGATRON19_SINGLE_MS) == 2061
     assert vs.SOURCES["megatron19-single"][2] == vs.SOURCES["megatron-v1"][2] == "ms per iteration"
 
 
@@ -78,7 +78,7 @@ def test_the_default_calibration_is_the_protocols_choice_over_every_source():
 
 
 def test_the_2019_runs_all_reduce_during_the_backward_where_megatron_says_pytorchs_ddp_was_faster():
-    assert vs.TORCH_DDP_2019 == [False, False, True, True]  # not for 1.2B (t = 1) and 2.5B (t = 2)
+    assert vs.tables.TORCH_DDP_2019 == [False, False, True, True]  # not for 1.2B (t = 1) and 2.5B (t = 2)
     rows = vs.evaluate("megatron19-ddp", vs.fresh_devices())
     after, during = (r["simulated"] for r in rows)
     assert [r["published"] for r in rows] == [60, 76] and during > 1.1 * after

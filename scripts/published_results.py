@@ -1,0 +1,124 @@
+"""Published results of Megatron-LM training runs and NCCL collectives that the simulator is validated
+against (``validate_simulator.py``), each with its paper, table and the conditions it was measured under.
+
+Sources (each a paper's table or figure; GPT models, vocabulary 51200, mixed precision, activation
+recomputation; every row simulated with Megatron's strategy, ``strategy.megatron``, at the row's tensor
+(t) and pipeline (p) degrees):
+
+- ``sc21-table1``: Narayanan et al., SC'21 (arXiv:2104.04473), Table 1: weak scaling of 1.7B to 1T
+  parameters on 32 to 3,072 A100s (DGX A100 nodes), sequence 2048; achieved TFLOP/s per GPU (Megatron's
+  count 96 B s l h^2 (1 + s/6h + V/16lh), which includes the recomputed forward). Each row runs as the
+  authors' script for the table ran it (Megatron-LM, examples/sc21/run_table_1.sh): its micro-batch size
+  (16 sequences without a pipeline down to 1 for the largest models), interleaved chunks per stage (3, 2, 2
+  and 3 for the 76B, 145B, 310B and 530B models), and the data-parallel gradients all-reduced during the
+  backward by PyTorch's DDP without a pipeline, after it by Megatron's own DDP with one.
+- ``reduce-recompute``: Korthikanti et al. (arXiv:2205.05198), iteration times with full recomputation
+  (the baseline of its end-to-end table, Table 5): 22B, 175B, 530B and 1T on 8, 64, 280 and 512 A100s
+  80GB, t = 8, p = 1, 8, 35, 64, no data parallelism, sequence 2048; micro-batches of 4 sequences for 22B
+  and of one for the others, the interleaved schedule with 3 chunks per stage for 175B and 530B (Table 3
+  and Section 6); seconds.
+- ``reduce-recompute-sp``: the same paper's end-to-end result, the same four runs with sequence
+  parallelism and selective recomputation: 1.10, 13.75, 37.83 and 71.49 s.
+
+Every row is a run that happened, so each must fit in its devices' memory: the report counts the rows
+the simulator finds fitting ("fits 4/4").
+- ``reduce-recompute-memory``: the same paper's memory result (Section 6.1): "without the memory
+  savings provided by sequence parallelism and selective recompute together, none of these models will
+  fit into memory". For each of the four runs, five modes: no recomputation, sequence parallelism alone,
+  selective recomputation alone (published: does not fit, 0), both, and full recomputation (published:
+  fits, 1, as the runs of Table 5 did); the simulated value is 1 where its peak memory fits in 80 GB.
+  The error is 0 or 100% per row, so the MAPE is the share of rows it gets wrong.
+- ``megatron19-weak``: Shoeybi et al., Megatron-LM 2019 (arXiv:1909.08053), Figure 1 and Table 1: weak
+  scaling on DGX-2H nodes (16 V100 32GB each), sequence 1024, 1.2B on 1 GPU to 8.3B on 8 (tensor
+  parallel, batch 8) and the same models data parallel on 64 to 512 GPUs (global batch 512): per-GPU
+  throughput relative to the 1.2B model on one GPU, in percent. Each data-parallel run all-reduces its
+  gradients as Megatron-LM's README says was faster for its model (``TORCH_DDP_2019``): after the backward
+  (its own DDP, ``Simulator(overlap=False)``) for 1.2B and 2.5B, during it (PyTorch's DDP) for 4.2B and 8.3B.
+- ``megatron19-ddp``: Megatron-LM's README (github.com/NVIDIA/Megatron-LM, "Distributed Pretraining"): the
+  8.3B model on 512 GPUs (t = 8, 64 replicas) scales at 60% with Megatron's own data parallelism (the
+  all-reduce after the backward) and at 76% with PyTorch's (overlapped), in the paper's unit.
+- ``megatron19-strong``: the same paper's strong scaling of the 1.2B model (batch 8) over 2, 4 and 8
+  GPUs of one DGX-2H: speed-up over one GPU.
+- ``megatron19-single``: the same paper's single-GPU baseline, the 1.2B model on one V100 (batch 8):
+  39 TFLOP/s. The v1.0 release note (below) calls its 62.4 TFLOP/s at 1,288 ms per iteration "a 60%
+  improvement over our previously 39 teraFLOPs" for the same model, so both count the same FLOPs per
+  iteration: the 2019 row is compared in milliseconds, 1,288 x 62.4 / 39 = 2,061 ms (Megatron's later
+  FLOP formula, which counts 7% more for this model, would make a TFLOP/s comparison 7% off by itself).
+  The 2019 code ran the attention's and the dropouts' elementwise work as separate PyTorch ops
+  (``transformer(kernels="eager")``) for every Megatron-LM 2019 source, with a fixed cost per kernel of
+  its own (``V100-2019``: the same V100, the same GEMMs).
+- ``megatron-v1``: NVIDIA ADLR's Megatron-LM v1.0 release note (nv-adlr.github.io/MegatronLMV1), the same
+  hardware with fused kernels, batch 8: the 1.2B model on one GPU (1,288 ms per iteration, 62.4 TFLOP/s).
+
+Collectives (every cluster's ``bus_efficiency`` and ``latency_scale``, ``runners/simulator/nccl.py``), NCCL
+all-reduce bus bandwidth over 8 A100s on NVSwitch by message size (nccl-tests ``all_reduce_perf``, 1 MB to 4 GB):
+
+- ``nccl-a100-azure``: Microsoft's Azure AI benchmarking guide, ND A100 v4 (8 A100 80GB), NCCL 2.18.5
+  (github.com/Azure/AI-benchmarking-guide, Azure_Results/ND_A100_v4_results.md; in-place bus bandwidth). The
+  presets' two collective figures are fitted on it (``--fit-collectives nccl-a100-azure`` refits them).
+- ``nccl-a100-dgx``: a DGX A100 (8 A100 40GB) run kept as a fixture of Hetu-Galvatron's hardware profiler
+  (github.com/AFDWang/Hetu-Galvatron, tests/profiler/test_hardware_profile.py; out-of-place bus bandwidth).
+
+"""
+
+from __future__ import annotations
+
+# (params B, heads, hidden, layers, t, p, GPUs, batch, published TFLOP/s per GPU, sequences per micro-batch,
+#  interleaved chunks per stage, gradients all-reduced during the backward) - Table 1 of arXiv:2104.04473, with
+# the micro-batch size, interleaving and data-parallel wrapper of the authors' script for it (Megatron-LM,
+# examples/sc21/run_table_1.sh: PyTorch's DDP, which overlaps, without a pipeline; Megatron's own DDP, which
+# all-reduces after the backward, with one)
+TABLE1 = [
+    (1.7, 24, 2304, 24, 1, 1, 32, 512, 137, 16, 1, True),
+    (3.6, 32, 3072, 30, 2, 1, 64, 512, 138, 16, 1, True),
+    (7.5, 32, 4096, 36, 4, 1, 128, 512, 142, 16, 1, True),
+    (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135, 8, 1, True),
+    (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138, 4, 1, False),
+    (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140, 2, 3, False),
+    (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148, 2, 2, False),
+    (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155, 1, 2, False),
+    (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163, 1, 3, False),
+    (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163, 1, 1, False),
+]
+# (name, heads, hidden, layers, t, p, GPUs, batch, published seconds per iteration with full recomputation,
+#  sequences per micro-batch, interleaved chunks per stage) - Tables 3 and 5 of arXiv:2205.05198
+REDUCE_RECOMPUTE = [
+    ("22b", 64, 6144, 48, 8, 1, 8, 4, 1.42, 4, 1),
+    ("175b", 96, 12288, 96, 8, 8, 64, 64, 18.13, 1, 3),
+    ("530b", 128, 20480, 105, 8, 35, 280, 280, 49.05, 1, 3),
+    ("1t", 160, 25600, 128, 8, 64, 512, 512, 94.42, 1, 1),
+]
+# (recomputation, sequence parallelism, published: fits) - Section 6.1 of arXiv:2205.05198
+REDUCE_RECOMPUTE_MEMORY = [("none", False, 0), ("none", True, 0), ("selective", False, 0), ("selective", True, 1),
+                           ("full", False, 1)]
+# the same four runs with sequence parallelism and selective recomputation (the paper's end-to-end result)
+REDUCE_RECOMPUTE_SP = [1.10, 13.75, 37.83, 71.49]
+# (params B, heads, hidden, layers, tensor-parallel GPUs) - Megatron-LM 2019, Table 1
+MEGATRON19 = [(1.2, 16, 1536, 40, 1), (2.5, 20, 1920, 54, 2), (4.2, 24, 2304, 64, 4), (8.3, 32, 3072, 72, 8)]
+MEGATRON19_WEAK_MP = [100, 95, 82, 77]  # % of the 1-GPU throughput per GPU, tensor parallel on 1, 2, 4, 8 GPUs
+MEGATRON19_WEAK_DP = [96, 83, 79, 74]  # the same models x 64 data-parallel replicas: 64, 128, 256, 512 GPUs
+MEGATRON19_STRONG = [(2, 1.64), (4, 2.34), (8, 2.98)]  # 1.2B, batch 8: speed-up over one GPU
+# the 1.2B model on one GPU, ms per iteration: v1.0's 1,288 ms at 62.4 TFLOP/s, the 2019 code at 39
+MEGATRON19_SINGLE_MS = 1288 * 62.4 / 39.0
+# Megatron-LM's two data-parallel implementations (its README): its own, which all-reduces the gradients after
+# the backward (``--DDP-impl local``), and PyTorch's DDP, which overlaps the all-reduce with the backward
+# (``torch``): "for the 8.3 billion parameters model running on 512 GPUs, the scaling increases from 60% to 76%
+# when Torch's distributed data parallel is used. However, the overlapping method requires more memory and for
+# some configurations (e.g., 2.5 billion parameters using 2-way model parallel and 1.2 billion parameters with no
+# model parallel) can make the overall training slower": so the weak-scaling runs of those two models all-reduce
+# after the backward, those of the 4.2B and 8.3B models during it
+TORCH_DDP_2019 = [False, False, True, True]  # per model of MEGATRON19
+MEGATRON19_DDP = [(False, 60), (True, 76)]  # 8.3B, t = 8, x 64 (512 GPUs): (overlapped, % of the 1-GPU rate)
+KERNELS_2019 = "eager"  # and ran the attention's and dropouts' elementwise work as separate PyTorch ops
+# Megatron-LM v1.0 (fused kernels), batch 8, sequence 1024, on one DGX-2H: (model index in MEGATRON19,
+# published milliseconds per iteration). The release note's larger models (2.0B, 4.2B, 8.7B on 2, 4, 8 GPUs)
+# do not give their shapes, and their reported scaling does not match the 2019 paper's shapes, so they are
+# left out.
+MEGATRON_V1 = [(0, 1288)]
+# (message bytes, published all-reduce bus bandwidth GB/s) on 8 A100s of one node
+NCCL_A100_AZURE = [(2**20, 36.22), (2**21, 53.54), (2**22, 71.43), (2**23, 89.99), (2**24, 109.22), (2**25, 132.77),
+                   (2**26, 166.63), (2**27, 174.18), (2**28, 213.87), (2**29, 221.58), (2**30, 228.10),
+                   (2**31, 230.22), (2**32, 230.48)]
+NCCL_A100_DGX = [(2**20, 23.29), (2**21, 33.73), (2**22, 55.97), (2**23, 80.04), (2**24, 99.99), (2**25, 141.27),
+                 (2**26, 178.69), (2**27, 186.91), (2**28, 200.85), (2**29, 202.00), (2**30, 230.84)]
+SEQ, VOCAB = 2048, 51200
