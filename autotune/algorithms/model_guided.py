@@ -248,10 +248,14 @@ class ModelGuided(ListedCandidates, SearchAlgorithm):
         thr = self._threshold()
         if thr is None or not cands:
             return cands, scores
-        if self._all_p_fail is not None and all(c.key in self._all_index for c in cands):
-            p = self._all_p_fail[[self._all_index[c.key] for c in cands]]
-        else:
+        rows = np.array([self._all_index.get(c.key, -1) for c in cands]) if self._all_p_fail is not None else None
+        if rows is None:
             p = self._failures.predict(self._features(cands))
+        else:  # the listed points' probabilities are known; the inner search's proposals are predicted
+            p = self._all_p_fail[np.maximum(rows, 0)]
+            other = np.flatnonzero(rows < 0)
+            if len(other):
+                p[other] = self._failures.predict(self._features([cands[i] for i in other]))
         keep = np.flatnonzero(p <= thr)
         if len(keep) == 0 or len(keep) == len(cands):
             return cands, scores

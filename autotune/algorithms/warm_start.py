@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -178,7 +179,7 @@ class WarmStart(SearchAlgorithm):
         over the sources' rankings, heaviest source first."""
         if k <= 0:
             return []
-        lists = [[m.candidate for m in s.ranked() if self.space.contains(m.candidate)][:k]
+        lists = [list(itertools.islice((m.candidate for m in s.ranked() if self.space.contains(m.candidate)), k))
                  for s in sorted(sources, key=lambda s: -s.weight)]
         out: dict[str, Candidate] = {}
         for i in range(k):
