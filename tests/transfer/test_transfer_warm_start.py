@@ -179,6 +179,18 @@ def test_both_arms_take_the_stall_setting_and_without_it_make_no_far_picks(stall
     assert {a: arm.config["stall"] for a, arm in algo.arms.items()} == {"warm": want, "cold": want}
 
 
+@pytest.mark.parametrize("large", [None, "both"])
+def test_both_arms_take_the_large_space_setting(large):
+    """Above score_all both arms search through the inner algorithm alone unless told otherwise (two
+    sampled arms cost more per measurement than the engine's budget on a million points)."""
+    space = race_space()
+    options = {} if large is None else {"large": large}
+    algo = WarmStart(RandomSearch(), [source_data(space)], top_k=4, **options)
+    drive(algo, space, batches=1)
+    want = "inner" if large is None else large
+    assert {a: arm.config["large"] for a, arm in algo.arms.items()} == {"warm": want, "cold": want}
+
+
 def race_space() -> KnobSpace:
     """1,000 points; the FakeRunner's bowl has its optimum at (2, 4, 8)."""
     return KnobSpace({k: [2**i for i in range(10)] for k in ("x", "y", "z")}, task=Task("kernel", "race", {}))
