@@ -27,7 +27,7 @@ KNOBS = {"block_size_x": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], "block_s
          "sh_power": [0, 1], "blocks_per_sm": [0, 1, 2, 3, 4]}
 
 
-def synthetic_cache(seed: int = 0) -> dict:
+def synthetic_cache(seed: int = 0, device: str = "synthetic") -> dict:
     rng = np.random.default_rng(seed)
     cache = {}
     for values in itertools.product(*KNOBS.values()):
@@ -42,16 +42,18 @@ def synthetic_cache(seed: int = 0) -> dict:
         failed = c["tile_size_x"] * c["tile_size_y"] > 50 and rng.random() < 0.1
         cache[",".join(map(str, values))] = {**c, "time": "RuntimeFailedConfig" if failed else t,
                                               "compile_time": 800.0, "benchmark_time": 50.0}
-    return {"device_name": "synthetic", "kernel_name": "synthetic_stencil", "problem_size": [4096, 4096],
+    return {"device_name": device, "kernel_name": "synthetic_stencil", "problem_size": [4096, 4096],
             "tune_params_keys": list(KNOBS), "tune_params": KNOBS, "cache": cache}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="the cache file to write (.json.gz)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="the seed of the times' noise and of the failures")
+    ap.add_argument("--device", default="synthetic", help="the device name recorded (another one for a second "
+                    "recording to warm-start from)")
     args = ap.parse_args()
-    data = synthetic_cache(args.seed)
+    data = synthetic_cache(args.seed, args.device)
     with gzip.open(args.out, "wt") if args.out.endswith(".gz") else open(args.out, "w") as f:
         json.dump(data, f)
     print(f"{args.out}: {len(data['cache']):,} points")

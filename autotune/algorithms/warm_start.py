@@ -90,8 +90,8 @@ class WarmStart(SearchAlgorithm):
                                 "misleading source's probes mislead less"),
         "stall": Option(0, "both arms' far picks once their search stalls (ModelGuided's stall; 0: never)"),
         "large": Option("inner", "how both arms search a space above ModelGuided's score_all (ModelGuided's large; "
-                                 "'inner': two arms scoring a sample each would cost about 58 ms per measurement "
-                                 "on a million points, against 36)"),
+                                 "'inner': two arms scoring a sample each cost 68 ms per trial of a campaign on a "
+                                 "million points, against 45)"),
         "focus": Option(4.0, "a result's credit is the share of earlier target results it beats, to this power"),
         "top": Option(0, "when above 0, a result's credit is 1 if it beats the top-th best earlier result, else 0"),
         "probe_top": Option(3, "a later probe earns credit only when it beats the probe_top-th best earlier result"),
