@@ -74,6 +74,7 @@ from autotune.algorithms.support import exhausted, fresh_sample, fresh_walk
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.failures import FailureModel
 from autotune.cost_models.metrics import quality
+from autotune.errors import UsageError
 from autotune.types import Candidate, Measurement
 from autotune.algorithms.registry import cost_model_class, make_algorithm
 
@@ -117,7 +118,7 @@ class ModelGuided(ListedCandidates, SearchAlgorithm):
         for key, allowed in (("design", ("maximin", "random")), ("pairs", ("log2", "none")),
                              ("large", ("inner", "sample", "both"))):
             if str(self.config[key]) not in allowed:
-                raise ValueError(f"model-guided option {key} must be one of {', '.join(allowed)}, "
+                raise UsageError(f"model-guided option {key} must be one of {', '.join(allowed)}, "
                                  f"not {self.config[key]!r}")
         self.inner = inner
         self.cost_model = cost_model

@@ -8,6 +8,7 @@ from autotune.cost_models.xgb import XGBCostModel
 from autotune.algorithms.batch_choice import member_scores
 from autotune.algorithms.model_guided import ModelGuided, make_guided
 from autotune.algorithms.support import rank_scaled
+from autotune.errors import UsageError
 from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
 from autotune.types import Measurement, Status
@@ -404,7 +405,7 @@ def test_samples_differ_between_seeds_and_the_inner_search_adds_points_beyond_th
 
 
 def test_large_must_name_a_known_mode():
-    with pytest.raises(ValueError, match="large"):
+    with pytest.raises(UsageError, match="large must be one of inner, sample, both"):  # the CLI's clean error
         make_guided("evolutionary", large="everything")
 
 

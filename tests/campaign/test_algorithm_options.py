@@ -71,6 +71,7 @@ def test_tune_replay_option_is_stored_with_the_campaign(tmp_path):
     ("population=lots", "none", "population must be an integer"),
     ("epsilon=0.2", "none", "has no option 'epsilon'"),
     ("nothing", "xgb", "KEY=VALUE"),
+    ("large=every", "xgb", "large must be one of inner, sample, both"),
 ])
 def test_a_bad_option_exits_2_before_anything_is_written(tmp_path, option, cost_model, needle):
     url = f"sqlite:///{tmp_path / 'bad.db'}"
