@@ -294,5 +294,5 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         opts = "; ".join(f"{k}={o.default!r}: {o.help}" for k, o in ModelGuided.options.items())
         rows.append(("ALGORITHM --cost-model xgb", ModelGuided.description, opts))
-        print_table(pd.DataFrame(rows, columns=["algorithm", "description", "options"]), max_width=400)
+        print_table(pd.DataFrame(rows, columns=["algorithm", "description", "options"]), max_width=10_000)  # every option
 

@@ -131,3 +131,11 @@ def test_cost_model_campaign_stores_models_and_predict_ranks(url):
     assert r.exit_code == 2 and "does not match the knobs" in r.stderr
     r = run("tune", "replay", "--cache", EXAMPLE, "--cost-model", "nope", "--db", url)
     assert r.exit_code == 2 and "unknown cost model 'nope'" in r.stderr
+
+
+def test_algorithms_lists_every_option_of_the_model_guided_search():
+    from autotune.algorithms.model_guided import ModelGuided
+
+    out = CliRunner().invoke(app, ["algorithms"], env={"COLUMNS": "400"}).stdout
+    missing = [k for k in ModelGuided.options if f"{k}=" not in out]
+    assert not missing, missing
