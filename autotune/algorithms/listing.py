@@ -153,12 +153,11 @@ class ListedCandidates:
         if self._ranked is None:
             self._ranked = rank_scaled(self._all_X)
         listed = [i for i, c in enumerate(cands) if c.key in self._all_index]  # the inner search's are not
-        if len(listed) < len(cands):
-            picks = self._far_from_seen([cands[i] for i in listed], scores[:, listed], n,
-                                        [listed.index(i) for i in chosen if i in set(listed)])
-            return [listed[i] for i in picks]
-        return far_picks(self._ranked, lambda i: self._all_index[cands[i].key], scores.mean(axis=0), n,
-                         int(self.config["stall_pool"]), self._seen_rows(), chosen)
+        at = {i: j for j, i in enumerate(listed)}
+        picks = far_picks(self._ranked, lambda j: self._all_index[cands[listed[j]].key],
+                          scores[:, listed].mean(axis=0), n, int(self.config["stall_pool"]), self._seen_rows(),
+                          [at[i] for i in chosen if i in at])
+        return [listed[j] for j in picks]
 
     def _mark_seen(self, c: Candidate) -> None:
         self.seen.add(c.key)
