@@ -8,7 +8,6 @@ from autotune.cost_models.xgb import XGBCostModel
 from autotune.algorithms.batch_choice import member_scores
 from autotune.algorithms.model_guided import ModelGuided, make_guided
 from autotune.algorithms.support import rank_scaled
-from autotune.errors import UsageError
 from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
 from autotune.types import Measurement, Status
@@ -17,14 +16,6 @@ from autotune.types import Measurement, Status
 class TestGuidedMCMC(AlgorithmConformance):
     def make_algorithm(self):
         return make_guided("mcmc", init=6, retrain_every=4, cost_model_options={"min_samples": 4, "rounds": 10})
-
-
-class TestGuidedLargeSpace(AlgorithmConformance):
-    """A space above score_all, searched through a sample of its points and the inner search."""
-
-    def make_algorithm(self):
-        return make_guided("evolutionary", init=6, retrain_every=4, score_all=20, large="both", pool=32,
-                           inner_batch=8, cost_model_options={"min_samples": 4, "rounds": 10})
 
 
 def run(algo, space, runner, steps, seed=0, batch=4):
@@ -369,57 +360,3 @@ def test_a_stalled_search_whose_model_slots_all_go_to_far_picks_still_proposes(b
         assert len(got) == batch and not keys & {c.key for c in got}
         keys |= {c.key for c in got}
         algo.tell(_WorseEveryBatch(space).measure(space.task, got))
-
-
-
-@pytest.mark.parametrize("indexed", [True, False])
-def test_a_space_above_score_all_is_searched_through_a_fixed_sample_of_its_points(indexed):
-    space = small_knob_space()  # 57 points
-    if not indexed:
-        space.point = None  # a space that lists its points but cannot index them: sampled in one pass
-    algo = make_guided("evolutionary", init=8, score_all=20, large="sample", epsilon=0.0,
-                       cost_model_options={"min_samples": 4, "rounds": 5})
-    algo.bind(space, np.random.default_rng(0), [])
-    first = algo.ask(8)
-    listed = {c.key for c in algo._all}
-    assert len(listed) == 20 and all(space.contains(c) for c in algo._all)
-    assert {c.key for c in first[1:]} <= listed  # the design's spread points come from the sample
-    algo.tell(FakeRunner(space).measure(space.task, first))
-    for _ in range(2):
-        batch = algo.ask(4)
-        assert {c.key for c in batch} <= listed  # the model scores the sample (no exploration: epsilon 0)
-        algo.tell(FakeRunner(space).measure(space.task, batch))
-
-
-def test_samples_differ_between_seeds_and_the_inner_search_adds_points_beyond_them():
-    space = small_knob_space()
-    samples = []
-    for seed in (0, 1):
-        algo = make_guided("evolutionary", init=4, score_all=20, large="both", pool=64, epsilon=0.0,
-                           cost_model_options={"min_samples": 4, "rounds": 5})
-        results = run(algo, space, FakeRunner(space), steps=8, seed=seed)
-        listed = {c.key for c in algo._all}
-        samples.append(listed)
-        assert any(m.candidate.key not in listed for m in results[4:])
-    assert samples[0] != samples[1]
-
-
-def test_large_must_name_a_known_mode():
-    with pytest.raises(UsageError, match="large must be one of inner, sample, both"):  # the CLI's clean error
-        make_guided("evolutionary", large="everything")
-
-
-def test_a_resumed_search_lists_the_same_sample_of_a_large_space():
-    def make():
-        return make_guided("evolutionary", init=4, score_all=20, large="both", pool=32,
-                           cost_model_options={"min_samples": 4, "rounds": 5})
-
-    space = small_knob_space()
-    algo = make()
-    history = run(algo, space, FakeRunner(space), steps=3)
-    state = json.loads(json.dumps(algo.state_dict()))
-    resumed = make()
-    resumed.bind(small_knob_space(), np.random.default_rng(7), history)  # another rng: the state's is loaded
-    resumed.load_state_dict(state)
-    resumed.ask(4)
-    assert [c.key for c in resumed._all] == [c.key for c in algo._all]
