@@ -8,21 +8,8 @@ import pytest
 
 from autotune.algorithms.model_guided import make_guided
 from autotune.errors import UsageError
-from autotune.testing.algorithms import AlgorithmConformance
+from autotune.testing.algorithms import AlgorithmConformance, drive
 from autotune.testing.fakes import FakeRunner, small_knob_space
-
-
-def run(algo, space, runner, steps, seed=0, batch=4):
-    algo.bind(space, np.random.default_rng(seed), [])
-    results = []
-    for _ in range(steps):
-        b = algo.ask(batch)
-        if not b:
-            break
-        r = runner.measure(space.task, b)
-        algo.tell(r)
-        results.extend(r)
-    return results
 
 
 class TestGuidedLargeSpace(AlgorithmConformance):
@@ -59,10 +46,10 @@ def test_samples_differ_between_seeds_and_the_inner_search_adds_points_beyond_th
     for seed in (0, 1):
         algo = make_guided("evolutionary", init=4, score_all=20, large="both", pool=64, epsilon=0.0,
                            cost_model_options={"min_samples": 4, "rounds": 5})
-        results = run(algo, space, FakeRunner(space), steps=8, seed=seed)
+        keys = drive(algo, space, FakeRunner(space), seed=seed, steps=8)
         listed = {c.key for c in algo._all}
         samples.append(listed)
-        assert any(m.candidate.key not in listed for m in results[4:])
+        assert any(k not in listed for k in keys[4:])
     assert samples[0] != samples[1]
 
 
@@ -78,7 +65,8 @@ def test_a_resumed_search_lists_the_same_sample_of_a_large_space():
 
     space = small_knob_space()
     algo = make()
-    history = run(algo, space, FakeRunner(space), steps=3)
+    drive(algo, space, FakeRunner(space), seed=0, steps=3)
+    history = list(algo.history)
     state = json.loads(json.dumps(algo.state_dict()))
     resumed = make()
     resumed.bind(small_knob_space(), np.random.default_rng(7), history)  # another rng: the state's is loaded
@@ -91,7 +79,7 @@ def test_far_picks_come_from_the_sample_when_the_inner_search_adds_candidates():
     space = small_knob_space()
     algo = make_guided("evolutionary", init=4, score_all=20, large="both", pool=32,
                        cost_model_options={"min_samples": 4, "rounds": 5})
-    run(algo, space, FakeRunner(space), steps=3)
+    drive(algo, space, FakeRunner(space), seed=0, steps=3)
     listed, scores = algo._scored_all()
     outside = [c for c in space.enumerate() if c.key not in algo._all_index and c.key not in algo.seen][:3]
     assert listed and outside
