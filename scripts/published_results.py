@@ -56,8 +56,10 @@ all-reduce bus bandwidth over 8 A100s on NVSwitch by message size (nccl-tests ``
 - ``nccl-a100-azure``: Microsoft's Azure AI benchmarking guide, ND A100 v4 (8 A100 80GB), NCCL 2.18.5
   (github.com/Azure/AI-benchmarking-guide, Azure_Results/ND_A100_v4_results.md; in-place bus bandwidth). The
   presets' two collective figures are fitted on it (``--fit-collectives nccl-a100-azure`` refits them).
-- ``nccl-a100-dgx``: a DGX A100 (8 A100 40GB) run kept as a fixture of Hetu-Galvatron's hardware profiler
-  (github.com/AFDWang/Hetu-Galvatron, tests/profiler/test_hardware_profile.py; out-of-place bus bandwidth).
+- ``nccl-a100-dgx``: an 8-GPU A100-SXM4-40GB node (DGX A100 class: NVSwitch) run kept as a fixture of
+  Hetu-Galvatron's hardware profiler (github.com/AFDWang/Hetu-Galvatron, tests/profiler/test_hardware_profile.py;
+  one nccl-tests process driving the 8 GPUs, 5 warm-up and 20 timed iterations, NCCL version not printed;
+  out-of-place bus bandwidth).
 
 """
 

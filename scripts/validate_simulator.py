@@ -230,7 +230,7 @@ def fit_collectives(name: str) -> dict[str, float]:
 SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device, unit, rows(devices))
     "nccl-a100-azure": ("NCCL all-reduce on 8 A100s, Azure ND A100 v4 (the presets' collectives are fitted on it)",
                         "A100", "bus GB/s", _nccl(tables.NCCL_A100_AZURE)),
-    "nccl-a100-dgx": ("NCCL all-reduce on 8 A100s, a DGX A100", "A100", "bus GB/s", _nccl(tables.NCCL_A100_DGX)),
+    "nccl-a100-dgx": ("NCCL all-reduce on 8 A100s, an A100-SXM4-40GB node", "A100", "bus GB/s", _nccl(tables.NCCL_A100_DGX)),
     "sc21-table1": ("Narayanan et al. SC'21 Table 1, weak scaling on A100", "A100", "TFLOP/s per GPU", _sc21),
     "reduce-recompute": ("Korthikanti et al. 2022, full recomputation on A100", "A100", "s per iteration",
                          _reduce_recompute),
