@@ -223,6 +223,33 @@ def test_thompson_share_follows_the_credit():
     assert sum(algo.share(5).values()) == 5
 
 
+def test_the_cold_floor_holds_a_share_of_every_batch_whatever_the_race_says():
+    """A source right everywhere wins the race's draws; the floor still gives the cold arm its share of
+    each batch once the probes and design points are in (none before), also one point at a time."""
+    space = race_space()
+    good = SourceData(SRC, [Measurement(m.candidate, Status.OK, cost=1.3 * m.cost)
+                            for m in FakeRunner(space).measure(space.task, list(space.enumerate()))])
+    raced = [b.count("cold") for b in drive(WarmStart(RandomSearch(), [good], top_k=4, cold_floor=0.0), space,
+                                                 batches=8)[2:]]
+    assert min(raced) < 2  # without a floor the good source takes the slots
+    floored = drive(WarmStart(RandomSearch(), [good], top_k=4, cold_floor=0.5), space, batches=8)
+    assert floored[0][:4] == ["warm"] * 4
+    assert all(b.count("cold") >= 4 for b in floored[2:])
+    default = drive(WarmStart(RandomSearch(), [good], top_k=4), space, batches=8)  # a quarter
+    assert all(b.count("cold") >= 2 for b in default[2:])
+    algo = WarmStart(RandomSearch(), [good], top_k=4, cold_floor=0.25)
+    algo.bind(space, np.random.default_rng(0))
+    runner, owners = FakeRunner(space), []
+    for _ in range(60):
+        batch = algo.ask(1)
+        owners += [algo.owner[c.key] for c in batch]
+        algo.tell(runner.measure(space.task, batch))
+    after = owners[12:]  # the 4 probes and 8 design points first
+    assert after.count("cold") >= len(after) // 4
+    state = algo.state_dict()
+    assert 0.0 <= state["floor_carry"] < 1.0
+
+
 def test_a_misleading_source_loses_its_slots_to_the_cold_search():
     space = race_space()
     # min_rho -1: the pooled model never leaves the source out by itself, only the race protects
