@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import xgboost as xgb
 
+from autotune.cost_models.xgb import inplace_scores
+
 
 class FailureModel:
     def __init__(self, seed: int = 0, rounds: int = 30, max_depth: int = 4, min_each: int = 2):
@@ -37,4 +39,4 @@ class FailureModel:
         X = np.asarray(X, dtype=np.float32)
         if self.booster is None:
             return np.zeros(len(X))
-        return np.asarray(self.booster.inplace_predict(X), dtype=float)
+        return np.asarray(inplace_scores(self.booster, X), dtype=float)

@@ -31,7 +31,7 @@ import xgboost as xgb
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import throughput
 from autotune.cost_models.metrics import rank_correlation
-from autotune.cost_models.xgb import XGBCostModel
+from autotune.cost_models.xgb import XGBCostModel, inplace_scores
 from autotune.gpus import device_properties
 from autotune.types import Device
 
@@ -184,7 +184,7 @@ class PooledModel(CostModel):
         if self.booster is None:
             return np.zeros(len(X))
         tX = np.column_stack([X, np.tile(self.target, (len(X), 1))])
-        return np.asarray(self.booster.inplace_predict(self._input(tX)), dtype=float)
+        return np.asarray(inplace_scores(self.booster, self._input(tX)), dtype=float)
 
     def _input(self, X: np.ndarray) -> np.ndarray:
         """Rows (the space's features, then the device's) as the boosters see them: as the fallback's."""

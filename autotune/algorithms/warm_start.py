@@ -94,8 +94,11 @@ class WarmStart(SearchAlgorithm):
                                 "misleading source's probes mislead less"),
         "stall": Option(0, "both arms' far picks once their search stalls (ModelGuided's stall; 0: never)"),
         "large": Option("inner", "how both arms search a space above ModelGuided's score_all (ModelGuided's large; "
-                                 "'inner': two arms scoring a sample each cost 68 ms per trial of a campaign on a "
-                                 "million points, against 45)"),
+                                 "'inner': two arms scoring a sample each cost half as much again per trial of a "
+                                 "campaign on a million points, docs/benchmarks.md)"),
+        "pool": Option(ModelGuided.options["pool"].default // 2, "model evaluations per batch by each arm's inner "
+                                                                 "search (spaces above score_all; ModelGuided's pool): "
+                                                                 "the two arms together as many as one search"),
         "focus": Option(4.0, "a result's credit is the share of earlier target results it beats, to this power"),
         "top": Option(0, "when above 0, a result's credit is 1 if it beats the top-th best earlier result, else 0"),
         "probe_top": Option(3, "a later probe earns credit only when it beats the probe_top-th best earlier result"),
@@ -155,10 +158,10 @@ class WarmStart(SearchAlgorithm):
         init = len(self.queue) + int(self.config["init"])  # both arms: design points until the probes and these were measured
         design = str(self.config["design"])
         pairs, stall = str(self.config["pairs"]), int(self.config["stall"])
-        large = str(self.config["large"])
+        large, pool = str(self.config["large"]), int(self.config["pool"])
         cold = ModelGuided(copy.deepcopy(self.inner), XGBCostModel(seed=seed), init=init,
                            epsilon=float(self.config["epsilon"]), holdout=0.0, design=design, pairs=pairs, stall=stall,
-                           large=large)
+                           large=large, pool=pool)
         self.arms = {}
         if usable:
             rows = [(np.asarray(space.features([m.candidate for m in s.measurements]), dtype=float),
@@ -169,7 +172,7 @@ class WarmStart(SearchAlgorithm):
             if self.queue:
                 model.exclude = set(row_keys(np.asarray(space.features(self.queue), dtype=float)))
             self.arms["warm"] = ModelGuided(self.inner, model, init=max(1, init), design=design, pairs=pairs, stall=stall,
-                                            large=large,
+                                            large=large, pool=pool,
                                             epsilon=float(self.config["epsilon"]),
                                             retrain_every=int(self.config["retrain_every"]), holdout=0.0)
         self.arms["cold"] = cold

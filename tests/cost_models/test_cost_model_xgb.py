@@ -99,3 +99,19 @@ def test_pair_columns_let_the_model_split_on_a_product_of_two_knobs():
         best = np.argsort(-model.predict(test))[:20]
         hits[len(columns)] = int((truth[best] == 1.0).sum())
     assert hits[2] == 20 and hits[0] < hits[2]
+
+
+def test_a_large_matrix_is_scored_on_several_threads_with_the_same_scores(monkeypatch):
+    import autotune.cost_models.xgb as xgb_module
+
+    monkeypatch.setattr(xgb_module, "_threads", lambda: 2)  # as on a 2-core machine, whatever this one has
+    X, y = data()
+    model = XGBCostModel(seed=0).fit(X, y)
+    big = np.random.default_rng(1).random((xgb_module.PARALLEL_ROWS + 5, 4))
+    threaded = model.predict_members(big)
+    assert {b._autotune_threads for b in model.boosters} == {2}
+    small = model.predict_members(big[:64])
+    assert {b._autotune_threads for b in model.boosters} == {1}  # small batches go back to one thread
+    monkeypatch.setattr(xgb_module, "PARALLEL_ROWS", 10**9)
+    assert np.array_equal(threaded, model.predict_members(big))
+    assert np.array_equal(small, threaded[:, :64])

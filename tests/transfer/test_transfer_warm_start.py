@@ -191,6 +191,20 @@ def test_both_arms_take_the_large_space_setting(large):
     assert {a: arm.config["large"] for a, arm in algo.arms.items()} == {"warm": want, "cold": want}
 
 
+@pytest.mark.parametrize("pool", [None, 300])
+def test_the_two_arms_share_one_search_s_model_evaluations(pool):
+    """Above score_all each arm's inner search gets half a search's pool unless told otherwise, so a warm
+    start evaluates the model as often per batch as a cold search."""
+    from autotune.algorithms.model_guided import ModelGuided
+
+    space = race_space()
+    options = {} if pool is None else {"pool": pool}
+    algo = WarmStart(RandomSearch(), [source_data(space)], top_k=4, **options)
+    drive(algo, space, batches=1)
+    want = ModelGuided.options["pool"].default // 2 if pool is None else pool
+    assert {a: arm.config["pool"] for a, arm in algo.arms.items()} == {"warm": want, "cold": want}
+
+
 def race_space() -> KnobSpace:
     """1,000 points; the FakeRunner's bowl has its optimum at (2, 4, 8)."""
     return KnobSpace({k: [2**i for i in range(10)] for k in ("x", "y", "z")}, task=Task("kernel", "race", {}))
