@@ -173,6 +173,17 @@ class ModelGuided(ListedCandidates, SearchAlgorithm):
     def _train(self, upto: int) -> None:
         """Retrain on the first ``upto`` results; in the background (``parallel``, a model exists) the
         fit runs on a copy in a thread and the current model keeps scoring until the copy replaces it."""
+        X, y, metrics = self._training_data(upto)
+        if self.background and self.trained_on > 0:
+            if self._fitter is None:
+                self._fitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retrain")
+            self._job = (self._fitter.submit(self._fit, copy.deepcopy(self.cost_model), X, y), upto, metrics)
+            return
+        self._install(*self._fit(self.cost_model, X, y), upto, metrics)
+
+    def _training_data(self, upto: int) -> tuple[np.ndarray, np.ndarray, dict]:
+        """The rows and objectives of the first ``upto`` results, and the metrics of the model before it
+        learns them (the results it never saw, and a fit on 80% every ``quality_every`` retrains)."""
         X = np.vstack(self.rows[:upto])
         y = np.array([m.objective for m in self.history[:upto]])
         metrics: dict = {"n_train": int(upto)}
@@ -189,12 +200,7 @@ class ModelGuided(ListedCandidates, SearchAlgorithm):
             probe = type(self.cost_model).load(self.cost_model.save()).fit(X[train], y[train])
             if getattr(probe, "trained", True):
                 metrics.update(quality(y[hold], probe.predict(X[hold])), holdout=f"random {n_hold}")
-        if self.background and self.trained_on > 0:
-            if self._fitter is None:
-                self._fitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retrain")
-            self._job = (self._fitter.submit(self._fit, copy.deepcopy(self.cost_model), X, y), upto, metrics)
-            return
-        self._install(*self._fit(self.cost_model, X, y), upto, metrics)
+        return X, y, metrics
 
     def _fit(self, model: CostModel, X: np.ndarray, y: np.ndarray) -> tuple:
         """(fitted model, calibration of its scores to log cost, its serialisation for on_retrain, its
@@ -231,13 +237,25 @@ class ModelGuided(ListedCandidates, SearchAlgorithm):
             future, upto, metrics = self._job
             self._job = None
             self._install(*future.result(), upto, metrics)
-        n = len(self.history)
-        if n < int(self.config["init"]):
+        if len(self.history) < int(self.config["init"]):
             return False
-        every = max(int(self.config["retrain_every"]), int(float(self.config["retrain_growth"]) * self.trained_on))
-        if (self.trained_on == 0 or n - self.trained_on >= every) and self._job is None:
-            self._train(n)
+        if self._due():
+            self._train(len(self.history))
         return getattr(self.cost_model, "trained", True)
+
+    def _due(self) -> bool:
+        """Whether the model is to be retrained on the results told so far (it has none, or enough new ones)."""
+        n = len(self.history)
+        every = max(int(self.config["retrain_every"]), int(float(self.config["retrain_growth"]) * self.trained_on))
+        return n >= int(self.config["init"]) and (self.trained_on == 0 or n - self.trained_on >= every) \
+            and self._job is None
+
+    def retrains_on_ask(self) -> bool:
+        """Whether the next ``ask`` (of at least one point) retrains the model before it proposes, and waits
+        for it: not in the background, where the model in hand keeps scoring (see ``retrain_together``)."""
+        return (self._job is None and not exhausted(self.space, self.seen)
+                and len(self.history) + len(self.pending) >= int(self.config["init"]) and self._due()
+                and not (self.background and self.trained_on > 0))
 
     # -- failures --------------------------------------------------------------------
     def _threshold(self) -> float | None:
@@ -361,6 +379,22 @@ class ModelGuided(ListedCandidates, SearchAlgorithm):
         self.retrains = max(0, int(state.get("retrains", 0)) - 1)
         if upto > 0:
             self._train(upto)
+
+
+def retrain_together(searches: list[ModelGuided]) -> None:
+    """Retrain, side by side on threads, the searches whose next ``ask`` would retrain and wait for it (a
+    warm start's arms, each with a model of its own), then install the models in the order given: the
+    same models and the same proposals as retraining one after the other at each ``ask``, in less time
+    (XGBoost trains without the interpreter's lock)."""
+    due = [s for s in searches if s.retrains_on_ask()]
+    if len(due) < 2:
+        return
+    jobs = [(s, len(s.history), *s._training_data(len(s.history))) for s in due]
+    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="retrain") as pool:
+        fits = [pool.submit(s._fit, s.cost_model, X, y) for s, _, X, y, _ in jobs]
+        done = [f.result() for f in fits]
+    for (s, upto, _, _, metrics), fit in zip(jobs, done):
+        s._install(*fit, upto, metrics)
 
 
 def make_guided(algorithm_name: str, cost_model_name: str = "xgb", cost_model_options: dict | None = None,

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autotune.algorithms.base import Option, SearchAlgorithm, union_moves
-from autotune.algorithms.model_guided import ModelGuided
+from autotune.algorithms.model_guided import ModelGuided, retrain_together
 from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
 from autotune.cost_models.pooled import PROPS, PooledModel, device_vector, row_keys
 from autotune.cost_models.xgb import XGBCostModel
@@ -252,6 +252,8 @@ class WarmStart(SearchAlgorithm):
                 self.bets.add(c.key)
         slots = self.share(n - len(out))
         order = sorted(slots, key=lambda a: -slots[a])
+        # every arm with slots is asked below: those whose ask would retrain first retrain side by side
+        retrain_together([self.arms[a] for a in order if slots[a] > 0 and a in self.arms])
         for a, want in [(a, slots[a]) for a in order] + [(a, n) for a in order]:  # then one fills what the other lacks
             want = min(want, n - len(out))
             if want > 0 and a == "probe":

@@ -115,3 +115,38 @@ def test_a_large_matrix_is_scored_on_several_threads_with_the_same_scores(monkey
     monkeypatch.setattr(xgb_module, "PARALLEL_ROWS", 10**9)
     assert np.array_equal(threaded, model.predict_members(big))
     assert np.array_equal(small, threaded[:, :64])
+
+
+def test_the_members_train_side_by_side_into_the_boosters_of_a_loop(monkeypatch):
+    """Members trained on several threads at once are the boosters trained one after the other, in order."""
+    import threading
+
+    import xgboost as xgb
+
+    import autotune.cost_models.xgb as xgb_module
+
+    X, y = data()
+    names: set[str] = set()
+    real_train = xgb_module.xgb.train
+
+    def train(*args, **kwargs):
+        names.add(threading.current_thread().name)
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(xgb_module, "_threads", lambda: 3)
+    monkeypatch.setattr(xgb_module.xgb, "train", train)
+    model = XGBCostModel(members=5, rounds=15).fit(X, y)
+    assert len(names) > 1 and all(n.startswith("xgb-fit") for n in names)  # it did run on the pool's threads
+    monkeypatch.setattr(xgb_module.xgb, "train", real_train)
+    monkeypatch.setattr(xgb_module, "_threads", lambda: 1)
+    loop = XGBCostModel(members=5, rounds=15).fit(X, y)
+    assert [bytes(b.save_raw("json")) for b in model.boosters] == [bytes(b.save_raw("json")) for b in loop.boosters]
+    d = xgb.DMatrix(X.astype(np.float32))
+    assert not np.array_equal(model.boosters[0].predict(d), model.boosters[1].predict(d))
+
+
+def test_an_ensemble_is_saved_as_one_json_document_of_its_members():
+    X, y = data()
+    model = XGBCostModel(members=3, rounds=5).fit(X, y)
+    doc = json.loads(model.save())
+    assert [json.loads(bytes(b.save_raw("json"))) for b in model.boosters] == doc["autotune_xgb_ensemble"]

@@ -397,3 +397,37 @@ def test_only_an_arms_bets_move_its_credit_not_its_points_before_the_model():
         algo.tell(runner.measure(space.task, batch))
     bets = sum(1 for arm in algo.arms.values() for k in arm.predicted)
     assert bets > 0 and algo.credit["warm"] + algo.misses["warm"] + algo.credit["cold"] + algo.misses["cold"] > 4.0
+
+
+def test_the_arms_retrain_side_by_side_and_propose_what_they_would_one_after_the_other(monkeypatch):
+    """Both arms' models are fitted at once when both are due; the proposals, batch by batch, are those of
+    fitting each at its own ask."""
+    import autotune.algorithms.model_guided as guided
+    import autotune.algorithms.warm_start as warm_start
+
+    space = race_space()
+    good = SourceData(SRC, [Measurement(m.candidate, Status.OK, cost=1.3 * m.cost)
+                            for m in FakeRunner(space).measure(space.task, list(space.enumerate()))])
+
+    def proposals() -> list[list[str]]:
+        algo = WarmStart(RandomSearch(), [good], top_k=4)
+        algo.bind(space, np.random.default_rng(3))
+        runner, out = FakeRunner(space), []
+        for _ in range(10):
+            batch = algo.ask(8)
+            out.append([c.key for c in batch])
+            algo.tell(runner.measure(space.task, batch))
+        return out
+
+    together: list[int] = []
+    real = guided.retrain_together
+
+    def counted(searches):
+        together.append(sum(s.retrains_on_ask() for s in searches))
+        real(searches)
+
+    monkeypatch.setattr(warm_start, "retrain_together", counted)
+    side_by_side = proposals()
+    assert max(together) == 2  # both arms were due at once, and fitted together
+    monkeypatch.setattr(warm_start, "retrain_together", lambda searches: None)
+    assert proposals() == side_by_side
