@@ -24,7 +24,13 @@ from autotune.types import Candidate, Measurement, Status
 
 
 class ListedCandidates:
-    """The listed points of a model-guided search's space and the candidates scored from them."""
+    """The listed points of a model-guided search's space and the candidates scored from them.
+
+    ``shared_listing``: a dict that searches of the same space share (a warm start's arms), holding the
+    listing of the whole space (points, features, index by key: read, never changed) so that it is built
+    once; None: a listing of its own. A sample of a large space is each search's own (its own seed)."""
+
+    shared_listing: dict | None = None
 
     def _enumerated(self) -> bool:
         """Whether the space is scored exhaustively (at most ``score_all`` points, enumerable); if so its
@@ -36,10 +42,14 @@ class ListedCandidates:
         if size > limit and (limit <= 0 or str(self.config["large"]) == "inner"):
             return False
         if self._all is None:
-            self._all = (list(self.space.enumerate()) if size <= limit else
-                         self._sample_points(size, min(limit, int(self.config["sample"]))))
-            self._all_X = np.asarray(self.space.features(self._all), dtype=float)
-            self._all_index = {c.key: i for i, c in enumerate(self._all)}
+            whole = size <= limit
+            listing = self.shared_listing.get("whole") if whole and self.shared_listing is not None else None
+            if listing is None:
+                points = list(self.space.enumerate()) if whole else self._sample_points(size, min(limit, int(self.config["sample"])))
+                listing = (points, np.asarray(self.space.features(points), dtype=float), {c.key: i for i, c in enumerate(points)})
+                if whole and self.shared_listing is not None:
+                    self.shared_listing["whole"] = listing
+            self._all, self._all_X, self._all_index = listing
         if self._unseen is None or self._synced_set is not self.seen or len(self.seen) < len(self._synced):
             self._unseen = np.array([c.key not in self.seen for c in self._all], dtype=bool)
             self._synced_set, self._synced = self.seen, set(self.seen)

@@ -177,9 +177,11 @@ class WarmStart(SearchAlgorithm):
                                             retrain_every=int(self.config["retrain_every"]), holdout=0.0)
         self.arms["cold"] = cold
         self.seen: set[str] = set()
+        listing: dict = {}
         for arm in self.arms.values():
             arm.bind(space, np.random.default_rng(int(self.rng.integers(2**63))))
             arm.seen = self.seen  # one set: an arm never proposes what the other has
+            arm.shared_listing = listing  # and one listing of the space's points, built by the first to need it
         if self._reported is not None:
             self._reported.on_retrain = getattr(self, "_on_retrain", None)
         self.owner: dict[str, str] = {}

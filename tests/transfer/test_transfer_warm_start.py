@@ -431,3 +431,17 @@ def test_the_arms_retrain_side_by_side_and_propose_what_they_would_one_after_the
     assert max(together) == 2  # both arms were due at once, and fitted together
     monkeypatch.setattr(warm_start, "retrain_together", lambda searches: None)
     assert proposals() == side_by_side
+
+
+def test_the_arms_list_the_space_once_between_them():
+    space = race_space()
+    calls = []
+    enumerate_points = space.enumerate
+    space.enumerate = lambda: calls.append(1) or enumerate_points()
+    good = SourceData(SRC, [Measurement(m.candidate, Status.OK, cost=1.3 * m.cost)
+                            for m in FakeRunner(race_space()).measure(space.task, list(race_space().enumerate()))])
+    algo = WarmStart(RandomSearch(), [good], top_k=4)
+    drive(algo, space, batches=4)
+    warm, cold = algo.arms["warm"], algo.arms["cold"]
+    assert warm._all is not None and warm._all is cold._all and warm._all_X is cold._all_X
+    assert len(calls) == 1
