@@ -119,7 +119,8 @@ def _race(url, barrier):
     Campaign("race", space, "random", ReplayRunner(space.cache), db, trials=300, batch=4, seed=2).run()
 
 
-@pytest.mark.parametrize("workers", [2, 4])
+# two workers race less than four for the same claims: that case runs with the slow tests only
+@pytest.mark.parametrize("workers", [pytest.param(2, marks=pytest.mark.slow), 4])
 def test_workers_on_one_campaign_store_exactly_the_budget(db_url, workers):
     """Each worker claims its batch from the budget in the database before measuring (the same seed makes
     them propose the same candidates, the hardest case for duplicates)."""
