@@ -403,7 +403,7 @@ def test_the_arms_retrain_side_by_side_and_propose_what_they_would_one_after_the
     """Both arms' models are fitted at once when both are due; the proposals, batch by batch, are those of
     fitting each at its own ask."""
     import autotune.algorithms.model_guided as guided
-    import autotune.algorithms.warm_start as warm_start
+    from autotune.algorithms import warm_start
 
     space = race_space()
     good = SourceData(SRC, [Measurement(m.candidate, Status.OK, cost=1.3 * m.cost)
