@@ -88,8 +88,10 @@ class XGBCostModel(CostModel):
         order, qid = query_order(groups, len(y))
         if self.options["objective"] == "rank":
             rows, label = X[order], throughput(y, groups)[order]
+        elif self.options["objective"] == "reg-tp":
+            rows, label, qid = X, throughput(y, groups), None
         else:
-            rows, label, qid = X, (throughput(y, groups) if self.options["objective"] == "reg-tp" else log_cost(y, groups)), None
+            rows, label, qid = X, log_cost(y, groups), None
         self.boosters = train_boosters([self._params(j) for j in range(max(1, int(self.options["members"])))],
                                        lambda: xgb.DMatrix(rows, label=label, qid=qid, nthread=1),
                                        int(self.options["rounds"]))

@@ -253,9 +253,8 @@ class ModelGuided(ListedCandidates, SearchAlgorithm):
     def retrains_on_ask(self) -> bool:
         """Whether the next ``ask`` (of at least one point) retrains the model before it proposes, and waits
         for it: not in the background, where the model in hand keeps scoring (see ``retrain_together``)."""
-        return (self._job is None and not exhausted(self.space, self.seen)
-                and len(self.history) + len(self.pending) >= int(self.config["init"]) and self._due()
-                and not (self.background and self.trained_on > 0))
+        return (not exhausted(self.space, self.seen) and len(self.history) + len(self.pending) >= int(self.config["init"])
+                and self._due() and not (self.background and self.trained_on > 0))
 
     # -- failures --------------------------------------------------------------------
     def _threshold(self) -> float | None:
