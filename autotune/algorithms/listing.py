@@ -42,13 +42,15 @@ class ListedCandidates:
         if size > limit and (limit <= 0 or str(self.config["large"]) == "inner"):
             return False
         if self._all is None:
-            whole = size <= limit
-            listing = self.shared_listing.get("whole") if whole and self.shared_listing is not None else None
+            shared = self.shared_listing if size <= limit else None  # a sample is each search's own
+            listing = shared.get("whole") if shared is not None else None
             if listing is None:
-                points = list(self.space.enumerate()) if whole else self._sample_points(size, min(limit, int(self.config["sample"])))
-                listing = (points, np.asarray(self.space.features(points), dtype=float), {c.key: i for i, c in enumerate(points)})
-                if whole and self.shared_listing is not None:
-                    self.shared_listing["whole"] = listing
+                points = list(self.space.enumerate()) if size <= limit else \
+                    self._sample_points(size, min(limit, int(self.config["sample"])))
+                listing = (points, np.asarray(self.space.features(points), dtype=float),
+                           {c.key: i for i, c in enumerate(points)})
+                if shared is not None:
+                    shared["whole"] = listing
             self._all, self._all_X, self._all_index = listing
         if self._unseen is None or self._synced_set is not self.seen or len(self.seen) < len(self._synced):
             self._unseen = np.array([c.key not in self.seen for c in self._all], dtype=bool)

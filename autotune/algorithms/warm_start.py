@@ -52,7 +52,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autotune.algorithms.base import Option, SearchAlgorithm, union_moves
-from autotune.algorithms.model_guided import ModelGuided, retrain_together
+from autotune.algorithms.model_guided import ModelGuided
+from autotune.algorithms.retraining import retrain_together
 from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
 from autotune.cost_models.pooled import PROPS, PooledModel, device_vector, row_keys
 from autotune.cost_models.xgb import XGBCostModel

@@ -402,8 +402,7 @@ def test_only_an_arms_bets_move_its_credit_not_its_points_before_the_model():
 def test_the_arms_retrain_side_by_side_and_propose_what_they_would_one_after_the_other(monkeypatch):
     """Both arms' models are fitted at once when both are due; the proposals, batch by batch, are those of
     fitting each at its own ask."""
-    import autotune.algorithms.model_guided as guided
-    from autotune.algorithms import warm_start
+    from autotune.algorithms import retraining, warm_start
 
     space = race_space()
     good = SourceData(SRC, [Measurement(m.candidate, Status.OK, cost=1.3 * m.cost)
@@ -420,7 +419,7 @@ def test_the_arms_retrain_side_by_side_and_propose_what_they_would_one_after_the
         return out
 
     together: list[int] = []
-    real = guided.retrain_together
+    real = retraining.retrain_together
 
     def counted(searches):
         together.append(sum(s.retrains_on_ask() for s in searches))
