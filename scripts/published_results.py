@@ -50,6 +50,38 @@ the simulator finds fitting ("fits 4/4").
 - ``megatron-v1``: NVIDIA ADLR's Megatron-LM v1.0 release note (nv-adlr.github.io/MegatronLMV1), the same
   hardware with fused kernels, batch 8: the 1.2B model on one GPU (1,288 ms per iteration, 62.4 TFLOP/s).
 
+Held out entirely (never calibrated on, and not scored when the leave-one-source-out protocol chooses a
+calibration: ``HELD_OUT_ONLY`` in ``validate_simulator.py``), other teams' runs of Megatron-style 3D parallelism
+(DeepSpeed's pipeline, Megatron's tensor slicing, activation recomputation), added after the presets were fixed:
+
+- ``mt-nlg-530b``: Smith et al. 2022, Megatron-Turing NLG 530B (arXiv:2201.11990) on Selene (DGX A100 nodes
+  of 8 A100 80GB, HDR InfiniBand), bf16: 105 layers, hidden 20480, 128 heads, sequence 2048, global batch
+  1920, "8-way tensor-slicing within a node and 35-way pipeline parallelism across nodes" (Section 2.2),
+  vocabulary GPT-2's (51,200 padded); Section 2.4's end-to-end throughput on 280, 350 and 420 nodes (8, 10 and
+  12 replicas): 60.1, 50.2 and 44.4 s per iteration ("126, 121 and 113 teraFLOP/s per GPU", which Megatron's
+  count gives to within 0.6: 125.7, 120.4, 113.5), seconds compared. The figures as Section 2.4 gives them,
+  quoted in cli99/llm-analysis (examples/megatron-turing-nlg/README.md) and in a second public compilation
+  that cites the paper's page and section; PaLM's "65.43K tokens/sec" for the 280-node run is 1920 x 2048 /
+  60.1 s. DeepSpeed's pipeline runs 1F1B without interleaving and all-reduces the gradients after the
+  backward. The paper gives no micro-batch size: one sequence is assumed (``MT_NLG_MICRO``), the size
+  Megatron-LM ran this model and layout with (SC'21 Table 1's 530B row, Korthikanti et al.'s 530B run).
+- ``bloom-176b``: BigScience's BLOOM 176B run (arXiv:2211.05100; its training README, github.com/
+  bigscience-workshop/bigscience, train/tr11-176B-ml/README.md): 70 layers, hidden 14336, 112 heads, sequence
+  2048, vocabulary 250,680 padded to 250,880, global batch 2048 on 48 nodes of 8 A100 80GB (Jean Zay: NVLink
+  inside a node, 4 x 100 Gb/s Omni-Path per node), t = 4, p = 12, d = 8, micro-batches of 2, bf16, full
+  recomputation (DeepSpeed's activation checkpointing), ZeRO stage 1 (the BF16 optimizer's own sharding of
+  the optimizer state), DeepSpeed's pipeline with each of the two tied embeddings given a pipeline slot like a
+  transformer block (``--pp-partition-method 'type:transformer|embedding'``: [embed | 5 blocks], 10 x [6
+  blocks], [5 blocks | embed]). Its log line at iteration 85,376 (the end of the first epoch): 104.70 s per
+  iteration, "TFLOPs: 149.77". TFLOP/s per GPU as Megatron-DeepSpeed logs them, 96 B s l h^2 (1 + s/6h +
+  V/16lh) with V = 250,880 (149.77 from 104.70 s), which counts the recomputed forward.
+- ``bloom-topologies``: the same model shape's topology benchmark on the 48 nodes before the run, with the
+  run's software (the BF16 optimizer, the embeddings as pipeline blocks; train/tr11-176B-ml/
+  chronicles-prequel.md, "Rebalancing layers", the table for NHIDDEN=14336; NLAYERS=70, 2022-02-28): global
+  batch 2048, five layouts (t, p, d, micro-batch, heads), TFLOP/s per GPU counted as above (each row's seconds
+  per iteration give its TFLOP/s), one early iteration's snapshot each, as those notes take them. Its "Mem"
+  column (40-73 GB) says every layout fit.
+
 Collectives (every cluster's ``bus_efficiency`` and ``latency_scale``, ``runners/simulator/nccl.py``), NCCL
 all-reduce bus bandwidth over 8 A100s on NVSwitch by message size (nccl-tests ``all_reduce_perf``, 1 MB to 4 GB):
 
@@ -123,4 +155,16 @@ NCCL_A100_AZURE = [(2**20, 36.22), (2**21, 53.54), (2**22, 71.43), (2**23, 89.99
                    (2**31, 230.22), (2**32, 230.48)]
 NCCL_A100_DGX = [(2**20, 23.29), (2**21, 33.73), (2**22, 55.97), (2**23, 80.04), (2**24, 99.99), (2**25, 141.27),
                  (2**26, 178.69), (2**27, 186.91), (2**28, 200.85), (2**29, 202.00), (2**30, 230.84)]
+# Megatron-Turing NLG 530B (arXiv:2201.11990, Sections 2.2 and 2.4): (layers, hidden, heads, t, p, global batch)
+MT_NLG = (105, 20480, 128, 8, 35, 1920)
+# (DGX A100 nodes, published seconds per iteration, the paper's TFLOP/s per GPU)
+MT_NLG_RUNS = [(280, 60.1, 126), (350, 50.2, 121), (420, 44.4, 113)]
+MT_NLG_MICRO = 1  # sequences per micro-batch: not published; Megatron-LM's size for this model and layout
+# BLOOM 176B (bigscience train/tr11-176B-ml): (layers, hidden, padded vocabulary, global batch, GPUs)
+BLOOM = (70, 14336, 250880, 2048, 384)
+# (t, p, sequences per micro-batch, heads, published TFLOP/s per GPU): the run (README, iteration 85,376, 104.70 s)
+BLOOM_RUN = [(4, 12, 2, 112, 149.77)]
+# the same shape's topology benchmark of 2022-02-28 (chronicles-prequel.md, "Rebalancing layers"), d = 384 / (t p)
+BLOOM_TOPOLOGIES = [(8, 12, 2, 64, 128.92), (4, 12, 2, 64, 153.68), (4, 12, 2, 112, 150.05), (4, 12, 2, 128, 148.08),
+                    (4, 12, 4, 64, 153.33)]
 SEQ, VOCAB = 2048, 51200

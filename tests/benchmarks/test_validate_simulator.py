@@ -82,3 +82,56 @@ def test_the_2019_runs_all_reduce_during_the_backward_where_megatron_says_pytorc
     rows = vs.evaluate("megatron19-ddp", vs.fresh_devices())
     after, during = (r["simulated"] for r in rows)
     assert [r["published"] for r in rows] == [60, 76] and during > 1.1 * after
+
+
+def test_the_added_sources_are_held_out_of_every_calibration_choice():
+    assert vs.HELD_OUT_ONLY == ("mt-nlg-530b", "bloom-176b", "bloom-topologies")
+    for name in vs.HELD_OUT_ONLY:
+        assert name in vs.SOURCES and vs.SOURCES[name][1] == "A100"
+        assert name not in vs.DEFAULT_CALIBRATION
+        assert all(name not in choices for choices in vs.PROTOCOL_CHOICES.values())
+    # never scored: a choice they would make worst does not lose for it
+    a, b = ("reduce-recompute", "megatron19-strong"), ("sc21-table1", "megatron19-strong")
+    matrix = {a: {"sc21-table1": 7.0, "bloom-176b": 40.0}, b: {"reduce-recompute": 9.0, "bloom-176b": 1.0}}
+    assert vs.best_calibration(matrix) == (a, 7.0)
+    held = {r["source"]: r for r in vs.leave_one_source_out(matrix)}
+    assert held["bloom-176b"]["calibrated_on"] == list(a) and held["bloom-176b"]["mape_pct"] == 40.0
+
+
+def test_the_added_sources_count_the_flops_their_publications_count():
+    layers, hidden, vocab, batch, gpus = vs.tables.BLOOM
+    # BLOOM's log line, 104.70 s per iteration at "TFLOPs: 149.77", and the benchmark's seconds per iteration, each
+    # give its TFLOP/s by Megatron-DeepSpeed's count with the padded vocabulary (to their rounding)
+    flops = vs.megatron_flops(batch, layers, hidden, vocab=vocab)
+    for seconds, (*_, tflops) in zip([104.70, 121.63, 102.03, 104.50, 105.89, 102.27],
+                                     vs.tables.BLOOM_RUN + vs.tables.BLOOM_TOPOLOGIES):
+        assert abs(flops / seconds / gpus / 1e12 - tflops) < 0.015
+    layers, hidden, _, _, _, batch = vs.tables.MT_NLG
+    for nodes, seconds, tflops in vs.tables.MT_NLG_RUNS:  # the paper's rounded TFLOP/s from its iteration times
+        assert abs(vs.megatron_flops(batch, layers, hidden) / seconds / (8 * nodes) / 1e12 - tflops) < 1.0
+
+
+def test_blooms_pipeline_gives_each_embedding_a_slot_of_its_own():
+    from autotune.search_spaces.parallel.models import transformer
+    from autotune.search_spaces.parallel.strategy import megatron
+
+    layers, hidden, vocab, _, gpus = vs.tables.BLOOM
+    graph = vs.embeddings_as_blocks(transformer("bloom", 16, layers, hidden, 112, 2048, vocab, recompute="full"))
+    cluster = vs.jean_zay(gpus, DEVICES["A100"])
+    blocks = {}
+    for op, cfg in zip(graph.ops, megatron(graph, cluster, 4, 12)):
+        if op.name in ("embed", "lm_head") or op.name.endswith(".qkv"):
+            blocks.setdefault(cfg.start // 32, []).append(op.name)
+    assert [len(b) for _, b in sorted(blocks.items())] == [6] * 12  # 72 blocks: 6 per stage
+    assert blocks[0][0] == "embed" and blocks[11][-1] == "lm_head"
+    assert cluster.inter_bw == 50e9 and cluster.nodes == 48  # 4 x 100 Gb/s Omni-Path per node
+
+
+def test_the_added_sources_simulate_every_row_to_a_finite_figure_that_fits():
+    devices = vs.fresh_devices()
+    rows = {name: vs.evaluate(name, devices) for name in vs.HELD_OUT_ONLY}
+    assert [len(rows[name]) for name in vs.HELD_OUT_ONLY] == [3, 1, 5]
+    for name, rs in rows.items():
+        assert all(np.isfinite(r["simulated"]) and r["simulated"] > 0 and r["fits"] for r in rs), name
+    assert [r["microbatches"] for r in rows["mt-nlg-530b"]] == [240, 192, 160]  # one sequence each
+    assert [r["microbatches"] for r in rows["bloom-topologies"]] == [256, 128, 128, 128, 64]
