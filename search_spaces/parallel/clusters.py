@@ -189,7 +189,7 @@ DEVICES = {
     "P100": DeviceSpec("P100", 10.6e12, 21.2e12, 16 * 2**30, 732 * G, 0.65, sm_count=56, gemm_k_half=K_HALF),
     "K80": DeviceSpec("K80", 4.37e12, 4.37e12, 12 * 2**30, 240 * G, 0.6, sm_count=13, gemm_k_half=K_HALF),
     "V100": DeviceSpec("V100", 15.7e12, 125e12, 16 * 2**30, 900 * G, 0.6, sm_count=80, gemm_k_half=K_HALF),
-    "A100": DeviceSpec("A100", 19.5e12, 312e12, 80 * 2**30, 2039 * G, 0.828, sm_count=108, gemm_k_half=K_HALF),
+    "A100": DeviceSpec("A100", 19.5e12, 312e12, 80 * 2**30, 2039 * G, 0.8192, sm_count=108, gemm_k_half=K_HALF),
     "H100": DeviceSpec("H100", 67e12, 989e12, 80 * 2**30, 3350 * G, 0.5, sm_count=132, gemm_k_half=K_HALF),
 }
 

@@ -147,6 +147,15 @@ def _config(op: Op, want: dict[str, int], replicas: int = 1, start: int = 0) -> 
 REPLICATED_IN_TP = ("layernorm", "add")  # Megatron-LM (2021) runs these whole on every tensor-parallel rank
 
 
+def _vocab_parallel_loss(graph: Graph, op: Op) -> bool:
+    """A softmax loss over logits a tensor-parallel op splits on its output (the head's vocabulary): Megatron-LM
+    computes it vocab-parallel, each replica's loss on that replica's own tensor-parallel group, each rank over its
+    slice of the vocabulary (all-reducing only per-token maxima and sums)."""
+    if op.type != "softmax_loss" or not op.inputs:
+        return False
+    return graph.ops[graph.index[op.inputs[0][0]]].tp == "o"
+
+
 def _sample_dim(op: Op) -> str | None:
     return next((d for d in op.parallel_dims if op.roles[d] == "sample"), None)
 
@@ -199,7 +208,9 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
     ``pipeline * virtual`` chunks placed round-robin on the stages (Megatron-LM's interleaved 1F1B).
     ``sequence``: sequence parallelism (Korthikanti et al. 2022): the layer norms and residual additions are
     split along the sequence over the tensor-parallel group instead of run whole on every rank, so the
-    all-reduces around them become a reduce-scatter and an all-gather. ``expert``: the expert-parallel degree of
+    all-reduces around them become a reduce-scatter and an all-gather. A softmax loss over a head split on its
+    vocabulary runs on each replica's own group, 1/t of its sequence per rank (Megatron-LM's vocab-parallel
+    cross-entropy). ``expert``: the expert-parallel degree of
     mixture-of-experts ops (default: the tensor degree; DeepSpeed-MoE's expert groups): each op's experts split
     that many ways, its tokens over the rest of the stage's devices."""
     D, t_max = cluster.devices, tensor or cluster.per_node
@@ -212,6 +223,7 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
     for op, chunk in zip(graph.ops, _chunks(graph, chunks)):
         stage = chunk % pipeline
         s = _sample_dim(op)
+        vocab = _vocab_parallel_loss(graph, op)
         want: dict[str, int] = {}
         replicas = 1
         if op.routed in op.parallel_dims:
@@ -223,13 +235,16 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
             want[op.tp] = t = _largest_degree(op.dims[op.tp], t_max, block)
             if s:
                 want[s] = _largest_degree(op.dims[s], block // t, block // t)
-        elif op.type in REPLICATED_IN_TP and t_max > 1 and block % t_max == 0:
+        elif (op.type in REPLICATED_IN_TP or vocab) and t_max > 1 and block % t_max == 0:
             # data parallel over the replicas of the stage, whole on every tensor-parallel rank (or split
             # along the sequence over it); a sample dimension of size 1 (one sequence per micro-batch) is no
-            # partitionable dim, so no degree
+            # partitionable dim, so no degree. The vocab-parallel loss: on its replica's group too (not on the
+            # stage's first devices, whose port would then take in every replica's logits), a 1/t share of it
+            # per rank, here of the sequence (the graph's loss keeps the vocabulary whole), so its logits are
+            # exchanged inside the group, which Megatron-LM does not need to do
             if s:
                 want[s] = _largest_degree(op.dims[s], block // t_max, block // t_max)
-            q = _sequence_dim(op) if sequence else None
+            q = _sequence_dim(op) if sequence or vocab else None
             if q and op.dims[q] % t_max == 0:
                 want[q] = t_max
             replicas = block // math.prod(want.values())

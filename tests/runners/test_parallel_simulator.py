@@ -312,6 +312,22 @@ def test_megatron_pipeline_stages_hold_whole_layers_with_the_embedding_first_and
     assert [stage_of[f"l{i}.qkv"] for i in range(6)] == [0, 1, 2, 0, 1, 2] and stage_of["lm_head"] == 2
 
 
+def test_megatron_computes_each_replicas_loss_on_its_own_tensor_parallel_group():
+    """Megatron-LM's cross-entropy is vocab-parallel, each replica's on that replica's tensor-parallel group:
+    with fewer sequences per micro-batch than a stage has devices the loss must not sit on the stage's first
+    devices (whose node would take in every replica's logits), and its share per rank is 1/t."""
+    from autotune.search_spaces.parallel.models import transformer
+    from autotune.search_spaces.parallel.strategy import megatron
+
+    g = transformer("gpt", 2, 4, 64, 4, 32, 4096)  # 2 sequences per micro-batch: one per replica
+    cl = cluster(per_node=2, nodes=4)  # t = 2, p = 2, d = 2: a stage of 4 devices on two nodes
+    s = megatron(g, cl, tensor=2, pipeline=2)
+    head, loss = (s[g.index[n]] for n in ("lm_head", "loss"))
+    assert (loss.start, loss.span) == (head.start, head.span) == (4, 4)  # the whole last stage, not 2 of it
+    deg = dict(zip(g.ops[g.index["loss"]].parallel_dims, loss.degrees))
+    assert sorted(deg.values()) == [2, 2] and loss.replicas == 1  # a sequence per replica, half of it per rank
+
+
 def test_copies_on_another_node_take_a_tensor_over_the_network_once_and_share_it_on_their_links():
     """A producer on node 0 and a consumer copied on the 4 devices of node 1 (as Megatron's pipeline
     stages run layer norms on every tensor-parallel rank): the tensor crosses the network once, then the
