@@ -212,7 +212,15 @@ def readme_run(tmp_path_factory):
     return ReadmeRun(tmp_path_factory)
 
 
-@pytest.mark.parametrize("index", range(len(README_BLOCKS)), ids=[b.id for b in README_BLOCKS])
+def readme_params() -> list:
+    """One parameter per README block. A block using ``--ray`` starts a Ray cluster in a fresh process (20 to
+    40 s on two cores) and runs with the slow tests; the default run covers that path (a fresh process with
+    ``--ray local`` measures and stores its trials) in tests/scale/test_ray.py."""
+    return [pytest.param(i, id=b.id, marks=[pytest.mark.slow] if "--ray" in b.code else [])
+            for i, b in enumerate(README_BLOCKS)]
+
+
+@pytest.mark.parametrize("index", readme_params())
 def test_readme_snippet_runs(readme_run, index):
     block = README_BLOCKS[index]
     reason = skip_reason(block)
