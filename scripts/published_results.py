@@ -50,9 +50,10 @@ the simulator finds fitting ("fits 4/4").
 - ``megatron-v1``: NVIDIA ADLR's Megatron-LM v1.0 release note (nv-adlr.github.io/MegatronLMV1), the same
   hardware with fused kernels, batch 8: the 1.2B model on one GPU (1,288 ms per iteration, 62.4 TFLOP/s).
 
-Held out entirely (never calibrated on, and not scored when the leave-one-source-out protocol chooses a
-calibration: ``HELD_OUT_ONLY`` in ``validate_simulator.py``), other teams' runs of Megatron-style 3D parallelism
-(DeepSpeed's pipeline, Megatron's tensor slicing, activation recomputation), added after the presets were fixed:
+Other teams' runs of Megatron's layers inside DeepSpeed (DeepSpeed's pipeline, Megatron's tensor slicing,
+activation recomputation), added after the presets were fixed. They are simulated on a device of their own,
+``A100-DeepSpeed`` in ``validate_simulator.py`` (the same A100 with its own GEMM efficiency), which is calibrated
+on one of these sources and never on a Megatron-LM one: they move no figure of the A100 or the V100s.
 
 - ``mt-nlg-530b``: Smith et al. 2022, Megatron-Turing NLG 530B (arXiv:2201.11990) on Selene (DGX A100 nodes
   of 8 A100 80GB, HDR InfiniBand), bf16: 105 layers, hidden 20480, 128 heads, sequence 2048, global batch
@@ -81,6 +82,12 @@ calibration: ``HELD_OUT_ONLY`` in ``validate_simulator.py``), other teams' runs 
   batch 2048, five layouts (t, p, d, micro-batch, heads), TFLOP/s per GPU counted as above (each row's seconds
   per iteration give its TFLOP/s), one early iteration's snapshot each, as those notes take them. Its "Mem"
   column (40-73 GB) says every layout fit.
+- ``bloom-single-node``: the same notes' "Max possible TFLOPs check for NHIDDEN=14336" (chronicles-prequel.md,
+  2022-02-21, "Choosing the fastest 3D Topology"): the model's width on one node, t = 8, p = 1, no data
+  parallelism, batch 512 ("GBS=512" above the table, whose GBS column says 2048: the TFLOPs column is 512's),
+  6 layers with micro-batches of 2 twice (130.43 and 119.19 s per iteration, the same settings) and 10 layers
+  with micro-batches of 1 (205.52 s); 64 heads ("all NHEADS=64 (above too)", the next section of the notes).
+  No pipeline and no network: the per-GPU speed of the stack on its own. Seconds per iteration compared.
 
 Collectives (every cluster's ``bus_efficiency`` and ``latency_scale``, ``runners/simulator/nccl.py``), NCCL
 all-reduce bus bandwidth over 8 A100s on NVSwitch by message size (nccl-tests ``all_reduce_perf``, 1 MB to 4 GB):
@@ -167,4 +174,9 @@ BLOOM_RUN = [(4, 12, 2, 112, 149.77)]
 # the same shape's topology benchmark of 2022-02-28 (chronicles-prequel.md, "Rebalancing layers"), d = 384 / (t p)
 BLOOM_TOPOLOGIES = [(8, 12, 2, 64, 128.92), (4, 12, 2, 64, 153.68), (4, 12, 2, 112, 150.05), (4, 12, 2, 128, 148.08),
                     (4, 12, 4, 64, 153.33)]
+# BLOOM's "Max possible TFLOPs check" (chronicles-prequel.md, 2022-02-21): its width on one node, t = 8, p = 1, batch
+# 512, 64 heads: (layers, sequences per micro-batch, published seconds per iteration)
+BLOOM_SINGLE_NODE = [(6, 2, 130.43), (6, 2, 119.19), (10, 1, 205.52)]
+BLOOM_SINGLE_NODE_TFLOPS = [143.48, 157.02, 142.59]  # the notes' TFLOPs column for the same rows
+BLOOM_SINGLE_NODE_BATCH, BLOOM_SINGLE_NODE_HEADS = 512, 64
 SEQ, VOCAB = 2048, 51200

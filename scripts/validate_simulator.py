@@ -5,21 +5,24 @@ in ``published_results.py`` (beside this script): ``SOURCES`` below maps each so
 its rows, simulated as that module describes.
 
 ``--calibrate SOURCE ...`` fits one figure of each named source's device to that source's rows (least MAPE), at
-most one source per device: the large-GEMM efficiency of the A100 (or of the V100), and for the V100 running
+most one source per device: the large-GEMM efficiency of the A100 (or of the V100), for the V100 running
 the 2019 code its fixed cost per kernel, which a tensor-parallel split does not shrink (what its strong
-scaling identifies). The V100 runs its GEMMs at the A100's share of peak (cuBLAS's tensor-core GEMMs on
-both) unless a V100 source calibrates its own. The bare flag calibrates on ``reduce-recompute`` and
-``megatron19-strong`` (the A100 preset is the first's fit); every row of every other source is held out (a
-device not calibrated keeps its preset). Output per source: each row's published and simulated value and
-error, MAPE and Spearman rank correlation over its held-out rows (over its rows, in-sample, for the
-calibration source).
+scaling identifies), and for the A100 running Megatron-DeepSpeed (``A100-DeepSpeed``: other teams' runs of
+Megatron's layers inside DeepSpeed, MT-NLG and BLOOM) its own GEMM efficiency. The V100 and the
+A100-DeepSpeed run their GEMMs at the A100's share of peak unless one of their own sources calibrates them.
+The bare flag calibrates on ``reduce-recompute``, ``megatron19-strong`` and ``bloom-single-node`` (the A100
+preset is the first's fit); every row of every other source is held out (a device not calibrated keeps its
+preset). Output per source: each row's published and simulated value and error, MAPE and Spearman rank
+correlation over its held-out rows (over its rows, in-sample, for the calibration source).
 
 ``--protocol leave-one-source-out`` fits every choice of one source per device among PROTOCOL_CHOICES, gives
 the MAPE of every source under each choice that is not fitted on it, and then reports each source under the
 choice with the least worst MAPE over the *other* sources: the figure a source not named here is expected
-at. The bare ``--calibrate`` is that protocol's choice over all of them. The sources in HELD_OUT_ONLY (other
-teams' runs, added after the presets were fixed) are never calibrated on and never scored in a choice: each is
-reported under the choice made on the others.
+at. Devices whose sources read no other device's figures are chosen apart (GROUPS: the Megatron-LM devices
+together, the A100-DeepSpeed on its own sources), so a Megatron-DeepSpeed source cannot move a Megatron-LM
+choice. The bare ``--calibrate``'s Megatron-LM sources are that protocol's choice over all of them; its
+Megatron-DeepSpeed source is BLOOM's single-node check, the one source of that stack without a pipeline or a
+network (the stack's per-GPU speed alone), named before any calibration was run.
 
     python scripts/validate_simulator.py [--calibrate [SOURCE ...]] [--fit-collectives SOURCE] [--sources ...] [--json]
     python scripts/validate_simulator.py --protocol leave-one-source-out [--json]
@@ -46,7 +49,9 @@ from autotune.search_spaces.parallel.clusters import DEVICES, Cluster, DeviceSpe
 from autotune.search_spaces.parallel.models import transformer
 from autotune.search_spaces.parallel.strategy import megatron
 
-DEFAULT_CALIBRATION = ["reduce-recompute", "megatron19-strong"]  # one source per device: the protocol's choice
+# one source per device: the protocol's choice for the Megatron-LM devices; for the A100-DeepSpeed, the source
+# without a pipeline or a network
+DEFAULT_CALIBRATION = ["reduce-recompute", "megatron19-strong", "bloom-single-node"]
 PRESETS_FITTED_ON = "nccl-a100-azure"  # the source the clusters' collective figures come from
 COLLECTIVES: dict[str, float] = {}  # bus_efficiency and latency_scale for every cluster, once fitted here
 # the DGX-2H's V100s (SXM3, 450 W) run at higher clocks than the V100 preset: 2.1 PFLOP/s per 16 GPUs, 130 TFLOP/s
@@ -57,10 +62,21 @@ V100_32GB = DeviceSpec("V100-32GB", 15.7e12, 130e12, 32 * 2**30, 900e9, DEVICES[
 
 def fresh_devices() -> dict[str, DeviceSpec]:
     """The devices calibration fits, at their presets: the A100, the V100 (its GEMM efficiency None until a
-    V100 source calibrates it: the A100's share of peak) and the V100 running the 2019 code (its cost per
-    kernel)."""
+    V100 source calibrates it: the A100's share of peak), the V100 running the 2019 code (its cost per
+    kernel) and the A100 running Megatron-DeepSpeed (its GEMM efficiency None until one of its sources
+    calibrates it: the A100's)."""
     return {"A100": copy.deepcopy(DEVICES["A100"]), "V100": dataclasses.replace(V100_32GB, gemm_efficiency=None),
-            "V100-2019": copy.deepcopy(V100_32GB)}
+            "V100-2019": copy.deepcopy(V100_32GB),
+            "A100-DeepSpeed": dataclasses.replace(DEVICES["A100"], name="A100-DeepSpeed", gemm_efficiency=None)}
+
+
+def deepspeed(devices: dict) -> DeviceSpec:
+    """The A100 as Megatron-DeepSpeed ran on it: the same hardware, its GEMMs at the A100's share of peak unless
+    a Megatron-DeepSpeed source calibrated its own."""
+    dev = copy.copy(devices["A100-DeepSpeed"])
+    if dev.gemm_efficiency is None:
+        dev.gemm_efficiency = devices["A100"].gemm_efficiency
+    return dev
 
 
 def v100(devices: dict, code: str = "v1") -> DeviceSpec:
@@ -238,7 +254,7 @@ def _mt_nlg(devices):
     layers, hidden, heads, t, p, batch = tables.MT_NLG
 
     def row(nodes):
-        s, r, micro = iteration("530b", heads, hidden, layers, t, p, dgx_a100(8 * nodes, devices["A100"]), batch,
+        s, r, micro = iteration("530b", heads, hidden, layers, t, p, dgx_a100(8 * nodes, deepspeed(devices)), batch,
                                 tables.SEQ, tables.MT_NLG_MICRO)
         tflops = megatron_flops(batch, layers, hidden) / s / (8 * nodes) / 1e12
         return s, {"microbatches": micro, "fits": r.fits, "tflops_per_gpu": round(tflops, 1)}
@@ -252,13 +268,26 @@ def _bloom(rows):
 
     def rows_of(devices):
         def row(t, p, per_micro, heads):
-            s, r, micro = iteration("176b", heads, hidden, layers, t, p, jean_zay(gpus, devices["A100"]), batch,
+            s, r, micro = iteration("176b", heads, hidden, layers, t, p, jean_zay(gpus, deepspeed(devices)), batch,
                                     tables.SEQ, per_micro, vocab=vocab, zero=1, embedding_blocks=True)
             return megatron_flops(batch, layers, hidden, vocab=vocab) / s / gpus / 1e12, {
                 "microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
         return [(f"t{t} p{p} d{gpus // (t * p)} mb{m} {a} heads", pub, lambda t=t, p=p, m=m, a=a: row(t, p, m, a))
                 for t, p, m, a, pub in rows]
     return rows_of
+
+
+def _bloom_single_node(devices):
+    """BLOOM's width on one Jean Zay node, t = 8, no pipeline, no data parallelism: seconds per iteration."""
+    _, hidden, vocab, _, _ = tables.BLOOM
+    batch, heads = tables.BLOOM_SINGLE_NODE_BATCH, tables.BLOOM_SINGLE_NODE_HEADS
+
+    def row(layers, per_micro):
+        s, r, micro = iteration(f"bloom-{layers}l", heads, hidden, layers, 8, 1, jean_zay(8, deepspeed(devices)), batch,
+                                tables.SEQ, per_micro, vocab=vocab)
+        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
+    return [(f"{layers} layers t8 mb{m}, row {k + 1}", pub, lambda layers=layers, m=m: row(layers, m))
+            for k, (layers, m, pub) in enumerate(tables.BLOOM_SINGLE_NODE)]
 
 
 def _nccl(table):
@@ -303,16 +332,23 @@ SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device,
                           _m19_single),
     "megatron-v1": ("Megatron-LM v1.0 (fused kernels), 1.2B on one V100", "V100", "ms per iteration",
                     _megatron_v1),
-    "mt-nlg-530b": ("Smith et al. 2022, Megatron-Turing NLG 530B on 2,240-3,360 A100s", "A100", "s per iteration",
-                    _mt_nlg),
-    "bloom-176b": ("BigScience BLOOM 176B, the training run on 384 A100s", "A100", "TFLOP/s per GPU",
+    "bloom-single-node": ("BigScience BLOOM's width on one node of 8 A100s, t = 8, no pipeline", "A100-DeepSpeed",
+                          "s per iteration", _bloom_single_node),
+    "bloom-176b": ("BigScience BLOOM 176B, the training run on 384 A100s", "A100-DeepSpeed", "TFLOP/s per GPU",
                    _bloom(tables.BLOOM_RUN)),
-    "bloom-topologies": ("BigScience BLOOM 176B, five 3D layouts benchmarked on 384 A100s", "A100",
+    "bloom-topologies": ("BigScience BLOOM 176B, five 3D layouts benchmarked on 384 A100s", "A100-DeepSpeed",
                          "TFLOP/s per GPU", _bloom(tables.BLOOM_TOPOLOGIES)),
+    "mt-nlg-530b": ("Smith et al. 2022, Megatron-Turing NLG 530B on 2,240-3,360 A100s", "A100-DeepSpeed",
+                    "s per iteration", _mt_nlg),
 }
-# sources never calibrated on and not scored when the protocol chooses a calibration (so they cannot move any
-# choice or preset): each is reported under the choice made on the others
-HELD_OUT_ONLY = ("mt-nlg-530b", "bloom-176b", "bloom-topologies")
+# devices calibrated together: a source of one reads another's figures (the V100s run their GEMMs at the A100's share
+# of peak unless a V100 source calibrates theirs). The A100-DeepSpeed, once calibrated, reads only its own figure and
+# its sources only it, so its choice is made apart, on its own sources, and moves no Megatron-LM choice
+GROUPS = {"Megatron-LM": ("A100", "V100", "V100-2019"), "Megatron-DeepSpeed": ("A100-DeepSpeed",)}
+
+
+def group_of(source: str) -> str:
+    return next(g for g, devices in GROUPS.items() if SOURCES[source][1] in devices)
 
 
 def evaluate(name: str, devices: dict) -> list[dict]:
@@ -331,9 +367,15 @@ def evaluate(name: str, devices: dict) -> list[dict]:
 
 # what calibration fits on each device: (attribute, lowest, highest, tolerance). The A100 and the V100 fit their
 # large-GEMM efficiency (a V100 source with the v1.0 code); the V100 running the 2019 code its fixed cost per kernel,
-# which the tensor-parallel split does not shrink (its strong scaling is what identifies it)
+# which the tensor-parallel split does not shrink (its strong scaling is what identifies it). The A100 running
+# Megatron-DeepSpeed fits its GEMM efficiency, the share of peak its compute-bound kernels reach: the stack runs
+# Megatron's layers with their fused kernels, but its GEMMs come from other PyTorch and cuBLAS releases, in bf16
+# (both teams), inside layers written apart from Megatron-LM's (BLOOM's ALiBi bias on the attention scores), all of
+# which changes the work per FLOP on the GPU. Its kernels are not short (a GEMM of these widths runs for milliseconds,
+# launched ahead while the GPU is busy), so a fixed cost per kernel, which the 2019 code's many small eager kernels
+# made visible, is not where such a stack's difference lies
 FITTED = {"A100": ("gemm_efficiency", 0.3, 1.0, 2e-3), "V100": ("gemm_efficiency", 0.3, 1.0, 2e-3),
-          "V100-2019": ("launch_s", 0.0, 300e-6, 0.5e-6)}
+          "V100-2019": ("launch_s", 0.0, 300e-6, 0.5e-6), "A100-DeepSpeed": ("gemm_efficiency", 0.3, 1.0, 2e-3)}
 
 
 def calibrate(name: str, devices: dict) -> float:
@@ -363,52 +405,57 @@ def calibrate(name: str, devices: dict) -> float:
 
 # the sources the leave-one-source-out protocol may calibrate each device on (every other source is held out)
 PROTOCOL_CHOICES = {"A100": ["sc21-table1", "reduce-recompute", "reduce-recompute-sp"],
-                    "V100-2019": ["megatron19-strong", "megatron19-weak", "megatron19-single"]}
+                    "V100-2019": ["megatron19-strong", "megatron19-weak", "megatron19-single"],
+                    "A100-DeepSpeed": ["bloom-single-node", "bloom-176b", "bloom-topologies", "mt-nlg-530b"]}
 
 
 def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], dict[str, float]]:
-    """For every choice of one calibration source per device (PROTOCOL_CHOICES), the MAPE of each of
-    ``sources`` it does not calibrate on."""
+    """For every group of GROUPS with a source among ``sources`` and every choice of one calibration source per
+    device of the group (PROTOCOL_CHOICES), the MAPE of each of the group's ``sources`` the choice does not
+    calibrate on. A choice is its tuple of sources; its group is its first source's."""
     out = {}
     fits: dict[tuple[str, ...], float] = {}  # a fit depends only on the fits before it in the choice
-    for combo in itertools.product(*PROTOCOL_CHOICES.values()):
-        t0 = time.perf_counter()
-        devices = fresh_devices()
-        for k, name in enumerate(combo):
-            if combo[:k + 1] in fits:
-                dev_name = SOURCES[name][1]
-                setattr(devices[dev_name], FITTED[dev_name][0], fits[combo[:k + 1]])
-            else:
-                fits[combo[:k + 1]] = calibrate(name, devices)
-        out[combo] = {}
-        for s in sources:
-            if s not in combo:
-                rows = evaluate(s, devices)
-                out[combo][s] = summarise(rows, [True] * len(rows))["mape_pct"]
-        log(f"  calibrated on {' + '.join(combo)}: worst held-out MAPE {scored_worst(out[combo]):.1f}% "
-            f"({time.perf_counter() - t0:.0f} s)")
+    for group, group_devices in GROUPS.items():
+        mine = [s for s in sources if group_of(s) == group]
+        choices = [PROTOCOL_CHOICES[d] for d in group_devices if d in PROTOCOL_CHOICES]
+        if not mine or not choices:
+            continue
+        for combo in itertools.product(*choices):
+            t0 = time.perf_counter()
+            devices = fresh_devices()
+            for k, name in enumerate(combo):
+                if combo[:k + 1] in fits:
+                    dev_name = SOURCES[name][1]
+                    setattr(devices[dev_name], FITTED[dev_name][0], fits[combo[:k + 1]])
+                else:
+                    fits[combo[:k + 1]] = calibrate(name, devices)
+            out[combo] = {}
+            for s in mine:
+                if s not in combo:
+                    rows = evaluate(s, devices)
+                    out[combo][s] = summarise(rows, [True] * len(rows))["mape_pct"]
+            log(f"  calibrated on {' + '.join(combo)}: worst held-out MAPE {max(out[combo].values(), default=0):.1f}% "
+                f"({time.perf_counter() - t0:.0f} s)")
     return out
 
 
-def scored_worst(mapes: dict[str, float]) -> float:
-    """The worst MAPE among the sources a choice is scored on (HELD_OUT_ONLY left out)."""
-    return max((m for s, m in mapes.items() if s not in HELD_OUT_ONLY), default=0.0)
-
-
 def best_calibration(matrix: dict[tuple[str, ...], dict[str, float]], without: str | None = None) -> tuple:
-    """The choice with the least worst MAPE over the sources it holds out, ``without`` left out of both
-    (not a calibration source, not scored) and HELD_OUT_ONLY never scored; ties to the first. Returns (choice,
-    its worst MAPE)."""
-    scores = {combo: max((m for s, m in mapes.items() if s != without and s not in HELD_OUT_ONLY),
-                         default=float("inf"))  # none held out
-              for combo, mapes in matrix.items() if without not in combo}
-    chosen = min(scores, key=scores.get)
-    return chosen, scores[chosen]
+    """The choice with the least worst MAPE over the sources it holds out, ``without`` left out of both (not a
+    calibration source, not scored); ties to the first. Each group chooses apart, on its own sources: with
+    ``without``, its group's choice; else every group's, one after the other. Returns (choice, its worst MAPE)."""
+    groups = [group_of(without)] if without else list(dict.fromkeys(group_of(c[0]) for c in matrix))
+    chosen, worst = (), 0.0
+    for group in groups:
+        scores = {combo: max((m for s, m in mapes.items() if s != without), default=float("inf"))  # none held out
+                  for combo, mapes in matrix.items() if group_of(combo[0]) == group and without not in combo}
+        best = min(scores, key=scores.get)
+        chosen, worst = chosen + best, max(worst, scores[best])
+    return chosen, worst
 
 
 def leave_one_source_out(matrix: dict[tuple[str, ...], dict[str, float]]) -> list[dict]:
-    """Per source: the calibration chosen without it (:func:`best_calibration`) and the source's MAPE under
-    that calibration."""
+    """Per source: the calibration of its group chosen without it (:func:`best_calibration`) and the source's
+    MAPE under that calibration."""
     sources = sorted({s for mapes in matrix.values() for s in mapes}, key=list(SOURCES).index)
     out = []
     for held in sources:
@@ -454,7 +501,8 @@ def main() -> None:
     fitted = {n: (SOURCES[n][1], FITTED[SOURCES[n][1]][0], calibrate(n, devices)) for n in on}
     report = {"calibrated_on": on, "fitted": fitted, "collectives_fitted_on": args.fit_collectives,
               "collectives": collectives, "efficiency": {"A100": round(devices["A100"].gemm_efficiency, 4),
-                                                           "V100": round(v100(devices).gemm_efficiency, 4)},
+                                                           "V100": round(v100(devices).gemm_efficiency, 4),
+                                                           "A100-DeepSpeed": round(deepspeed(devices).gemm_efficiency, 4)},
               "sources": {}}
     for name in args.sources:
         rows = evaluate(name, devices)
@@ -497,27 +545,32 @@ def protocol_report(args) -> None:
                           "held_out": held, "chosen": list(overall), "chosen_worst_pct": worst,
                           "default_calibration": DEFAULT_CALIBRATION}))
         return
-    print("\nMAPE (%) of each source held out of the calibration (rows: A100 source + V100-2019 source; worst: over "
-          "the sources a choice is scored on, not " + ", ".join(HELD_OUT_ONLY) + "):")
     short = {s: s.replace("reduce-recompute", "rr").replace("megatron", "m").replace("-topologies", "-topo")
-             .replace("mt-nlg-530b", "mt-nlg").replace("bloom-176b", "bloom") for s in sources}
-    print(f"  {'calibrated on':34}" + "".join(f"{short[s]:>11}" for s in sources) + f"{'worst':>8}")
-    for combo, mapes in matrix.items():
-        cells = "".join(f"{mapes[s]:>11.1f}" if s in mapes else f"{'(cal)':>11}" for s in sources)
-        print(f"  {' + '.join(short.get(c, c) for c in combo):34}{cells}{scored_worst(mapes):>8.1f}")
-    print("\neach source held out, calibrated on the choice with the least worst MAPE over the other sources:")
+             .replace("mt-nlg-530b", "mt-nlg").replace("bloom-176b", "bloom").replace("-single-node", "-1node")
+             for s in sources}
+    for group, group_devices in GROUPS.items():
+        combos = {c: m for c, m in matrix.items() if group_of(c[0]) == group}
+        if not combos:
+            continue
+        mine = [s for s in sources if group_of(s) == group]
+        devs = " + ".join(d for d in group_devices if d in PROTOCOL_CHOICES)
+        print(f"\n{group}: MAPE (%) of each source held out of the calibration (rows: {devs} source):")
+        print(f"  {'calibrated on':34}" + "".join(f"{short[s]:>11}" for s in mine) + f"{'worst':>8}")
+        for combo, mapes in combos.items():
+            cells = "".join(f"{mapes[s]:>11.1f}" if s in mapes else f"{'(cal)':>11}" for s in mine)
+            print(f"  {' + '.join(short.get(c, c) for c in combo):34}{cells}{max(mapes.values(), default=0):>8.1f}")
+    print("\neach source held out, calibrated on its group's choice with the least worst MAPE over the other sources:")
     for r in held:
         print(f"  {r['source']:24} calibrated on {' + '.join(r['calibrated_on']):40} "
               f"(training worst {r['training_worst_pct']:.1f}%): MAPE {r['mape_pct']:.1f}%")
-    for group, rows in (("held out", [r for r in held if r["source"] not in HELD_OUT_ONLY]),
-                        ("held out only (never scored in a choice)", [r for r in held if r["source"] in HELD_OUT_ONLY])):
+    for group in GROUPS:
+        rows = [r for r in held if group_of(r["source"]) == group]
         mapes = [r["mape_pct"] for r in rows]
         if mapes:
-            print(f"\n{group}: median MAPE {np.median(mapes):.1f}%, worst {max(mapes):.1f}% "
+            print(f"\n{group}, held out: median MAPE {np.median(mapes):.1f}%, worst {max(mapes):.1f}% "
                   f"({rows[int(np.argmax(mapes))]['source']}), {sum(m <= 10 for m in mapes)} of {len(mapes)} within 10%")
-    print(f"chosen over every source: {' + '.join(overall)} (worst held-out MAPE {worst:.1f}%); the bare "
-          f"--calibrate and the A100 preset use {' + '.join(DEFAULT_CALIBRATION)}")
-
+    print(f"\nchosen over every source: {' + '.join(overall)} (worst held-out MAPE {worst:.1f}%); the bare "
+          f"--calibrate uses {' + '.join(DEFAULT_CALIBRATION)}, the A100 preset {DEFAULT_CALIBRATION[0]}'s fit")
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,7 @@
 """scripts/validate_simulator.py: the published runs are simulated as they ran, the A100 preset (fitted
-on Korthikanti et al.'s full-recomputation runs) stays within 10% on the held-out SC'21 Table 1, and the
-leave-one-source-out protocol never reports a source under a calibration fitted on it."""
+on Korthikanti et al.'s full-recomputation runs) stays within 10% on the held-out SC'21 Table 1, the
+leave-one-source-out protocol never reports a source under a calibration fitted on it, and the runs of
+Megatron-DeepSpeed (MT-NLG, BLOOM) are simulated on a device of their own, calibrated apart."""
 
 import copy
 import sys
@@ -73,7 +74,8 @@ def test_the_2019_single_gpu_row_counts_the_flops_the_v1_note_counts():
 def test_the_default_calibration_is_the_protocols_choice_over_every_source():
     sources = [s for s in vs.SOURCES if not s.startswith("nccl")]
     chosen, worst = vs.best_calibration(vs.calibration_matrix(sources, log=lambda *a: None))
-    assert list(chosen) == vs.DEFAULT_CALIBRATION
+    # the Megatron-LM devices' default is the protocol's choice; the A100-DeepSpeed's was named beforehand
+    assert list(chosen[:2]) == vs.DEFAULT_CALIBRATION[:2] and len(chosen) == 3
     assert worst <= 10.0  # every source it holds out within 10%
 
 
@@ -84,18 +86,51 @@ def test_the_2019_runs_all_reduce_during_the_backward_where_megatron_says_pytorc
     assert [r["published"] for r in rows] == [60, 76] and during > 1.1 * after
 
 
-def test_the_added_sources_are_held_out_of_every_calibration_choice():
-    assert vs.HELD_OUT_ONLY == ("mt-nlg-530b", "bloom-176b", "bloom-topologies")
-    for name in vs.HELD_OUT_ONLY:
-        assert name in vs.SOURCES and vs.SOURCES[name][1] == "A100"
-        assert name not in vs.DEFAULT_CALIBRATION
-        assert all(name not in choices for choices in vs.PROTOCOL_CHOICES.values())
-    # never scored: a choice they would make worst does not lose for it
+DEEPSPEED = ("bloom-single-node", "bloom-176b", "bloom-topologies", "mt-nlg-530b")
+
+
+def test_the_megatron_deepspeed_runs_have_a_device_of_their_own_the_same_a100():
+    assert [n for n, src in vs.SOURCES.items() if src[1] == "A100-DeepSpeed"] == list(DEEPSPEED)
+    assert {vs.SOURCES[n][1] for n in ("sc21-table1", "reduce-recompute", "reduce-recompute-sp",
+                                       "reduce-recompute-memory")} == {"A100"}
+    devices = vs.fresh_devices()
+    ds, a100 = devices["A100-DeepSpeed"], DEVICES["A100"]
+    for field in ("flops_fp16", "flops_fp32", "memory_bytes", "mem_bandwidth", "sm_count", "gemm_k_half", "launch_s"):
+        assert getattr(ds, field) == getattr(a100, field), field
+    assert vs.FITTED["A100-DeepSpeed"][0] == "gemm_efficiency"
+    assert vs.PROTOCOL_CHOICES["A100-DeepSpeed"] == list(DEEPSPEED)
+    # not calibrated: the A100's share of peak, so the A100's calibration moves it and its rows
+    devices["A100"].gemm_efficiency = 0.7
+    assert vs.deepspeed(devices).gemm_efficiency == 0.7
+    devices["A100-DeepSpeed"].gemm_efficiency = 0.6
+    assert vs.deepspeed(devices).gemm_efficiency == 0.6 and devices["A100"].gemm_efficiency == 0.7
+
+
+def test_the_deepspeed_calibration_moves_no_megatron_lm_figure():
+    devices = vs.fresh_devices()
+    before = [r["simulated"] for r in vs.evaluate("reduce-recompute", devices)]
+    fitted = vs.calibrate("bloom-single-node", devices)
+    assert 0.3 < fitted < 1.0 and devices["A100-DeepSpeed"].gemm_efficiency == fitted
+    assert devices["A100"].gemm_efficiency == DEVICES["A100"].gemm_efficiency
+    assert [r["simulated"] for r in vs.evaluate("reduce-recompute", devices)] == before
+
+
+def test_the_deepspeed_calibration_source_is_not_among_the_sources_reported_on_it():
+    assert vs.DEFAULT_CALIBRATION[2] == "bloom-single-node"
+    assert [vs.group_of(n) for n in DEEPSPEED] == ["Megatron-DeepSpeed"] * 4
+    # each group chooses apart: a Megatron-DeepSpeed source neither scores nor moves a Megatron-LM choice
     a, b = ("reduce-recompute", "megatron19-strong"), ("sc21-table1", "megatron19-strong")
-    matrix = {a: {"sc21-table1": 7.0, "bloom-176b": 40.0}, b: {"reduce-recompute": 9.0, "bloom-176b": 1.0}}
-    assert vs.best_calibration(matrix) == (a, 7.0)
+    c, d = ("bloom-single-node",), ("mt-nlg-530b",)
+    matrix = {a: {"sc21-table1": 7.0, "megatron-v1": 3.0}, b: {"reduce-recompute": 9.0, "megatron-v1": 1.0},
+              c: {"bloom-176b": 20.0, "mt-nlg-530b": 4.0}, d: {"bloom-176b": 30.0, "bloom-single-node": 5.0}}
+    assert vs.best_calibration(matrix) == (a + c, 20.0)
     held = {r["source"]: r for r in vs.leave_one_source_out(matrix)}
-    assert held["bloom-176b"]["calibrated_on"] == list(a) and held["bloom-176b"]["mape_pct"] == 40.0
+    for name, r in held.items():
+        assert name not in r["calibrated_on"]
+    assert held["mt-nlg-530b"]["calibrated_on"] == list(c) and held["mt-nlg-530b"]["mape_pct"] == 4.0
+    assert held["bloom-single-node"]["calibrated_on"] == list(d) and held["bloom-single-node"]["mape_pct"] == 5.0
+    assert held["bloom-176b"]["calibrated_on"] == list(c) and held["bloom-176b"]["mape_pct"] == 20.0  # 4 against 5
+    assert held["megatron-v1"]["calibrated_on"] == list(a)  # 7 against 9 over the other Megatron-LM sources
 
 
 def test_the_added_sources_count_the_flops_their_publications_count():
@@ -129,9 +164,18 @@ def test_blooms_pipeline_gives_each_embedding_a_slot_of_its_own():
 
 def test_the_added_sources_simulate_every_row_to_a_finite_figure_that_fits():
     devices = vs.fresh_devices()
-    rows = {name: vs.evaluate(name, devices) for name in vs.HELD_OUT_ONLY}
-    assert [len(rows[name]) for name in vs.HELD_OUT_ONLY] == [3, 1, 5]
+    devices["A100-DeepSpeed"].gemm_efficiency = 0.6
+    rows = {name: vs.evaluate(name, devices) for name in DEEPSPEED}
+    assert [len(rows[name]) for name in DEEPSPEED] == [3, 1, 5, 3]
     for name, rs in rows.items():
         assert all(np.isfinite(r["simulated"]) and r["simulated"] > 0 and r["fits"] for r in rs), name
     assert [r["microbatches"] for r in rows["mt-nlg-530b"]] == [240, 192, 160]  # one sequence each
     assert [r["microbatches"] for r in rows["bloom-topologies"]] == [256, 128, 128, 128, 64]
+    assert [r["microbatches"] for r in rows["bloom-single-node"]] == [256, 256, 512]  # batch 512, no data parallelism
+
+
+def test_blooms_single_node_check_counts_batch_512_as_its_tflops_column_does():
+    _, hidden, vocab, _, _ = vs.tables.BLOOM
+    for (layers, _, seconds), tflops in zip(vs.tables.BLOOM_SINGLE_NODE, vs.tables.BLOOM_SINGLE_NODE_TFLOPS):
+        flops = vs.megatron_flops(vs.tables.BLOOM_SINGLE_NODE_BATCH, layers, hidden, vocab=vocab)
+        assert abs(flops / seconds / 8 / 1e12 - tflops) < 0.015
