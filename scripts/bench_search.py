@@ -81,6 +81,7 @@ REFERENCE_BEST_PEER = {
     # the held-out recordings in scripts/recorded/hopper
     "conv2d/H100": (66, "optuna-tpe-direct"), "conv2d/H200": (61, "optuna-tpe-direct"),
     "gemm/H100": (55, "optuna-tpe-direct"), "gemm/H200": (52.5, "optuna-tpe-direct"),
+    "conv2d_n8/H100": (37.5, "kt:diff_evo"), "conv2d_n8/H200": (33.5, "kt:diff_evo"),
 }
 DEFAULT_BATCH = 8  # a campaign's default
 BATCH = DEFAULT_BATCH
