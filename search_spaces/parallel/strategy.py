@@ -210,7 +210,7 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
     split along the sequence over the tensor-parallel group instead of run whole on every rank, so the
     all-reduces around them become a reduce-scatter and an all-gather. A softmax loss over a head split on its
     vocabulary runs on each replica's own group, 1/t of its sequence per rank (Megatron-LM's vocab-parallel
-    cross-entropy). ``expert``: the expert-parallel degree of
+    cross-entropy); a loss with no sequence to share out that way (a classifier's) is split over its samples. ``expert``: the expert-parallel degree of
     mixture-of-experts ops (default: the tensor degree; DeepSpeed-MoE's expert groups): each op's experts split
     that many ways, its tokens over the rest of the stage's devices."""
     D, t_max = cluster.devices, tensor or cluster.per_node
@@ -223,7 +223,8 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
     for op, chunk in zip(graph.ops, _chunks(graph, chunks)):
         stage = chunk % pipeline
         s = _sample_dim(op)
-        vocab = _vocab_parallel_loss(graph, op)
+        q_loss = _sequence_dim(op)  # a vocab-parallel loss is shared out over its group by sequence position
+        vocab = _vocab_parallel_loss(graph, op) and q_loss is not None and op.dims[q_loss] % t_max == 0
         want: dict[str, int] = {}
         replicas = 1
         if op.routed in op.parallel_dims:

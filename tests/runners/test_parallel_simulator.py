@@ -328,6 +328,20 @@ def test_megatron_computes_each_replicas_loss_on_its_own_tensor_parallel_group()
     assert sorted(deg.values()) == [2, 2] and loss.replicas == 1  # a sequence per replica, half of it per rank
 
 
+@pytest.mark.parametrize("name", ["nmt", "rnnlm"])
+def test_a_loss_with_no_sequence_to_share_out_stays_split_over_its_samples(name):
+    """A loss over a vocabulary head whose rows are whole samples (no sequence dimension) is not placed as a
+    vocab-parallel loss: replicated on every tensor-parallel rank, each rank would take in every logit."""
+    from autotune.search_spaces.parallel.clusters import get_cluster
+    from autotune.search_spaces.parallel.models import get_model
+    from autotune.search_spaces.parallel.strategy import megatron
+
+    g = get_model(name)
+    loss = next(cfg for op, cfg in zip(g.ops, megatron(g, get_cluster("dgx-a100-x1"), tensor=8))
+                if op.type == "softmax_loss")
+    assert loss.degrees == (8,) and loss.replicas == 1
+
+
 def test_copies_on_another_node_take_a_tensor_over_the_network_once_and_share_it_on_their_links():
     """A producer on node 0 and a consumer copied on the 4 devices of node 1 (as Megatron's pipeline
     stages run layer norms on every tensor-parallel rank): the tensor crosses the network once, then the
