@@ -70,21 +70,25 @@ def fresh_devices() -> dict[str, DeviceSpec]:
             "A100-DeepSpeed": dataclasses.replace(DEVICES["A100"], name="A100-DeepSpeed", gemm_efficiency=None)}
 
 
-def deepspeed(devices: dict) -> DeviceSpec:
-    """The A100 as Megatron-DeepSpeed ran on it: the same hardware, its GEMMs at the A100's share of peak unless
-    a Megatron-DeepSpeed source calibrated its own."""
-    dev = copy.copy(devices["A100-DeepSpeed"])
+def _at_a100_share(devices: dict, name: str) -> DeviceSpec:
+    """A copy of ``devices[name]``, its GEMMs at the A100's share of peak unless one of its own sources
+    calibrated them (its GEMM efficiency is None until then)."""
+    dev = copy.copy(devices[name])
     if dev.gemm_efficiency is None:
         dev.gemm_efficiency = devices["A100"].gemm_efficiency
     return dev
 
 
+def deepspeed(devices: dict) -> DeviceSpec:
+    """The A100 as Megatron-DeepSpeed ran on it: the same hardware, its GEMMs at the A100's share of peak unless
+    a Megatron-DeepSpeed source calibrated its own."""
+    return _at_a100_share(devices, "A100-DeepSpeed")
+
+
 def v100(devices: dict, code: str = "v1") -> DeviceSpec:
     """The DGX-2H's V100 as Megatron-LM ``code`` ("v1" or "2019") ran on it: its GEMMs at the A100's share of
     peak unless a V100 source calibrated its own, and for the 2019 code that code's fixed cost per kernel."""
-    dev = copy.copy(devices["V100"])
-    if dev.gemm_efficiency is None:
-        dev.gemm_efficiency = devices["A100"].gemm_efficiency
+    dev = _at_a100_share(devices, "V100")
     if code == "2019":
         dev.launch_s = devices["V100-2019"].launch_s
     return dev
@@ -571,6 +575,7 @@ def protocol_report(args) -> None:
                   f"({rows[int(np.argmax(mapes))]['source']}), {sum(m <= 10 for m in mapes)} of {len(mapes)} within 10%")
     print(f"\nchosen over every source: {' + '.join(overall)} (worst held-out MAPE {worst:.1f}%); the bare "
           f"--calibrate uses {' + '.join(DEFAULT_CALIBRATION)}, the A100 preset {DEFAULT_CALIBRATION[0]}'s fit")
+
 
 if __name__ == "__main__":
     main()

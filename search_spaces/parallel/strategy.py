@@ -147,13 +147,15 @@ def _config(op: Op, want: dict[str, int], replicas: int = 1, start: int = 0) -> 
 REPLICATED_IN_TP = ("layernorm", "add")  # Megatron-LM (2021) runs these whole on every tensor-parallel rank
 
 
-def _vocab_parallel_loss(graph: Graph, op: Op) -> bool:
+def _vocab_parallel_loss(graph: Graph, op: Op, t: int) -> bool:
     """A softmax loss over logits a tensor-parallel op splits on its output (the head's vocabulary): Megatron-LM
     computes it vocab-parallel, each replica's loss on that replica's own tensor-parallel group, each rank over its
-    slice of the vocabulary (all-reducing only per-token maxima and sums)."""
-    if op.type != "softmax_loss" or not op.inputs:
+    slice of the vocabulary (all-reducing only per-token maxima and sums). Placed as such only where its sequence
+    can be shared out over the ``t`` ranks; a loss over whole samples (a classifier's) is not."""
+    if op.type != "softmax_loss" or not op.inputs or graph.ops[graph.index[op.inputs[0][0]]].tp != "o":
         return False
-    return graph.ops[graph.index[op.inputs[0][0]]].tp == "o"
+    q = _sequence_dim(op)
+    return q is not None and op.dims[q] % t == 0
 
 
 def _sample_dim(op: Op) -> str | None:
@@ -210,9 +212,9 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
     split along the sequence over the tensor-parallel group instead of run whole on every rank, so the
     all-reduces around them become a reduce-scatter and an all-gather. A softmax loss over a head split on its
     vocabulary runs on each replica's own group, 1/t of its sequence per rank (Megatron-LM's vocab-parallel
-    cross-entropy); a loss with no sequence to share out that way (a classifier's) is split over its samples. ``expert``: the expert-parallel degree of
-    mixture-of-experts ops (default: the tensor degree; DeepSpeed-MoE's expert groups): each op's experts split
-    that many ways, its tokens over the rest of the stage's devices."""
+    cross-entropy); a loss with no sequence to share out that way (a classifier's) is split over its samples.
+    ``expert``: the expert-parallel degree of mixture-of-experts ops (default: the tensor degree; DeepSpeed-MoE's
+    expert groups): each op's experts split that many ways, its tokens over the rest of the stage's devices."""
     D, t_max = cluster.devices, tensor or cluster.per_node
     if pipeline < 1 or D % pipeline:
         raise UsageError(f"pipeline degree {pipeline} does not divide {D} devices")
@@ -223,8 +225,7 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
     for op, chunk in zip(graph.ops, _chunks(graph, chunks)):
         stage = chunk % pipeline
         s = _sample_dim(op)
-        q_loss = _sequence_dim(op)  # a vocab-parallel loss is shared out over its group by sequence position
-        vocab = _vocab_parallel_loss(graph, op) and q_loss is not None and op.dims[q_loss] % t_max == 0
+        vocab = _vocab_parallel_loss(graph, op, t_max)
         want: dict[str, int] = {}
         replicas = 1
         if op.routed in op.parallel_dims:
