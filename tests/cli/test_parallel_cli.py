@@ -141,7 +141,8 @@ def test_output_strategy_and_timeline(tmp_path):
     (["--model", "bert-larg", "--cluster", "p100-4x4"], "unknown model 'bert-larg'; valid: mlp-unity, bert-large"),
     (["--model", "bert-larg", "--cluster", "p100-4x4"], "(did you mean 'bert-large'?)"),
     (["--model", "dlrm", "--cluster", "tpu"], "unknown cluster"),
-    (["--model", "dlrm", "--cluster", "dgx-a10-x2"], "(did you mean 'dgx-a100-x2' or 'dgx-h100-x2'?)"),
+    (["--model", "dlrm", "--cluster", "dgx-a10-x2"],
+     "(did you mean 'dgx-a100-x2' or 'dgx-h100-x2' or 'dgx-a100-deepspeed-x2'?)"),  # closest first
     (["--model", "dlrm", "--cluster", "dgx-a100-xfoo"], "unknown cluster 'dgx-a100-xfoo'; valid: p100-4x4"),
     (["--model", "dlrm"], "required"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--algorithm", "nope"], "unknown algorithm"),
@@ -295,3 +296,23 @@ def test_recompute_trades_time_for_activation_memory_and_is_its_own_campaign():
         assert dp[mode]["iteration_s"] == pytest.approx(simulated(graph, cl, st.data_parallel(graph, cl)), rel=1e-9)
     r = run("--model", "gpt-350m", "--cluster", "dgx-a100-x1", "--recompute", "some")
     assert r.exit_code == 2 and "none, selective, full" in r.output
+
+
+def test_the_deepspeed_preset_runs_and_predicts_longer_steps_than_the_megatron_lm_one():
+    """dgx-a100-deepspeed-x1 is dgx-a100-x1 at Megatron-DeepSpeed's GEMM efficiency: every baseline (the same
+    strategy on both) and the strategy the search picks take longer on it, as the published runs of that stack
+    did on the same A100s."""
+    out = {c: last_json(run("--model", "mlp-unity", "--cluster", c, "--trials", 3, "--json"))
+           for c in ("dgx-a100-deepspeed-x1", "dgx-a100-x1")}
+    ds, lm = out["dgx-a100-deepspeed-x1"], out["dgx-a100-x1"]
+    assert ds["cluster"] == "dgx-a100-deepspeed-x1" and ds["devices"] == lm["devices"] == 8
+    for name, b in ds["baselines"].items():
+        assert b["iteration_s"] > lm["baselines"][name]["iteration_s"] > 0, name
+    graph, cl = get_model("mlp-unity", ds["batch"]), get_cluster("dgx-a100-deepspeed-x1")
+    megatron = st.megatron(graph, cl)
+    assert ds["baselines"]["megatron"]["iteration_s"] == pytest.approx(simulated(graph, cl, megatron), rel=1e-9)
+    m, z = ds["microbatches"], ds["best"]["strategy"].get("zero", 0)
+    g = get_model("mlp-unity", ds["batch"] // m)
+    best = st.from_json(g, ds["best"]["strategy"], cl.devices)
+    assert ds["best"]["iteration_s"] == pytest.approx(simulated(g, cl, best, m, z), rel=1e-9)
+    assert simulated(g, get_cluster("dgx-a100-x1"), best, m, z) < ds["best"]["iteration_s"]
