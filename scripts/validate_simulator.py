@@ -1,8 +1,10 @@
 """Simulator fidelity against published Megatron-LM results, per source, calibrated on one source per device.
 
 The published results it is checked against, each named with its paper, table and conditions, are
-in ``published_results.py`` (beside this script): ``SOURCES`` below maps each source's name to
-its rows, simulated as that module describes.
+in ``published_results.py`` (beside this script), and ``published_rows.py`` simulates each source's rows as
+that module describes (its ``SOURCES`` maps each source's name to its device, its unit and its rows). This
+module holds what is done with those rows: calibration, the leave-one-source-out protocol, the report and the
+command line.
 
 ``--calibrate SOURCE ...`` fits one figure of each named source's device to that source's rows (least MAPE), at
 most one source per device: the large-GEMM efficiency of the A100 (or of the V100), for the V100 running
@@ -31,275 +33,23 @@ network (the stack's per-GPU speed alone), named before any calibration was run.
 from __future__ import annotations
 
 import argparse
-import copy
-import dataclasses
-import functools
 import itertools
 import json
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-import published_results as tables
-
-from autotune.runners.simulator import costs, nccl
-from autotune.runners.simulator.engine import Simulator
-from autotune.search_spaces.parallel.clusters import DEVICES, Cluster, DeviceSpec, get_cluster
-from autotune.search_spaces.parallel.models import transformer
-from autotune.search_spaces.parallel.strategy import megatron
+from published_rows import COLLECTIVES, SOURCES, deepspeed, fresh_devices, v100
 
 # one source per device: the protocol's choice for the Megatron-LM devices; for the A100-DeepSpeed, the source
 # without a pipeline or a network
 DEFAULT_CALIBRATION = ["reduce-recompute", "megatron19-strong", "bloom-single-node"]
 PRESETS_FITTED_ON = "nccl-a100-azure"  # the source the clusters' collective figures come from
-COLLECTIVES: dict[str, float] = {}  # bus_efficiency and latency_scale for every cluster, once fitted here
-# the DGX-2H's V100s (SXM3, 450 W) run at higher clocks than the V100 preset: 2.1 PFLOP/s per 16 GPUs, 130 TFLOP/s
-# each (the Megatron-LM v1.0 note's "62.4 teraFLOPs, 48% of the theoretical peak" says the same)
-V100_32GB = DeviceSpec("V100-32GB", 15.7e12, 130e12, 32 * 2**30, 900e9, DEVICES["V100"].gemm_efficiency,
-                       sm_count=80, gemm_k_half=DEVICES["V100"].gemm_k_half)
-
-
-def fresh_devices() -> dict[str, DeviceSpec]:
-    """The devices calibration fits, at their presets: the A100, the V100 (its GEMM efficiency None until a
-    V100 source calibrates it: the A100's share of peak), the V100 running the 2019 code (its cost per
-    kernel) and the A100 running Megatron-DeepSpeed (its GEMM efficiency None until one of its sources
-    calibrates it: the A100's)."""
-    return {"A100": copy.deepcopy(DEVICES["A100"]), "V100": dataclasses.replace(V100_32GB, gemm_efficiency=None),
-            "V100-2019": copy.deepcopy(V100_32GB),
-            "A100-DeepSpeed": dataclasses.replace(DEVICES["A100"], name="A100-DeepSpeed", gemm_efficiency=None)}
-
-
-def _at_a100_share(devices: dict, name: str) -> DeviceSpec:
-    """A copy of ``devices[name]``, its GEMMs at the A100's share of peak unless one of its own sources
-    calibrated them (its GEMM efficiency is None until then)."""
-    dev = copy.copy(devices[name])
-    if dev.gemm_efficiency is None:
-        dev.gemm_efficiency = devices["A100"].gemm_efficiency
-    return dev
-
-
-def deepspeed(devices: dict) -> DeviceSpec:
-    """The A100 as Megatron-DeepSpeed ran on it: the same hardware, its GEMMs at the A100's share of peak unless
-    a Megatron-DeepSpeed source calibrated its own."""
-    return _at_a100_share(devices, "A100-DeepSpeed")
-
-
-def v100(devices: dict, code: str = "v1") -> DeviceSpec:
-    """The DGX-2H's V100 as Megatron-LM ``code`` ("v1" or "2019") ran on it: its GEMMs at the A100's share of
-    peak unless a V100 source calibrated its own, and for the 2019 code that code's fixed cost per kernel."""
-    dev = _at_a100_share(devices, "V100")
-    if code == "2019":
-        dev.launch_s = devices["V100-2019"].launch_s
-    return dev
-
-
-def dgx2h(gpus: int, device: DeviceSpec) -> Cluster:
-    """DGX-2H nodes: 16 V100 32GB on NVSwitch (150 GB/s per GPU), 8 x 100 Gb/s InfiniBand per node; fewer
-    than 16 GPUs are part of one node."""
-    per_node = min(gpus, 16)
-    return Cluster(f"dgx2h-{gpus}", gpus // per_node, per_node, device, 150e9, 3e-6, 100e9, 5e-6, **COLLECTIVES)
-
-
-def jean_zay(gpus: int, device: DeviceSpec) -> Cluster:
-    """Jean Zay's A100 nodes as BLOOM ran on them: 8 A100 80GB on NVLink (the DGX A100 preset's figures: an
-    8-GPU NVSwitch board is assumed), 4 x 100 Gb/s Omni-Path per node (50 GB/s, a quarter of a DGX A100's)."""
-    return Cluster(f"jean-zay-a100-x{gpus // 8}", gpus // 8, 8, device, 300e9, 3e-6, 50e9, 5e-6, **COLLECTIVES)
-
-
-def dgx_a100(gpus: int, device: DeviceSpec) -> Cluster:
-    cluster = get_cluster(f"dgx-a100-x{gpus // 8}")
-    cluster.device = device
-    for k, v in COLLECTIVES.items():
-        setattr(cluster, k, v)
-    return cluster
 
 
 def spearman(a, b) -> float:
     """Rank correlation (average ranks for ties)."""
     return float(pd.Series(a).rank().corr(pd.Series(b).rank()))
-
-
-def megatron_flops(batch, layers, hidden, seq=tables.SEQ, vocab=tables.VOCAB):
-    return 96 * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
-
-
-def embeddings_as_blocks(graph):
-    """Cut the pipeline as DeepSpeed's ``--pp-partition-method 'type:transformer|embedding'`` does: the input
-    embedding and the (tied) output embedding each count as one more block, so a stage holds the same number of
-    blocks, the first and the last one embedding and one layer fewer."""
-    last = max(op.layer for op in graph.ops if op.layer is not None)
-    seen_layer = False
-    for op in graph.ops:
-        if op.layer is not None:
-            seen_layer = True
-            op.layer += 1
-        elif op.type != "input":
-            op.layer = last + 2 if seen_layer else 0
-    return graph
-
-
-def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=None, overlap=None, kernels="fused",
-              recompute="full", sequence=False, virtual=1, vocab=tables.VOCAB, zero=0, embedding_blocks=False):
-    """Seconds per iteration of Megatron's strategy (t, p) on ``cluster``; micro-batches of ``per_micro``
-    sequences per replica, or (None) the fewest micro-batches that fit; ``kernels`` and ``recompute`` as in
-    ``transformer``, ``sequence`` parallelism and ``virtual`` chunks per stage as in ``megatron``, ``zero`` as in
-    ``Simulator``; ``embedding_blocks``: the pipeline cut of :func:`embeddings_as_blocks`. Returns (seconds,
-    result, count)."""
-    d = cluster.devices // (t * p)
-    per_replica = batch // d
-    counts = [per_replica // per_micro] if per_micro else [m for m in range(1, per_replica + 1) if per_replica % m == 0]
-    for micro in counts:
-        graph = transformer(f"gpt-{name}", batch // micro, layers, hidden, heads, seq, vocab, recompute=recompute,
-                            kernels=kernels)
-        if embedding_blocks:
-            embeddings_as_blocks(graph)
-        r = Simulator(graph, cluster, microbatches=micro, overlap=overlap, zero=zero).simulate(
-            megatron(graph, cluster, t, p, virtual=virtual, sequence=sequence))
-        if r.fits:
-            break
-    return r.iteration_s, r, micro
-
-
-def _sc21(devices):
-    def row(size, heads, hidden, layers, t, p, gpus, batch, _, per_micro, virtual, overlap):
-        s, r, micro = iteration(f"{size}b", heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, tables.SEQ,
-                                per_micro, overlap=overlap, virtual=virtual)
-        return megatron_flops(batch, layers, hidden) / s / gpus / 1e12, {"microbatches": micro, "fits": r.fits}
-    return [(f"{r[0]}B t{r[4]} p{r[5]} {r[6]} GPUs", r[8], lambda r=r: row(*r)) for r in tables.TABLE1]
-
-
-def _reduce_recompute_run(devices, row, recompute, sequence):
-    name, heads, hidden, layers, t, p, gpus, batch, _, micro_size, virtual = row
-    return iteration(name, heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, tables.SEQ, micro_size,
-                     recompute=recompute, sequence=sequence, virtual=virtual)
-
-
-def _reduce_recompute(devices, selective_sp: bool = False):
-    def row(r):
-        s, res, micro = _reduce_recompute_run(devices, r, "selective" if selective_sp else "full", selective_sp)
-        return s, {"microbatches": micro, "fits": res.fits, "peak_memory_gib": round(res.peak_memory / 2**30, 1)}
-    published = tables.REDUCE_RECOMPUTE_SP if selective_sp else [r[8] for r in tables.REDUCE_RECOMPUTE]
-    return [(f"{r[0]} t{r[4]} p{r[5]} {r[6]} GPUs", pub, lambda r=r: row(r))
-            for r, pub in zip(tables.REDUCE_RECOMPUTE, published)]
-
-
-def _reduce_recompute_memory(devices):
-    def row(r, recompute, sequence):
-        _, res, _ = _reduce_recompute_run(devices, r, recompute, sequence)
-        return float(res.fits), {"peak_memory_gib": round(res.peak_memory / 2**30, 1)}
-    return [(f"{r[0]} {mode}{' +sp' if sp else ''}", fits, lambda r=r, mode=mode, sp=sp: row(r, mode, sp))
-            for r in tables.REDUCE_RECOMPUTE for mode, sp, fits in tables.REDUCE_RECOMPUTE_MEMORY]
-
-
-def _m19_seconds(devices, i: int, t: int, gpus: int, batch: int, overlap: bool = False) -> float:
-    """Seconds per iteration of Megatron-LM 2019's model i, tensor parallel over t of ``gpus`` GPUs (the rest
-    data parallel, its gradients all-reduced after the backward or, ``overlap``, during it), as the 2019 code ran
-    it, sequence 1024."""
-    size, heads, hidden, layers, _ = tables.MEGATRON19[i]
-    return iteration(f"{size}b", heads, hidden, layers, t, 1, dgx2h(gpus, v100(devices, "2019")), batch, 1024,
-                     overlap=overlap, kernels=tables.KERNELS_2019)[0]
-
-
-def _m19_throughput(devices, i: int, replicas: int, batch: int, overlap: bool = False) -> float:
-    """FLOP/s per GPU of Megatron-LM 2019's model i on t GPUs x ``replicas``, sequence 1024."""
-    _, _, hidden, layers, t = tables.MEGATRON19[i]
-    gpus = t * replicas
-    return megatron_flops(batch, layers, hidden, 1024) / _m19_seconds(devices, i, t, gpus, batch, overlap) / gpus
-
-
-def _m19_relative(devices):
-    """Per-GPU throughput of a 2019 run in % of the 1.2B model's on one GPU (that simulated once per evaluation,
-    at the devices' figures then)."""
-    base = functools.cache(lambda: _m19_throughput(devices, 0, 1, 8))
-
-    def rel(i, replicas, batch, overlap=False):
-        return 100 * _m19_throughput(devices, i, replicas, batch, overlap) / base(), {}
-    return rel
-
-
-def _m19_weak(devices):
-    rel = _m19_relative(devices)
-    rows = [(f"{tables.MEGATRON19[i][0]}B t{tables.MEGATRON19[i][4]}", tables.MEGATRON19_WEAK_MP[i], lambda i=i: rel(i, 1, 8))
-            for i in range(1, 4)]
-    rows += [(f"{tables.MEGATRON19[i][0]}B t{tables.MEGATRON19[i][4]} x64", tables.MEGATRON19_WEAK_DP[i],
-              lambda i=i: rel(i, 64, 512, tables.TORCH_DDP_2019[i])) for i in range(4)]
-    return rows
-
-
-def _m19_ddp(devices):
-    rel = _m19_relative(devices)
-    return [(f"8.3B t8 x64, {'overlapped' if on else 'after the backward'}", pub, lambda on=on: rel(3, 64, 512, on))
-            for on, pub in tables.MEGATRON19_DDP]
-
-
-def _m19_strong(devices):
-    one = functools.cache(lambda: _m19_seconds(devices, 0, 1, 1, 8))  # once per evaluation, at the figures then
-
-    def speedup(g):
-        return one() / _m19_seconds(devices, 0, g, g, 8), {}
-    return [(f"1.2B on {g} GPUs", pub, lambda g=g: speedup(g)) for g, pub in tables.MEGATRON19_STRONG]
-
-
-def _m19_single(devices):
-    return [("1.2B on 1 GPU", round(tables.MEGATRON19_SINGLE_MS), lambda: (1000 * _m19_seconds(devices, 0, 1, 1, 8), {}))]
-
-
-def _megatron_v1(devices):
-    def ms(i):
-        size, heads, hidden, layers, t = tables.MEGATRON19[i]
-        return 1000 * iteration(f"{size}b", heads, hidden, layers, t, 1, dgx2h(t, v100(devices)), 8, 1024)[0], {}
-    return [(f"{tables.MEGATRON19[i][0]}B t{tables.MEGATRON19[i][4]}", pub, lambda i=i: ms(i)) for i, pub in tables.MEGATRON_V1]
-
-
-def _mt_nlg(devices):
-    """Megatron-Turing NLG 530B on 280-420 DGX A100 nodes: seconds per iteration (DeepSpeed's 1F1B pipeline, no
-    interleaving; the gradients all-reduced after the backward, the Simulator's default with several micro-batches)."""
-    layers, hidden, heads, t, p, batch = tables.MT_NLG
-
-    def row(nodes):
-        s, r, micro = iteration("530b", heads, hidden, layers, t, p, dgx_a100(8 * nodes, deepspeed(devices)), batch,
-                                tables.SEQ, tables.MT_NLG_MICRO)
-        tflops = megatron_flops(batch, layers, hidden) / s / (8 * nodes) / 1e12
-        return s, {"microbatches": micro, "fits": r.fits, "tflops_per_gpu": round(tflops, 1)}
-    return [(f"530B t{t} p{p} {8 * n} GPUs", pub, lambda n=n: row(n)) for n, pub, _ in tables.MT_NLG_RUNS]
-
-
-def _bloom(rows):
-    """BLOOM 176B on 48 Jean Zay nodes: TFLOP/s per GPU (Megatron-DeepSpeed's count, its padded vocabulary),
-    ZeRO stage 1, the embeddings given pipeline slots of their own."""
-    layers, hidden, vocab, batch, gpus = tables.BLOOM
-
-    def rows_of(devices):
-        def row(t, p, per_micro, heads):
-            s, r, micro = iteration("176b", heads, hidden, layers, t, p, jean_zay(gpus, deepspeed(devices)), batch,
-                                    tables.SEQ, per_micro, vocab=vocab, zero=1, embedding_blocks=True)
-            return megatron_flops(batch, layers, hidden, vocab=vocab) / s / gpus / 1e12, {
-                "microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
-        return [(f"t{t} p{p} d{gpus // (t * p)} mb{m} {a} heads", pub, lambda t=t, p=p, m=m, a=a: row(t, p, m, a))
-                for t, p, m, a, pub in rows]
-    return rows_of
-
-
-def _bloom_single_node(devices):
-    """BLOOM's width on one Jean Zay node, t = 8, no pipeline, no data parallelism: seconds per iteration."""
-    _, hidden, vocab, _, _ = tables.BLOOM
-    batch, heads = tables.BLOOM_SINGLE_NODE_BATCH, tables.BLOOM_SINGLE_NODE_HEADS
-
-    def row(layers, per_micro):
-        s, r, micro = iteration(f"bloom-{layers}l", heads, hidden, layers, 8, 1, jean_zay(8, deepspeed(devices)), batch,
-                                tables.SEQ, per_micro, vocab=vocab)
-        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
-    return [(f"{layers} layers t8 mb{m}, row {k + 1}", pub, lambda layers=layers, m=m: row(layers, m))
-            for k, (layers, m, pub) in enumerate(tables.BLOOM_SINGLE_NODE)]
-
-
-def _nccl(table):
-    def busbw(nbytes):
-        cluster = dgx_a100(8, DEVICES["A100"])
-        t, _ = costs.allreduce(cluster, np.arange(8)[None, :], nbytes)
-        return nccl.bus_bandwidth(8, nbytes, t) / 1e9, {}
-    return lambda devices: [(f"{size / 2**20:g} MiB", pub, lambda size=size: busbw(size)) for size, pub in table]
 
 
 def fit_collectives(name: str) -> dict[str, float]:
@@ -315,36 +65,6 @@ def fit_collectives(name: str) -> dict[str, float]:
     return best[1]
 
 
-SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device, unit, rows(devices))
-    "nccl-a100-azure": ("NCCL all-reduce on 8 A100s, Azure ND A100 v4 (the presets' collectives are fitted on it)",
-                        "A100", "bus GB/s", _nccl(tables.NCCL_A100_AZURE)),
-    "nccl-a100-dgx": ("NCCL all-reduce on 8 A100s, an A100-SXM4-40GB node", "A100", "bus GB/s", _nccl(tables.NCCL_A100_DGX)),
-    "sc21-table1": ("Narayanan et al. SC'21 Table 1, weak scaling on A100", "A100", "TFLOP/s per GPU", _sc21),
-    "reduce-recompute": ("Korthikanti et al. 2022, full recomputation on A100", "A100", "s per iteration",
-                         _reduce_recompute),
-    "reduce-recompute-sp": ("Korthikanti et al. 2022, sequence parallelism and selective recomputation on A100",
-                            "A100", "s per iteration", lambda devices: _reduce_recompute(devices, selective_sp=True)),
-    "reduce-recompute-memory": ("Korthikanti et al. 2022, which recomputation modes fit in 80 GB", "A100",
-                                "fits (1) or not (0)", _reduce_recompute_memory),
-    "megatron19-weak": ("Megatron-LM 2019, weak scaling on V100", "V100-2019", "% of 1-GPU throughput per GPU",
-                        _m19_weak),
-    "megatron19-ddp": ("Megatron-LM README, 8.3B on 512 V100s with each data-parallel implementation", "V100-2019",
-                       "% of 1-GPU throughput per GPU", _m19_ddp),
-    "megatron19-strong": ("Megatron-LM 2019, strong scaling of 1.2B on V100", "V100-2019", "speed-up over 1 GPU",
-                          _m19_strong),
-    "megatron19-single": ("Megatron-LM 2019, 1.2B on one V100", "V100-2019", "ms per iteration",
-                          _m19_single),
-    "megatron-v1": ("Megatron-LM v1.0 (fused kernels), 1.2B on one V100", "V100", "ms per iteration",
-                    _megatron_v1),
-    "bloom-single-node": ("BigScience BLOOM's width on one node of 8 A100s, t = 8, no pipeline", "A100-DeepSpeed",
-                          "s per iteration", _bloom_single_node),
-    "bloom-176b": ("BigScience BLOOM 176B, the training run on 384 A100s", "A100-DeepSpeed", "TFLOP/s per GPU",
-                   _bloom(tables.BLOOM_RUN)),
-    "bloom-topologies": ("BigScience BLOOM 176B, five 3D layouts benchmarked on 384 A100s", "A100-DeepSpeed",
-                         "TFLOP/s per GPU", _bloom(tables.BLOOM_TOPOLOGIES)),
-    "mt-nlg-530b": ("Smith et al. 2022, Megatron-Turing NLG 530B on 2,240-3,360 A100s", "A100-DeepSpeed",
-                    "s per iteration", _mt_nlg),
-}
 # devices calibrated together: a source of one reads another's figures (the V100s run their GEMMs at the A100's share
 # of peak unless a V100 source calibrates theirs). The A100-DeepSpeed, once calibrated, reads only its own figure and
 # its sources only it, so its choice is made apart, on its own sources, and moves no Megatron-LM choice

@@ -1,7 +1,8 @@
-"""scripts/validate_simulator.py: the published runs are simulated as they ran, the A100 preset (fitted
-on Korthikanti et al.'s full-recomputation runs) stays within 10% on the held-out SC'21 Table 1, the
-leave-one-source-out protocol never reports a source under a calibration fitted on it, and the runs of
-Megatron-DeepSpeed (MT-NLG, BLOOM) are simulated on a device of their own, calibrated apart."""
+"""scripts/validate_simulator.py and the rows it simulates (scripts/published_rows.py): the published runs
+are simulated as they ran, the A100 preset (fitted on Korthikanti et al.'s full-recomputation runs) stays
+within 10% on the held-out SC'21 Table 1, the leave-one-source-out protocol never reports a source under a
+calibration fitted on it, and the runs of Megatron-DeepSpeed (MT-NLG, BLOOM) are simulated on a device of
+their own, calibrated apart."""
 
 import copy
 import sys
@@ -11,13 +12,24 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import published_results as tables
 import validate_simulator as vs
+from published_rows import (
+    SOURCES,
+    V100_32GB,
+    deepspeed,
+    embeddings_as_blocks,
+    fresh_devices,
+    jean_zay,
+    megatron_flops,
+    v100,
+)
 
 from autotune.search_spaces.parallel.clusters import DEVICES
 
 
 def test_sc21_rows_run_as_their_authors_script_ran_them():
-    for size, _, _, layers, t, p, gpus, batch, _, per_micro, virtual, overlap in vs.tables.TABLE1:
+    for size, _, _, layers, t, p, gpus, batch, _, per_micro, virtual, overlap in tables.TABLE1:
         per_replica = batch // (gpus // (t * p))
         assert per_replica % per_micro == 0, size  # whole micro-batches per replica
         assert layers % (p * virtual) == 0, size  # whole layers per interleaved chunk
@@ -36,7 +48,7 @@ def test_held_out_sc21_table1_within_ten_percent_at_the_a100_preset():
 
 
 def test_the_a100_preset_is_the_default_calibrations_fit():
-    devices = vs.fresh_devices()
+    devices = fresh_devices()
     fitted = vs.calibrate(vs.DEFAULT_CALIBRATION[0], devices)
     assert abs(fitted - DEVICES["A100"].gemm_efficiency) < 2e-3
 
@@ -54,25 +66,25 @@ def test_each_source_is_reported_under_the_calibration_best_without_it():
 
 
 def test_the_v100_runs_its_gemms_at_the_a100_share_unless_a_v100_source_calibrates_it():
-    devices = vs.fresh_devices()
+    devices = fresh_devices()
     devices["A100"].gemm_efficiency = 0.7
     devices["V100-2019"].launch_s = 50e-6
-    assert vs.v100(devices).gemm_efficiency == 0.7 and vs.v100(devices).launch_s == vs.V100_32GB.launch_s
-    assert vs.v100(devices, "2019").launch_s == 50e-6 and vs.v100(devices, "2019").gemm_efficiency == 0.7
+    assert v100(devices).gemm_efficiency == 0.7 and v100(devices).launch_s == V100_32GB.launch_s
+    assert v100(devices, "2019").launch_s == 50e-6 and v100(devices, "2019").gemm_efficiency == 0.7
     fitted = vs.calibrate("megatron-v1", devices)
-    assert vs.v100(devices).gemm_efficiency == fitted != 0.7
+    assert v100(devices).gemm_efficiency == fitted != 0.7
     assert abs(vs.evaluate("megatron-v1", devices)[0]["error_pct"]) < 1.0
 
 
 def test_the_2019_single_gpu_row_counts_the_flops_the_v1_note_counts():
     # 62.4 TFLOP/s at 1,288 ms was "a 60% improvement" over 39 TFLOP/s for the same model: the same FLOPs
-    assert round(vs.tables.MEGATRON19_SINGLE_MS) == 2061
-    assert vs.SOURCES["megatron19-single"][2] == vs.SOURCES["megatron-v1"][2] == "ms per iteration"
+    assert round(tables.MEGATRON19_SINGLE_MS) == 2061
+    assert SOURCES["megatron19-single"][2] == SOURCES["megatron-v1"][2] == "ms per iteration"
 
 
 @pytest.mark.slow
 def test_the_default_calibration_is_the_protocols_choice_over_every_source():
-    sources = [s for s in vs.SOURCES if not s.startswith("nccl")]
+    sources = [s for s in SOURCES if not s.startswith("nccl")]
     chosen, worst = vs.best_calibration(vs.calibration_matrix(sources, log=lambda *a: None))
     # the default is the protocol's choice: for the Megatron-LM devices by construction; for the A100-DeepSpeed
     # the source named beforehand (the one without a pipeline or a network) is also the protocol's choice
@@ -81,8 +93,8 @@ def test_the_default_calibration_is_the_protocols_choice_over_every_source():
 
 
 def test_the_2019_runs_all_reduce_during_the_backward_where_megatron_says_pytorchs_ddp_was_faster():
-    assert vs.tables.TORCH_DDP_2019 == [False, False, True, True]  # not for 1.2B (t = 1) and 2.5B (t = 2)
-    rows = vs.evaluate("megatron19-ddp", vs.fresh_devices())
+    assert tables.TORCH_DDP_2019 == [False, False, True, True]  # not for 1.2B (t = 1) and 2.5B (t = 2)
+    rows = vs.evaluate("megatron19-ddp", fresh_devices())
     after, during = (r["simulated"] for r in rows)
     assert [r["published"] for r in rows] == [60, 76] and during > 1.1 * after
 
@@ -91,10 +103,10 @@ DEEPSPEED = ("bloom-single-node", "bloom-176b", "bloom-topologies", "mt-nlg-530b
 
 
 def test_the_megatron_deepspeed_runs_have_a_device_of_their_own_the_same_a100():
-    assert [n for n, src in vs.SOURCES.items() if src[1] == "A100-DeepSpeed"] == list(DEEPSPEED)
-    assert {vs.SOURCES[n][1] for n in ("sc21-table1", "reduce-recompute", "reduce-recompute-sp",
+    assert [n for n, src in SOURCES.items() if src[1] == "A100-DeepSpeed"] == list(DEEPSPEED)
+    assert {SOURCES[n][1] for n in ("sc21-table1", "reduce-recompute", "reduce-recompute-sp",
                                        "reduce-recompute-memory")} == {"A100"}
-    devices = vs.fresh_devices()
+    devices = fresh_devices()
     ds, a100 = devices["A100-DeepSpeed"], DEVICES["A100"]
     for field in ("flops_fp16", "flops_fp32", "memory_bytes", "mem_bandwidth", "sm_count", "gemm_k_half", "launch_s"):
         assert getattr(ds, field) == getattr(a100, field), field
@@ -102,13 +114,13 @@ def test_the_megatron_deepspeed_runs_have_a_device_of_their_own_the_same_a100():
     assert vs.PROTOCOL_CHOICES["A100-DeepSpeed"] == list(DEEPSPEED)
     # not calibrated: the A100's share of peak, so the A100's calibration moves it and its rows
     devices["A100"].gemm_efficiency = 0.7
-    assert vs.deepspeed(devices).gemm_efficiency == 0.7
+    assert deepspeed(devices).gemm_efficiency == 0.7
     devices["A100-DeepSpeed"].gemm_efficiency = 0.6
-    assert vs.deepspeed(devices).gemm_efficiency == 0.6 and devices["A100"].gemm_efficiency == 0.7
+    assert deepspeed(devices).gemm_efficiency == 0.6 and devices["A100"].gemm_efficiency == 0.7
 
 
 def test_the_deepspeed_calibration_moves_no_megatron_lm_figure():
-    devices = vs.fresh_devices()
+    devices = fresh_devices()
     before = [r["simulated"] for r in vs.evaluate("reduce-recompute", devices)]
     fitted = vs.calibrate("bloom-single-node", devices)
     assert 0.3 < fitted < 1.0 and devices["A100-DeepSpeed"].gemm_efficiency == fitted
@@ -135,25 +147,25 @@ def test_the_deepspeed_calibration_source_is_not_among_the_sources_reported_on_i
 
 
 def test_the_added_sources_count_the_flops_their_publications_count():
-    layers, hidden, vocab, batch, gpus = vs.tables.BLOOM
+    layers, hidden, vocab, batch, gpus = tables.BLOOM
     # BLOOM's log line, 104.70 s per iteration at "TFLOPs: 149.77", and the benchmark's seconds per iteration, each
     # give its TFLOP/s by Megatron-DeepSpeed's count with the padded vocabulary (to their rounding)
-    flops = vs.megatron_flops(batch, layers, hidden, vocab=vocab)
+    flops = megatron_flops(batch, layers, hidden, vocab=vocab)
     for seconds, (*_, tflops) in zip([104.70, 121.63, 102.03, 104.50, 105.89, 102.27],
-                                     vs.tables.BLOOM_RUN + vs.tables.BLOOM_TOPOLOGIES):
+                                     tables.BLOOM_RUN + tables.BLOOM_TOPOLOGIES):
         assert abs(flops / seconds / gpus / 1e12 - tflops) < 0.015
-    layers, hidden, _, _, _, batch = vs.tables.MT_NLG
-    for nodes, seconds, tflops in vs.tables.MT_NLG_RUNS:  # the paper's rounded TFLOP/s from its iteration times
-        assert abs(vs.megatron_flops(batch, layers, hidden) / seconds / (8 * nodes) / 1e12 - tflops) < 1.0
+    layers, hidden, _, _, _, batch = tables.MT_NLG
+    for nodes, seconds, tflops in tables.MT_NLG_RUNS:  # the paper's rounded TFLOP/s from its iteration times
+        assert abs(megatron_flops(batch, layers, hidden) / seconds / (8 * nodes) / 1e12 - tflops) < 1.0
 
 
 def test_blooms_pipeline_gives_each_embedding_a_slot_of_its_own():
     from autotune.search_spaces.parallel.models import transformer
     from autotune.search_spaces.parallel.strategy import megatron
 
-    layers, hidden, vocab, _, gpus = vs.tables.BLOOM
-    graph = vs.embeddings_as_blocks(transformer("bloom", 16, layers, hidden, 112, 2048, vocab, recompute="full"))
-    cluster = vs.jean_zay(gpus, DEVICES["A100"])
+    layers, hidden, vocab, _, gpus = tables.BLOOM
+    graph = embeddings_as_blocks(transformer("bloom", 16, layers, hidden, 112, 2048, vocab, recompute="full"))
+    cluster = jean_zay(gpus, DEVICES["A100"])
     blocks = {}
     for op, cfg in zip(graph.ops, megatron(graph, cluster, 4, 12)):
         if op.name in ("embed", "lm_head") or op.name.endswith(".qkv"):
@@ -164,7 +176,7 @@ def test_blooms_pipeline_gives_each_embedding_a_slot_of_its_own():
 
 
 def test_the_added_sources_simulate_every_row_to_a_finite_figure_that_fits():
-    devices = vs.fresh_devices()
+    devices = fresh_devices()
     devices["A100-DeepSpeed"].gemm_efficiency = 0.6
     rows = {name: vs.evaluate(name, devices) for name in DEEPSPEED}
     assert [len(rows[name]) for name in DEEPSPEED] == [3, 1, 5, 3]
@@ -176,7 +188,7 @@ def test_the_added_sources_simulate_every_row_to_a_finite_figure_that_fits():
 
 
 def test_blooms_single_node_check_counts_batch_512_as_its_tflops_column_does():
-    _, hidden, vocab, _, _ = vs.tables.BLOOM
-    for (layers, _, seconds), tflops in zip(vs.tables.BLOOM_SINGLE_NODE, vs.tables.BLOOM_SINGLE_NODE_TFLOPS):
-        flops = vs.megatron_flops(vs.tables.BLOOM_SINGLE_NODE_BATCH, layers, hidden, vocab=vocab)
+    _, hidden, vocab, _, _ = tables.BLOOM
+    for (layers, _, seconds), tflops in zip(tables.BLOOM_SINGLE_NODE, tables.BLOOM_SINGLE_NODE_TFLOPS):
+        flops = megatron_flops(tables.BLOOM_SINGLE_NODE_BATCH, layers, hidden, vocab=vocab)
         assert abs(flops / seconds / 8 / 1e12 - tflops) < 0.015
