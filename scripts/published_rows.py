@@ -44,7 +44,7 @@ def fresh_devices() -> dict[str, DeviceSpec]:
     calibrates it: the A100's)."""
     return {"A100": copy.deepcopy(DEVICES["A100"]), "V100": dataclasses.replace(V100_32GB, gemm_efficiency=None),
             "V100-2019": copy.deepcopy(V100_32GB),
-            "A100-DeepSpeed": dataclasses.replace(DEVICES["A100"], name="A100-DeepSpeed", gemm_efficiency=None)}
+            "A100-DeepSpeed": dataclasses.replace(DEVICES["A100-DeepSpeed"], gemm_efficiency=None)}
 
 
 def _at_a100_share(devices: dict, name: str) -> DeviceSpec:

@@ -53,6 +53,14 @@ def test_the_a100_preset_is_the_default_calibrations_fit():
     assert abs(fitted - DEVICES["A100"].gemm_efficiency) < 2e-3
 
 
+def test_the_deepspeed_preset_is_the_calibrations_fit_on_bloom_single_node():
+    assert "bloom-single-node" in vs.DEFAULT_CALIBRATION  # the bare --calibrate fits the A100-DeepSpeed on it
+    devices = fresh_devices()
+    assert devices["A100-DeepSpeed"].gemm_efficiency is None  # calibration, not the preset, sets it here
+    fitted = vs.calibrate("bloom-single-node", devices)
+    assert abs(fitted - DEVICES["A100-DeepSpeed"].gemm_efficiency) < 2e-3
+
+
 def test_each_source_is_reported_under_the_calibration_best_without_it():
     a, b, c = "sc21-table1", "reduce-recompute", "megatron19-strong"
     matrix = {(a, c): {b: 4.0, "megatron-v1": 12.0, "megatron19-weak": 5.0},
