@@ -13,7 +13,7 @@ scaling identifies), and for the A100 running Megatron-DeepSpeed (``A100-DeepSpe
 Megatron's layers inside DeepSpeed, MT-NLG and BLOOM) its own GEMM efficiency. The V100 and the
 A100-DeepSpeed run their GEMMs at the A100's share of peak unless one of their own sources calibrates them.
 The bare flag calibrates on ``reduce-recompute``, ``megatron19-strong`` and ``bloom-single-node`` (the A100
-preset is the first's fit); every row of every other source is held out (a device not calibrated keeps its
+preset is the first's fit, the A100-DeepSpeed of ``dgx-a100-deepspeed-xN`` the last's); every row of every other source is held out (a device not calibrated keeps its
 preset). Output per source: each row's published and simulated value and error, MAPE and Spearman rank
 correlation over its held-out rows (over its rows, in-sample, for the calibration source).
 
