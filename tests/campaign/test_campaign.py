@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
+from autotune.algorithms.registry import make_algorithm
 from autotune.campaign import Campaign
 from autotune.db import open_database, queries
 from autotune.db.models import CampaignTrialRow, TrialRow
 from autotune.errors import UsageError
-from autotune.algorithms.model_guided import make_search
-from autotune.algorithms.registry import make_algorithm
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace
 from autotune.testing.fakes import FakeRunner, small_knob_space
@@ -119,8 +118,10 @@ def _race(url, barrier):
     Campaign("race", space, "random", ReplayRunner(space.cache), db, trials=300, batch=4, seed=2).run()
 
 
-# two workers race less than four for the same claims: that case runs with the slow tests only
+# four workers race on PostgreSQL by default; two (a milder race) and SQLite with -m slow (on SQLite, three workers
+# of one campaign, proposing alike, share its claims by default in tests/scale/test_workers_kill.py)
 @pytest.mark.parametrize("workers", [pytest.param(2, marks=pytest.mark.slow), 4])
+@pytest.mark.parametrize("db_url", [pytest.param("sqlite", marks=pytest.mark.slow), "postgres"], indirect=True)
 def test_workers_on_one_campaign_store_exactly_the_budget(db_url, workers):
     """Each worker claims its batch from the budget in the database before measuring (the same seed makes
     them propose the same candidates, the hardest case for duplicates)."""
@@ -161,13 +162,21 @@ Campaign("k", space, make_search(name, model or None), SlowReplay(space.cache), 
 
 
 def _search(spec):
+    # imported here, not at the top: the spawned race workers import this module, and XGBoost (which
+    # model_guided imports) would be half of their start
+    from autotune.algorithms.model_guided import make_search
+
     name, _, model = spec.partition("+")
     return make_search(name, model or None)
 
 
+# the default search, alone and guided by XGBoost, runs by default; the other algorithms with -m slow (each one's
+# state round trip, what a resume restores, is checked by default in tests/algorithms/test_conformance.py)
 @pytest.mark.parametrize("algorithm,trials", [
-    ("random", 400), ("grid", 400), ("mcmc", 150), ("evolutionary", 150), ("backtracking", 150),
-    ("optuna-tpe", 60), ("bandit", 150), ("evolutionary+xgb", 60),
+    pytest.param("random", 400, marks=pytest.mark.slow), pytest.param("grid", 400, marks=pytest.mark.slow),
+    pytest.param("mcmc", 150, marks=pytest.mark.slow), ("evolutionary", 150),
+    pytest.param("backtracking", 150, marks=pytest.mark.slow), pytest.param("optuna-tpe", 60, marks=pytest.mark.slow),
+    pytest.param("bandit", 150, marks=pytest.mark.slow), ("evolutionary+xgb", 60),
 ])
 def test_sigkill_then_resume_loses_nothing_and_measures_nothing_twice(tmp_path, replay, algorithm, trials):
     """Killed mid-campaign and resumed, a campaign keeps what it committed, measures nothing twice and

@@ -27,7 +27,7 @@ def test_a_false_rule_is_rejected():
     g1 = (op("MatMul", "aw", ["t0_0"]), op("Relu", ["t0_0"], ["t1_0"]))
     g2 = (op("Relu", "w", ["t0_0"]), op("MatMul", ["a", "t0_0"], ["t1_0"]))
     assert not float_tests(MATRIX, g1, g2, {"t1_0": "t1_0"})
-    assert z3_prove(MATRIX, g1, g2, {"t1_0": "t1_0"}) is None
+    assert z3_prove(MATRIX, g1, g2, {"t1_0": "t1_0"}, timeout_ms=500) is None  # the generator's timeout below
 
 
 def test_shape_specific_pair_is_rejected_by_other_sizes():
@@ -50,7 +50,8 @@ def test_generator_two_ops_finds_associativity_and_reports_counts():
 
 
 def test_generator_three_ops_finds_conv_merge_and_distributivity():
-    rep = synthesis.generate(3, z3_timeout_ms=500, domains=[CONV])
+    # the rules kept do not depend on z3's timeout: a pair it does not prove in time is kept, as "tested"
+    rep = synthesis.generate(3, z3_timeout_ms=100, domains=[CONV])
     found = rep["classic_found"]
     assert found["merge_convs"] and found["distributivity"]
     merge = next(r for r in rep["rules"] if r.name in found["merge_convs"])

@@ -4,12 +4,12 @@ import json
 
 import numpy as np
 import pytest
+
+from autotune.errors import MissingDependencyError, UsageError
 from autotune.search_spaces.parallel import strategy as st
 from autotune.search_spaces.parallel.clusters import get_cluster
 from autotune.search_spaces.parallel.models import MODELS, get_model
 from autotune.search_spaces.parallel.space import StrategySpace
-
-from autotune.errors import MissingDependencyError, UsageError
 from autotune.types import Candidate
 
 
@@ -150,13 +150,14 @@ def test_layouts_cover_every_factorisation_and_choose_the_micro_batch_count():
         # interleaved: 24 layers in p * v equal chunks, micro-batches a multiple of p
         assert x.virtual == 1 or (x.pipeline > 1 and 24 % (x.pipeline * x.virtual) == 0 and x.microbatches % x.pipeline == 0)
     assert {x.virtual for x in space.layouts} == {1, 2, 3, 4, 6}  # divisors of 24 / p, at most 8
-    layout_seeds = [n for n in space.seeds() if n.startswith("layout ") and " rc-" not in n]
+    all_seeds = space.seeds()  # computed once: each call takes most of a second
+    layout_seeds = [n for n in all_seeds if n.startswith("layout ") and " rc-" not in n]
     seeded = [x for x in map({x.name: x for x in space.layouts}.get, layout_seeds) if x.virtual > 1]
     for x in seeded:  # interleaved seeds: the fewest chunks above one that the stage's layers split into
         assert x.virtual == min(y.virtual for y in space.layouts if y.virtual > 1 and y.pipeline == x.pipeline)
     assert {x.virtual for x in seeded} == {2, 3}  # 24 layers: 2 where p divides 12, 3 on 8 stages
     by_name = {x.name: x for x in space.layouts}  # and so in the other recomputation modes (a published layout
-    other = {by_name[n.split(" rc-")[0]].virtual for n in space.seeds() if " rc-" in n}  # may interleave there)
+    other = {by_name[n.split(" rc-")[0]].virtual for n in all_seeds if " rc-" in n}  # may interleave there)
     assert other == {1, 2, 3}
     lay = next(x for x in space.layouts if (x.tensor, x.pipeline, x.microbatches) == (8, 2, 16))
     c = space.layout(lay)
@@ -169,14 +170,14 @@ def test_layouts_cover_every_factorisation_and_choose_the_micro_batch_count():
     assert m.meta["throughput"] == pytest.approx(64 / m.cost)
     assert not space.contains(Candidate({**c.payload, "microbatches": 3}))  # 64 does not split in 3
     assert not space.contains(Candidate({**c.payload, "microbatches": 64}))  # a 1-sample micro-batch on 2 replicas
-    seeds = {n: c for n, c in space.seeds().items() if n.startswith("layout ") and " rc-" not in n}
+    seeds = {n: c for n, c in all_seeds.items() if n.startswith("layout ") and " rc-" not in n}
     # the other recomputation modes are seeded at each (t, p)'s fewest micro-batches
-    other = {n: c for n, c in space.seeds().items() if " rc-" in n}
+    other = {n: c for n, c in all_seeds.items() if " rc-" in n}
     assert {space.recompute_of(c) for c in other.values()} == {"selective", "full"}
     for n, c in other.items():
         lay, mode = n.split(" rc-")
         assert c.payload["recompute"] == mode and space.strategy(c) == space.strategy(seeds[lay]) and space.contains(c)
-    assert {n for n in space.seeds() if n not in seeds and n not in other} == {
+    assert {n for n in all_seeds if n not in seeds and n not in other} == {
         "data-parallel zero-1", "data-parallel zero-2", "data-parallel zero-3"}
     fewest = {}
     for x in space.layouts:
