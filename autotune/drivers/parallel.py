@@ -31,7 +31,7 @@ from autotune.errors import UsageError, did_you_mean
 from autotune.progress import Progress, make_progress
 from autotune.runners.simulator import SimulatorRunner
 from autotune.runners.simulator.calibration import calibrated
-from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, hardware_name, preset_names
+from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, preset_names
 from autotune.search_spaces.parallel.graph import Graph
 from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS, RECOMPUTE, get_model, rebuild, recompute_mode
 from autotune.search_spaces.parallel.space import StrategySpace
@@ -130,7 +130,7 @@ def calibrate(cluster: Cluster, db, device: str | None = None) -> tuple[Cluster,
     A ``device`` given that matches no device with measurements is a UsageError naming those devices."""
     database = open_database(db, create=False) if isinstance(db, str) else db
     try:
-        ops, coll = measured(database, device or hardware_name(cluster.device.name))
+        ops, coll = measured(database, device or cluster.device.hardware_name)
         if device is not None and not ops and not coll:
             names = _measured_devices(database)
             raise UsageError(f"no measured op or collective times on a device whose name contains {device!r}; "

@@ -31,6 +31,14 @@ class DeviceSpec:
     launch_s: float = 5e-6  # fixed cost per kernel
     sm_count: int = 0  # multiprocessors, for wave quantization of GEMM tiles (0: not modelled)
     gemm_k_half: float = 0.0  # reduction length at which a GEMM reaches half its efficiency (0: not modelled)
+    # the hardware this device is a software stack's figures for (A100 for A100-DeepSpeed); empty: the device is
+    # its own hardware. NCCL's figures and measured op and collective times are the hardware's.
+    hardware: str = ""
+
+    @property
+    def hardware_name(self) -> str:
+        """The name of the hardware the device runs on: ``hardware``, else the device's own name."""
+        return self.hardware or self.name
 
 
 # Collectives (runners/simulator/nccl.py), fitted to the all_reduce_perf curve of 8 A100s on NVSwitch published in
@@ -117,7 +125,8 @@ class Cluster:
                 _quantity(dev.get("gemm_efficiency", 0.6), "device.gemm_efficiency", most=1.0),
                 _quantity(dev.get("launch_s", 5e-6), "device.launch_s", zero=True),
                 _count(dev.get("sm_count", 0), "device.sm_count", zero=True),
-                _quantity(dev.get("gemm_k_half", 0.0), "device.gemm_k_half", zero=True))
+                _quantity(dev.get("gemm_k_half", 0.0), "device.gemm_k_half", zero=True),
+                _name(dev["hardware"], "device.hardware") if dev.get("hardware") else "")
         else:
             raise UsageError("the cluster's device must be a known device name or a mapping of its fields")
         nodes, per_node = _count(d["nodes"], "nodes"), _count(d["per_node"], "per_node")
@@ -139,7 +148,7 @@ class Cluster:
                    _quantity(d.get("inter_latency", 1e-5), "inter_latency", zero=True),
                    {_name(k, "op_times key"): _quantity(v, f"op_times[{k!r}]") for k, v in op_times.items()}, points,
                    _link(d.get("link", "nvlink")),
-                   _quantity(d.get("bus_efficiency", BUS_EFFICIENCY), "bus_efficiency", most=1.0),
+                   _quantity(d.get("bus_efficiency", bus_efficiency(dev)), "bus_efficiency", most=1.0),
                    _quantity(d.get("latency_scale", LATENCY_SCALE), "latency_scale"),
                    _quantity(d.get("net_efficiency", NET_EFFICIENCY), "net_efficiency", most=1.0))
 
@@ -197,16 +206,7 @@ DEVICES = {
 # the GEMM efficiency that scripts/validate_simulator.py --calibrate fits on BLOOM's single-node check (one node,
 # no pipeline, no network: the stack's per-GPU speed alone). At the A100's own figure, fitted on Megatron-LM's
 # runs, those published sources simulate 23-28% fast (MAPE per source).
-DEVICES["A100-DeepSpeed"] = replace(DEVICES["A100"], name="A100-DeepSpeed", gemm_efficiency=0.5838)
-
-# a device that is a software stack's figures for other hardware -> that hardware's name (NCCL's figures and
-# measured op and collective times are the hardware's)
-HARDWARE = {"A100-DeepSpeed": "A100"}
-
-
-def hardware_name(device: str) -> str:
-    """The name of the hardware a device runs on: ``A100`` for ``A100-DeepSpeed``, else the name itself."""
-    return HARDWARE.get(device, device)
+DEVICES["A100-DeepSpeed"] = replace(DEVICES["A100"], name="A100-DeepSpeed", gemm_efficiency=0.5838, hardware="A100")
 
 
 # name pattern -> (device, devices per node, intra bw, intra latency, inter bw per node, inter latency, fixed nodes,
@@ -224,6 +224,11 @@ PRESETS = {
 # NCCL's ring bus bandwidth over the NVLink rate where published for the device (H100: about 370 GB/s of 450,
 # NCCL's maintainers in NVIDIA/nccl-tests#212 and NVIDIA/nccl#1455); BUS_EFFICIENCY elsewhere
 DEVICE_BUS_EFFICIENCY = {"H100": 370 / 450}
+
+
+def bus_efficiency(device: DeviceSpec) -> float:
+    """NCCL's bus efficiency on the device's hardware: published where known, else BUS_EFFICIENCY."""
+    return DEVICE_BUS_EFFICIENCY.get(device.hardware_name, BUS_EFFICIENCY)
 
 
 def preset_names() -> list[str]:
@@ -256,7 +261,7 @@ def get_cluster(spec: str) -> Cluster:
             raise UsageError(f"cluster file {spec!r} is not valid YAML ({str(exc).splitlines()[0][:80]})") from None
         return Cluster.from_json(doc)
     for pattern, (dev, per, ibw, ilat, nbw, nlat, fixed, link) in PRESETS.items():
-        nccl = {"link": link, "bus_efficiency": DEVICE_BUS_EFFICIENCY.get(hardware_name(dev), BUS_EFFICIENCY)}
+        nccl = {"link": link, "bus_efficiency": bus_efficiency(DEVICES[dev])}
         if fixed is not None and spec == pattern:
             return Cluster(spec, fixed, per, DEVICES[dev], ibw, ilat, nbw, nlat, **nccl)
         m = re.fullmatch(re.escape(pattern[:-1]) + r"(\d+)", spec) if fixed is None else None

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from autotune.errors import UsageError
-from autotune.search_spaces.parallel.clusters import DEVICES, get_cluster, hardware_name, preset_names
+from autotune.search_spaces.parallel.clusters import BUS_EFFICIENCY, DEVICES, get_cluster, preset_names
 
 DEEPSPEED_GEMM_EFFICIENCY = 0.5838  # scripts/validate_simulator.py --calibrate bloom-single-node
 
@@ -20,8 +20,8 @@ def test_the_preset_is_the_dgx_a100_with_the_deepspeed_gemm_efficiency():
         assert (ds.name, ds.nodes, ds.per_node, ds.devices) == (f"dgx-a100-deepspeed-x{n}", n, 8, 8 * n)
         assert ds.device.name == "A100-DeepSpeed" and ds.device.gemm_efficiency == DEEPSPEED_GEMM_EFFICIENCY
         # the A100's hardware figures: peaks, memory, bandwidth, multiprocessors, kernel cost
-        assert dataclasses.replace(ds.device, name="A100", gemm_efficiency=0.8192) == DEVICES["A100"]
-        assert ds.device.flops_fp16 == 312e12 and ds.device.memory_bytes == 80 * 2**30 and ds.device.sm_count == 108
+        assert dataclasses.replace(ds.device, name="A100", gemm_efficiency=0.8192, hardware="") == DEVICES["A100"]
+        assert ds.device.hardware_name == "A100" and DEVICES["A100"].hardware_name == "A100"
         # the same nodes and network: links, latencies and NCCL's figures
         same = {k: v for k, v in a100.to_json().items() if k not in ("name", "device")}
         assert {k: v for k, v in ds.to_json().items() if k not in ("name", "device")} == same
@@ -45,7 +45,6 @@ def test_measured_times_of_an_a100_apply_to_the_deepspeed_preset(tmp_path):
     from autotune.drivers.parallel import calibrate
     from autotune.types import Device
 
-    assert hardware_name("A100-DeepSpeed") == "A100" and hardware_name("H100") == "H100"
     db = open_database(f"sqlite:///{tmp_path / 'm.db'}")
     try:
         record(db, Device("NVIDIA A100-SXM4-80GB", "cuda", {}), collectives=[("allreduce", 8, 1e3, 1e-4),
@@ -56,3 +55,44 @@ def test_measured_times_of_an_a100_apply_to_the_deepspeed_preset(tmp_path):
             assert cluster.device.name == get_cluster(preset).device.name
     finally:
         db.close()
+
+
+def test_a_stack_device_in_a_cluster_file_finds_its_hardwares_measurements_and_nccl_figures(tmp_path):
+    """A user's own stack figures for an H100 ("H100-mystack", hardware H100): measured H100 collectives apply
+    to it and NCCL's H100 bus efficiency is its default, as on the dgx-h100 preset; without ``hardware`` the
+    device is its own hardware and gets neither."""
+    from autotune.db import open_database
+    from autotune.db.calibration import record
+    from autotune.drivers.parallel import calibrate
+    from autotune.types import Device
+
+    spec = get_cluster("dgx-h100-x1").to_json()
+    del spec["bus_efficiency"]
+    spec["device"] = dict(spec["device"], name="H100-mystack", gemm_efficiency=0.45, hardware="H100")
+    (tmp_path / "stack.json").write_text(json.dumps(spec))
+    stack = get_cluster(str(tmp_path / "stack.json"))
+    assert stack.device.hardware_name == "H100" and stack.device.gemm_efficiency == 0.45
+    assert stack.bus_efficiency == get_cluster("dgx-h100-x1").bus_efficiency > BUS_EFFICIENCY
+    (tmp_path / "again.json").write_text(json.dumps(stack.to_json()))
+    assert get_cluster(str(tmp_path / "again.json")).device == stack.device  # written and read back
+    del spec["device"]["hardware"]
+    (tmp_path / "own.json").write_text(json.dumps(spec))
+    own = get_cluster(str(tmp_path / "own.json"))
+    assert own.device.hardware_name == "H100-mystack" and own.bus_efficiency == BUS_EFFICIENCY
+
+    db = open_database(f"sqlite:///{tmp_path / 'm.db'}")
+    try:
+        record(db, Device("NVIDIA H100 80GB HBM3", "cuda", {}), collectives=[("allreduce", 8, 1e3, 1e-4),
+                                                                          ("allreduce", 8, 1e9, 0.01)])
+        assert calibrate(stack, db)[1] == {"op_times": 0, "collectives": 2}
+        assert calibrate(own, db)[1] == {"op_times": 0, "collectives": 0}
+    finally:
+        db.close()
+
+
+def test_a_cluster_files_device_hardware_must_be_a_name(tmp_path):
+    spec = get_cluster("dgx-a100-x1").to_json()
+    spec["device"] = dict(spec["device"], hardware=7)
+    (tmp_path / "bad.json").write_text(json.dumps(spec))
+    with pytest.raises(UsageError, match="device.hardware"):
+        get_cluster(str(tmp_path / "bad.json"))
