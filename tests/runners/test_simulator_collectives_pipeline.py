@@ -1,53 +1,22 @@
-"""The simulator against hand-computed times on small graphs, memory limits and delta simulation."""
+"""The simulator's communication and pipeline timing against hand-computed times on small graphs:
+activations sent between devices (once over the network to copies on another node, then shared on their
+links), gradient all-reduces (NCCL's ring, the cheaper of ring and hierarchical across nodes, sparse for
+embeddings), Megatron's tensor-parallel all-reduces and sequence parallelism's reduce-scatters, expert
+parallelism's all-to-alls; pipelines of micro-batches (the fill and drain, 1F1B against interleaved
+schedules, the activations stashed while micro-batches are in flight), how Megatron-LM's baseline cuts a
+model into stages and places its loss; and overlap: gradient syncs during the backward or after it, and the
+optimizer step after the whole backward either way."""
 
 import math
 
-import numpy as np
 import pytest
-from autotune.runners.simulator import SimulatorRunner
+from simulator_helpers import INTER, INTRA, LAT_I, LAT_N, PEAK, cfg, chain, cluster, grad_sync
+
+from autotune.runners.simulator import nccl
+from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel.clusters import Cluster, DeviceSpec
 from autotune.search_spaces.parallel.graph import Builder
-from autotune.runners.simulator import costs, nccl
-from autotune.runners.simulator.engine import Simulator
-from autotune.search_spaces.parallel.space import StrategySpace
-from autotune.search_spaces.parallel.strategy import OpConfig, data_parallel, model_parallel
-
-from autotune.types import Status
-
-PEAK, INTRA, INTER, LAT_I, LAT_N = 1e12, 1e9, 1e8, 1e-6, 1e-5
-
-
-def cluster(nodes=1, per_node=4, memory=1e12, **kw) -> Cluster:
-    dev = DeviceSpec("toy", PEAK, PEAK, memory, math.inf, gemm_efficiency=1.0, launch_s=0.0)
-    return Cluster("toy", nodes, per_node, dev, INTRA, LAT_I, INTER, LAT_N, **kw)
-
-
-def grad_sync(n, nbytes, bw=INTRA, **kw):
-    """A weight gradient's all-reduce: its share of a gradient bucket's (frameworks reduce gradients in buckets)."""
-    return nccl.allreduce_time(n, costs.GRADIENT_BUCKET, bw, **kw) * nbytes / costs.GRADIENT_BUCKET
-
-
-def chain(layers=1, b=8, f=16, width=32):
-    g = Builder("chain", b)
-    x = g.input("x", {"b": b, "f": f}, {"b": "sample", "f": None})
-    for i in range(layers):
-        x = g.linear(x, width, f"l{i}")
-    return g.build(state_bytes_per_param=16)
-
-
-def cfg(graph, op, start=0, **degrees):
-    o = graph.ops[graph.index[op]]
-    return OpConfig(tuple(degrees.get(d, 1) for d in o.parallel_dims), start)
-
-
-def test_one_op_forward_backward():
-    g = chain(1)
-    r = Simulator(g, cluster(per_node=1)).simulate([cfg(g, "x"), cfg(g, "l0")])
-    flops = 2 * 8 * 16 * 32
-    assert r.iteration_s == pytest.approx(3 * flops / PEAK)  # forward + backward (2x)
-    weights = 16 * 32 * 16  # parameters x (weight, gradient, 2 Adam moments)
-    acts = (8 * 16 + 8 * 32) * 4
-    assert r.peak_memory == pytest.approx(weights + acts)
+from autotune.search_spaces.parallel.strategy import OpConfig, data_parallel
 
 
 def test_chain_on_two_devices_pays_two_transfers():
@@ -102,115 +71,6 @@ def test_megatron_pair_needs_only_the_output_allreduce():
     assert sim.dur[sim.X[e]] == 0.0  # l1's input slices are on the devices that produced them
 
 
-def test_memory_capacity_is_a_hard_constraint():
-    g = chain(2, b=8, f=1024, width=1024)
-    need = 2 * 1024 * 1024 * 16
-    runner = SimulatorRunner(g, cluster(per_node=2, memory=need * 0.75))
-    space = runner.space
-    dp = runner.measure(space.task, [space.wrap(data_parallel(g, runner.cluster))])[0]
-    assert dp.status is Status.INVALID and "capacity" in dp.error and dp.meta["peak_memory_bytes"] > need
-    mp = runner.measure(space.task, [space.wrap(model_parallel(g, runner.cluster))])[0]
-    assert mp.status is Status.OK and mp.meta["peak_memory_bytes"] < need * 0.75
-    # a search discards what does not fit, so it is not timed; what fits is timed as ever
-    sim = Simulator(g, runner.cluster)
-    full = sim.simulate(data_parallel(g, runner.cluster))
-    untimed = sim.simulate(data_parallel(g, runner.cluster), time_if_full=False)
-    assert not full.fits and math.isfinite(full.iteration_s) and untimed.iteration_s == math.inf
-    assert np.array_equal(untimed.memory, full.memory) and dp.meta["throughput"] is None
-    fits = sim.simulate(model_parallel(g, runner.cluster), time_if_full=False)
-    assert fits.iteration_s == sim.simulate(model_parallel(g, runner.cluster)).iteration_s == mp.cost
-
-
-def test_measured_op_times_and_collectives_override_estimates():
-    g = chain(1, b=8, f=64, width=64)
-    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
-    key = Cluster.op_key("linear", {"a0": 2, "o": 64, "i": 64})
-    cl = cluster(op_times={key: 1e-3, key + "#bwd": 3e-3},
-                 collectives=[("allreduce", 4, 1e3, 1e-4), ("allreduce", 4, 1e5, 1e-2)])
-    r = Simulator(g, cl).simulate(s)
-    wbytes = 64 * 64 * 4  # 16384 bytes: log-log between the two points
-    t_ar = math.exp(math.log(1e-4) + (math.log(wbytes) - math.log(1e3)) / (math.log(1e5) - math.log(1e3))
-                    * (math.log(1e-2) - math.log(1e-4)))
-    assert r.iteration_s == pytest.approx(1e-3 + 3e-3 + t_ar)
-
-
-@pytest.mark.parametrize("layout_prob", [0.0, 0.5])
-def test_delta_simulation_matches_a_fresh_simulation(layout_prob):
-    """Op moves change one op (the simulator recomputes that op only); layout moves change many, and the
-    delta simulation still equals a fresh one."""
-    from autotune.search_spaces.parallel.clusters import get_cluster
-    from autotune.search_spaces.parallel.models import get_model
-
-    g, cl = get_model("inception-v3", 32), get_cluster("p100-4x4")
-    space = StrategySpace(g, cl, layout_prob=layout_prob, tie_prob=0.0)
-    sim = Simulator(g, cl)
-    rng = np.random.default_rng(0)
-    c = space.initial()
-    sim.simulate(space.strategy(c))
-    most = 0
-    for _ in range(15):
-        c = space.neighbor(c, rng)
-        s = space.strategy(c)
-        changed = sum(a != b for a, b in zip(sim.current, s))
-        assert sim.load(s) == changed
-        most = max(most, changed)
-        fresh = Simulator(g, cl).simulate(s)
-        r = sim.simulate(s)
-        assert r.iteration_s == pytest.approx(fresh.iteration_s)
-        assert np.allclose(r.memory, fresh.memory)
-    assert most <= 1 if layout_prob == 0 else most > 1
-
-
-def test_timeline_covers_the_iteration():
-    g = chain(2, width=16)
-    sim = Simulator(g, cluster(per_node=2))
-    r = sim.simulate([cfg(g, "x"), cfg(g, "l0"), cfg(g, "l1", start=1)], timeline=True)
-    assert max(e for _, _, e, _ in r.timeline) == pytest.approx(r.iteration_s)
-    assert {res for res, *_ in r.timeline} >= {0, 1}
-
-
-
-
-def test_measurements_from_the_database_override_the_cluster(tmp_path):
-    from autotune.db import open_database
-    from autotune.db.calibration import measured, record
-    from autotune.runners.simulator.calibration import calibrated
-
-    from autotune.types import Device
-
-    db = open_database(f"sqlite:///{tmp_path / 'm.db'}")
-    try:
-        key = Cluster.op_key("linear", {"a0": 2, "o": 64, "i": 64})
-        dev = Device("toy accelerator", "cuda", {})
-        record(db, dev, {key: 1e-3, key + "#bwd": 3e-3}, [("allreduce", 4, 1e3, 1e-4), ("allreduce", 4, 1e5, 1e-2)])
-        record(db, Device("other", "cuda", {}), {key: 1.0})  # another device kind: ignored
-        cl = calibrated(cluster(), *measured(db, cluster().device.name))
-    finally:
-        db.close()
-    assert cl.op_times == {key: 1e-3, key + "#bwd": 3e-3} and len(cl.collectives) == 2
-    g = chain(1, b=8, f=64, width=64)
-    r = Simulator(g, cl).simulate([cfg(g, "x", b=4), cfg(g, "l0", a0=4)])
-    assert r.iteration_s > 4e-3  # measured 1 ms + 3 ms plus the interpolated all-reduce
-    assert Simulator(g, cluster()).simulate([cfg(g, "x", b=4), cfg(g, "l0", a0=4)]).iteration_s < 1e-3
-
-
-def test_small_gemms_lose_efficiency_by_wave_and_reduction_length():
-    from autotune.runners.simulator.costs import gemm_efficiency
-
-    dev = DeviceSpec("toy", PEAK, PEAK, 1e12, math.inf, sm_count=4, gemm_k_half=64)
-    # 5 tiles of 128x128 on 4 multiprocessors: two waves, the second one quarter full
-    assert gemm_efficiency(5 * 128, 128, 64, 1, dev) == pytest.approx(5 / 8 * 0.5)
-    assert gemm_efficiency(4 * 128, 128, 192, 1, dev) == pytest.approx(0.75)
-    plain = DeviceSpec("toy", PEAK, PEAK, 1e12, math.inf)
-    assert gemm_efficiency(1, 1, 1, 1, plain) == 1.0
-    # in the simulator: one linear op with k = 64 on a device of 1 multiprocessor runs at half the rate
-    g = chain(1, b=128, f=64, width=128)
-    c = cluster(per_node=1)
-    c.device.gemm_k_half, c.device.sm_count = 64.0, 1
-    r = Simulator(g, c).simulate([cfg(g, "x"), cfg(g, "l0")])
-    assert r.iteration_s == pytest.approx(3 * 2 * 128 * 64 * 128 / (PEAK * 0.5))
-
-
 def test_embedding_gradients_are_synchronised_sparsely():
     g = Builder("emb", 8)
     ids = g.input("ids", {"b": 8}, {"b": "sample"})
@@ -219,25 +79,6 @@ def test_embedding_gradients_are_synchronised_sparsely():
     r = Simulator(g, cluster(per_node=4)).simulate(data_parallel(g, cluster(per_node=4)))
     looked_up = 8 * 4 * 4  # every sample's row (4 floats) from each of the 4 replicas, not the 1.6 MB table
     assert r.iteration_s == pytest.approx(grad_sync(4, looked_up))
-
-
-def test_replicated_op_computes_whole_on_each_copy_and_feeds_local_consumers():
-    from autotune.search_spaces.parallel import strategy as st
-
-    g = chain(2, width=16)
-    c = cluster(per_node=2)
-    flops = 2 * 8 * 16 * 16
-    # l0 whole on both devices; l1 split by samples over them: each half is already local
-    s = [OpConfig((1,), 0, replicas=2), OpConfig((1, 1, 1), 0, replicas=2), cfg(g, "l1", a0=2)]
-    sim = Simulator(g, c)
-    r = sim.simulate(s)
-    gs = grad_sync(2, 16 * 16 * 4)  # l1's weight gradient, all-reduced after its backward
-    assert r.iteration_s == pytest.approx(flops / PEAK + 3 * flops / 2 / PEAK + gs)
-    weights = 16 * 16 * 16
-    assert np.all(r.memory >= weights)  # both copies hold l0's weights
-    # round trip through JSON keeps the copies; a block that does not fit is refused
-    assert st.from_json(g, st.to_json(g, s, 2), 2) == s
-    assert "copies" in st.check_config(g.ops[1], OpConfig((1, 1, 1), 0, replicas=4), 2)
 
 
 def test_pipeline_of_two_stages_streams_microbatches_at_the_busiest_stage_rate():
@@ -392,22 +233,6 @@ def test_interleaved_stages_cut_the_pipeline_fill_and_drain():
         assert sim.simulate(s).iteration_s == pytest.approx(steps * 2 * layer, rel=1e-6)
 
 
-def test_attention_internals_are_stored_unless_recomputed():
-    """Without recomputation each layer also stores its attention's softmax output, dropout output and mask:
-    (2 x 2 + 1) bytes x b x heads x s^2 in fp16 (Korthikanti et al.'s 5 a s^2 b); selective recomputation
-    drops that and the attention's output (b x s x hidden in fp16, recomputed with it); data parallelism over
-    4 devices holds a quarter on each."""
-    from autotune.search_spaces.parallel.models import transformer
-
-    cl = cluster(per_node=4)
-    b, layers, heads, s = 8, 2, 4, 64
-    mem = {}
-    for mode in ("none", "selective"):
-        g = transformer("tiny", b, layers, 64, heads, s, 128, recompute=mode)
-        mem[mode] = Simulator(g, cl).simulate(data_parallel(g, cl)).memory
-    assert np.allclose(mem["none"] - mem["selective"], layers * (5 * b * heads * s * s + 2 * b * s * 64) / 4)
-
-
 def test_with_micro_batches_overlapped_gradient_syncs_hide_behind_the_last_backward():
     """Two data-parallel layers, 4 micro-batches: by default (Megatron-LM) both gradient all-reduces follow
     the last micro-batch's backward; overlapped (``--overlap-grad-reduce``), the second layer's runs during
@@ -426,26 +251,6 @@ def test_with_micro_batches_overlapped_gradient_syncs_hide_behind_the_last_backw
     # with one micro-batch the default is overlapped (PyTorch DDP)
     one = Simulator(g, cluster(per_node=4)).simulate(s).iteration_s
     assert one == Simulator(g, cluster(per_node=4), overlap=True).simulate(s).iteration_s
-
-
-@pytest.mark.parametrize("zero, per_param", [(0, 16), (1, 4 + 12 / 4), (2, 2 + 14 / 4), (3, 16 / 4)])
-def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param):
-    """One fp16 layer (2-byte weights and gradients, 12 bytes of fp32 master weight and Adam moments per
-    parameter), data parallel on 4 devices: ZeRO stage 1 shards the 12 bytes, 2 the gradient too, 3 all 16;
-    stage 3 moves 1.5 times the all-reduce's bytes (its weight all-gathers) and holds the layer's gathered
-    fp16 weights twice (computing, and the next prefetched)."""
-    g = Builder("fp16", 8, dtype_bytes=2)
-    x = g.input("x", {"b": 8, "f": 64}, {"b": "sample", "f": None})
-    g.linear(x, 64, "l0")
-    g = g.build(state_bytes_per_param=16)
-    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
-    sim = Simulator(g, cluster(per_node=4), zero=zero)
-    r = sim.simulate(s)
-    acts = (8 * 64 + 8 * 64) * 2 / 4
-    gathered = 2 * 64 * 64 * 2 if zero == 3 else 0
-    assert r.memory[0] == pytest.approx(64 * 64 * per_param + acts + gathered)
-    ring = grad_sync(4, 64 * 64 * 2)
-    assert sim.dur[sim.GS[1]] == pytest.approx(ring * (1.5 if zero == 3 else 1.0))
 
 
 def test_sequence_parallelism_turns_all_reduces_into_reduce_scatters_and_slices_the_stash():
@@ -473,26 +278,6 @@ def test_sequence_parallelism_turns_all_reduces_into_reduce_scatters_and_slices_
     qkv = g.index["l0.qkv"]
     assert sp_seq.dur[sp_seq.AI[qkv][0]] == pytest.approx(sp_plain.dur[sp_plain.AI[qkv][0]] / 2)
     assert seq.iteration_s < plain.iteration_s and seq.peak_memory < plain.peak_memory
-
-
-def test_eager_kernels_cost_more_than_fused_ones_and_are_kept_by_rebuild():
-    """The same GPT with Megatron-LM 2019's separate elementwise kernels (more passes over the attention
-    scores, head transposes by copies, dropout and residual add apart) takes longer than with fused kernels
-    on a device with finite memory bandwidth; rebuilding the graph at another batch keeps its kernels."""
-    from autotune.search_spaces.parallel.models import rebuild, transformer
-
-    from autotune.errors import UsageError
-
-    dev = DeviceSpec("toy", PEAK, PEAK, 1e12, 1e11, gemm_efficiency=1.0, launch_s=1e-6)
-    cl = Cluster("toy", 1, 1, dev, INTRA, LAT_I, INTER, LAT_N)
-    t = {}
-    for kernels in ("fused", "eager"):
-        g = transformer("tiny", 2, 2, 64, 4, 64, 128, kernels=kernels)
-        t[kernels] = Simulator(g, cl).simulate(data_parallel(g, cl)).iteration_s
-        assert rebuild(g)(4).meta["kernels"] == kernels
-    assert t["eager"] > t["fused"]
-    with pytest.raises(UsageError, match="kernels must be one of"):
-        transformer("tiny", 2, 2, 64, 4, 64, 128, kernels="triton")
 
 
 def test_expert_parallelism_moves_routed_tokens_by_all_to_all():
@@ -524,21 +309,6 @@ def test_expert_parallelism_moves_routed_tokens_by_all_to_all():
     assert sim_ep.dur[sim_ep.AO[i]] == 0.0 and sim_ep.dur[sim_ep.AI[i][0]] == 0.0
     weights = 4 * (2 * 16 * 32 + 16) * 16  # 4 experts' parameters x 16 bytes of weight, gradient and state
     assert dp.peak_memory - ep.peak_memory == pytest.approx(weights * 3 / 4)  # the same tokens' outputs held
-
-
-def test_a_layer_stores_what_megatron_stores_for_its_backward():
-    """One more GPT layer on one device without recomputation adds its weights with their gradient and Adam
-    state (Megatron-LM's 20 bytes x 12 h^2: fp16 weight and gradient, fp32 main weight, main gradient and
-    two moments) and the activations Korthikanti et al. (2022) count for a layer in fp16:
-    34 s b h + 5 a s^2 b bytes (layer norm and linear inputs, Q, K, V, the GELU's input and output, the
-    softmax output, the dropout outputs and byte masks)."""
-    from autotune.search_spaces.parallel.models import transformer
-
-    b, h, a, s = 2, 64, 4, 32
-    cl = cluster(per_node=1)
-    mem = [Simulator(g, cl).simulate(data_parallel(g, cl)).peak_memory
-           for g in (transformer("t", b, layers, h, a, s, 128) for layers in (2, 3))]
-    assert mem[1] - mem[0] == pytest.approx(20 * 12 * h * h + 34 * s * b * h + 5 * a * s * s * b)
 
 
 def test_the_optimizer_updates_follow_the_backward_even_when_the_gradient_syncs_overlap_it():

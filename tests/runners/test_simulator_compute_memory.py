@@ -1,0 +1,229 @@
+"""The simulator's compute and memory costs against hand-computed figures on small graphs: an op's forward
+and backward time at the device's peak rate, small GEMMs' lost efficiency (partial waves, short reductions),
+eager kernels against fused ones, and measured op and collective times (given to the cluster or read from
+the database) over the estimates; the bytes each device holds (weights with their gradients and optimizer
+state, the activations a layer stores for its backward as Megatron-LM and Korthikanti et al. count them,
+attention internals unless recomputed, ZeRO's sharded state, a replicated op's copies) and memory capacity
+as a hard constraint (what does not fit is refused and left untimed); and the engine's bookkeeping: a delta
+simulation equals a fresh one, and the timeline covers the iteration."""
+
+import math
+
+import numpy as np
+import pytest
+from simulator_helpers import INTER, INTRA, LAT_I, LAT_N, PEAK, cfg, chain, cluster, grad_sync
+
+from autotune.runners.simulator import SimulatorRunner
+from autotune.runners.simulator.engine import Simulator
+from autotune.search_spaces.parallel.clusters import Cluster, DeviceSpec
+from autotune.search_spaces.parallel.graph import Builder
+from autotune.search_spaces.parallel.space import StrategySpace
+from autotune.search_spaces.parallel.strategy import OpConfig, data_parallel, model_parallel
+from autotune.types import Status
+
+
+def test_one_op_forward_backward():
+    g = chain(1)
+    r = Simulator(g, cluster(per_node=1)).simulate([cfg(g, "x"), cfg(g, "l0")])
+    flops = 2 * 8 * 16 * 32
+    assert r.iteration_s == pytest.approx(3 * flops / PEAK)  # forward + backward (2x)
+    weights = 16 * 32 * 16  # parameters x (weight, gradient, 2 Adam moments)
+    acts = (8 * 16 + 8 * 32) * 4
+    assert r.peak_memory == pytest.approx(weights + acts)
+
+
+def test_memory_capacity_is_a_hard_constraint():
+    g = chain(2, b=8, f=1024, width=1024)
+    need = 2 * 1024 * 1024 * 16
+    runner = SimulatorRunner(g, cluster(per_node=2, memory=need * 0.75))
+    space = runner.space
+    dp = runner.measure(space.task, [space.wrap(data_parallel(g, runner.cluster))])[0]
+    assert dp.status is Status.INVALID and "capacity" in dp.error and dp.meta["peak_memory_bytes"] > need
+    mp = runner.measure(space.task, [space.wrap(model_parallel(g, runner.cluster))])[0]
+    assert mp.status is Status.OK and mp.meta["peak_memory_bytes"] < need * 0.75
+    # a search discards what does not fit, so it is not timed; what fits is timed as ever
+    sim = Simulator(g, runner.cluster)
+    full = sim.simulate(data_parallel(g, runner.cluster))
+    untimed = sim.simulate(data_parallel(g, runner.cluster), time_if_full=False)
+    assert not full.fits and math.isfinite(full.iteration_s) and untimed.iteration_s == math.inf
+    assert np.array_equal(untimed.memory, full.memory) and dp.meta["throughput"] is None
+    fits = sim.simulate(model_parallel(g, runner.cluster), time_if_full=False)
+    assert fits.iteration_s == sim.simulate(model_parallel(g, runner.cluster)).iteration_s == mp.cost
+
+
+def test_measured_op_times_and_collectives_override_estimates():
+    g = chain(1, b=8, f=64, width=64)
+    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
+    key = Cluster.op_key("linear", {"a0": 2, "o": 64, "i": 64})
+    cl = cluster(op_times={key: 1e-3, key + "#bwd": 3e-3},
+                 collectives=[("allreduce", 4, 1e3, 1e-4), ("allreduce", 4, 1e5, 1e-2)])
+    r = Simulator(g, cl).simulate(s)
+    wbytes = 64 * 64 * 4  # 16384 bytes: log-log between the two points
+    t_ar = math.exp(math.log(1e-4) + (math.log(wbytes) - math.log(1e3)) / (math.log(1e5) - math.log(1e3))
+                    * (math.log(1e-2) - math.log(1e-4)))
+    assert r.iteration_s == pytest.approx(1e-3 + 3e-3 + t_ar)
+
+
+@pytest.mark.parametrize("layout_prob", [0.0, 0.5])
+def test_delta_simulation_matches_a_fresh_simulation(layout_prob):
+    """Op moves change one op (the simulator recomputes that op only); layout moves change many, and the
+    delta simulation still equals a fresh one."""
+    from autotune.search_spaces.parallel.clusters import get_cluster
+    from autotune.search_spaces.parallel.models import get_model
+
+    g, cl = get_model("inception-v3", 32), get_cluster("p100-4x4")
+    space = StrategySpace(g, cl, layout_prob=layout_prob, tie_prob=0.0)
+    sim = Simulator(g, cl)
+    rng = np.random.default_rng(0)
+    c = space.initial()
+    sim.simulate(space.strategy(c))
+    most = 0
+    for _ in range(15):
+        c = space.neighbor(c, rng)
+        s = space.strategy(c)
+        changed = sum(a != b for a, b in zip(sim.current, s))
+        assert sim.load(s) == changed
+        most = max(most, changed)
+        fresh = Simulator(g, cl).simulate(s)
+        r = sim.simulate(s)
+        assert r.iteration_s == pytest.approx(fresh.iteration_s)
+        assert np.allclose(r.memory, fresh.memory)
+    assert most <= 1 if layout_prob == 0 else most > 1
+
+
+def test_timeline_covers_the_iteration():
+    g = chain(2, width=16)
+    sim = Simulator(g, cluster(per_node=2))
+    r = sim.simulate([cfg(g, "x"), cfg(g, "l0"), cfg(g, "l1", start=1)], timeline=True)
+    assert max(e for _, _, e, _ in r.timeline) == pytest.approx(r.iteration_s)
+    assert {res for res, *_ in r.timeline} >= {0, 1}
+
+
+def test_measurements_from_the_database_override_the_cluster(tmp_path):
+    from autotune.db import open_database
+    from autotune.db.calibration import measured, record
+    from autotune.runners.simulator.calibration import calibrated
+
+    from autotune.types import Device
+
+    db = open_database(f"sqlite:///{tmp_path / 'm.db'}")
+    try:
+        key = Cluster.op_key("linear", {"a0": 2, "o": 64, "i": 64})
+        dev = Device("toy accelerator", "cuda", {})
+        record(db, dev, {key: 1e-3, key + "#bwd": 3e-3}, [("allreduce", 4, 1e3, 1e-4), ("allreduce", 4, 1e5, 1e-2)])
+        record(db, Device("other", "cuda", {}), {key: 1.0})  # another device kind: ignored
+        cl = calibrated(cluster(), *measured(db, cluster().device.name))
+    finally:
+        db.close()
+    assert cl.op_times == {key: 1e-3, key + "#bwd": 3e-3} and len(cl.collectives) == 2
+    g = chain(1, b=8, f=64, width=64)
+    r = Simulator(g, cl).simulate([cfg(g, "x", b=4), cfg(g, "l0", a0=4)])
+    assert r.iteration_s > 4e-3  # measured 1 ms + 3 ms plus the interpolated all-reduce
+    assert Simulator(g, cluster()).simulate([cfg(g, "x", b=4), cfg(g, "l0", a0=4)]).iteration_s < 1e-3
+
+
+def test_small_gemms_lose_efficiency_by_wave_and_reduction_length():
+    from autotune.runners.simulator.costs import gemm_efficiency
+
+    dev = DeviceSpec("toy", PEAK, PEAK, 1e12, math.inf, sm_count=4, gemm_k_half=64)
+    # 5 tiles of 128x128 on 4 multiprocessors: two waves, the second one quarter full
+    assert gemm_efficiency(5 * 128, 128, 64, 1, dev) == pytest.approx(5 / 8 * 0.5)
+    assert gemm_efficiency(4 * 128, 128, 192, 1, dev) == pytest.approx(0.75)
+    plain = DeviceSpec("toy", PEAK, PEAK, 1e12, math.inf)
+    assert gemm_efficiency(1, 1, 1, 1, plain) == 1.0
+    # in the simulator: one linear op with k = 64 on a device of 1 multiprocessor runs at half the rate
+    g = chain(1, b=128, f=64, width=128)
+    c = cluster(per_node=1)
+    c.device.gemm_k_half, c.device.sm_count = 64.0, 1
+    r = Simulator(g, c).simulate([cfg(g, "x"), cfg(g, "l0")])
+    assert r.iteration_s == pytest.approx(3 * 2 * 128 * 64 * 128 / (PEAK * 0.5))
+
+
+def test_replicated_op_computes_whole_on_each_copy_and_feeds_local_consumers():
+    from autotune.search_spaces.parallel import strategy as st
+
+    g = chain(2, width=16)
+    c = cluster(per_node=2)
+    flops = 2 * 8 * 16 * 16
+    # l0 whole on both devices; l1 split by samples over them: each half is already local
+    s = [OpConfig((1,), 0, replicas=2), OpConfig((1, 1, 1), 0, replicas=2), cfg(g, "l1", a0=2)]
+    sim = Simulator(g, c)
+    r = sim.simulate(s)
+    gs = grad_sync(2, 16 * 16 * 4)  # l1's weight gradient, all-reduced after its backward
+    assert r.iteration_s == pytest.approx(flops / PEAK + 3 * flops / 2 / PEAK + gs)
+    weights = 16 * 16 * 16
+    assert np.all(r.memory >= weights)  # both copies hold l0's weights
+    # round trip through JSON keeps the copies; a block that does not fit is refused
+    assert st.from_json(g, st.to_json(g, s, 2), 2) == s
+    assert "copies" in st.check_config(g.ops[1], OpConfig((1, 1, 1), 0, replicas=4), 2)
+
+
+def test_attention_internals_are_stored_unless_recomputed():
+    """Without recomputation each layer also stores its attention's softmax output, dropout output and mask:
+    (2 x 2 + 1) bytes x b x heads x s^2 in fp16 (Korthikanti et al.'s 5 a s^2 b); selective recomputation
+    drops that and the attention's output (b x s x hidden in fp16, recomputed with it); data parallelism over
+    4 devices holds a quarter on each."""
+    from autotune.search_spaces.parallel.models import transformer
+
+    cl = cluster(per_node=4)
+    b, layers, heads, s = 8, 2, 4, 64
+    mem = {}
+    for mode in ("none", "selective"):
+        g = transformer("tiny", b, layers, 64, heads, s, 128, recompute=mode)
+        mem[mode] = Simulator(g, cl).simulate(data_parallel(g, cl)).memory
+    assert np.allclose(mem["none"] - mem["selective"], layers * (5 * b * heads * s * s + 2 * b * s * 64) / 4)
+
+
+@pytest.mark.parametrize("zero, per_param", [(0, 16), (1, 4 + 12 / 4), (2, 2 + 14 / 4), (3, 16 / 4)])
+def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param):
+    """One fp16 layer (2-byte weights and gradients, 12 bytes of fp32 master weight and Adam moments per
+    parameter), data parallel on 4 devices: ZeRO stage 1 shards the 12 bytes, 2 the gradient too, 3 all 16;
+    stage 3 moves 1.5 times the all-reduce's bytes (its weight all-gathers) and holds the layer's gathered
+    fp16 weights twice (computing, and the next prefetched)."""
+    g = Builder("fp16", 8, dtype_bytes=2)
+    x = g.input("x", {"b": 8, "f": 64}, {"b": "sample", "f": None})
+    g.linear(x, 64, "l0")
+    g = g.build(state_bytes_per_param=16)
+    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
+    sim = Simulator(g, cluster(per_node=4), zero=zero)
+    r = sim.simulate(s)
+    acts = (8 * 64 + 8 * 64) * 2 / 4
+    gathered = 2 * 64 * 64 * 2 if zero == 3 else 0
+    assert r.memory[0] == pytest.approx(64 * 64 * per_param + acts + gathered)
+    ring = grad_sync(4, 64 * 64 * 2)
+    assert sim.dur[sim.GS[1]] == pytest.approx(ring * (1.5 if zero == 3 else 1.0))
+
+
+def test_eager_kernels_cost_more_than_fused_ones_and_are_kept_by_rebuild():
+    """The same GPT with Megatron-LM 2019's separate elementwise kernels (more passes over the attention
+    scores, head transposes by copies, dropout and residual add apart) takes longer than with fused kernels
+    on a device with finite memory bandwidth; rebuilding the graph at another batch keeps its kernels."""
+    from autotune.search_spaces.parallel.models import rebuild, transformer
+
+    from autotune.errors import UsageError
+
+    dev = DeviceSpec("toy", PEAK, PEAK, 1e12, 1e11, gemm_efficiency=1.0, launch_s=1e-6)
+    cl = Cluster("toy", 1, 1, dev, INTRA, LAT_I, INTER, LAT_N)
+    t = {}
+    for kernels in ("fused", "eager"):
+        g = transformer("tiny", 2, 2, 64, 4, 64, 128, kernels=kernels)
+        t[kernels] = Simulator(g, cl).simulate(data_parallel(g, cl)).iteration_s
+        assert rebuild(g)(4).meta["kernels"] == kernels
+    assert t["eager"] > t["fused"]
+    with pytest.raises(UsageError, match="kernels must be one of"):
+        transformer("tiny", 2, 2, 64, 4, 64, 128, kernels="triton")
+
+
+def test_a_layer_stores_what_megatron_stores_for_its_backward():
+    """One more GPT layer on one device without recomputation adds its weights with their gradient and Adam
+    state (Megatron-LM's 20 bytes x 12 h^2: fp16 weight and gradient, fp32 main weight, main gradient and
+    two moments) and the activations Korthikanti et al. (2022) count for a layer in fp16:
+    34 s b h + 5 a s^2 b bytes (layer norm and linear inputs, Q, K, V, the GELU's input and output, the
+    softmax output, the dropout outputs and byte masks)."""
+    from autotune.search_spaces.parallel.models import transformer
+
+    b, h, a, s = 2, 64, 4, 32
+    cl = cluster(per_node=1)
+    mem = [Simulator(g, cl).simulate(data_parallel(g, cl)).peak_memory
+           for g in (transformer("t", b, layers, h, a, s, 128) for layers in (2, 3))]
+    assert mem[1] - mem[0] == pytest.approx(20 * 12 * h * h + 34 * s * b * h + 5 * a * s * s * b)
