@@ -6,7 +6,8 @@ source's rows are a function of the devices' current figures (``fresh_devices``:
 under Megatron-LM v1.0 and under the 2019 code, the A100 under Megatron-DeepSpeed) that gives, per row, its
 label, its published value (from ``published_results.py``, which names each source's paper, table and
 conditions) and a function that simulates it. The clusters are the sources' own (DGX-2H, DGX A100, Jean Zay's
-A100 nodes), at the collective figures in ``COLLECTIVES`` once those are fitted.
+A100 nodes), at the collective figures in ``COLLECTIVES`` once those are fitted. GPT-NeoX-20B, a held-out source
+only, keeps its facts and its published figure beside its rows here, each with where it is from.
 
 What is simulated lives here, and how it is scored lives in ``validate_simulator.py`` (calibration, the
 leave-one-source-out protocol, the report), so each published run's simulation reads in one place and other
@@ -266,6 +267,87 @@ def _bloom_single_node(devices):
             for k, (layers, m, pub) in enumerate(tables.BLOOM_SINGLE_NODE)]
 
 
+# GPT-NeoX-20B (Black et al. 2022, "GPT-NeoX-20B: An Open-Source Autoregressive Language Model", arXiv:2204.06745,
+# ACL Anthology 2022.bigscience-1.9), trained with EleutherAI's gpt-neox (Megatron's layers in DeepSpeed's pipeline),
+# a held-out check of the A100-DeepSpeed: in no PROTOCOL_CHOICES, so never a calibration source. Its facts are here,
+# each with where it is from, since its one published figure needs them to become seconds per iteration.
+# Shape (EleutherAI/gpt-neox, configs/20B.yml, "the configuration file for the GPT-NeoX-20B model as it was trained on
+# 96x 40GB A100 GPUs"; the paper's Section 2: "44 layers, a hidden dimension size of 6144, and 64 heads"): layers,
+# hidden, heads (sequence 2048, "seq-length" there). Vocabulary: the tokenizer's 50,257 (Section 3.2) padded, as
+# gpt-neox pads it, to a multiple of 128 x the tensor-parallel size, 50,432 (the released model's embedding rows)
+NEOX_SHAPE = (44, 6144, 64)
+NEOX_VOCAB = 50432
+# Layout (configs/20B.yml: "model-parallel-size": 2, "pipe-parallel-size": 4; Section 3: "a tensor parallel size of
+# 2, and a pipeline parallel size of 4") on 96 GPUs: d = 96 / (2 x 4) = 12. "train_micro_batch_size_per_gpu": 4 and
+# "gradient_accumulation_steps": 32 there: global batch 4 x 32 x 12 = 1536 sequences, 3,145,728 tokens (Section 3:
+# "approximately 3.15M tokens, or 1538 contexts of 2048 tokens each": 1538, not a multiple of 12 replicas of 4, is
+# 3.15M / 2048 rounded; the configuration's 1536 is taken)
+NEOX_T, NEOX_P, NEOX_GPUS, NEOX_MICRO, NEOX_BATCH = 2, 4, 96, 4, 1536
+# also from configs/20B.yml: "zero_optimization": {"stage": 1} (Section 3: AdamW "with the ZeRO optimizer ...
+# distributing optimizer states across ranks"), "fp16" enabled (the A100's fp16 and bf16 tensor-core peaks are the
+# same), "checkpoint-activations": true with "checkpoint-num-layers": 1 (every layer recomputed: full recomputation),
+# "partition-activations": false, the fused softmax and bias-GELU kernels. The pipeline is cut by gpt-neox's default
+# "pipe_partition_method": "type:transformer|mlp" (megatron/neox_arguments/neox_args.py, NeoXArgsParallelism), which
+# balances transformer layers, 11 a stage, the embedding on the first and the head on the last: Megatron's cut, so
+# no embeddings_as_blocks. The gradients are simulated all-reduced after the backward, as the group's other DeepSpeed
+# pipelines are; the config's ZeRO "overlap_comm": true is not modelled (overlapped, Simulator(overlap=True), the
+# row is 1% slower). Not simulated, as the graph has no such option: the parallel attention and feed-forward
+# ("gpt_j_residual": one tensor-parallel all-reduce a layer instead of two, Section 2.1), rotary embeddings on a
+# quarter of each head, dropout 0, and the untied input embedding ("no-weight-tying": 50,432 x 6144 more weights on
+# the first stage, 155M per GPU there; the graph ties it to the head)
+# The published figure (Section 3): "117 teraFLOPS per GPU". The paper does not say how it counts them; gpt-neox
+# logged "approx flops per GPU" from PR #167 (2021) until PR #1044 (September 2023, after the run) by
+# megatron/logging.py's get_flops: global batch x sequence x (6 x total parameters + 60 x sequence x hidden x layers)
+# per iteration (total parameters: every rank's, the untied embedding and head included). Assumed: the paper's
+# figure is that count, so 117 TFLOP/s is 43.84 s per iteration, which is compared. (Megatron's count with the
+# recomputed forward, megatron_flops, would make it 47.66 s.) Cross-check: 150,000 iterations at 43.84 s are 1,827
+# hours, against the "1,830 hours" of training a summary of the paper gives (nl2code.github.io/posts/GPT-NeoX)
+NEOX_TFLOPS = 117
+
+
+def neox_params(layers=NEOX_SHAPE[0], hidden=NEOX_SHAPE[1], vocab=NEOX_VOCAB) -> int:
+    """GPT-NeoX-20B's parameters: per layer 12 h^2 + 13 h (weights, biases, two layer norms), the untied embedding
+    and head, the final layer norm: 20,554,567,680, the released model's 20,556,201,984 (its model card,
+    huggingface.co/EleutherAI/gpt-neox-20b) to within 0.01%."""
+    return layers * (12 * hidden**2 + 13 * hidden) + 2 * vocab * hidden + 2 * hidden
+
+
+def neox_flops(batch=NEOX_BATCH, seq=tables.SEQ, layers=NEOX_SHAPE[0], hidden=NEOX_SHAPE[1]) -> float:
+    """FLOPs per iteration as gpt-neox counted them at the time of the run (megatron/logging.py, get_flops)."""
+    return batch * seq * (6 * neox_params(layers, hidden) + 60 * seq * hidden * layers)
+
+
+def a100_40gb(device: DeviceSpec) -> DeviceSpec:
+    """``device`` on the A100-SXM4-40GB: 40 GB of HBM2 at 1,555 GB/s (NVIDIA's A100 datasheet), against the
+    80 GB card's 2,039 GB/s; the same tensor cores, so the same peak and GEMM efficiency."""
+    return dataclasses.replace(device, memory_bytes=40 * 2**30, mem_bandwidth=1555e9)
+
+
+def neox_cluster(device: DeviceSpec) -> Cluster:
+    """GPT-NeoX-20B's cluster (Section 2.3): twelve Supermicro AS-4124GO-NART servers of 8 A100-SXM4-40GB, each GPU
+    reaching the InfiniBand fabric "through one of four ConnectX-6 HCAs" per node, two MQM8700-HS2R (HDR) switches.
+    Assumed: the server's HGX A100 board has NVSwitch (the DGX A100 preset's NVLink figures), and each HCA runs at
+    HDR's 200 Gb/s, the switches' rate (the paper gives none): 4 x 200 Gb/s, 100 GB/s per node, half a DGX A100's.
+    The two-switch spine (16 links between them) is not modelled."""
+    return Cluster(f"neox-a100-40gb-x{NEOX_GPUS // 8}", NEOX_GPUS // 8, 8, device, 300e9, 3e-6, 100e9, 5e-6,
+                   **COLLECTIVES)
+
+
+def _gpt_neox(devices):
+    """GPT-NeoX-20B on 96 A100 40GB: seconds per iteration (the published TFLOP/s by gpt-neox's count of the time)."""
+    layers, hidden, heads = NEOX_SHAPE
+    d = NEOX_GPUS // (NEOX_T * NEOX_P)
+
+    def row():
+        s, r, micro = iteration("neox-20b", heads, hidden, layers, NEOX_T, NEOX_P,
+                                neox_cluster(a100_40gb(deepspeed(devices))), NEOX_BATCH, tables.SEQ, NEOX_MICRO,
+                                vocab=NEOX_VOCAB, zero=1)
+        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1),
+                   "tflops_per_gpu": round(neox_flops() / s / NEOX_GPUS / 1e12, 1)}
+    published = round(neox_flops() / (NEOX_TFLOPS * 1e12 * NEOX_GPUS), 2)
+    return [(f"20B t{NEOX_T} p{NEOX_P} d{d} mb{NEOX_MICRO} {NEOX_GPUS} GPUs", published, row)]
+
+
 def _nccl(table):
     def busbw(nbytes):
         cluster = dgx_a100(8, DEVICES["A100"])
@@ -302,4 +384,6 @@ SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device,
                          "TFLOP/s per GPU", _bloom(tables.BLOOM_TOPOLOGIES)),
     "mt-nlg-530b": ("Smith et al. 2022, Megatron-Turing NLG 530B on 2,240-3,360 A100s", "A100-DeepSpeed",
                     "s per iteration", _mt_nlg),
+    "gpt-neox-20b": ("Black et al. 2022, GPT-NeoX-20B on 96 A100 40GB (gpt-neox), held out only", "A100-DeepSpeed",
+                     "s per iteration", _gpt_neox),
 }

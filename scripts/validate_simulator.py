@@ -271,6 +271,7 @@ def protocol_report(args) -> None:
         return
     short = {s: s.replace("reduce-recompute", "rr").replace("megatron", "m").replace("-topologies", "-topo")
              .replace("mt-nlg-530b", "mt-nlg").replace("bloom-176b", "bloom").replace("-single-node", "-1node")
+             .replace("gpt-neox-20b", "neox-20b")
              for s in sources}
     for group, group_devices in GROUPS.items():
         combos = {c: m for c, m in matrix.items() if group_of(c[0]) == group}

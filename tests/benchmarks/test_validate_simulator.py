@@ -1,8 +1,8 @@
 """scripts/validate_simulator.py and the rows it simulates (scripts/published_rows.py): the published runs
 are simulated as they ran, the A100 preset (fitted on Korthikanti et al.'s full-recomputation runs) stays
 within 10% on the held-out SC'21 Table 1, the leave-one-source-out protocol never reports a source under a
-calibration fitted on it, and the runs of Megatron-DeepSpeed (MT-NLG, BLOOM) are simulated on a device of
-their own, calibrated apart."""
+calibration fitted on it, and the runs of Megatron-DeepSpeed (MT-NLG, BLOOM; GPT-NeoX-20B, held out only) are
+simulated on a device of their own, calibrated apart."""
 
 import copy
 import sys
@@ -22,6 +22,9 @@ from published_rows import (
     fresh_devices,
     jean_zay,
     megatron_flops,
+    neox_cluster,
+    neox_flops,
+    neox_params,
     v100,
 )
 
@@ -108,10 +111,11 @@ def test_the_2019_runs_all_reduce_during_the_backward_where_megatron_says_pytorc
 
 
 DEEPSPEED = ("bloom-single-node", "bloom-176b", "bloom-topologies", "mt-nlg-530b")
+DEEPSPEED_HELD_OUT = ("gpt-neox-20b",)  # on the same device, never a calibration choice
 
 
 def test_the_megatron_deepspeed_runs_have_a_device_of_their_own_the_same_a100():
-    assert [n for n, src in SOURCES.items() if src[1] == "A100-DeepSpeed"] == list(DEEPSPEED)
+    assert [n for n, src in SOURCES.items() if src[1] == "A100-DeepSpeed"] == list(DEEPSPEED + DEEPSPEED_HELD_OUT)
     assert {SOURCES[n][1] for n in ("sc21-table1", "reduce-recompute", "reduce-recompute-sp",
                                        "reduce-recompute-memory")} == {"A100"}
     devices = fresh_devices()
@@ -200,3 +204,20 @@ def test_blooms_single_node_check_counts_batch_512_as_its_tflops_column_does():
     for (layers, _, seconds), tflops in zip(tables.BLOOM_SINGLE_NODE, tables.BLOOM_SINGLE_NODE_TFLOPS):
         flops = megatron_flops(tables.BLOOM_SINGLE_NODE_BATCH, layers, hidden, vocab=vocab)
         assert abs(flops / seconds / 8 / 1e12 - tflops) < 0.015
+
+
+def test_gpt_neox_20b_is_simulated_as_its_config_ran_it_and_held_out():
+    assert SOURCES["gpt-neox-20b"][1:3] == ("A100-DeepSpeed", "s per iteration")
+    assert vs.group_of("gpt-neox-20b") == "Megatron-DeepSpeed"
+    assert all("gpt-neox-20b" not in choices for choices in vs.PROTOCOL_CHOICES.values())
+    # 117 TFLOP/s per GPU by gpt-neox's count of the time is 43.84 s per iteration; its parameters are the model's
+    assert abs(neox_params() / 20_556_201_984 - 1) < 1e-3
+    devices = fresh_devices()
+    devices["A100-DeepSpeed"].gemm_efficiency = 0.6
+    (row,) = vs.evaluate("gpt-neox-20b", devices)
+    assert row["published"] == 43.84 and abs(neox_flops() / 43.84 / 96 / 1e12 - 117) < 0.01
+    # t2 p4 d12, 4 sequences a micro-batch: 32 micro-batches per replica (global batch 1536), fitting in 40 GB
+    assert row["microbatches"] == 32 and row["fits"] and row["peak_memory_gib"] < 40
+    assert np.isfinite(row["simulated"]) and row["simulated"] > 0
+    cluster = neox_cluster(DEVICES["A100-DeepSpeed"])
+    assert (cluster.nodes, cluster.per_node, cluster.inter_bw) == (12, 8, 100e9)  # 4 x 200 Gb/s HDR per node
