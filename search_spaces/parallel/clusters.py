@@ -126,7 +126,7 @@ class Cluster:
                 _quantity(dev.get("launch_s", 5e-6), "device.launch_s", zero=True),
                 _count(dev.get("sm_count", 0), "device.sm_count", zero=True),
                 _quantity(dev.get("gemm_k_half", 0.0), "device.gemm_k_half", zero=True),
-                _name(dev["hardware"], "device.hardware") if dev.get("hardware") else "")
+                _name(dev["hardware"], "device.hardware") if dev.get("hardware", "") != "" else "")
         else:
             raise UsageError("the cluster's device must be a known device name or a mapping of its fields")
         nodes, per_node = _count(d["nodes"], "nodes"), _count(d["per_node"], "per_node")

@@ -5,6 +5,7 @@ calibration fitted on it, and the runs of Megatron-DeepSpeed (MT-NLG, BLOOM; GPT
 simulated on a device of their own, calibrated apart."""
 
 import copy
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import validate_simulator as vs
 from published_rows import (
     SOURCES,
     V100_32GB,
+    a100_40gb,
     deepspeed,
     embeddings_as_blocks,
     fresh_devices,
@@ -219,5 +221,10 @@ def test_gpt_neox_20b_is_simulated_as_its_config_ran_it_and_held_out():
     # t2 p4 d12, 4 sequences a micro-batch: 32 micro-batches per replica (global batch 1536), fitting in 40 GB
     assert row["microbatches"] == 32 and row["fits"] and row["peak_memory_gib"] < 40
     assert np.isfinite(row["simulated"]) and row["simulated"] > 0
+    # the 40 GB card: its memory and bandwidth, every other figure (peaks, GEMM efficiency, hardware) the device's
+    card = a100_40gb(DEVICES["A100-DeepSpeed"])
+    assert (card.memory_bytes, card.mem_bandwidth) == (40 * 2**30, 1555e9)
+    assert dataclasses.replace(card, memory_bytes=80 * 2**30, mem_bandwidth=2039e9) == DEVICES["A100-DeepSpeed"]
+    assert card.hardware_name == "A100"
     cluster = neox_cluster(DEVICES["A100-DeepSpeed"])
     assert (cluster.nodes, cluster.per_node, cluster.inter_bw) == (12, 8, 100e9)  # 4 x 200 Gb/s HDR per node

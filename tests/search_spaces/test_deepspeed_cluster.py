@@ -92,7 +92,8 @@ def test_a_stack_device_in_a_cluster_file_finds_its_hardwares_measurements_and_n
 
 def test_a_cluster_files_device_hardware_must_be_a_name(tmp_path):
     spec = get_cluster("dgx-a100-x1").to_json()
-    spec["device"] = dict(spec["device"], hardware=7)
-    (tmp_path / "bad.json").write_text(json.dumps(spec))
-    with pytest.raises(UsageError, match="device.hardware"):
-        get_cluster(str(tmp_path / "bad.json"))
+    for bad in (7, 0, None, False, ["A100"]):  # only a name, or "" (its own hardware, as to_json writes it)
+        spec["device"] = dict(spec["device"], hardware=bad)
+        (tmp_path / "bad.json").write_text(json.dumps(spec))
+        with pytest.raises(UsageError, match="device.hardware"):
+            get_cluster(str(tmp_path / "bad.json"))
