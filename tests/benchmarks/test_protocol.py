@@ -294,3 +294,16 @@ def test_kernel_tuner_evaluations_are_recorded_in_the_order_its_cost_function_sa
         best = min(best, record_measurement(cache, space._make(cache.config(v)), cache.records[v]).objective)
         expected.append(best)
     assert tracker.trace[: len(expected)] == expected  # then restarts (a new seed) until the budget
+
+
+def test_kernel_tuners_differential_evolution_is_the_same_run_for_the_same_seed(tmp_path):
+    """Kernel Tuner 1.5 draws differential evolution's first population from scipy's LatinHypercube without a
+    seed; the bench seeds it from the run's seed, so a peer's figures can be compared with a stored reference."""
+    pytest.importorskip("kernel_tuner", reason="kernel_tuner is not installed (pip install 'autotune[bench]')")
+    from autotune.search_spaces.replay import KTCache
+
+    peers = load("bench_peers")
+    cache = KTCache.load(write_cache(tmp_path / "GPU_A.json.gz", NAMES["turing"], turing_time))
+    runs = [peers.kt_evaluations("diff_evo", cache, seed=s, max_fevals=30)[0] for s in (5, 5, 5, 6)]
+    assert len(runs[0]) > 10 and runs[0] == runs[1] == runs[2]
+    assert runs[3] != runs[0]  # another seed, another run
