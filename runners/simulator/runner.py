@@ -23,10 +23,15 @@ from autotune.types import Candidate, Device, Measurement, Status, Task
 
 
 def cluster_device(cluster: Cluster) -> Device:
+    """The simulated cluster as the device its trials are logged on. Its properties (and so its key) hold the
+    figures a user or a calibration changes on a preset: the device, its hardware and GEMM efficiency, the links,
+    NCCL's figures and how many times were measured; two clusters that differ in one log their trials apart."""
     d = cluster.device
     return Device(f"{cluster.name} ({cluster.devices} x {d.name})", "simulated",
                   {"cluster": cluster.name, "nodes": cluster.nodes, "per_node": cluster.per_node, "device": d.name,
-                   "gemm_efficiency": d.gemm_efficiency, "intra_bw": cluster.intra_bw, "inter_bw": cluster.inter_bw,
+                   "hardware": d.hardware_name, "gemm_efficiency": d.gemm_efficiency, "intra_bw": cluster.intra_bw,
+                   "inter_bw": cluster.inter_bw, "link": cluster.link, "bus_efficiency": cluster.bus_efficiency,
+                   "latency_scale": cluster.latency_scale, "net_efficiency": cluster.net_efficiency,
                    "measured_ops": len(cluster.op_times), "measured_collectives": len(cluster.collectives)})
 
 

@@ -97,3 +97,13 @@ def test_a_cluster_files_device_hardware_must_be_a_name(tmp_path):
         (tmp_path / "bad.json").write_text(json.dumps(spec))
         with pytest.raises(UsageError, match="device.hardware"):
             get_cluster(str(tmp_path / "bad.json"))
+
+
+def test_clusters_that_differ_in_hardware_or_nccl_figures_log_their_trials_on_different_devices():
+    from autotune.runners.simulator import cluster_device
+
+    a100, ds = cluster_device(get_cluster("dgx-a100-x1")), cluster_device(get_cluster("dgx-a100-deepspeed-x1"))
+    assert ds.properties["hardware"] == "A100" and ds.properties["device"] == "A100-DeepSpeed" and ds.key != a100.key
+    slower = dataclasses.replace(get_cluster("dgx-a100-x1"), bus_efficiency=0.5)
+    assert cluster_device(slower).properties["bus_efficiency"] == 0.5 and cluster_device(slower).key != a100.key
+    assert cluster_device(get_cluster("dgx-a100-x1")).key == a100.key  # the same cluster, the same device
