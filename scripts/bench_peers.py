@@ -100,7 +100,6 @@ def seeded_latin_hypercube():
 
     def seeded(*args, **kwargs):
         if kwargs.get("seed") is None and kwargs.get("rng") is None:
-            kwargs.pop("seed", None)
             kwargs["seed"] = int(np.random.randint(2**31))
         return original(*args, **kwargs)
 

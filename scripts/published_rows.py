@@ -82,7 +82,7 @@ def dgx2h(gpus: int, device: DeviceSpec) -> Cluster:
 def jean_zay(gpus: int, device: DeviceSpec) -> Cluster:
     """Jean Zay's A100 nodes as BLOOM ran on them: 8 A100 80GB on NVLink (the DGX A100 preset's figures: an
     8-GPU NVSwitch board is assumed), 4 x 100 Gb/s Omni-Path per node (50 GB/s, a quarter of a DGX A100's)."""
-    return Cluster(f"jean-zay-a100-x{gpus // 8}", gpus // 8, 8, device, 300e9, 3e-6, 50e9, 5e-6, **COLLECTIVES)
+    return a100_nodes(f"jean-zay-a100-x{gpus // 8}", gpus, device, 50e9)
 
 
 def dgx_a100(gpus: int, device: DeviceSpec) -> Cluster:
@@ -91,6 +91,11 @@ def dgx_a100(gpus: int, device: DeviceSpec) -> Cluster:
     for k, v in COLLECTIVES.items():
         setattr(cluster, k, v)
     return cluster
+
+
+def a100_nodes(name: str, gpus: int, device: DeviceSpec, inter_bw: float) -> Cluster:
+    """Another site's nodes of 8 A100s: the DGX A100's links and NCCL figures, the site's own network per node."""
+    return dataclasses.replace(dgx_a100(gpus, device), name=name, inter_bw=inter_bw)
 
 
 def megatron_flops(batch, layers, hidden, seq=tables.SEQ, vocab=tables.VOCAB):
@@ -329,8 +334,7 @@ def neox_cluster(device: DeviceSpec) -> Cluster:
     Assumed: the server's HGX A100 board has NVSwitch (the DGX A100 preset's NVLink figures), and each HCA runs at
     HDR's 200 Gb/s, the switches' rate (the paper gives none): 4 x 200 Gb/s, 100 GB/s per node, half a DGX A100's.
     The two-switch spine (16 links between them) is not modelled."""
-    return Cluster(f"neox-a100-40gb-x{NEOX_GPUS // 8}", NEOX_GPUS // 8, 8, device, 300e9, 3e-6, 100e9, 5e-6,
-                   **COLLECTIVES)
+    return a100_nodes(f"neox-a100-40gb-x{NEOX_GPUS // 8}", NEOX_GPUS, device, 100e9)
 
 
 def _gpt_neox(devices):
