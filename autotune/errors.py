@@ -35,3 +35,17 @@ def check_choice(what: str, value: str, valid) -> str:
     if value in valid:
         return value
     raise UsageError(f"unknown {what} {value!r}; valid: {', '.join(map(str, valid))}{did_you_mean(value, valid)}")
+
+
+def run_script(main) -> None:
+    """Exit with ``main()``'s status, as a script's entry point: bad input (:class:`AutotuneError`: a
+    missing cache file, an unknown option) is one line on stderr and status 2, as in the CLI, not a
+    traceback."""
+    import sys
+
+    try:
+        code = main()
+    except AutotuneError as e:
+        print(f"error: {e}", file=sys.stderr)
+        code = 2
+    sys.exit(code)

@@ -66,4 +66,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from autotune.errors import run_script
+
+    run_script(main)

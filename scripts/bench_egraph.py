@@ -109,4 +109,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from autotune.errors import run_script
+
+    run_script(main)

@@ -161,4 +161,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from autotune.errors import run_script
+
+    run_script(main)

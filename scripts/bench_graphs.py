@@ -250,4 +250,6 @@ def _optimized(model, args, start_from: str | None = None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from autotune.errors import run_script
+
+    run_script(main)

@@ -236,10 +236,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from autotune.errors import AutotuneError
+    from autotune.errors import run_script
 
-    try:
-        sys.exit(main())
-    except AutotuneError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    run_script(main)

@@ -425,4 +425,6 @@ def print_summary(report: dict, names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from autotune.errors import run_script
+
+    run_script(main)

@@ -73,4 +73,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from autotune.errors import run_script
+
+    run_script(main)

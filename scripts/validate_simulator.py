@@ -299,4 +299,6 @@ def protocol_report(args) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from autotune.errors import run_script
+
+    run_script(main)
