@@ -4,6 +4,8 @@
 prints its message as one sentence and exits with status 2, never a traceback.
 """
 
+import sys
+
 
 class AutotuneError(Exception):
     """Base class of every error autotune raises on purpose."""
@@ -38,11 +40,9 @@ def check_choice(what: str, value: str, valid) -> str:
 
 
 def run_script(main) -> None:
-    """Exit with ``main()``'s status, as a script's entry point: bad input (:class:`AutotuneError`: a
-    missing cache file, an unknown option) is one line on stderr and status 2, as in the CLI, not a
-    traceback."""
-    import sys
-
+    """Exit with ``main()``'s status, as the entry point of the CLI and of every script: bad input
+    (:class:`AutotuneError`: a missing cache file, an unknown option) is one line on stderr and status 2,
+    not a traceback."""
     try:
         code = main()
     except AutotuneError as e:

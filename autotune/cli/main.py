@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from autotune.errors import AutotuneError
+from autotune.errors import run_script
 
 app = typer.Typer(
     name="autotune",
@@ -45,10 +45,7 @@ def main() -> None:
     # Ctrl-C inside a command exits 130 (typer turns KeyboardInterrupt into that status); a campaign first
     # stores what it measured, marks itself "interrupted" and says how to resume (autotune.campaign)
     try:
-        app()
-    except AutotuneError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        run_script(app)  # the project's own errors: one line on stderr, status 2
     except KeyboardInterrupt:
         typer.echo("interrupted; everything already stored stays in the database (rerun a campaign with the "
                    "same --campaign NAME to resume it)", err=True)

@@ -21,6 +21,7 @@ def test_the_preset_is_the_dgx_a100_with_the_deepspeed_gemm_efficiency():
         assert ds.device.name == "A100-DeepSpeed" and ds.device.gemm_efficiency == DEEPSPEED_GEMM_EFFICIENCY
         # the A100's hardware figures: peaks, memory, bandwidth, multiprocessors, kernel cost
         assert dataclasses.replace(ds.device, name="A100", gemm_efficiency=0.8192, hardware="") == DEVICES["A100"]
+        assert ds.device.flops_fp16 == 312e12 and ds.device.memory_bytes == 80 * 2**30 and ds.device.sm_count == 108
         assert ds.device.hardware_name == "A100" and DEVICES["A100"].hardware_name == "A100"
         # the same nodes and network: links, latencies and NCCL's figures
         same = {k: v for k, v in a100.to_json().items() if k not in ("name", "device")}
