@@ -117,12 +117,17 @@ def embeddings_as_blocks(graph):
     return graph
 
 
+BF16_FP32_GRADS = 4.0  # DeepSpeed's BF16 optimizer accumulates fp32 gradients of every parameter, unsharded by ZeRO-1
+
+
 def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=None, overlap=None, kernels="fused",
-              recompute="full", sequence=False, virtual=1, vocab=tables.VOCAB, zero=0, embedding_blocks=False):
+              recompute="full", sequence=False, virtual=1, vocab=tables.VOCAB, zero=0, embedding_blocks=False,
+              whole_grad_bytes=0.0):
     """Seconds per iteration of Megatron's strategy (t, p) on ``cluster``; micro-batches of ``per_micro``
     sequences per replica, or (None) the fewest micro-batches that fit; ``kernels`` and ``recompute`` as in
     ``transformer``, ``sequence`` parallelism and ``virtual`` chunks per stage as in ``megatron``, ``zero`` as in
-    ``Simulator``; ``embedding_blocks``: the pipeline cut of :func:`embeddings_as_blocks`. Returns (seconds,
+    ``Simulator``, as is ``whole_grad_bytes``; ``embedding_blocks``: the pipeline cut of
+    :func:`embeddings_as_blocks`. Returns (seconds,
     result, count)."""
     d = cluster.devices // (t * p)
     per_replica = batch // d
@@ -132,7 +137,8 @@ def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=
                             kernels=kernels)
         if embedding_blocks:
             embeddings_as_blocks(graph)
-        r = Simulator(graph, cluster, microbatches=micro, overlap=overlap, zero=zero).simulate(
+        r = Simulator(graph, cluster, microbatches=micro, overlap=overlap, zero=zero,
+                      whole_grad_bytes=whole_grad_bytes).simulate(
             megatron(graph, cluster, t, p, virtual=virtual, sequence=sequence))
         if r.fits:
             break
@@ -245,13 +251,15 @@ def _mt_nlg(devices):
 
 def _bloom(rows):
     """BLOOM 176B on 48 Jean Zay nodes: TFLOP/s per GPU (Megatron-DeepSpeed's count, its padded vocabulary),
-    ZeRO stage 1, the embeddings given pipeline slots of their own."""
+    ZeRO stage 1 with DeepSpeed's BF16 optimizer (its fp32 gradients whole on every rank), the embeddings
+    given pipeline slots of their own."""
     layers, hidden, vocab, batch, gpus = tables.BLOOM
 
     def rows_of(devices):
         def row(t, p, per_micro, heads):
             s, r, micro = iteration("176b", heads, hidden, layers, t, p, jean_zay(gpus, deepspeed(devices)), batch,
-                                    tables.SEQ, per_micro, vocab=vocab, zero=1, embedding_blocks=True)
+                                    tables.SEQ, per_micro, vocab=vocab, zero=1, embedding_blocks=True,
+                                    whole_grad_bytes=BF16_FP32_GRADS)
             return megatron_flops(batch, layers, hidden, vocab=vocab) / s / gpus / 1e12, {
                 "microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
         return [(f"t{t} p{p} d{gpus // (t * p)} mb{m} {a} heads", pub, lambda t=t, p=p, m=m, a=a: row(t, p, m, a))

@@ -61,15 +61,18 @@ class Simulator:
     parameter beyond the weight and its gradient), 2 the gradients too, 3 the weights too; the update then
     touches a shard. Stages 1 and 2 move what an all-reduce moves (a reduce-scatter of the gradients, an
     all-gather of the updated weights); stage 3 also all-gathers the weights before the forward and the
-    backward, 1.5 times the all-reduce's bytes, all charged to the gradient sync."""
+    backward, 1.5 times the all-reduce's bytes, all charged to the gradient sync. ``whole_grad_bytes``: bytes
+    per parameter of that optimizer state which stage 1 keeps whole on every rank (DeepSpeed's BF16 optimizer
+    accumulates full fp32 gradients, 4, and shards only the fp32 weights and Adam moments)."""
 
     def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool | None = None,
-                 zero: int = 0):
+                 zero: int = 0, whole_grad_bytes: float = 0.0):
         if microbatches < 1:
             raise ValueError(f"microbatches must be >= 1, got {microbatches}")
         if zero not in ZERO_STAGES:
             raise ValueError(f"zero must be a ZeRO stage 0-3, got {zero}")
         self.g, self.c, self.microbatches, self.overlap, self.zero = graph, cluster, int(microbatches), overlap, zero
+        self.whole_grad_bytes = float(whole_grad_bytes)
         self.D = cluster.devices
         self.op_cache: dict[tuple, tuple] = {}
         self.edge_cache: dict[tuple, tuple] = {}
@@ -204,7 +207,9 @@ class Simulator:
         optimizer = max(total - 2 * w, 0.0)
         if self.zero == 0 or shard == 1:
             return total
-        return {1: 2 * w + optimizer / shard, 2: w + (w + optimizer) / shard, 3: total / shard}[self.zero]
+        whole = min(self.whole_grad_bytes, optimizer)
+        return {1: 2 * w + whole + (optimizer - whole) / shard, 2: w + (w + optimizer) / shard,
+                3: total / shard}[self.zero]
 
     def _edge_costs(self, e: int, scfg: OpConfig, dcfg: OpConfig) -> tuple:
         key = (self.edge_sig[e], scfg, dcfg)

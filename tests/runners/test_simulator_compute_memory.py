@@ -194,6 +194,26 @@ def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param
     assert sim.dur[sim.GS[1]] == pytest.approx(ring * (1.5 if zero == 3 else 1.0))
 
 
+def test_zero_stage_1_keeps_a_bf16_optimizers_fp32_gradients_whole():
+    """DeepSpeed's BF16 optimizer under ZeRO stage 1: of the 16 bytes of mixed-precision Adam state beyond
+    the bf16 weight and gradient, its 4-byte fp32 gradients stay whole on each of the 4 ranks and only the
+    fp32 weights and moments (12) are sharded; other stages and stage 1 without it are unchanged."""
+    g = Builder("bf16", 8, dtype_bytes=2)
+    x = g.input("x", {"b": 8, "f": 64}, {"b": "sample", "f": None})
+    g.linear(x, 64, "l0")
+    g = g.build(state_bytes_per_param=20)
+    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
+    acts = (8 * 64 + 8 * 64) * 2 / 4
+
+    def weights(zero, whole):
+        return Simulator(g, cluster(per_node=4), zero=zero, whole_grad_bytes=whole).simulate(s).memory[0] - acts
+
+    assert weights(1, 4.0) == pytest.approx(64 * 64 * (2 + 2 + 4 + 12 / 4))
+    assert weights(1, 0.0) == pytest.approx(64 * 64 * (2 + 2 + 16 / 4))
+    assert weights(0, 4.0) == weights(0, 0.0) == pytest.approx(64 * 64 * 20)
+    assert weights(2, 4.0) == weights(2, 0.0)
+
+
 def test_eager_kernels_cost_more_than_fused_ones_and_are_kept_by_rebuild():
     """The same GPT with Megatron-LM 2019's separate elementwise kernels (more passes over the attention
     scores, head transposes by copies, dropout and residual add apart) takes longer than with fused kernels
