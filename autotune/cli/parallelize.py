@@ -46,6 +46,7 @@ def tune_parallel(
     cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster preset (e.g. dgx-a100-x2) or .json/.yaml file")] = None,
     batch: Annotated[int | None, typer.Option("--batch", "-b", help="Global batch size of the model (default: the model's)")] = None,
     microbatches: Annotated[int, typer.Option("--microbatches", help="Split each iteration's batch into this many micro-batches (gradient accumulation; a pipeline where ops sit on different device blocks, 1F1B) for the baselines; for transformer models the search also tries other counts (layouts)")] = 1,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="Whose optimizer state layout ZeRO stage 1 follows, for memory: megatron (Megatron-LM's distributed optimizer shards fp32 weights, gradients and Adam moments: 4 + 16/d bytes per parameter over d replicas) or deepspeed-bf16 (DeepSpeed's BF16 optimizer keeps its fp32 gradients whole: 8 + 12/d)")] = "megatron",
     recompute: Annotated[str | None, typer.Option("--recompute", help="Fix the activation recomputation of a transformer model: full (keep only each layer's input for the backward; what large models need to fit), selective (recompute the attention core only) or none. Default: the search chooses it with the strategy, starting from none")] = None,
     algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (mcmc, evolutionary, random, ...; see `autotune algorithms`)")] = "mcmc",
     trials: ParallelTrialsOption = None,
@@ -109,6 +110,9 @@ def tune_parallel(
         from autotune.search_spaces.parallel.models import recompute_mode
 
         recompute_mode(recompute)
+    from autotune.search_spaces.parallel.models import optimizer_layout
+
+    optimizer_layout(optimizer)
     check_algorithm(algorithm)
     if trials is not None and trials < 0:
         raise UsageError(f"--trials must be >= 0 (simulations after the baselines), got {trials}")
@@ -124,7 +128,7 @@ def tune_parallel(
                                     "trials": trials, "seed": seed, "time_budget": time_budget, "db": db,
                                     "campaign": campaign, "microbatches": microbatches, "measured_db": measured_db,
                                     "measured_device": measured_device, "options": parse_options(option) or None,
-                                    "fresh": fresh, "recompute": recompute}, ray)
+                                    "fresh": fresh, "recompute": recompute, "optimizer": optimizer}, ray)
         bar.summary(summary_text(r))
     else:
         database = open_db(db)
@@ -132,7 +136,7 @@ def tune_parallel(
             r = parallelize(model, cluster, batch, algorithm, trials, seed, time_budget, db=database, campaign=campaign,
                             progress=bar, microbatches=microbatches, measured_db=measured_db,
                             measured_device=measured_device, options=parse_options(option) or None, fresh=fresh,
-                            recompute=recompute)
+                            recompute=recompute, optimizer=optimizer)
         finally:
             database.close()
     out = r.to_json()

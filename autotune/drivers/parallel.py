@@ -33,7 +33,15 @@ from autotune.runners.simulator import SimulatorRunner
 from autotune.runners.simulator.calibration import calibrated
 from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, preset_names
 from autotune.search_spaces.parallel.graph import Graph
-from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS, RECOMPUTE, get_model, rebuild, recompute_mode
+from autotune.search_spaces.parallel.models import (
+    DEFAULT_BATCH,
+    MODELS,
+    RECOMPUTE,
+    get_model,
+    optimizer_layout,
+    rebuild,
+    recompute_mode,
+)
 from autotune.search_spaces.parallel.space import StrategySpace
 from autotune.types import Candidate, Measurement
 
@@ -158,7 +166,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                 options: dict | None = None, db=None, campaign: str | None = None,
                 progress: bool | Progress | None = False, microbatches: int = 1, measured_db=None,
                 measured_device: str | None = None, fresh: bool = False,
-                recompute: bool | str | None = None) -> ParallelizeResult:
+                recompute: bool | str | None = None, optimizer: str = "megatron") -> ParallelizeResult:
     """Search a parallelization strategy for training ``model`` on ``cluster``, as a campaign.
 
     ``trials``: simulations of the search after the baselines, over every run of the campaign
@@ -171,7 +179,9 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     options; ``fresh``: delete an existing campaign of that name first (its trials stay, to be looked up);
     ``recompute``: activation recomputation of a transformer model, "none", "selective" (the attention core)
     or "full" (only each layer's input kept), fixed for the search; default: searched with the strategy,
-    starting from the model's own (none for the built-in ones)."""
+    starting from the model's own (none for the built-in ones); ``optimizer``: whose optimizer state layout ZeRO
+    stage 1 follows (a key of ``models.OPTIMIZERS``: "megatron" shards the fp32 gradients with the rest,
+    "deepspeed-bf16" keeps them whole on every replica)."""
     if trials is not None and trials < 0:
         raise UsageError(f"the trial budget must be >= 0 simulations after the baselines, not {trials}")
     if time_budget is not None and not time_budget > 0:
@@ -179,6 +189,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     if trials is None and time_budget is None:
         trials = DEFAULT_TRIALS
     check_algorithm(algorithm)
+    whole_grads = optimizer_layout(optimizer)
     options = check_options(algorithm, options)
     algo = make_algorithm(algorithm, **options)  # unknown options fail before anything is built
     if isinstance(model, str):
@@ -199,9 +210,10 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     if measured_db is not None:
         cl, counts = calibrate(cl, measured_db, measured_device)
     space = strategy_space(graph, cl, microbatches, search_recompute=mode is None)
-    runner = SimulatorRunner(graph, cl, space, microbatches)
+    runner = SimulatorRunner(graph, cl, space, microbatches, whole_grads)
     name = campaign or (f"parallelize-{space.task.name}-b{space.task.params['batch']}"
-                        f"{f'-m{microbatches}' if microbatches > 1 else ''}{'-rc-' + graph.meta['recompute'] if graph.meta.get('recompute', 'none') != 'none' else ''}-{algorithm}-s{seed}-{runner.device.key[:6]}")
+                        f"{f'-m{microbatches}' if microbatches > 1 else ''}{'-rc-' + graph.meta['recompute'] if graph.meta.get('recompute', 'none') != 'none' else ''}"
+                        f"{'' if optimizer == 'megatron' else '-' + optimizer}-{algorithm}-s{seed}-{runner.device.key[:6]}")
     with tempfile.TemporaryDirectory(prefix="autotune-parallelize-") as tmp:
         if db is None:
             database = open_database(f"sqlite:///{os.path.join(tmp, 'search.db')}")
@@ -213,7 +225,8 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                 recipe = {"kind": "parallel", "args": {
                     "model": model, "cluster": cluster, "batch": batch, "algorithm": algorithm, "trials": trials,
                     "seed": seed, "time_budget": time_budget, "options": options, "microbatches": microbatches,
-                    **({"recompute": mode} if mode is not None else {})}}
+                    **({"recompute": mode} if mode is not None else {}),
+                    **({"optimizer": optimizer} if optimizer != "megatron" else {})}}
             result = _search(space, runner, database, algo, trials, seed, time_budget, name, bar, t0, recipe, fresh)
         finally:
             if database is not db:

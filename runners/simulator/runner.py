@@ -36,11 +36,14 @@ def cluster_device(cluster: Cluster) -> Device:
 
 
 class SimulatorRunner(Runner):
-    def __init__(self, model: Graph, cluster: Cluster, space: StrategySpace | None = None, microbatches: int = 1):
-        """``model`` is one micro-batch; an iteration runs ``microbatches`` of them."""
+    def __init__(self, model: Graph, cluster: Cluster, space: StrategySpace | None = None, microbatches: int = 1,
+                 whole_grad_bytes: float = 0.0):
+        """``model`` is one micro-batch; an iteration runs ``microbatches`` of them; ``whole_grad_bytes`` as in
+        :class:`Simulator` (the optimizer state per parameter that ZeRO stage 1 leaves whole)."""
         self.model, self.cluster, self.microbatches = model, cluster, microbatches
+        self.whole_grad_bytes = float(whole_grad_bytes)
         self.space = space or StrategySpace(model, cluster, microbatches=microbatches)
-        self.sim = Simulator(model, cluster, microbatches)
+        self.sim = Simulator(model, cluster, microbatches, whole_grad_bytes=self.whole_grad_bytes)
         self.sims = {(microbatches, 0, self.space.recompute, None): self.sim}
         self.device = cluster_device(cluster)
 
@@ -55,7 +58,7 @@ class SimulatorRunner(Runner):
         key = (microbatches, zero, recompute or self.space.recompute, overlap)
         if key not in self.sims:
             self.sims[key] = Simulator(self.space.graph_for(microbatches, key[2]), self.cluster, microbatches,
-                                       overlap=overlap, zero=zero)
+                                       overlap=overlap, zero=zero, whole_grad_bytes=self.whole_grad_bytes)
         return self.sims[key]
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:

@@ -16,6 +16,17 @@ SGD_STATE = 12  # FlexFlow-era fp32 models: weight, gradient and momentum per pa
 # Megatron-LM's mixed precision with Adam: fp16 weight and gradient, fp32 main weight and main gradient, two fp32
 # Adam moments (its distributed-optimizer documentation: 20 bytes, 4 + 16/d sharded over d data-parallel ranks)
 MIXED_ADAM_STATE = 20
+# what ZeRO stage 1 leaves whole of that state, by the framework's optimizer (Simulator's whole_grad_bytes):
+# Megatron-LM's distributed optimizer shards all 16 bytes beyond the weight and gradient (4 + 16/d per parameter);
+# DeepSpeed's BF16 optimizer keeps its 4-byte fp32 gradients whole on every replica (8 + 12/d)
+OPTIMIZERS = {"megatron": 0.0, "deepspeed-bf16": 4.0}
+
+
+def optimizer_layout(name: str) -> float:
+    """Bytes per parameter ZeRO stage 1 keeps whole under optimizer ``name`` (a key of OPTIMIZERS)."""
+    if name not in OPTIMIZERS:
+        raise UsageError(f"the optimizer must be one of {', '.join(OPTIMIZERS)}, not {name!r}")
+    return OPTIMIZERS[name]
 
 
 def mlp(batch: int, layers: int = 16, width: int = 8192, name: str = "mlp-unity") -> Graph:

@@ -7,6 +7,7 @@ import itertools
 import json
 import re
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -152,6 +153,7 @@ def test_output_strategy_and_timeline(tmp_path):
     (["--model", "dlrm", "--cluster", "p100-4x4", "--trials", "-1"], "--trials must be >= 0"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--time-budget", "0"], "--time-budget must be a positive"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--measured-db", "sqlite:///missing/nowhere.db"], "nowhere.db"),
+    (["--model", "dlrm", "--cluster", "p100-4x4", "--optimizer", "apex"], "one of megatron, deepspeed-bf16"),
 ])
 def test_bad_input_exits_2_with_one_sentence(args, msg, tmp_path):
     r = run(*args)
@@ -296,6 +298,24 @@ def test_recompute_trades_time_for_activation_memory_and_is_its_own_campaign():
         assert dp[mode]["iteration_s"] == pytest.approx(simulated(graph, cl, st.data_parallel(graph, cl)), rel=1e-9)
     r = run("--model", "gpt-350m", "--cluster", "dgx-a100-x1", "--recompute", "some")
     assert r.exit_code == 2 and "none, selective, full" in r.output
+
+
+def test_the_optimizer_decides_what_zero_stage_1_leaves_whole_and_is_its_own_campaign(tmp_path):
+    """GPT-350M data parallel on 8 A100s under ZeRO stage 1: with DeepSpeed's BF16 optimizer each replica also
+    holds the fp32 gradients it does not shard, 4 x (1 - 1/8) bytes more per parameter than Megatron-LM's
+    distributed optimizer; the two are different campaigns in one database."""
+    from autotune.drivers.parallel import parallelize
+
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    out = {o: parallelize("gpt-350m", "dgx-a100-x1", trials=0, db=db, optimizer=o)
+           for o in ("megatron", "deepspeed-bf16")}
+    assert out["megatron"].campaign != out["deepspeed-bf16"].campaign
+    graph, cl = get_model("gpt-350m", out["megatron"].model.batch), get_cluster("dgx-a100-x1")
+    dp = st.data_parallel(graph, cl)
+    mem = {o: r.runner.simulator(1, zero=1).simulate(dp).memory for o, r in out.items()}
+    assert np.allclose(mem["deepspeed-bf16"] - mem["megatron"], graph.parameters * 4 * (1 - 1 / 8))
+    base = {o: r.runner.simulator(1, zero=0).simulate(dp).memory for o, r in out.items()}
+    assert np.allclose(base["deepspeed-bf16"], base["megatron"])  # without ZeRO every replica holds it all anyway
 
 
 def test_the_deepspeed_preset_runs_and_predicts_longer_steps_than_the_megatron_lm_one():
