@@ -4,12 +4,11 @@ source gets from it."""
 from __future__ import annotations
 
 import numpy as np
-from warm_start_fixtures import SRC, drive, misleading_source, race_space, source_data
+from warm_start_fixtures import drive, good_source, misleading_source, race_space, source_data
 
 from autotune.algorithms.random_search import RandomSearch
-from autotune.algorithms.warm_start import SourceData, WarmStart
+from autotune.algorithms.warm_start import WarmStart
 from autotune.testing.fakes import FakeRunner, small_knob_space
-from autotune.types import Measurement, Status
 
 
 def test_thompson_share_follows_the_credit():
@@ -26,8 +25,7 @@ def test_the_cold_floor_holds_a_share_of_every_batch_whatever_the_race_says():
     """A source right everywhere wins the race's draws; the floor still gives the cold arm its share of
     each batch once the probes and design points are in (none before), also one point at a time."""
     space = race_space()
-    good = SourceData(SRC, [Measurement(m.candidate, Status.OK, cost=1.3 * m.cost)
-                            for m in FakeRunner(space).measure(space.task, list(space.enumerate()))])
+    good = good_source(space)
     raced = [b.count("cold") for b in drive(WarmStart(RandomSearch(), [good], top_k=4, cold_floor=0.0), space,
                                                  batches=8)[2:]]
     assert min(raced) < 2  # without a floor the good source takes the slots
@@ -62,8 +60,7 @@ def test_a_good_source_is_followed_past_its_first_probes_in_its_own_order():
     """After the design points, the probe arm measures the source's next-best configurations, in the
     source's order, while they pay; the misleading source's probe arm is starved above."""
     space = race_space()
-    good = SourceData(SRC, [Measurement(m.candidate, Status.OK, cost=1.3 * m.cost)
-                            for m in FakeRunner(space).measure(space.task, list(space.enumerate()))])
+    good = good_source(space)
     ranked = [m.candidate.key for m in good.ranked()]
     for seed in range(3):
         algo = WarmStart(RandomSearch(), [good], top_k=4, init=8)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from warm_start_fixtures import SRC, drive, misleading_source, race_space, source_data
+from warm_start_fixtures import drive, good_source, misleading_source, race_space, source_data
 
 from autotune.algorithms.random_search import RandomSearch
-from autotune.algorithms.warm_start import SourceData, WarmStart
+from autotune.algorithms.warm_start import WarmStart
 from autotune.cost_models.pooled import PROPS, PooledModel, agreement, device_vector
 from autotune.cost_models.xgb import XGBCostModel
 from autotune.errors import UsageError
 from autotune.search_spaces.knobs import KnobSpace
 from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
-from autotune.types import Device, Measurement, Status, Task
+from autotune.types import Device, Task
 
 
 class TestWarmStartConformance(AlgorithmConformance):
@@ -289,8 +289,7 @@ def test_the_arms_retrain_side_by_side_and_propose_what_they_would_one_after_the
     from autotune.algorithms import retraining, warm_start
 
     space = race_space()
-    good = SourceData(SRC, [Measurement(m.candidate, Status.OK, cost=1.3 * m.cost)
-                            for m in FakeRunner(space).measure(space.task, list(space.enumerate()))])
+    good = good_source(space)
 
     def proposals() -> list[list[str]]:
         algo = WarmStart(RandomSearch(), [good], top_k=4)
@@ -321,8 +320,7 @@ def test_the_arms_list_the_space_once_between_them():
     calls = []
     enumerate_points = space.enumerate
     space.enumerate = lambda: calls.append(1) or enumerate_points()
-    good = SourceData(SRC, [Measurement(m.candidate, Status.OK, cost=1.3 * m.cost)
-                            for m in FakeRunner(race_space()).measure(space.task, list(race_space().enumerate()))])
+    good = good_source(race_space())  # another copy of the space: its listing is not counted
     algo = WarmStart(RandomSearch(), [good], top_k=4)
     drive(algo, space, batches=4)
     warm, cold = algo.arms["warm"], algo.arms["cold"]
