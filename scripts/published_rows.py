@@ -27,7 +27,7 @@ import published_results as tables
 from autotune.runners.simulator import costs, nccl
 from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel.clusters import DEVICES, Cluster, DeviceSpec, get_cluster
-from autotune.search_spaces.parallel.models import transformer
+from autotune.search_spaces.parallel.models import optimizer_layout, transformer
 from autotune.search_spaces.parallel.strategy import megatron
 
 # bus_efficiency and latency_scale for every cluster, once fitted (validate_simulator.py --fit-collectives)
@@ -115,9 +115,6 @@ def embeddings_as_blocks(graph):
         elif op.type != "input":
             op.layer = last + 2 if seen_layer else 0
     return graph
-
-
-BF16_FP32_GRADS = 4.0  # DeepSpeed's BF16 optimizer accumulates fp32 gradients of every parameter, unsharded by ZeRO-1
 
 
 def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=None, overlap=None, kernels="fused",
@@ -259,7 +256,7 @@ def _bloom(rows):
         def row(t, p, per_micro, heads):
             s, r, micro = iteration("176b", heads, hidden, layers, t, p, jean_zay(gpus, deepspeed(devices)), batch,
                                     tables.SEQ, per_micro, vocab=vocab, zero=1, embedding_blocks=True,
-                                    whole_grad_bytes=BF16_FP32_GRADS)
+                                    whole_grad_bytes=optimizer_layout("deepspeed-bf16"))
             return megatron_flops(batch, layers, hidden, vocab=vocab) / s / gpus / 1e12, {
                 "microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
         return [(f"t{t} p{p} d{gpus // (t * p)} mb{m} {a} heads", pub, lambda t=t, p=p, m=m, a=a: row(t, p, m, a))

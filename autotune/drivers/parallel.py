@@ -35,6 +35,7 @@ from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, prese
 from autotune.search_spaces.parallel.graph import Graph
 from autotune.search_spaces.parallel.models import (
     DEFAULT_BATCH,
+    DEFAULT_OPTIMIZER,
     MODELS,
     RECOMPUTE,
     get_model,
@@ -166,7 +167,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                 options: dict | None = None, db=None, campaign: str | None = None,
                 progress: bool | Progress | None = False, microbatches: int = 1, measured_db=None,
                 measured_device: str | None = None, fresh: bool = False,
-                recompute: bool | str | None = None, optimizer: str = "megatron") -> ParallelizeResult:
+                recompute: bool | str | None = None, optimizer: str = DEFAULT_OPTIMIZER) -> ParallelizeResult:
     """Search a parallelization strategy for training ``model`` on ``cluster``, as a campaign.
 
     ``trials``: simulations of the search after the baselines, over every run of the campaign
@@ -213,7 +214,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     runner = SimulatorRunner(graph, cl, space, microbatches, whole_grads)
     name = campaign or (f"parallelize-{space.task.name}-b{space.task.params['batch']}"
                         f"{f'-m{microbatches}' if microbatches > 1 else ''}{'-rc-' + graph.meta['recompute'] if graph.meta.get('recompute', 'none') != 'none' else ''}"
-                        f"{'' if optimizer == 'megatron' else '-' + optimizer}-{algorithm}-s{seed}-{runner.device.key[:6]}")
+                        f"{'' if optimizer == DEFAULT_OPTIMIZER else '-' + optimizer}-{algorithm}-s{seed}-{runner.device.key[:6]}")
     with tempfile.TemporaryDirectory(prefix="autotune-parallelize-") as tmp:
         if db is None:
             database = open_database(f"sqlite:///{os.path.join(tmp, 'search.db')}")
@@ -226,7 +227,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                     "model": model, "cluster": cluster, "batch": batch, "algorithm": algorithm, "trials": trials,
                     "seed": seed, "time_budget": time_budget, "options": options, "microbatches": microbatches,
                     **({"recompute": mode} if mode is not None else {}),
-                    **({"optimizer": optimizer} if optimizer != "megatron" else {})}}
+                    **({"optimizer": optimizer} if optimizer != DEFAULT_OPTIMIZER else {})}}
             result = _search(space, runner, database, algo, trials, seed, time_budget, name, bar, t0, recipe, fresh)
         finally:
             if database is not db:

@@ -20,6 +20,7 @@ MIXED_ADAM_STATE = 20
 # Megatron-LM's distributed optimizer shards all 16 bytes beyond the weight and gradient (4 + 16/d per parameter);
 # DeepSpeed's BF16 optimizer keeps its 4-byte fp32 gradients whole on every replica (8 + 12/d)
 OPTIMIZERS = {"megatron": 0.0, "deepspeed-bf16": 4.0}
+DEFAULT_OPTIMIZER = "megatron"
 
 
 def optimizer_layout(name: str) -> float:
