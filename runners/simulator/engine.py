@@ -13,7 +13,7 @@ dependencies and for every resource (device compute queue, device link port, nod
 network port) it uses. Delta simulation: task costs are cached per (op, config) and
 (edge, configs), so a proposal that changes one op recomputes only that op's tasks
 and its edges; the schedule pass is then rerun on the cached costs.
-Memory per device: weights with gradient and optimizer state, plus stashed
+Memory per device (``memory.py``): weights with gradient and optimizer state, plus stashed
 activations; exceeding the device capacity makes the strategy invalid.
 """
 
@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from autotune.runners.simulator import costs
+from autotune.runners.simulator import costs, memory
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph
 from autotune.search_spaces.parallel.strategy import ZERO_STAGES, OpConfig, Strategy, overlapped
@@ -196,20 +196,11 @@ class Simulator:
         upd = w_shard * g.state_bytes_per_param * 2 / shard / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
         act = ((out_part * g.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
                if (op.keep or not g.recompute) else 0.0)
-        mem = (w_shard * self._state_bytes(shard), act, w_shard * g.dtype_bytes if self.zero == 3 else 0.0)
+        mem = (w_shard * memory.state_bytes(g, self.zero, shard, self.whole_grad_bytes), act,
+               w_shard * g.dtype_bytes if self.zero == 3 else 0.0)
         hit = (f, b, ao, ai, gs, upd, mem, devs)
         self.op_cache[key] = hit
         return hit
-
-    def _state_bytes(self, shard: int) -> float:
-        """Bytes per parameter of an op's weight shard on one device, its ZeRO stage over ``shard`` devices."""
-        total, w = float(self.g.state_bytes_per_param), float(self.g.dtype_bytes)
-        optimizer = max(total - 2 * w, 0.0)
-        if self.zero == 0 or shard == 1:
-            return total
-        whole = min(self.whole_grad_bytes, optimizer)
-        return {1: 2 * w + whole + (optimizer - whole) / shard, 2: w + (w + optimizer) / shard,
-                3: total / shard}[self.zero]
 
     def _edge_costs(self, e: int, scfg: OpConfig, dcfg: OpConfig) -> tuple:
         key = (self.edge_sig[e], scfg, dcfg)
@@ -284,41 +275,13 @@ class Simulator:
 
     # -- run -----------------------------------------------------------------------
     def memory(self, strategy: Strategy) -> np.ndarray:
-        """Bytes per device; in a pipeline of S stages (device blocks, in the order the model reaches them)
-        stage k stashes the activations of up to min(S - k, micro-batches) micro-batches at once (1F1B);
-        interleaved over v chunks per stage (Megatron-LM's schedule), stage k runs 2 (S - k - 1) + (v - 1) S
-        chunk forwards before its first backward, so it holds that many plus one chunks of 1/v of its layers
-        (stage 0: (1 + (S - 1) / (S v)) times the layers' worth, Korthikanti et al. 2022); under ZeRO-3 the
-        largest op's gathered weights are held twice (the op computing and the next one prefetched)."""
-        weights, acts, gathered = np.zeros(self.D), np.zeros(self.D), np.zeros(self.D)
-        stages: dict[tuple[int, int], int] = {}
-        for cfg in strategy:
-            stages.setdefault((cfg.start, cfg.span), len(stages))
-        S, M = len(stages), self.microbatches
-        v = self.virtual_stages(strategy) if M > 1 else 1
-        in_flight = [min(M, S - k) if v == 1 else min(M * v, 2 * (S - k - 1) + (v - 1) * S + 1) / v for k in range(S)]
-        for i, cfg in enumerate(strategy):
-            w, a, full = self.mem_part[i]
-            block = slice(cfg.start, cfg.start + cfg.span)
-            weights[block] += w
-            acts[block] += a * self.act_scale[i] * in_flight[stages[(cfg.start, cfg.span)]]
-            if full:
-                gathered[block] = np.maximum(gathered[block], full)
-        return weights + acts + 2 * gathered
+        """Bytes per device of ``strategy`` (:func:`~autotune.runners.simulator.memory.device_memory`), its
+        costs loaded."""
+        return memory.device_memory(self.g, strategy, self.mem_part, self.act_scale, self.D, self.microbatches)
 
     def virtual_stages(self, strategy: Strategy) -> int:
-        """Pipeline chunks per device block: the fewest separate runs of consecutive layers (ops with weights,
-        in graph order) that any block holds; 1 unless every block holds several (interleaved)."""
-        runs: dict[tuple[int, int], int] = {}
-        prev = None
-        for op, cfg in zip(self.g.ops, strategy):
-            if not op.weight_elems:
-                continue
-            block = (cfg.start, cfg.span)
-            if block != prev:
-                runs[block] = runs.get(block, 0) + 1
-                prev = block
-        return min(runs.values()) if len(runs) > 1 else 1
+        """Pipeline chunks per device block (:func:`~autotune.runners.simulator.memory.virtual_stages`)."""
+        return memory.virtual_stages(self.g, strategy)
 
     def busiest(self, tasks: list[int]) -> float:
         """The most work ``tasks`` give one device (its compute queue plus its link port: transfers and
@@ -335,9 +298,9 @@ class Simulator:
         anyway does not need."""
         self.load(strategy)
         self.simulations += 1
-        memory = self.memory(strategy)
-        if not time_if_full and memory.max() > self.c.device.memory_bytes:
-            return SimResult(float("inf"), memory, self.c.device.memory_bytes)
+        mem = self.memory(strategy)
+        if not time_if_full and mem.max() > self.c.device.memory_bytes:
+            return SimResult(float("inf"), mem, self.c.device.memory_bytes)
         overlap = overlapped(self.overlap, self.microbatches)
         if overlap:  # the syncs during the backward; the updates after both
             synced = list(self.dur)
@@ -345,13 +308,13 @@ class Simulator:
                 synced[t] = 0.0
         if self.microbatches == 1 and overlap:
             end_all, tl = self._run(synced, timeline)
-            return SimResult(end_all + self.busiest(self.U), memory, self.c.device.memory_bytes, tl)
+            return SimResult(end_all + self.busiest(self.U), mem, self.c.device.memory_bytes, tl)
         alone = list(self.dur)  # the first micro-batch's forward and backward without the syncs and updates
         for t in self.once:
             alone[t] = 0.0
         if self.microbatches == 1:
             end_all, tl = self._run(alone, timeline)
-            return SimResult(end_all + self.busiest(self.once), memory, self.c.device.memory_bytes, tl)
+            return SimResult(end_all + self.busiest(self.once), mem, self.c.device.memory_bytes, tl)
         # the other micro-batches stream behind the first at the busiest device's rate (1F1B): M steady steps
         # plus the first micro-batch's fill and drain, which v virtual stages per device (interleaved 1F1B) cut
         # v-fold; then the weight-gradient syncs and updates, after the last backward or, overlapped, during it
@@ -360,7 +323,7 @@ class Simulator:
         step = self.busiest(self.per_microbatch)
         v = self.virtual_stages(strategy)
         tail = self._run(synced, False)[0] - end_all + self.busiest(self.U) if overlap else self.busiest(self.once)
-        return SimResult(self.microbatches * step + (end_all - step) / v + tail, memory,
+        return SimResult(self.microbatches * step + (end_all - step) / v + tail, mem,
                          self.c.device.memory_bytes, tl)
 
     def _run(self, dur: list[float], timeline: bool) -> tuple[float, list]:

@@ -1,0 +1,75 @@
+"""Memory per device of a parallel strategy: each op's weights with their gradient and optimizer state (as the
+ZeRO stage shards them), the activations its pipeline stage keeps in flight, and the weights ZeRO-3 gathers.
+
+The :class:`~autotune.runners.simulator.engine.Simulator` computes each op's share once per (op, config) and
+adds the shares up per device here; a strategy whose peak exceeds the device capacity does not fit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autotune.search_spaces.parallel.graph import Graph
+from autotune.search_spaces.parallel.strategy import Strategy
+
+
+def state_bytes(graph: Graph, zero: int, shard: int, whole_grad_bytes: float = 0.0) -> float:
+    """Bytes per parameter of an op's weight shard on one device under ZeRO stage ``zero`` over ``shard``
+    devices (the weight, its gradient, then the optimizer state: fp32 master weights and Adam moments).
+    Stage 1 shards the optimizer state but ``whole_grad_bytes`` of it, which it keeps whole on every rank;
+    stage 2 shards the gradient too, stage 3 everything."""
+    total, w = float(graph.state_bytes_per_param), float(graph.dtype_bytes)
+    optimizer = max(total - 2 * w, 0.0)
+    if zero == 0 or shard == 1:
+        return total
+    whole = min(whole_grad_bytes, optimizer)
+    return {1: 2 * w + whole + (optimizer - whole) / shard, 2: w + (w + optimizer) / shard, 3: total / shard}[zero]
+
+
+def virtual_stages(graph: Graph, strategy: Strategy) -> int:
+    """Pipeline chunks per device block: the fewest separate runs of consecutive layers (ops with weights, in
+    graph order) that any block holds; 1 unless every block holds several (interleaved)."""
+    runs: dict[tuple[int, int], int] = {}
+    prev = None
+    for op, cfg in zip(graph.ops, strategy):
+        if not op.weight_elems:
+            continue
+        block = (cfg.start, cfg.span)
+        if block != prev:
+            runs[block] = runs.get(block, 0) + 1
+            prev = block
+    return min(runs.values()) if len(runs) > 1 else 1
+
+
+def in_flight(stages: int, microbatches: int, virtual: int) -> list[float]:
+    """Micro-batches' worth of activations each pipeline stage holds at its peak. Under 1F1B stage k stashes
+    up to min(S - k, M) micro-batches at once; interleaved over v chunks per stage (Megatron-LM's schedule),
+    stage k runs 2 (S - k - 1) + (v - 1) S chunk forwards before its first backward, so it holds that many
+    plus one chunks of 1/v of its layers (stage 0: 1 + (S - 1) / (S v) times the layers' worth, Korthikanti
+    et al. 2022)."""
+    S, M, v = stages, microbatches, virtual
+    if v == 1:
+        return [float(min(M, S - k)) for k in range(S)]
+    return [min(M * v, 2 * (S - k - 1) + (v - 1) * S + 1) / v for k in range(S)]
+
+
+def device_memory(graph: Graph, strategy: Strategy, parts: list[tuple[float, float, float]], act_scale: list[float],
+                  devices: int, microbatches: int) -> np.ndarray:
+    """Bytes per device: ``parts[i]`` is op i's (weights and optimizer state, stashed activations, weights
+    ZeRO-3 gathers) on each device of its block, ``act_scale[i]`` the share of its stashed output a device
+    keeps (less than 1 where the output is reduce-scattered). Pipeline stages are the device blocks, in the
+    order the model reaches them; under ZeRO-3 the largest op's gathered weights are held twice (the op
+    computing and the next one prefetched)."""
+    weights, acts, gathered = np.zeros(devices), np.zeros(devices), np.zeros(devices)
+    stages: dict[tuple[int, int], int] = {}
+    for cfg in strategy:
+        stages.setdefault((cfg.start, cfg.span), len(stages))
+    held = in_flight(len(stages), microbatches, virtual_stages(graph, strategy) if microbatches > 1 else 1)
+    for i, cfg in enumerate(strategy):
+        w, a, full = parts[i]
+        block = slice(cfg.start, cfg.start + cfg.span)
+        weights[block] += w
+        acts[block] += a * act_scale[i] * held[stages[(cfg.start, cfg.span)]]
+        if full:
+            gathered[block] = np.maximum(gathered[block], full)
+    return weights + acts + 2 * gathered
