@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import bench_engine
 
 from autotune.db import open_database, queries

@@ -6,8 +6,6 @@ lays it out differently) matches the attention fusion. Slow, and skipped without
 transformers."""
 
 import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,13 +13,12 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("torch", reason="the exporter tests need torch (pip install 'autotune[bench]')")
 pytest.importorskip("transformers", reason="the exporter tests need transformers (pip install 'autotune[bench]')")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import bench_graphs  # noqa: E402
+import bench_graphs
 
-from autotune.drivers.graph import optimize_graph  # noqa: E402
-from autotune.runners.onnx_ops import max_errors  # noqa: E402
-from autotune.search_spaces.graphs import onnx_io  # noqa: E402
-from autotune.search_spaces.graphs.attention import FuseAttention  # noqa: E402
+from autotune.drivers.graph import optimize_graph
+from autotune.runners.onnx_ops import max_errors
+from autotune.search_spaces.graphs import onnx_io
+from autotune.search_spaces.graphs.attention import FuseAttention
 
 
 @pytest.mark.slow

@@ -1,13 +1,8 @@
 """scripts/bench_layouts.py: the published layout is simulated as published (the faster of a source's
 published runs), and the search (seeded with every layout) ends at least as fast as it."""
 
-import sys
-from pathlib import Path
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import bench_layouts
+import pytest
 
 from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel.clusters import get_cluster

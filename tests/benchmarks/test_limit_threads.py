@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import limit_threads as lt
+import pytest
 
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import KTCache, ReplaySpace

@@ -1,13 +1,8 @@
 """scripts/nccl_fill_experiment.py: its fill term is zero where it is off, and otherwise adds one slice of
 at most C per ring step but the first."""
 
-import sys
-from pathlib import Path
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import nccl_fill_experiment as fx
+import pytest
 
 from autotune.runners.simulator import nccl
 

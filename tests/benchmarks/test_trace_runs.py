@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import trace_runs
 
 from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache

@@ -6,14 +6,10 @@ simulated on a device of their own, calibrated apart."""
 
 import copy
 import dataclasses
-import sys
-from pathlib import Path
 
 import numpy as np
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import published_results as tables
+import pytest
 import validate_simulator as vs
 from published_rows import (
     SOURCES,
