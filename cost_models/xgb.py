@@ -97,12 +97,18 @@ class XGBCostModel(CostModel):
                                        int(self.options["rounds"]))
         return self
 
-    def predict_members(self, X: np.ndarray) -> np.ndarray:
-        """One row of scores per ensemble member (shape members x len(X)); random when untrained."""
+    @property
+    def members(self) -> int:
+        """Trained ensemble members (0 untrained)."""
+        return len(self.boosters)
+
+    def predict_members(self, X: np.ndarray, members: slice = slice(None)) -> np.ndarray:
+        """One row of scores per ensemble member (shape members x len(X)), or per member of the slice
+        ``members``; random when untrained."""
         if not self.boosters:
             return self._rng.random((1, len(X)))
         X = self._input(X)
-        pred = np.vstack([inplace_scores(b, X) for b in self.boosters]).astype(float)
+        pred = np.vstack([inplace_scores(b, X) for b in self.boosters[members]]).astype(float)
         return -pred if self.options["objective"] == "reg" else pred
 
     def predict(self, X: np.ndarray) -> np.ndarray:

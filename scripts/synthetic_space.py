@@ -9,6 +9,8 @@ nothing about search quality on real kernels, only about the engine's time and m
 
     python scripts/synthetic_space.py --out big.json.gz
     python scripts/bench_search.py --cache big.json.gz --algorithms evolutionary+xgb --seeds 2 --budget 1000
+
+``--points 95000`` keeps a random 95,000 of them: a space the model still scores exhaustively.
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ import math
 
 import numpy as np
 
+from autotune.errors import UsageError
+
 KNOBS = {"block_size_x": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], "block_size_y": [1, 2, 4, 8, 16, 32],
          "tile_size_x": list(range(1, 11)), "tile_size_y": list(range(1, 11)),
          "temporal_tiling_factor": list(range(1, 11)), "loop_unroll_factor_t": list(range(1, 11)),
          "sh_power": [0, 1], "blocks_per_sm": [0, 1, 2, 3, 4]}
 
 
-def synthetic_cache(seed: int = 0, device: str = "synthetic") -> dict:
+def synthetic_cache(seed: int = 0, device: str = "synthetic", points: int | None = None) -> dict:
+    """The cache; with ``points``, a uniform random choice of that many of its points (drawn with ``seed``)."""
     rng = np.random.default_rng(seed)
     cache = {}
     for values in itertools.product(*KNOBS.values()):
@@ -42,6 +47,11 @@ def synthetic_cache(seed: int = 0, device: str = "synthetic") -> dict:
         failed = c["tile_size_x"] * c["tile_size_y"] > 50 and rng.random() < 0.1
         cache[",".join(map(str, values))] = {**c, "time": "RuntimeFailedConfig" if failed else t,
                                               "compile_time": 800.0, "benchmark_time": 50.0}
+    if points is not None:
+        if not 1 <= points <= len(cache):
+            raise UsageError(f"--points must be between 1 and {len(cache):,}, got {points:,}")
+        keys = list(cache)
+        cache = {keys[i]: cache[keys[i]] for i in sorted(rng.choice(len(keys), points, replace=False))}
     return {"device_name": device, "kernel_name": "synthetic_stencil", "problem_size": [4096, 4096],
             "tune_params_keys": list(KNOBS), "tune_params": KNOBS, "cache": cache}
 
@@ -50,10 +60,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="the cache file to write (.json.gz)")
     ap.add_argument("--seed", type=int, default=0, help="the seed of the times' noise and of the failures")
+    ap.add_argument("--points", type=int, default=None, help="keep a random choice of this many points (a space "
+                    "between the recorded kernels' and score_all, which the model scores exhaustively)")
     ap.add_argument("--device", default="synthetic", help="the device name recorded (another one for a second "
                     "recording to warm-start from)")
     args = ap.parse_args()
-    data = synthetic_cache(args.seed, args.device)
+    if args.points is not None and args.points < 1:
+        raise UsageError(f"--points must be at least 1, got {args.points:,}")
+    data = synthetic_cache(args.seed, args.device, args.points)
     with gzip.open(args.out, "wt") if args.out.endswith(".gz") else open(args.out, "w") as f:
         json.dump(data, f)
     print(f"{args.out}: {len(data['cache']):,} points")

@@ -1,5 +1,7 @@
 """How a model-guided batch is chosen from scored candidates (pure functions on score arrays).
 
+- :func:`member_scores`: every ensemble member's scores of the candidates (of a large listing, the
+  members but the first only on the first's best rows);
 - :func:`round_robin`: slot j takes the best candidate of ensemble member ``first + j``, a Thompson-like
   choice that spreads a batch over what the members disagree on (one member: the top n);
 - :func:`far_picks`: of the best-scored candidates, each pick the farthest (per-feature rank) from every
@@ -15,12 +17,35 @@ import numpy as np
 from autotune.algorithms.support import nearest_distance
 from autotune.cost_models.base import CostModel
 
+SCREEN_ROWS = 20_000  # rows from which the ensemble's other members score only the first member's best
+SCREEN_KEEP = 10_000  # how many of them
+
 
 def member_scores(model: CostModel, X: np.ndarray) -> np.ndarray:
-    """Scores per ensemble member (members x rows); one row for a plain model."""
-    if hasattr(model, "predict_members"):
+    """Scores per ensemble member (members x rows); one row for a plain model.
+
+    From ``SCREEN_ROWS`` rows on (a listed space larger than the recorded kernels', scored at every
+    retrain), the first member scores every row and the others only its ``SCREEN_KEEP`` best: a batch takes
+    each member's best few and the far picks the mean's best 256, and those lie among the first member's
+    best 10,000 (the members are fitted on 80% samples of the same rows, so they agree on the top). The other rows get, for every other
+    member, the first member's score shifted below that member's every screened score, so they rank last
+    and in the first member's order. That scores about a fifth of the rows x members of a 95,000-point
+    space, for the same number of measurements to 5% there (docs/benchmarks.md, on spaces above 20,000 points)."""
+    if not hasattr(model, "predict_members"):
+        return model.predict(X)[None, :]
+    size = getattr(model, "members", 1)
+    if len(X) < SCREEN_ROWS or size <= 1:
         return np.atleast_2d(model.predict_members(X))
-    return model.predict(X)[None, :]
+    first = model.predict_members(X, slice(0, 1))[0]
+    top = np.argpartition(-first, SCREEN_KEEP)[:SCREEN_KEEP]
+    rest = np.ones(len(X), dtype=bool)
+    rest[top] = False
+    screened = model.predict_members(X[top], slice(1, size))
+    out = np.empty((size, len(X)))
+    out[0] = first
+    out[1:, top] = screened
+    out[1:, rest] = first[rest] - (first[rest].max() - screened.min() + 1.0)
+    return out
 
 
 def best_first(row: np.ndarray, k: int) -> np.ndarray:

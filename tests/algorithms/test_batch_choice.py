@@ -1,6 +1,14 @@
 import numpy as np
 
-from autotune.algorithms.batch_choice import best_first, far_picks, round_robin
+from autotune.algorithms.batch_choice import (
+    SCREEN_KEEP,
+    SCREEN_ROWS,
+    best_first,
+    far_picks,
+    member_scores,
+    round_robin,
+)
+from autotune.cost_models.xgb import XGBCostModel
 
 
 def test_round_robin_takes_each_members_best_in_turn():
@@ -33,3 +41,25 @@ def test_far_picks_go_where_nothing_was_seen_among_the_best_scored():
     picks = far_picks(ranked, rows.__getitem__, mean, 2, 5, near=[0, 10], chosen=[])
     assert [rows[i] for i in picks] == [2, 1]
     assert far_picks(ranked, rows.__getitem__, mean, 0, 5, near=[], chosen=[]) == []
+
+
+def test_member_scores_of_a_large_listing_screen_by_the_first_member_and_keep_every_members_best():
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 16, size=(SCREEN_ROWS + 5000, 4)).astype(float)
+    train = X[rng.choice(len(X), 200, replace=False)]
+    cost = (train[:, 0] - 3) ** 2 + (train[:, 1] - 11) ** 2 + 0.5 * train[:, 2] + rng.random(len(train))
+    model = XGBCostModel(seed=0).fit(train, cost)
+    full = model.predict_members(X)
+    screened = member_scores(model, X)
+    assert screened.shape == full.shape == (8, len(X))
+    top = np.argpartition(-full[0], SCREEN_KEEP)[:SCREEN_KEEP]
+    rest = np.setdiff1d(np.arange(len(X)), top)
+    np.testing.assert_array_equal(screened[0], full[0])  # the first member scores every row
+    np.testing.assert_array_equal(screened[1:, top], full[1:, top])  # the others, its best rows as they are
+    assert (screened[1:, rest].max(axis=1) < screened[1:, top].min(axis=1)).all()  # the rest rank last
+    assert (np.diff(screened[1:, rest[np.argsort(-full[0, rest])]], axis=1) <= 0).all()  # in the first's order
+    for m in range(8):  # what a batch takes: every member's best, and the mean's best 256
+        assert set(best_first(screened[m], 16)[:16]) == set(best_first(full[m], 16)[:16])
+    assert set(best_first(screened.mean(axis=0), 256)[:256]) <= set(top)
+    small = X[:SCREEN_ROWS - 1]
+    np.testing.assert_array_equal(member_scores(model, small), model.predict_members(small))
