@@ -21,20 +21,22 @@ SCREEN_ROWS = 20_000  # rows from which the ensemble's other members score only 
 SCREEN_KEEP = 10_000  # how many of them
 
 
-def member_scores(model: CostModel, X: np.ndarray) -> np.ndarray:
+def member_scores(model: CostModel, X: np.ndarray, screen: bool = False) -> np.ndarray:
     """Scores per ensemble member (members x rows); one row for a plain model.
 
-    From ``SCREEN_ROWS`` rows on (a listed space larger than the recorded kernels', scored at every
-    retrain), the first member scores every row and the others only its ``SCREEN_KEEP`` best: a batch takes
-    each member's best few and the far picks the mean's best 256, and those lie among the first member's
-    best 10,000 (the members are fitted on 80% samples of the same rows, so they agree on the top). The other rows get, for every other
-    member, the first member's score shifted below that member's every screened score, so they rank last
-    and in the first member's order. That scores about a fifth of the rows x members of a 95,000-point
-    space, for the same number of measurements to 5% there (docs/benchmarks.md, on spaces above 20,000 points)."""
+    ``screen`` (a listing of the space, scored at every retrain): from ``SCREEN_ROWS`` rows on, the first
+    member scores every row and the others only its ``SCREEN_KEEP`` best. A batch takes each member's best
+    few and the far picks the mean's best 256 (``stall_pool``); on the synthetic spaces measured those lay
+    among the first member's best 10,000 (the members are fitted on 80% samples of the same rows, so they
+    agree on the top). For every other member the other rows get the first member's score shifted below
+    that member's every screened score, so they rank last and in the first member's order. That scores
+    N + 70,000 of the 8 N rows x members of N rows: a fifth at 95,000 points, a third at 40,000
+    (docs/benchmarks.md, on spaces above 20,000 points). Screening needs an ensemble model with a
+    ``members`` count and ``predict_members(X, members)`` taking a slice of them (``XGBCostModel``)."""
     if not hasattr(model, "predict_members"):
         return model.predict(X)[None, :]
-    size = getattr(model, "members", 1)
-    if len(X) < SCREEN_ROWS or size <= 1:
+    size = int(getattr(model, "members", 1)) if screen else 1
+    if len(X) < max(SCREEN_ROWS, SCREEN_KEEP + 1) or size <= 1:
         return np.atleast_2d(model.predict_members(X))
     first = model.predict_members(X, slice(0, 1))[0]
     top = np.argpartition(-first, SCREEN_KEEP)[:SCREEN_KEEP]
@@ -44,7 +46,7 @@ def member_scores(model: CostModel, X: np.ndarray) -> np.ndarray:
     out = np.empty((size, len(X)))
     out[0] = first
     out[1:, top] = screened
-    out[1:, rest] = first[rest] - (first[rest].max() - screened.min() + 1.0)
+    out[1:, rest] = first[rest] - (np.nanmax(first[rest]) - np.nanmin(screened) + 1.0)
     return out
 
 

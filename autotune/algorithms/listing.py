@@ -90,7 +90,7 @@ class ListedCandidates:
         if len(idx) == 0:
             return [], np.zeros((1, 0))
         if self._all_scored_at != self.retrains:  # predictions change only when the model does
-            self._all_scores = member_scores(self.cost_model, self._all_X)
+            self._all_scores = member_scores(self.cost_model, self._all_X, screen=True)
             self._all_scored_at = self.retrains
         return [self._all[i] for i in idx], self._all_scores[:, idx]
 

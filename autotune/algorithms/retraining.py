@@ -73,7 +73,7 @@ class ModelRetraining:
             s = model.predict(X[ok])
             a, b = np.polyfit(s, np.log(y[ok]), 1) if np.ptp(s) > 0 else (0.0, 0.0)
             calib = (a, b) if a < 0 else (-1.0, float(np.log(np.min(y[ok]))) + float(np.max(s)))
-        scores = member_scores(model, self._all_X) if self._all_X is not None else None
+        scores = member_scores(model, self._all_X, screen=True) if self._all_X is not None else None
         return model, calib, model.save() if self.on_retrain is not None else b"", scores, failures, p_fail
 
     def _install(self, model: CostModel, calib: tuple, data: bytes, scores: np.ndarray | None,

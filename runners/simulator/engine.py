@@ -24,7 +24,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from autotune.runners.simulator import costs, memory
+from autotune.runners.simulator import costs
+from autotune.runners.simulator import memory as memory_model
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph
 from autotune.search_spaces.parallel.strategy import ZERO_STAGES, OpConfig, Strategy, overlapped
@@ -196,7 +197,7 @@ class Simulator:
         upd = w_shard * g.state_bytes_per_param * 2 / shard / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
         act = ((out_part * g.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
                if (op.keep or not g.recompute) else 0.0)
-        mem = (w_shard * memory.state_bytes(g, self.zero, shard, self.whole_grad_bytes), act,
+        mem = (w_shard * memory_model.state_bytes(g, self.zero, shard, self.whole_grad_bytes), act,
                w_shard * g.dtype_bytes if self.zero == 3 else 0.0)
         hit = (f, b, ao, ai, gs, upd, mem, devs)
         self.op_cache[key] = hit
@@ -277,11 +278,11 @@ class Simulator:
     def memory(self, strategy: Strategy) -> np.ndarray:
         """Bytes per device of ``strategy`` (:func:`~autotune.runners.simulator.memory.device_memory`), its
         costs loaded."""
-        return memory.device_memory(self.g, strategy, self.mem_part, self.act_scale, self.D, self.microbatches)
+        return memory_model.device_memory(self.g, strategy, self.mem_part, self.act_scale, self.D, self.microbatches)
 
     def virtual_stages(self, strategy: Strategy) -> int:
         """Pipeline chunks per device block (:func:`~autotune.runners.simulator.memory.virtual_stages`)."""
-        return memory.virtual_stages(self.g, strategy)
+        return memory_model.virtual_stages(self.g, strategy)
 
     def busiest(self, tasks: list[int]) -> float:
         """The most work ``tasks`` give one device (its compute queue plus its link port: transfers and

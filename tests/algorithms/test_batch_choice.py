@@ -50,7 +50,7 @@ def test_member_scores_of_a_large_listing_screen_by_the_first_member_and_keep_ev
     cost = (train[:, 0] - 3) ** 2 + (train[:, 1] - 11) ** 2 + 0.5 * train[:, 2] + rng.random(len(train))
     model = XGBCostModel(seed=0).fit(train, cost)
     full = model.predict_members(X)
-    screened = member_scores(model, X)
+    screened = member_scores(model, X, screen=True)
     assert screened.shape == full.shape == (8, len(X))
     top = np.argpartition(-full[0], SCREEN_KEEP)[:SCREEN_KEEP]
     rest = np.setdiff1d(np.arange(len(X)), top)
@@ -62,4 +62,11 @@ def test_member_scores_of_a_large_listing_screen_by_the_first_member_and_keep_ev
         assert set(best_first(screened[m], 16)[:16]) == set(best_first(full[m], 16)[:16])
     assert set(best_first(screened.mean(axis=0), 256)[:256]) <= set(top)
     small = X[:SCREEN_ROWS - 1]
-    np.testing.assert_array_equal(member_scores(model, small), model.predict_members(small))
+    np.testing.assert_array_equal(member_scores(model, small, screen=True), model.predict_members(small))
+    np.testing.assert_array_equal(member_scores(model, X), full)  # only a listing is screened
+    assert member_scores(XGBCostModel(seed=0), X, screen=True).shape == (1, len(X))  # untrained: one random row
+    one = XGBCostModel(seed=0, members=1).fit(train, cost)
+    np.testing.assert_array_equal(member_scores(one, X, screen=True), one.predict_members(X))
+    reg = XGBCostModel(seed=0, objective="reg").fit(train, cost)  # its scores are negated predictions
+    top = np.argpartition(-reg.predict_members(X)[0], SCREEN_KEEP)[:SCREEN_KEEP]
+    np.testing.assert_array_equal(member_scores(reg, X, screen=True)[:, top], reg.predict_members(X)[:, top])
