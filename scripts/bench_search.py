@@ -52,6 +52,7 @@ import protocol
 from bench_peers import kt_available, run_kt, run_optuna_direct
 from replay_data import replay_caches
 from results_store import ResultStore
+from search_report import label, print_summary, search_row
 
 from autotune.algorithms.model_guided import make_guided
 from autotune.algorithms.registry import make_algorithm
@@ -183,14 +184,14 @@ def reach(trace: list[float], optimum: float, tol: float) -> int | None:
 
 def summarise(trackers: list[Tracker], optimum: float) -> dict:
     out: dict = {"seeds": len(trackers)}
-    for tol, label in ((0.05, "5pct"), (0.10, "10pct")):
+    for tol, tag in ((0.05, "5pct"), (0.10, "10pct")):
         hits = [reach(tr.trace, optimum, tol) for tr in trackers]
         # median over seeds, a miss counting as worse than any hit (None when half or more missed)
         ranked = sorted(h if h is not None else math.inf for h in hits)
         med = ranked[(len(ranked) - 1) // 2] if len(ranked) % 2 else 0.5 * (ranked[len(ranked) // 2 - 1] + ranked[len(ranked) // 2])
-        out[f"to_{label}_median"] = None if not math.isfinite(med) else math.ceil(med)
-        out[f"success_{label}"] = round(sum(h is not None for h in hits) / len(hits), 3)
-        if label == "5pct":
+        out[f"to_{tag}_median"] = None if not math.isfinite(med) else math.ceil(med)
+        out[f"success_{tag}"] = round(sum(h is not None for h in hits) / len(hits), 3)
+        if tag == "5pct":
             sims = sorted(tr.sim[h - 1] if h else math.inf for tr, h in zip(trackers, hits))
             mid = sims[(len(sims) - 1) // 2]
             out["sim_time_to_5pct_s_median"] = round(mid, 2) if math.isfinite(mid) else None
@@ -243,12 +244,12 @@ def main(argv=None) -> int:
     report: dict = {"default_algorithm": DEFAULT_ALGORITHM, "budget": args.budget, "spaces": {}, "overhead_ms": {}}
     for path in caches:
         cache = KTCache.load(path)
-        label = f"{Path(path).parent.name}/{cache.label}" if os.sep in str(path) else cache.label
+        space_label = f"{Path(path).parent.name}/{cache.label}" if os.sep in str(path) else cache.label
         space = ReplaySpace(cache)
         costs = [m.objective for m in ReplayRunner(cache).measure(space.task, list(space.enumerate()))]
         optimum = min(costs)
-        rows = report["spaces"].setdefault(label, {})
-        print(f"\n## {label}: {space.size()} points, optimum {optimum * 1e3:.4f} ms\n")
+        rows = report["spaces"].setdefault(space_label, {})
+        print(f"\n## {space_label}: {space.size()} points, optimum {optimum * 1e3:.4f} ms\n")
         print("| algorithm | to 5% (median) | success 5% | to 10% | ratio@50 | @100 | @200 | @500 | sim time to 5% (s) | "
               "failed share to 5% | overhead ms/meas |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -266,7 +267,7 @@ def main(argv=None) -> int:
                   f"{r['100']} | {r['200']} | {r['500']} | {s['sim_time_to_5pct_s_median']} | "
                   f"{s['failed_share_to_5pct_median']} | {s['overhead_ms_median']} |",
                   flush=True)
-    print_summary(report, names)
+    print_summary(report, names, REFERENCE_BEST_PEER)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
@@ -379,49 +380,6 @@ def run_protocol(args, caches: list[str]) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
-
-
-def label(unit: tuple) -> str:
-    return "/".join(unit)
-
-
-def search_row(unit: tuple, chosen: str, runs: list[dict], med: dict, best_peer: tuple | None) -> dict:
-    hits = [r["to_5pct"] is not None for r in runs]
-    row = {"space": label(unit), "candidate": chosen, "ours": med[chosen, unit], "best_peer": None, "peer": None,
-           "ratio": None, "success_5pct": round(sum(hits) / len(hits), 3), "all_reached": all(hits)}
-    if best_peer is not None:
-        row |= {"best_peer": best_peer[0], "peer": best_peer[1], "ratio": med[chosen, unit] / best_peer[0]}
-    return row
-
-
-def print_summary(report: dict, names: list[str]) -> None:
-    peers = [n for n in names if n == "random" or n == "optuna-tpe-direct" or n.startswith("kt:")]
-    default = report["default_algorithm"]
-    print("\n## Summary: measurements to reach within 5% of the optimum (median over seeds)\n")
-    print("| space | " + " | ".join(names) + " | best peer here | reference best peer |")
-    print("|---|" + "---|" * (len(names) + 2))
-    wins = ratio_ok = compared = 0
-    for label, rows in report["spaces"].items():
-        vals = {n: rows[n]["to_5pct_median"] for n in names if n in rows}
-        pv = [(vals[p], p) for p in peers if vals.get(p) is not None]
-        best = min(pv) if pv else (None, "-")
-        ref = REFERENCE_BEST_PEER.get(label, (None,))[0]
-        cands = [x for x in (best[0], ref) if x is not None]
-        target = min(cands) if cands else None
-        if default in vals and target is not None:
-            compared += 1
-            ours = vals[default] if vals[default] is not None else math.inf
-            wins += ours < target
-            ratio_ok += ours <= 1.5 * target
-        print(f"| {label} | " + " | ".join(str(vals.get(n)) for n in names) + f" | {best[0]} ({best[1]}) | {ref} |")
-    if compared:
-        print(f"\n{default}: fewer measurements than the best peer (min of here and reference) on {wins}/{compared} "
-              f"spaces, within 1.5x on {ratio_ok}/{compared}")
-    for n in names:
-        v = [rows[n]["to_5pct_median"] for rows in report["spaces"].values() if n in rows]
-        v = [x if x is not None else math.inf for x in v]
-        ov = [rows[n]["overhead_ms_median"] for rows in report["spaces"].values() if n in rows]
-        print(f"{n}: median over spaces {np.median(v) if v else None}, engine overhead median {np.median(ov):.2f} ms/measurement")
 
 
 if __name__ == "__main__":
