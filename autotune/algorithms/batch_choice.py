@@ -50,6 +50,14 @@ def member_scores(model: CostModel, X: np.ndarray, screen: bool = False) -> np.n
     return out
 
 
+def first_member_scores(model: CostModel, X: np.ndarray) -> np.ndarray:
+    """The first ensemble member's scores of the rows (a plain model's own): what the inner search of a
+    large space is told, one booster call per step instead of one per member."""
+    if not hasattr(model, "predict_members"):
+        return model.predict(X)
+    return model.predict_members(X, slice(0, 1))[0]
+
+
 def best_first(row: np.ndarray, k: int) -> np.ndarray:
     """Indices of at least the ``k`` highest scores of ``row``, highest first, ties by index (the
     order of a stable argsort of -row, without sorting the whole row)."""

@@ -6,7 +6,8 @@
   index where the space can index its points, else by one pass over its enumeration), its seed kept in
   the search's state so that a resumed search lists the same points.
 - A space that cannot be listed (or any, with ``large="inner"``) is searched by a fresh copy of the inner
-  algorithm against the model's predicted costs: ``pool`` proposals, ``inner_batch`` at a time.
+  algorithm against the first ensemble member's predicted costs: ``pool`` proposals, ``inner_batch`` at a
+  time; every member scores the proposals once they are all in.
 - Over the listed points: the design's spread points (each the farthest from every point seen) and the
   far picks of a stalled search.
 """
@@ -18,7 +19,7 @@ import math
 import numpy as np
 
 from autotune.algorithms.base import offered_moves
-from autotune.algorithms.batch_choice import far_picks, member_scores
+from autotune.algorithms.batch_choice import far_picks, first_member_scores, member_scores
 from autotune.algorithms.support import farthest, rank_scaled
 from autotune.types import Candidate, Measurement, Status
 
@@ -98,24 +99,24 @@ class ListedCandidates:
         inner = type(self.inner)(**self.inner.config)
         inner.bind(self.space, np.random.default_rng(int(self.rng.integers(2**63))), self.history)
         a, b = self._calib
-        found: dict[str, tuple[Candidate, np.ndarray]] = {}  # each unseen point and its members' scores
+        found: dict[str, tuple[Candidate, np.ndarray]] = {}  # each unseen point and its feature row
         budget = int(self.config["pool"])
         while budget > 0:
             batch = inner.ask(min(int(self.config["inner_batch"]), budget))
             if not batch:
                 break
             budget -= len(batch)
-            members = member_scores(self.cost_model, self._features(batch))
-            scores = members.mean(axis=0)  # the model's prediction: its members' mean
+            X = self._features(batch)
+            scores = first_member_scores(self.cost_model, X)
             inner.tell([Measurement(c, Status.OK, cost=float(math.exp(min(a * s + b, 700.0))))
                         for c, s in zip(batch, scores)])
             for j, c in enumerate(batch):
                 if c.key not in self.seen:
-                    found[c.key] = (c, members[:, j])
+                    found[c.key] = (c, X[j])
         self.inner_state = inner.state_dict()
         if not found:
             return [], np.zeros((1, 0))
-        return [c for c, _ in found.values()], np.column_stack([m for _, m in found.values()])
+        return [c for c, _ in found.values()], member_scores(self.cost_model, np.vstack([x for _, x in found.values()]))
 
     def _spread(self) -> Candidate | None:
         """Of 256 random unseen points of the enumerated space (``_enumerated``), the one farthest from

@@ -18,7 +18,8 @@ Each ``ask(n)``:
    once and *every* unmeasured point is scored (exact argmax of the model, cheap with
    XGBoost); a space that cannot be enumerated is searched by a fresh copy of
    the inner algorithm, bound to the real measurements (so it starts from the best measured
-   points), told the model's predicted costs for ``pool`` proposals, ``inner_batch`` at a time.
+   points), told the first ensemble member's predicted costs for ``pool`` proposals, ``inner_batch``
+   at a time (one booster call a step; every member scores what it proposed once, for the batch).
    Scoring every point is both the better search and, up to about 140,000 points, the cheaper
    one (docs/benchmarks.md), hence ``score_all``. A larger enumerable space (``large="both"``)
    gets both: a fixed random sample of ``sample`` of its points is searched as a space that
@@ -91,7 +92,7 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
                                    "before; enumerable spaces)"),
         "retrain_every": Option(8, "retrain the model after this many new results"),
         "retrain_growth": Option(0.05, "...or after this share of the results it was trained on, if more"),
-        "pool": Option(2000, "model evaluations by the inner search per batch (spaces above score_all)"),
+        "pool": Option(1000, "model evaluations by the inner search per batch (spaces above score_all)"),
         "inner_batch": Option(64, "candidates the inner search proposes per simulated step"),
         "score_all": Option(100000, "spaces with at most this many points are scored exhaustively"),
         "large": Option("both", "how a larger enumerable space is searched: 'inner' (the inner search's proposals), "

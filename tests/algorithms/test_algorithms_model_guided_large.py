@@ -90,3 +90,30 @@ def test_far_picks_come_from_the_sample_when_the_inner_search_adds_candidates():
     picks = algo._far_from_seen(cands, scores, 3, chosen)
     assert len(picks) == 3 and len(set(picks)) == 3
     assert all(cands[i].key in algo._all_index for i in picks) and 1 not in picks
+
+
+def test_the_inner_search_is_told_the_first_members_scores_and_its_proposals_carry_every_members(monkeypatch):
+    from autotune.algorithms.evolutionary import Evolutionary
+
+    space = small_knob_space()
+    algo = make_guided("evolutionary", init=4, score_all=0, pool=32, inner_batch=8, epsilon=0.0,
+                       cost_model_options={"min_samples": 4, "rounds": 5})
+    drive(algo, space, FakeRunner(space), seed=0, steps=4)
+    model = algo.cost_model
+    assert model.members > 1
+    told = []
+    original = Evolutionary.tell
+    monkeypatch.setattr(Evolutionary, "tell", lambda self, results: (told.extend(results), original(self, results))[1])
+    measured = {m.candidate.key for m in algo.history}
+    cands, scores = algo._scored_by_inner()
+    proposals = [m for m in told if m.candidate.key not in measured]  # not the history the inner search is bound to
+    assert cands and len(proposals) == 32
+    np.testing.assert_array_equal(scores, model.predict_members(algo._features(cands)))  # every member, each candidate
+    X = algo._features([m.candidate for m in proposals])
+    cost = np.array([m.cost for m in proposals])
+
+    def follows(s):  # a higher score never told as a higher cost
+        return all(cost[i] <= cost[j] for i in range(len(s)) for j in range(len(s)) if s[i] > s[j])
+
+    assert follows(model.predict_members(X, slice(0, 1))[0])
+    assert not follows(model.predict_members(X).mean(axis=0))  # the members' mean would order them otherwise
