@@ -1,6 +1,7 @@
 """Compare the xgb cost model's objectives on recorded spaces: train on N random measurements,
 rank the rest of the space, report Spearman and top-k recall (median over seeds), and the time
-to train.
+to train and to score the rest (from 10,000 rows the members score side by side on the process's
+cores: ``taskset -c 0`` runs it on one).
 
     python scripts/bench_cost_model.py --train 100 --seeds 3
 
@@ -35,8 +36,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     caches = args.cache or replay_caches()
     extra = {} if args.members is None else {"members": args.members}
-    print("| space | " + " | ".join(f"{o} spearman | {o} recall@{args.k} | {o} fit ms" for o in args.objectives) + " |")
-    print("|---|" + "---|---|---|" * len(args.objectives))
+    print("| space | " + " | ".join(f"{o} spearman | {o} recall@{args.k} | {o} fit ms | {o} score ms" for o in args.objectives) + " |")
+    print("|---|" + "---|---|---|---|" * len(args.objectives))
     totals = {o: [] for o in args.objectives}
     for path in caches:
         space = ReplaySpace(path)
@@ -45,18 +46,22 @@ def main(argv=None) -> int:
         y = np.array([m.objective for m in ReplayRunner(space.cache).measure(space.task, cs)])
         cells = []
         for obj in args.objectives:
-            sp, rec, fit = [], [], []
+            sp, rec, fit, score = [], [], [], []
             for seed in range(args.seeds):
                 idx = np.random.default_rng(seed).permutation(len(cs))
                 tr, te = idx[: args.train], idx[args.train:]
                 t = time.perf_counter()
                 model = XGBCostModel(objective=obj, **extra).fit(X[tr], y[tr])
                 fit.append(time.perf_counter() - t)
-                q = quality(y[te], model.predict(X[te]), k=args.k)
+                t = time.perf_counter()
+                pred = model.predict(X[te])
+                score.append(time.perf_counter() - t)
+                q = quality(y[te], pred, k=args.k)
                 sp.append(q["spearman"] or 0.0)
                 rec.append(q["top_k_recall"] or 0.0)
             totals[obj].append((np.median(sp), np.median(rec)))
-            cells.append(f"{np.median(sp):.3f} | {np.median(rec):.3f} | {1e3 * np.median(fit):.0f}")
+            cells.append(f"{np.median(sp):.3f} | {np.median(rec):.3f} | {1e3 * np.median(fit):.0f} | "
+                         f"{1e3 * np.median(score):.1f}")
         label = f"{Path(path).parent.name}/{space.cache.label}"
         print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
     for obj, v in totals.items():

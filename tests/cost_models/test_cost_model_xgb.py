@@ -102,18 +102,34 @@ def test_pair_columns_let_the_model_split_on_a_product_of_two_knobs():
 
 
 def test_a_large_matrix_is_scored_on_several_threads_with_the_same_scores(monkeypatch):
+    import threading
+
     import autotune.cost_models.xgb as xgb_module
 
-    monkeypatch.setattr(xgb_module, "_threads", lambda: 2)  # as on a 2-core machine, whatever this one has
+    monkeypatch.setattr(xgb_module, "_threads", lambda: 3)  # more threads than members for one, fewer for the rest
     X, y = data()
     model = XGBCostModel(seed=0).fit(X, y)
     big = np.random.default_rng(1).random((xgb_module.PARALLEL_ROWS + 5, 4))
+    names: set[str] = set()
+    real = xgb_module.xgb.Booster.inplace_predict
+
+    def predict(self, *args, **kwargs):
+        names.add(threading.current_thread().name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(xgb_module.xgb.Booster, "inplace_predict", predict)
+    reconfigured = []
+    monkeypatch.setattr(xgb_module.xgb.Booster, "set_param", lambda self, *a, **k: reconfigured.append(a))
     threaded = model.predict_members(big)
-    assert {b._autotune_threads for b in model.boosters} == {2}
+    first = model.predict_members(big, slice(0, 1))  # one booster: its rows in slices
+    assert len(names) > 1 and all(n.startswith("xgb-predict") for n in names)  # it did run on the pool's threads
+    names.clear()
     small = model.predict_members(big[:64])
-    assert {b._autotune_threads for b in model.boosters} == {1}  # small batches go back to one thread
+    assert names == {threading.current_thread().name}  # a small batch is scored where it is asked
+    assert reconfigured == []  # no booster is set to another thread count
     monkeypatch.setattr(xgb_module, "PARALLEL_ROWS", 10**9)
-    assert np.array_equal(threaded, model.predict_members(big))
+    one_call = model.predict_members(big)
+    assert np.array_equal(threaded, one_call) and np.array_equal(first, one_call[:1])
     assert np.array_equal(small, threaded[:, :64])
 
 
