@@ -110,6 +110,8 @@ class XGBCostModel(CostModel):
         if not self.boosters:
             return self._rng.random((1, len(X)))
         X = self._input(X)
+        if not self.boosters[members]:
+            return np.empty((0, len(X)))
         pred = np.vstack(boosters_scores(self.boosters[members], X)).astype(float)
         return -pred if self.options["objective"] == "reg" else pred
 

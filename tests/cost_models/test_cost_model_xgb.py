@@ -131,6 +131,12 @@ def test_a_large_matrix_is_scored_on_several_threads_with_the_same_scores(monkey
     one_call = model.predict_members(big)
     assert np.array_equal(threaded, one_call) and np.array_equal(first, one_call[:1])
     assert np.array_equal(small, threaded[:, :64])
+    pair = XGBCostModel(seed=0, members=2).fit(X, y)  # fewer members than threads: each in slices of its rows
+    one_call = pair.predict_members(big)
+    monkeypatch.setattr(xgb_module, "PARALLEL_ROWS", 10_000)
+    monkeypatch.setattr(xgb_module, "_threads", lambda: 4)
+    assert np.array_equal(pair.predict_members(big), one_call)
+    assert model.predict_members(big, slice(1, 1)).shape == (0, len(big))  # no member asked: no rows
 
 
 def test_the_members_train_side_by_side_into_the_boosters_of_a_loop(monkeypatch):
