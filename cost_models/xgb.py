@@ -109,10 +109,10 @@ class XGBCostModel(CostModel):
         ``members``; random when untrained."""
         if not self.boosters:
             return self._rng.random((1, len(X)))
-        X = self._input(X)
-        if not self.boosters[members]:
+        X, boosters = self._input(X), self.boosters[members]
+        if not boosters:
             return np.empty((0, len(X)))
-        pred = np.vstack(boosters_scores(self.boosters[members], X)).astype(float)
+        pred = np.vstack(boosters_scores(boosters, X)).astype(float)
         return -pred if self.options["objective"] == "reg" else pred
 
     def predict(self, X: np.ndarray) -> np.ndarray:

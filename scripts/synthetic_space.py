@@ -33,6 +33,8 @@ KNOBS = {"block_size_x": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], "block_s
 
 def synthetic_cache(seed: int = 0, device: str = "synthetic", points: int | None = None) -> dict:
     """The cache; with ``points``, a uniform random choice of that many of its points (drawn with ``seed``)."""
+    if points is not None and points < 1:  # before the minute it takes to build the whole cache
+        raise UsageError(f"--points must be at least 1, got {points:,}")
     rng = np.random.default_rng(seed)
     cache = {}
     for values in itertools.product(*KNOBS.values()):
@@ -48,7 +50,7 @@ def synthetic_cache(seed: int = 0, device: str = "synthetic", points: int | None
         cache[",".join(map(str, values))] = {**c, "time": "RuntimeFailedConfig" if failed else t,
                                               "compile_time": 800.0, "benchmark_time": 50.0}
     if points is not None:
-        if not 1 <= points <= len(cache):
+        if points > len(cache):
             raise UsageError(f"--points must be between 1 and {len(cache):,}, got {points:,}")
         keys = list(cache)
         cache = {keys[i]: cache[keys[i]] for i in sorted(rng.choice(len(keys), points, replace=False))}
@@ -65,8 +67,6 @@ def main() -> None:
     ap.add_argument("--device", default="synthetic", help="the device name recorded (another one for a second "
                     "recording to warm-start from)")
     args = ap.parse_args()
-    if args.points is not None and args.points < 1:
-        raise UsageError(f"--points must be at least 1, got {args.points:,}")
     data = synthetic_cache(args.seed, args.device, args.points)
     with gzip.open(args.out, "wt") if args.out.endswith(".gz") else open(args.out, "w") as f:
         json.dump(data, f)
