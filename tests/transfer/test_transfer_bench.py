@@ -6,7 +6,10 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 from autotune.algorithms.registry import make_algorithm
+from autotune.errors import UsageError
 from autotune.search_spaces.replay import ReplaySpace
 from autotune.testing.caches import NAMES, turing_time, write_cache
 
@@ -85,3 +88,20 @@ def test_auto_warm_starts_each_target_from_the_sources_auto_picks(tmp_path, caps
         assert 1 <= len(p["source"].split("+")) <= 2 and p["target"] not in p["source"].split("+")
         assert p["warm_to_5pct_median"] == 1  # every cache has the same best configuration
     assert "over 3 targets" in capsys.readouterr().out
+
+
+def test_caches_of_one_name_in_two_folders_are_two_labelled_sources(tmp_path):
+    """Two shapes recorded on one GPU (shape_a/H200 and shape_b/H200) are a pair under folder/name labels,
+    not one cache overwriting the other; the same folder and name twice is an error."""
+    (tmp_path / "shape_a").mkdir()
+    (tmp_path / "shape_b").mkdir()
+    a = write_cache(tmp_path / "shape_a" / "H200.json.gz", NAMES["turing"], turing_time)
+    b = write_cache(tmp_path / "shape_b" / "H200.json.gz", NAMES["turing"], lambda x, y, z: 2.0 * turing_time(x, y, z))
+    c = write_cache(tmp_path / "GPU_C.json.gz", NAMES["turing"], turing_time)
+    bench = load_bench()
+    assert bench.labels([a, b, c]) == {a: "shape_a/H200", b: "shape_b/H200", c: "GPU_C"}
+    pairs = bench.bench_group([a, b], seeds=1, max_trials=20, batch=8, log=lambda s: None)
+    assert [(p["source"], p["target"]) for p in pairs] == [("shape_a/H200", "shape_b/H200"), ("shape_b/H200", "shape_a/H200")]
+    assert all(p["warm_to_5pct_median"] == 1 for p in pairs)  # the times differ by a factor: the same ranking
+    with pytest.raises(UsageError, match="same folder and name"):
+        bench.labels([a, a])
