@@ -110,16 +110,27 @@ def seeded_latin_hypercube():
         qmc.LatinHypercube = original
 
 
+#: answered evaluations, repeats included, per distinct one asked for (max_fevals) after which one Kernel Tuner
+#: run is ended: max_fevals counts distinct configurations, so a strategy that only repeats ones it evaluated
+#: (greedy_ils on the sampled 2048x256x4096 gemm, seed 2: every neighbour it tries evaluated) never reaches it and
+#: would run, and grow its recorded order, without end (its other seeds there answer 4 to 5 per distinct one)
+REPEAT_CAP = 50
+
+
 @contextlib.contextmanager
-def recorded_evaluations():
+def recorded_evaluations(cap: int | None = None):
     """A list that receives every configuration (a tuple of values in parameter order) Kernel
-    Tuner's simulation runner answers while the block runs, in evaluation order."""
+    Tuner's simulation runner answers while the block runs, in evaluation order; once it holds
+    ``cap`` or more, the runner ends the run (Kernel Tuner's own StopCriterionReached)."""
     from kernel_tuner.runners.simulation import SimulationRunner
+    from kernel_tuner.util import StopCriterionReached
 
     seen: list[tuple] = []
     original = SimulationRunner.run
 
     def run(self, parameter_space, tuning_options):
+        if cap is not None and len(seen) >= cap:
+            raise StopCriterionReached(f"{len(seen)} evaluations answered")
         configs = [tuple(c) for c in parameter_space]
         results = original(self, configs, tuning_options)
         seen.extend(c for c, r in zip(configs, results) if r is not None)
@@ -132,10 +143,12 @@ def recorded_evaluations():
         SimulationRunner.run = original
 
 
-def kt_evaluations(strategy: str, cache, seed: int, max_fevals: int) -> tuple[list[tuple], bool]:
+def kt_evaluations(strategy: str, cache, seed: int, max_fevals: int, cap: int | None = None) -> tuple[list[tuple], bool]:
     """The configurations Kernel Tuner's ``strategy`` evaluates in simulation mode on ``cache``, in
     order (repeats and points outside the space included), and whether it stopped on its budget
-    check before its first evaluation (StopCriterionReached out of tune_kernel)."""
+    check before its first evaluation (StopCriterionReached out of tune_kernel). A run is ended after
+    ``cap`` answered evaluations (default REPEAT_CAP per distinct one asked for); what it evaluated counts,
+    and run_kt restarts it as it does a strategy that converged."""
     import random as _random
 
     import kernel_tuner
@@ -153,7 +166,8 @@ def kt_evaluations(strategy: str, cache, seed: int, max_fevals: int) -> tuple[li
     np.random.seed(seed)
     _random.seed(seed)
     stopped = False
-    with warnings.catch_warnings(), seeded_latin_hypercube(), recorded_evaluations() as seen:
+    cap = REPEAT_CAP * max_fevals if cap is None else cap
+    with warnings.catch_warnings(), seeded_latin_hypercube(), recorded_evaluations(cap) as seen:
         warnings.simplefilter("ignore")
         logging.disable(logging.WARNING)
         try:
@@ -172,6 +186,10 @@ def kt_evaluations(strategy: str, cache, seed: int, max_fevals: int) -> tuple[li
                   f"restarting", file=sys.stderr)
         finally:
             logging.disable(logging.NOTSET)
+    if len(seen) >= cap:  # ended by the cap, not by its budget check
+        stopped = False
+        print(f"kt:{strategy} seed {seed} ended after {len(seen)} evaluations, {len(set(seen))} distinct, of "
+              f"{max_fevals} asked for; restarting", file=sys.stderr)
     return seen, stopped
 
 

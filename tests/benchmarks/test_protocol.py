@@ -305,3 +305,24 @@ def test_kernel_tuners_differential_evolution_is_the_same_run_for_the_same_seed(
     runs = [peers.kt_evaluations("diff_evo", cache, seed=s, max_fevals=30)[0] for s in (5, 5, 5, 6)]
     assert len(runs[0]) > 10 and runs[0] == runs[1] == runs[2]
     assert runs[3] != runs[0]  # another seed, another run
+
+
+def test_a_kernel_tuner_run_that_only_repeats_is_ended_and_restarted(tmp_path, monkeypatch):
+    """A Kernel Tuner run is ended once its answered evaluations, repeats included, reach the cap (a strategy
+    stuck on configurations it evaluated never reaches max_fevals, which counts distinct ones); what it evaluated
+    counts, and run_kt restarts it with a new seed."""
+    pytest.importorskip("kernel_tuner", reason="kernel_tuner is not installed (pip install 'autotune[bench]')")
+    from autotune.search_spaces.replay import KTCache, ReplaySpace
+
+    peers = load("bench_peers")
+    bench = load("bench_search")
+    cache = KTCache.load(write_cache(tmp_path / "GPU_A.json.gz", NAMES["turing"], turing_time))
+    full, _ = peers.kt_evaluations("genetic_algorithm", cache, seed=3, max_fevals=12, cap=10**9)
+    assert len(full) > 20 > len(set(full))  # it converges on this tiny space, repeating points
+    seen, stopped = peers.kt_evaluations("genetic_algorithm", cache, seed=3, max_fevals=12, cap=20)
+    assert 20 <= len(seen) < len(full) and seen == full[: len(seen)] and not stopped
+    calls = []
+    original = peers.kt_evaluations
+    monkeypatch.setattr(peers, "kt_evaluations", lambda *a, **k: calls.append(a[2]) or original(*a, **k, cap=20))
+    peers.run_kt("genetic_algorithm", cache, ReplaySpace(cache), 3, 12, bench.Tracker)
+    assert calls[:2] == [3, 1003]  # ended by the cap, then restarted with another seed
