@@ -56,9 +56,8 @@ from autotune.algorithms.model_guided import ModelGuided
 from autotune.algorithms.registry import make_algorithm
 from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.cost_models.xgb import XGBCostModel
-from autotune.errors import UsageError
 from autotune.runners.replay import ReplayRunner, record_measurement, replay_device
-from autotune.search_spaces.replay import KTCache, ReplaySpace, cache_label
+from autotune.search_spaces.replay import KTCache, ReplaySpace, cache_labels
 from autotune.transfer.similarity import rank_similar
 from autotune.transfer.sources import pick_auto, source_data
 from autotune.types import Candidate
@@ -70,16 +69,6 @@ from results_store import ResultStore
 
 # the WarmStart settings a --protocol run chooses among, on the training pairs of each fold
 WARM_CANDIDATES = ["default", "top_k=4", "top=3"]
-
-
-def labels(paths: list[str]) -> dict[str, str]:
-    """Each cache's name (RTX_3090.json.gz -> RTX_3090), or folder/name where two caches share a name
-    (conv2d_c256/H200 and conv2d_c512/H200: two shapes recorded on one GPU, a transfer pair too)."""
-    names = [cache_label(p) for p in paths]
-    out = {p: (f"{Path(p).parent.name}/{n}" if names.count(n) > 1 else n) for p, n in zip(paths, names)}
-    if len(set(out.values())) < len(paths):
-        raise UsageError(f"two caches have the same folder and name: {', '.join(sorted(paths))}")
-    return out
 
 
 def all_measurements(cache: KTCache) -> list:
@@ -156,7 +145,7 @@ def source_best_ratio(source: SourceData, target: list) -> float:
 
 def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=print, warm_options=None,
                 adversarial: str | None = None) -> list[dict]:
-    caches = {name: KTCache.load(p) for p, name in labels(paths).items()}
+    caches = {name: KTCache.load(p) for p, name in cache_labels(paths).items()}
     data = {name: all_measurements(c) for name, c in caches.items()}
     cold_cache: dict[str, list] = {}
     pairs = []
@@ -183,7 +172,7 @@ def bench_group(paths: list[str], seeds: int, max_trials: int, batch: int, log=p
 
 def bench_auto(paths: list[str], seeds: int, max_trials: int, batch: int, log=print) -> list[dict]:
     """Per target: cold search against the warm start from the sources `auto` picks among the other caches."""
-    caches = {name: KTCache.load(p) for p, name in labels(paths).items()}
+    caches = {name: KTCache.load(p) for p, name in cache_labels(paths).items()}
     data = {name: all_measurements(c) for name, c in caches.items()}
     devices = {name: replay_device(c) for name, c in caches.items()}
     rows = []
@@ -247,7 +236,7 @@ def vendor(cache: KTCache) -> str:
 def run_protocol(args, groups_in: list[tuple[str, list[str]]]) -> int:
     """Cold search per target and every candidate on every pair, then per fold: choose on train, report on test."""
     candidates = args.candidates or WARM_CANDIDATES
-    paths = {(kernel, name): p for kernel, ps in groups_in if len(ps) >= 2 for p, name in labels(ps).items()}
+    paths = {(kernel, name): p for kernel, ps in groups_in if len(ps) >= 2 for p, name in cache_labels(ps).items()}
     units = [(k, s, t) for (k, s), (k2, t) in itertools.permutations(paths, 2) if k == k2]
     try:
         folds = protocol.folds(units, args.protocol)

@@ -102,6 +102,16 @@ def cache_label(spec: str | Path) -> str:
     return name
 
 
+def cache_labels(paths: list[str]) -> dict[str, str]:
+    """Each cache's label (``cache_label``), or folder/label where two caches share one (conv2d_c256/H200 and
+    conv2d_c512/H200: two shapes recorded on one GPU); the same folder and name twice is an error."""
+    names = [cache_label(p) for p in paths]
+    out = {p: (f"{Path(p).parent.name}/{n}" if names.count(n) > 1 else n) for p, n in zip(paths, names)}
+    if len(set(out.values())) < len(paths):
+        raise UsageError(f"two caches have the same folder and name: {', '.join(sorted(map(str, paths)))}")
+    return out
+
+
 @dataclass
 class KTCache:
     """A parsed Kernel Tuner cache file."""

@@ -10,7 +10,7 @@ import pytest
 
 from autotune.algorithms.registry import make_algorithm
 from autotune.errors import UsageError
-from autotune.search_spaces.replay import ReplaySpace
+from autotune.search_spaces.replay import ReplaySpace, cache_labels
 from autotune.testing.caches import NAMES, turing_time, write_cache
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_transfer.py"
@@ -99,9 +99,9 @@ def test_caches_of_one_name_in_two_folders_are_two_labelled_sources(tmp_path):
     b = write_cache(tmp_path / "shape_b" / "H200.json.gz", NAMES["turing"], lambda x, y, z: 2.0 * turing_time(x, y, z))
     c = write_cache(tmp_path / "GPU_C.json.gz", NAMES["turing"], turing_time)
     bench = load_bench()
-    assert bench.labels([a, b, c]) == {a: "shape_a/H200", b: "shape_b/H200", c: "GPU_C"}
+    assert cache_labels([a, b, c]) == {a: "shape_a/H200", b: "shape_b/H200", c: "GPU_C"}
     pairs = bench.bench_group([a, b], seeds=1, max_trials=20, batch=8, log=lambda s: None)
     assert [(p["source"], p["target"]) for p in pairs] == [("shape_a/H200", "shape_b/H200"), ("shape_b/H200", "shape_a/H200")]
     assert all(p["warm_to_5pct_median"] == 1 for p in pairs)  # the times differ by a factor: the same ranking
     with pytest.raises(UsageError, match="same folder and name"):
-        bench.labels([a, a])
+        cache_labels([a, a])
