@@ -35,7 +35,8 @@ def test_a_bug_still_shows_its_traceback():
 
 
 @pytest.mark.parametrize("args", [["bench_search.py", "--cache", "missing.json.gz", "--seeds", "1"],
-                                  ["trace_runs.py", "search", "missing.json.gz", "--seeds", "1"]])
+                                  ["trace_runs.py", "search", "missing.json.gz", "--seeds", "1"],
+                                  ["transfer_noise_floor.py", "--cache", "missing.json.gz", "--seeds", "1", "--pool", "2"]])
 def test_a_script_given_a_missing_cache_names_it_without_a_traceback(args, tmp_path):
     run = subprocess.run([sys.executable, str(SCRIPTS / args[0]), *args[1:]], capture_output=True, text=True,
                          cwd=tmp_path, timeout=120)

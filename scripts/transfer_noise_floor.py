@@ -1,0 +1,123 @@
+"""Benchmark: the noise floor of bench_transfer.py's worst warm/cold, from the cold search alone.
+
+bench_transfer.py reports, over ordered pairs (source, target) of one kernel's GPUs, the worst ratio of two
+medians over S seeds: the warm start's on the pair, the cold search's on the target. This script asks
+what a warm start that is the cold search itself would score there. On each target the cold search runs
+with --pool seeds; then, --draws times, each target's cold median takes S seeds drawn from its pool and
+each pair into it a "warm" median of S other seeds from the same pool, and the draw's statistic is
+bench_transfer.py's: the worst warm/cold over the pairs, and the pairs above 1.2x. Printed: the median and
+the 5-95% range of both over the draws. A figure inside that range is what seed choice alone gives; only
+one above it says the warm start costs more than the cold search.
+
+    python scripts/transfer_noise_floor.py --seeds 5 --pool 30 --results floor.json
+    python scripts/transfer_noise_floor.py --cache a.json.gz b.json.gz c.json.gz --seeds 30 --pool 90
+
+A run that does not get within 5% of the optimum within --max-trials counts as --max-trials + 1, as in
+bench_transfer.py; --results FILE keeps every cold run, so an interrupted run continues.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_transfer import all_measurements, cold_algorithm, optimum, trials_to_target
+from replay_data import replay_dir
+from results_store import ResultStore
+
+from autotune.runners.replay import ReplayRunner
+from autotune.search_spaces.replay import KTCache, ReplaySpace, cache_labels
+
+
+def cold_pools(groups: dict[str, list[str]], pool: int, max_trials: int, batch: int, store: ResultStore,
+               log=print) -> dict[str, dict[str, list[int]]]:
+    """Per kernel group, per target label: the cold search's measurements to 5% on seeds 0..pool-1
+    (max_trials + 1 for a run that does not get there)."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for kernel, paths in groups.items():
+        out[kernel] = {}
+        for path, label in cache_labels(paths).items():
+            cache = KTCache.load(path)
+            goal = optimum(all_measurements(cache)) * 1.05
+
+            def run(seed: int, cache=cache, goal=goal) -> int:
+                n = trials_to_target(cold_algorithm(seed), ReplaySpace(cache), ReplayRunner(cache), goal,
+                                     max_trials, batch, seed)
+                return max_trials + 1 if n is None else n
+            runs = [store.get(f"{kernel}/{label}/cap={max_trials};batch={batch}/{s}", run, s) for s in range(pool)]
+            log(f"  {kernel}/{label}: cold median {np.median(runs):g} over {pool} seeds ({min(runs)}..{max(runs)})")
+            out[kernel][label] = runs
+    return out
+
+
+def null_draws(pools: dict[str, dict[str, list[int]]], seeds: int, draws: int, seed: int = 0) -> dict:
+    """The worst warm/cold over every ordered pair and the pairs above 1.2x, per draw, when warm and
+    cold are both the cold search: per target a cold median of ``seeds`` runs of its pool, per pair
+    into it a warm median of ``seeds`` other runs."""
+    rng = np.random.default_rng(seed)
+    worst, above = [], []
+    for _ in range(draws):
+        ratios = []
+        for runs in pools.values():
+            for target, pool in runs.items():
+                if len(pool) < 2 * seeds:
+                    raise ValueError(f"{target}: a pool of {len(pool)} runs cannot give two medians of {seeds}")
+                order = rng.permutation(len(pool))
+                cold = np.median(np.asarray(pool)[order[:seeds]])
+                rest = np.asarray(pool)[order[seeds:]]
+                for _source in range(len(runs) - 1):  # one pair per other GPU of the kernel
+                    ratios.append(np.median(rng.choice(rest, seeds, replace=False)) / cold)
+        worst.append(max(ratios))
+        above.append(sum(r > 1.2 for r in ratios))
+    return {"pairs": len(ratios), "worst": worst, "above_1_2": above}
+
+
+def describe(values) -> dict:
+    lo, mid, hi = np.percentile(values, [5, 50, 95])
+    return {"median": round(float(mid), 2), "p5": round(float(lo), 2), "p95": round(float(hi), 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cache", nargs="+", help="caches of one kernel on several GPUs (default: every kernel folder "
+                                               "of the replay data)")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds per median, as bench_transfer.py --seeds")
+    ap.add_argument("--pool", type=int, default=30, help="cold runs per target to draw from (at least 2 x --seeds)")
+    ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--max-trials", type=int, default=2000)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--results", default=None, metavar="FILE", help="keep every cold run here")
+    ap.add_argument("--json", help="write the report as JSON to this file")
+    args = ap.parse_args(argv)
+    if args.pool < 2 * args.seeds:
+        ap.error(f"--pool {args.pool} is below 2 x --seeds ({2 * args.seeds}): warm and cold need disjoint seeds")
+    if args.cache:
+        groups = {"cache": args.cache}
+    else:
+        root = replay_dir()
+        groups = {d.name: sorted(str(p) for p in d.glob("*.json.gz")) for d in sorted(root.iterdir())
+                  if d.is_dir() and len(list(d.glob("*.json.gz"))) > 1}
+    store = ResultStore(args.results)
+    pools = cold_pools(groups, args.pool, args.max_trials, args.batch, store)
+    null = null_draws(pools, args.seeds, args.draws)
+    report = {"seeds": args.seeds, "pool": args.pool, "draws": args.draws, "pairs": null["pairs"],
+              "worst_warm_over_cold": describe(null["worst"]), "pairs_above_1_2": describe(null["above_1_2"])}
+    w, a = report["worst_warm_over_cold"], report["pairs_above_1_2"]
+    print(f"\na warm start that is the cold search, {null['pairs']} pairs, medians over {args.seeds} seeds "
+          f"({args.draws} draws from {args.pool} cold runs per target):\n"
+          f"  worst warm/cold: median {w['median']}, 5-95% {w['p5']}-{w['p95']}\n"
+          f"  pairs above 1.2x: median {a['median']:g}, 5-95% {a['p5']:g}-{a['p95']:g}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({**report, "cold_runs": pools}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    from autotune.errors import run_script
+
+    run_script(main)
