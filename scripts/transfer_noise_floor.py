@@ -5,9 +5,11 @@ medians over S seeds: the warm start's on the pair, the cold search's on the tar
 what a warm start that is the cold search itself would score there. On each target the cold search runs
 with --pool seeds; then, --draws times, each target's cold median takes S seeds drawn from its pool and
 each pair into it a "warm" median of S other seeds from the same pool, and the draw's statistic is
-bench_transfer.py's: the worst warm/cold over the pairs, and the pairs above 1.2x. Printed: the median and
-the 5-95% range of both over the draws. A figure inside that range is what seed choice alone gives; only
-one above it says the warm start costs more than the cold search.
+bench_transfer.py's: the worst warm/cold over the pairs, the pairs above 1.2x and the geometric mean of
+warm/cold; and, for comparing two warm-start settings on the same pairs, the ratio of two such geometric
+means when both settings are the cold search (each pair's two "warm" medians of S seeds apart). Printed:
+the median and the 5-95% range of each over the draws. A figure inside that range is what seed choice
+alone gives; only one outside it says the warm start (or one setting against another) differs.
 
     python scripts/transfer_noise_floor.py --seeds 5 --pool 30 --results floor.json
     python scripts/transfer_noise_floor.py --cache a.json.gz b.json.gz c.json.gz --seeds 30 --pool 90
@@ -60,9 +62,9 @@ def null_draws(pools: dict[str, dict[str, list[int]]], seeds: int, draws: int, s
     cold are both the cold search: per target a cold median of ``seeds`` runs of its pool, per pair
     into it a warm median of ``seeds`` other runs."""
     rng = np.random.default_rng(seed)
-    worst, above = [], []
+    worst, above, gmean, between = [], [], [], []
     for _ in range(draws):
-        ratios = []
+        ratios, pairs = [], []
         for runs in pools.values():
             for target, pool in runs.items():
                 if len(pool) < 2 * seeds:
@@ -72,9 +74,13 @@ def null_draws(pools: dict[str, dict[str, list[int]]], seeds: int, draws: int, s
                 rest = np.asarray(pool)[order[seeds:]]
                 for _source in range(len(runs) - 1):  # one pair per other GPU of the kernel
                     ratios.append(np.median(rng.choice(rest, seeds, replace=False)) / cold)
+                    two = rng.permutation(pool)[:2 * seeds]
+                    pairs.append(np.median(two[:seeds]) / np.median(two[seeds:]))
         worst.append(max(ratios))
         above.append(sum(r > 1.2 for r in ratios))
-    return {"pairs": len(ratios), "worst": worst, "above_1_2": above}
+        gmean.append(float(np.exp(np.mean(np.log(ratios)))))
+        between.append(float(np.exp(np.mean(np.log(pairs)))))
+    return {"pairs": len(ratios), "worst": worst, "above_1_2": above, "gmean": gmean, "between_settings": between}
 
 
 def describe(values) -> dict:
@@ -106,12 +112,17 @@ def main(argv: list[str] | None = None) -> int:
     pools = cold_pools(groups, args.pool, args.max_trials, args.batch, store)
     null = null_draws(pools, args.seeds, args.draws)
     report = {"seeds": args.seeds, "pool": args.pool, "draws": args.draws, "pairs": null["pairs"],
-              "worst_warm_over_cold": describe(null["worst"]), "pairs_above_1_2": describe(null["above_1_2"])}
+              "worst_warm_over_cold": describe(null["worst"]), "pairs_above_1_2": describe(null["above_1_2"]),
+              "geometric_mean_warm_over_cold": describe(null["gmean"]),
+              "two_settings_geometric_mean_ratio": describe(null["between_settings"])}
     w, a = report["worst_warm_over_cold"], report["pairs_above_1_2"]
+    g, b = report["geometric_mean_warm_over_cold"], report["two_settings_geometric_mean_ratio"]
     print(f"\na warm start that is the cold search, {null['pairs']} pairs, medians over {args.seeds} seeds "
           f"({args.draws} draws from {args.pool} cold runs per target):\n"
           f"  worst warm/cold: median {w['median']}, 5-95% {w['p5']}-{w['p95']}\n"
-          f"  pairs above 1.2x: median {a['median']:g}, 5-95% {a['p5']:g}-{a['p95']:g}")
+          f"  pairs above 1.2x: median {a['median']:g}, 5-95% {a['p5']:g}-{a['p95']:g}\n"
+          f"  geometric mean of warm/cold: median {g['median']}, 5-95% {g['p5']}-{g['p95']}\n"
+          f"  one setting's geometric mean over another's: median {b['median']}, 5-95% {b['p5']}-{b['p95']}")
     if args.json:
         Path(args.json).write_text(json.dumps({**report, "cold_runs": pools}, indent=1))
     return 0

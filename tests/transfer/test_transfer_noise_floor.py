@@ -29,6 +29,7 @@ def test_identical_runs_give_a_floor_of_exactly_one():
     null = floor.null_draws(pools, seeds=5, draws=20)
     assert null["pairs"] == 6  # every ordered pair of the three GPUs
     assert null["worst"] == [1.0] * 20 and null["above_1_2"] == [0] * 20
+    assert null["gmean"] == [1.0] * 20 and null["between_settings"] == [1.0] * 20
 
 
 def test_a_spread_cold_search_puts_the_floor_above_one():
@@ -38,6 +39,8 @@ def test_a_spread_cold_search_puts_the_floor_above_one():
     null = floor.null_draws(pools, seeds=5, draws=200)
     assert floor.describe(null["worst"])["median"] == 10.0
     assert max(null["above_1_2"]) <= 12 and floor.describe(null["above_1_2"])["median"] >= 3
+    spread = floor.describe(null["between_settings"])
+    assert spread["p5"] < 1.0 < spread["p95"]  # two settings that are the same search differ draw by draw
     with pytest.raises(ValueError, match="cannot give two medians"):
         floor.null_draws(pools, seeds=20, draws=1)
 
