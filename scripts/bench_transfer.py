@@ -261,7 +261,7 @@ def run_protocol(args, groups_in: list[tuple[str, list[str]]]) -> int:
             # a fresh space per run: a space samples differently once enumerated, so sharing one makes runs order-dependent
             return trials_to_target(make(seed), ReplaySpace(c), ReplayRunner(c), goal[target], cap, args.batch, seed)
 
-        return [store.get(f"{key}|seed={s}|{settings}", one, s) for s in range(args.seeds)]
+        return [store.get(f"{key}|seed={s}|{settings}", one, s) for s in range(args.first_seed, args.first_seed + args.seeds)]
 
     def progress(what: str, rs: list, t: float) -> None:
         print(f"{what}: to 5% median {protocol.capped_median(rs, cap):g} {rs}; {time.time() - t:.1f} s, "
@@ -335,6 +335,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cache", nargs="+", help="caches of one kernel on several GPUs (default: every kernel folder of the replay data)")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=0, help="--protocol: seeds from this one (fresh seeds to confirm a choice)")
     ap.add_argument("--max-trials", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--kernels", nargs="+", help="only these kernel folders (default: all)")

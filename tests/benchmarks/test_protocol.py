@@ -245,6 +245,21 @@ def test_bench_transfer_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatc
     assert_rerun_measures_nothing(bench, argv, calls, tmp_path / "o.json", first)
 
 
+def test_bench_transfer_first_seed_runs_fresh_seeds(tmp_path, monkeypatch):
+    """--first-seed 2 with --seeds 2 runs seeds 2 and 3: none of seeds 0 and 1's stored results are reused."""
+    bench = load("bench_transfer")
+    caches = three_gpus(tmp_path)
+    base = ["--protocol", "leave-one-gpu-out", "--cache", *caches, "--seeds", "2", "--max-trials", "30",
+            "--candidates", "default", "--results", str(tmp_path / "r.json")]
+    calls = counting(monkeypatch, bench, "trials_to_target")
+    assert bench.main(base) == 0
+    first = len(calls)
+    assert bench.main([*base, "--first-seed", "2"]) == 0
+    assert len(calls) == 2 * first  # nothing reused
+    seeds = sorted({int(k.split("|seed=")[1].split("|")[0]) for k in json.loads((tmp_path / "r.json").read_text())})
+    assert seeds == [0, 1, 2, 3]
+
+
 def test_warm_candidates_parse_as_json_values():
     bench = load("bench_transfer")
     assert bench.parse_warm("default") == {}
