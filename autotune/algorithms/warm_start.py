@@ -106,9 +106,6 @@ class WarmStart(SearchAlgorithm):
         "discount": Option(0.95, "weight an arm's credit keeps at every new result"),
         "cold_floor": Option(0.25, "share of each batch after the design points that goes to the cold arm whatever "
                                    "the draws (the race gives out the rest)"),
-        "probe_step": Option(0, "measure the first probes this many at a time beside the design points, and go on "
-                                "only while a step's best beats every other result (the rest join the probe arm); "
-                                "0: all top_k at once"),
     }
 
     def __init__(self, inner: SearchAlgorithm, sources: list[SourceData], target_device: Device | None = None,
@@ -159,12 +156,7 @@ class WarmStart(SearchAlgorithm):
         self.more: list[Candidate] = ranked[top_k:]  # the probe arm's, in the sources' order
         self.first_probes = {c.key for c in self.queue}
         seed = int(self.rng.integers(2**31))
-        step = int(self.config["probe_step"])
-        self.release = len(self.queue) if step <= 0 else min(step, len(self.queue))  # probes the asks may take now
-        self.stepping: dict[str, float | None] = {}  # the released probes of this step: key -> cost once told
-        self.others_best: float | None = None  # the best successful result that is not a first probe
-        # both arms: design points until the probes released and these were measured (more once a step goes on)
-        init = self.release + int(self.config["init"])
+        init = len(self.queue) + int(self.config["init"])  # both arms: design points until the probes and these were measured
         design = str(self.config["design"])
         pairs, stall = str(self.config["pairs"]), int(self.config["stall"])
         large, pool = str(self.config["large"]), int(self.config["pool"])
@@ -254,15 +246,13 @@ class WarmStart(SearchAlgorithm):
 
     def ask(self, n: int) -> list[Candidate]:
         out: list[Candidate] = []
-        while self.queue and self.release > 0 and len(out) < n:
+        while self.queue and len(out) < n:
             c = self.queue.pop(0)
             if c.key not in self.seen:
-                self.release -= 1
                 out.append(c)
                 self.seen.add(c.key)
                 self.owner[c.key] = "warm"
                 self.bets.add(c.key)
-                self.stepping[c.key] = None
         slots = self.share(n - len(out))
         order = sorted(slots, key=lambda a: -slots[a])
         # every arm with slots is asked below: those whose ask would retrain first retrain side by side
@@ -317,13 +307,8 @@ class WarmStart(SearchAlgorithm):
                 self._judge([arm], self._reward(cost, int(self.config["probe_top"]) if arm == "probe" else None))
             if cost is not None:
                 bisect.insort(self.costs, cost)
-            if m.candidate.key in self.stepping:
-                self.stepping[m.candidate.key] = cost if cost is not None else float("inf")
-            elif cost is not None and m.candidate.key not in self.first_probes:
-                self.others_best = cost if self.others_best is None else min(self.others_best, cost)
         for arm in self.arms.values():
             arm.tell(results)
-        self._next_step()
         if self.unjudged and self._designed():
             # the first probes bet on the sources' ranking as much as on the pooled model: both arms'
             for cost in self.unjudged:
@@ -334,33 +319,11 @@ class WarmStart(SearchAlgorithm):
                     bisect.insort(self.costs, cost)
             self.unjudged = []
 
-    def _next_step(self) -> None:
-        """Once every probe of a step was told: the next step of probes when the step's best beats every
-        other result so far (or there is none yet), else the rest of the first probes join the probe arm,
-        at the front of its queue, where the race decides whether they are measured."""
-        if not self.stepping or any(v is None for v in self.stepping.values()):
-            return
-        best = min(self.stepping.values())
-        self.stepping = {}
-        if not self.queue or self.release > 0:
-            return
-        if np.isfinite(best) and (self.others_best is None or best < self.others_best):
-            self.release = min(int(self.config["probe_step"]), len(self.queue))
-            for arm in self.arms.values():  # the arms' designs wait for these probes too
-                arm.config["init"] = int(arm.config["init"]) + self.release
-            return
-        self.first_probes -= {c.key for c in self.queue}
-        self.more[:0] = self.queue
-        self.queue = []
-
     # -- state -----------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {**super().state_dict(), "queue": [c.payload for c in self.queue], "more": [c.payload for c in self.more],
                 "owner": dict(self.owner), "bets": sorted(self.bets), "credit": dict(self.credit), "misses": dict(self.misses),
-                "unjudged": list(self.unjudged), "floor_carry": self.floor_carry, "release": self.release,
-                "stepping": {k: v if v is None or np.isfinite(v) else "failed" for k, v in self.stepping.items()},
-                "others_best": self.others_best, "first_probes": sorted(self.first_probes),
-                "inits": {a: int(arm.config["init"]) for a, arm in self.arms.items()}, "arms": {a: arm.state_dict() for a, arm in self.arms.items()}}
+                "unjudged": list(self.unjudged), "floor_carry": self.floor_carry, "arms": {a: arm.state_dict() for a, arm in self.arms.items()}}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
@@ -371,13 +334,6 @@ class WarmStart(SearchAlgorithm):
         self.bets = set(state.get("bets", []))
         self.unjudged = list(state.get("unjudged", []))
         self.floor_carry = float(state.get("floor_carry", 0.0))
-        self.release = int(state.get("release", self.release))
-        self.stepping = {k: float("inf") if v == "failed" else v for k, v in state.get("stepping", {}).items()}
-        self.others_best = state.get("others_best")
-        self.first_probes = set(state.get("first_probes", self.first_probes))
-        for a, init in state.get("inits", {}).items():
-            if a in self.arms:
-                self.arms[a].config["init"] = int(init)
         self.credit.update({a: float(v) for a, v in state.get("credit", {}).items()})
         self.misses.update({a: float(v) for a, v in state.get("misses", {}).items()})
         for a, s in state.get("arms", {}).items():

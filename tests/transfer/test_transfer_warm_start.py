@@ -22,12 +22,6 @@ class TestWarmStartConformance(AlgorithmConformance):
         return WarmStart(RandomSearch(), [source_data(small_knob_space())], top_k=3, init=2, retrain_every=4)
 
 
-class TestWarmStartInStepsConformance(AlgorithmConformance):
-    def make_algorithm(self):
-        return WarmStart(RandomSearch(), [source_data(small_knob_space())], top_k=4, probe_step=2, init=2,
-                         retrain_every=4)
-
-
 def test_source_best_configs_come_first_and_find_the_optimum():
     space = small_knob_space()
     src = source_data(space)
@@ -332,35 +326,3 @@ def test_the_arms_list_the_space_once_between_them():
     warm, cold = algo.arms["warm"], algo.arms["cold"]
     assert warm._all is not None and warm._all is cold._all and warm._all_X is cold._all_X
     assert len(calls) == 1
-
-
-def test_probes_in_steps_go_on_for_a_good_source_and_stop_for_a_misleading_one():
-    """probe_step=4: the first batch holds 4 of the 8 first probes beside design points; the next 4 follow
-    (and both arms' designs wait for them) only when the best of those beats every other result so far,
-    else they join the probe arm's queue, at its front."""
-    space = race_space()
-    runner = FakeRunner(space)
-    for source, goes_on in ((good_source(space), True), (misleading_source(space), False)):
-        algo = WarmStart(RandomSearch(), [source], top_k=8, init=8, probe_step=4)
-        algo.bind(space, np.random.default_rng(0))
-        ranked = [c.key for c in algo.queue]
-        first = algo.ask(8)
-        assert [c.key for c in first[:4]] == ranked[:4]
-        assert not {c.key for c in first[4:]} & set(ranked)  # design points beside them
-        algo.tell(runner.measure(space.task, first))
-        second = algo.ask(8)
-        if goes_on:
-            assert [c.key for c in second[:4]] == ranked[4:]
-            assert {int(a.config["init"]) for a in algo.arms.values()} == {16}
-        else:
-            assert not {c.key for c in second} & set(ranked[4:])
-            assert [c.key for c in algo.more[:4]] == ranked[4:] and algo.first_probes == set(ranked[:4])
-            assert {int(a.config["init"]) for a in algo.arms.values()} == {12}
-
-
-def test_without_probe_step_every_first_probe_comes_at_once():
-    space = race_space()
-    algo = WarmStart(RandomSearch(), [misleading_source(space)], top_k=8, init=8)
-    algo.bind(space, np.random.default_rng(0))
-    ranked = [c.key for c in algo.queue]
-    assert [c.key for c in algo.ask(8)] == ranked
