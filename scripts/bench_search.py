@@ -210,6 +210,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cache", nargs="+", default=None, help="Kernel Tuner cache files (default: all replay spaces)")
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds from this one (fresh seeds to confirm a figure)")
     ap.add_argument("--budget", type=int, default=1000)
     ap.add_argument("--algorithms", nargs="+", default=None,
                     help="names (default: ours with and without +xgb, and the peers; not used under --protocol)")
@@ -255,7 +256,7 @@ def main(argv=None) -> int:
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for name in names:
             trackers, overheads = [], []
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 tr, ov = run_one(name, cache, space, seed, args.budget)
                 trackers.append(tr)
                 overheads.append(ov)
@@ -325,7 +326,7 @@ def run_protocol(args, caches: list[str]) -> int:
             t = time.time()
             runs[name, unit] = [store.get(f"{name}|{label(unit)}|seed={seed}|{settings}",
                                           measure, name, cache, seed, args.budget, optimum)
-                                for seed in range(args.seeds)]
+                                for seed in range(args.first_seed, args.first_seed + args.seeds)]
             med = protocol.capped_median([r["to_5pct"] for r in runs[name, unit]], args.budget)
             print(f"{label(unit)} {name}: to 5% median {med:g}; {time.time() - t:.1f} s, {time.time() - t0:.0f} s "
                   f"in all, {store.measured} runs measured so far", file=sys.stderr, flush=True)

@@ -213,6 +213,20 @@ def test_bench_search_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatch,
     assert_rerun_measures_nothing(bench, argv, calls, tmp_path / "o.json", first)
 
 
+def test_bench_search_first_seed_runs_fresh_seeds(tmp_path, monkeypatch):
+    """--first-seed 2 with --seeds 2 runs seeds 2 and 3, in the protocol and without it."""
+    bench = load("bench_search")
+    caches = three_gpus(tmp_path)
+    calls = counting(monkeypatch, bench, "run_one")
+    base = ["--protocol", "leave-one-gpu-out", "--cache", *caches, "--seeds", "2", "--budget", "20",
+            "--candidates", "evolutionary+xgb", "--peers", "random", "--results", str(tmp_path / "r.json")]
+    assert bench.main([*base, "--first-seed", "2"]) == 0
+    assert sorted({a[3] for a in calls}) == [2, 3]  # run_one(name, cache, space, seed, budget)
+    assert bench.main(["--cache", caches[0], "--seeds", "2", "--first-seed", "5", "--budget", "20",
+                       "--algorithms", "random"]) == 0
+    assert sorted({a[3] for a in calls[-2:]}) == [5, 6]
+
+
 def test_bench_search_protocol_needs_a_training_space(tmp_path, capsys):
     bench = load("bench_search")
     caches = three_gpus(tmp_path)
