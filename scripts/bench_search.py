@@ -71,11 +71,8 @@ CHECKPOINTS = (50, 100, 200, 500)
 # simulation mode (genetic_algorithm, simulated_annealing, dual_annealing, pso, diff_evo, greedy_ils)
 # and optuna-tpe-direct, seeds 0-9, budget 1000, measured by this script's protocol. The peers are
 # deterministic given the seed (a rerun gives these figures again), so ``--peers reference`` compares against
-# them without the hours Optuna takes on 2 cores. Since bench_peers.seeded_latin_hypercube, every Kernel Tuner
-# strategy that draws a Latin hypercube draws it from the run's seed (before, such draws differed from run to
-# run): the replay spaces' Kernel Tuner figures were measured again then, which moved the best peer of
-# convolution/RTX_2080_Ti (41.5 kt:dual_annealing before), convolution/RTX_3060_laptop (45 optuna-tpe-direct)
-# and pnpoly/RTX_2080_Ti (38.5 kt:dual_annealing).
+# them without the hours Optuna takes on 2 cores. Every Kernel Tuner strategy that draws a Latin hypercube
+# draws it from the run's seed (bench_peers.seeded_latin_hypercube), as these figures were measured.
 REFERENCE_BEST_PEER = {
     "convolution/RTX_2080_Ti": (53.5, "optuna-tpe-direct"), "convolution/RTX_3060_laptop": (37.5, "kt:dual_annealing"),
     "convolution/RTX_3090": (40.5, "kt:simulated_annealing"), "convolution/RTX_Titan": (67, "optuna-tpe-direct"),
