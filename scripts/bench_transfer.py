@@ -64,7 +64,7 @@ from autotune.types import Candidate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import protocol
-from replay_data import replay_dir
+from replay_data import replay_groups
 from results_store import ResultStore
 
 # the WarmStart settings a --protocol run chooses among, on the training pairs of each fold
@@ -357,9 +357,7 @@ def main(argv=None) -> int:
     if args.cache:
         groups_in = [(Path(args.cache[0]).parent.name or "cache", args.cache)]
     else:
-        folders = sorted(d for d in replay_dir().iterdir() if d.is_dir())
-        groups_in = [(d.name, sorted(str(p) for p in d.glob("*.json*"))) for d in folders
-                     if not args.kernels or d.name in args.kernels]
+        groups_in = [(k, ps) for k, ps in replay_groups().items() if not args.kernels or k in args.kernels]
     if args.protocol != "none":
         return run_protocol(args, groups_in)
     t0 = time.time()

@@ -27,3 +27,8 @@ def replay_dir() -> Path:
 def replay_caches() -> list[str]:
     """Every recorded cache of the replay folder (KERNEL/GPU.json.gz), sorted."""
     return sorted(str(p) for p in replay_dir().glob("*/*.json.gz"))
+
+
+def replay_groups() -> dict[str, list[str]]:
+    """Every kernel folder of the replay data and its caches (KERNEL/GPU.json or .json.gz), sorted."""
+    return {d.name: sorted(str(p) for p in d.glob("*.json*")) for d in sorted(replay_dir().iterdir()) if d.is_dir()}

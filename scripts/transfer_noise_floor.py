@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_transfer import all_measurements, cold_algorithm, optimum, trials_to_target
-from replay_data import replay_dir
+from replay_data import replay_groups
 from results_store import ResultStore
 
 from autotune.runners.replay import ReplayRunner
@@ -62,16 +62,19 @@ def null_draws(pools: dict[str, dict[str, list[int]]], seeds: int, draws: int, s
     cold are both the cold search: per target a cold median of ``seeds`` runs of its pool, per pair
     into it a warm median of ``seeds`` other runs."""
     rng = np.random.default_rng(seed)
+    arrays = {kernel: {target: np.asarray(pool) for target, pool in runs.items()} for kernel, runs in pools.items()}
+    for runs in arrays.values():
+        for target, pool in runs.items():
+            if len(pool) < 2 * seeds:
+                raise ValueError(f"{target}: a pool of {len(pool)} runs cannot give two medians of {seeds}")
     worst, above, gmean, between = [], [], [], []
     for _ in range(draws):
         ratios, pairs = [], []
-        for runs in pools.values():
-            for target, pool in runs.items():
-                if len(pool) < 2 * seeds:
-                    raise ValueError(f"{target}: a pool of {len(pool)} runs cannot give two medians of {seeds}")
+        for runs in arrays.values():
+            for pool in runs.values():
                 order = rng.permutation(len(pool))
-                cold = np.median(np.asarray(pool)[order[:seeds]])
-                rest = np.asarray(pool)[order[seeds:]]
+                cold = np.median(pool[order[:seeds]])
+                rest = pool[order[seeds:]]
                 for _source in range(len(runs) - 1):  # one pair per other GPU of the kernel
                     ratios.append(np.median(rng.choice(rest, seeds, replace=False)) / cold)
                     two = rng.permutation(pool)[:2 * seeds]
@@ -105,9 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cache:
         groups = {"cache": args.cache}
     else:
-        root = replay_dir()
-        groups = {d.name: sorted(str(p) for p in d.glob("*.json.gz")) for d in sorted(root.iterdir())
-                  if d.is_dir() and len(list(d.glob("*.json.gz"))) > 1}
+        groups = {k: ps for k, ps in replay_groups().items() if len(ps) > 1}
     store = ResultStore(args.results)
     pools = cold_pools(groups, args.pool, args.max_trials, args.batch, store)
     null = null_draws(pools, args.seeds, args.draws)
