@@ -3,12 +3,15 @@ a guard that fails a test that writes into the working directory or the reposito
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 PG_BASE = os.environ.get("AUTOTUNE_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
@@ -45,6 +48,20 @@ def postgres_url():
     yield make_url(PG_BASE).set(database=name).render_as_string(hide_password=False)
     conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     conn.close()
+
+
+@pytest.fixture
+def load_script():
+    """``load_script(name)``: a fresh module of ``scripts/<name>.py`` at each call. The benchmark scripts keep
+    their run's settings in module globals that their ``main`` sets (bench_search.py's batch size and model
+    options), so a test that runs a ``main`` gets a copy no other test has touched."""
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(f"_script_{name}", SCRIPTS / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # dataclasses look their module up there
+        spec.loader.exec_module(mod)
+        return mod
+    return load
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -5,29 +5,13 @@ search bench records it (scripts/bench_peers.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
+import protocol
 import pytest
 
 from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache
-
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", SCRIPTS / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-protocol = load("protocol")
-
 
 # -- folds -------------------------------------------------------------------------------------------
 
@@ -176,8 +160,8 @@ def counting(monkeypatch, mod, name: str) -> list:
     return calls
 
 
-def test_search_summary_counts_the_failed_share_of_the_measurements_up_to_5pct():
-    bench = load("bench_search")
+def test_search_summary_counts_the_failed_share_of_the_measurements_up_to_5pct(load_script):
+    bench = load_script("bench_search")
     hit, miss = bench.Tracker(None, 10), bench.Tracker(None, 10)
     for k, cost in enumerate([float("inf"), 3.0, float("inf"), 1.0, float("inf")]):
         hit.record(str(k), True, cost, 0.0)  # within 5% at the 4th, 2 of those 4 failed
@@ -188,8 +172,8 @@ def test_search_summary_counts_the_failed_share_of_the_measurements_up_to_5pct()
     assert bench.summarise([hit, miss, miss], optimum=1.0)["failed_share_to_5pct_median"] == 0.25
 
 
-def test_bench_search_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatch, capsys):
-    bench = load("bench_search")
+def test_bench_search_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatch, capsys, load_script):
+    bench = load_script("bench_search")
     caches = three_gpus(tmp_path)
     argv = ["--protocol", "leave-one-gpu-out", "--cache", *caches, "--seeds", "2", "--budget", "20",
             "--candidates", "evolutionary+xgb", "evolutionary+xgb:epsilon=0.3", "--peers", "random", "optuna-tpe-direct",
@@ -213,9 +197,9 @@ def test_bench_search_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatch,
     assert_rerun_measures_nothing(bench, argv, calls, tmp_path / "o.json", first)
 
 
-def test_bench_search_first_seed_runs_fresh_seeds(tmp_path, monkeypatch):
+def test_bench_search_first_seed_runs_fresh_seeds(tmp_path, monkeypatch, load_script):
     """--first-seed 2 with --seeds 2 runs seeds 2 and 3, in the protocol and without it."""
-    bench = load("bench_search")
+    bench = load_script("bench_search")
     caches = three_gpus(tmp_path)
     calls = counting(monkeypatch, bench, "run_one")
     base = ["--protocol", "leave-one-gpu-out", "--cache", *caches, "--seeds", "2", "--budget", "20",
@@ -227,15 +211,15 @@ def test_bench_search_first_seed_runs_fresh_seeds(tmp_path, monkeypatch):
     assert sorted({a[3] for a in calls[-2:]}) == [5, 6]
 
 
-def test_bench_search_protocol_needs_a_training_space(tmp_path, capsys):
-    bench = load("bench_search")
+def test_bench_search_protocol_needs_a_training_space(tmp_path, capsys, load_script):
+    bench = load_script("bench_search")
     caches = three_gpus(tmp_path)
     assert bench.main(["--protocol", "leave-one-kernel-out", "--cache", *caches, "--peers", "random"]) == 2
     assert "no training units" in capsys.readouterr().err
 
 
-def test_bench_transfer_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatch, capsys):
-    bench = load("bench_transfer")
+def test_bench_transfer_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatch, capsys, load_script):
+    bench = load_script("bench_transfer")
     caches = three_gpus(tmp_path)
     argv = ["--protocol", "leave-one-gpu-out", "--cache", *caches, "--seeds", "2", "--max-trials", "30",
             "--candidates", "default", "top_k=2,init=4", "--results", str(tmp_path / "r.json"),
@@ -259,9 +243,9 @@ def test_bench_transfer_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatc
     assert_rerun_measures_nothing(bench, argv, calls, tmp_path / "o.json", first)
 
 
-def test_bench_transfer_first_seed_runs_fresh_seeds(tmp_path, monkeypatch):
+def test_bench_transfer_first_seed_runs_fresh_seeds(tmp_path, monkeypatch, load_script):
     """--first-seed 2 with --seeds 2 runs seeds 2 and 3: none of seeds 0 and 1's stored results are reused."""
-    bench = load("bench_transfer")
+    bench = load_script("bench_transfer")
     caches = three_gpus(tmp_path)
     base = ["--protocol", "leave-one-gpu-out", "--cache", *caches, "--seeds", "2", "--max-trials", "30",
             "--candidates", "default", "--results", str(tmp_path / "r.json")]
@@ -274,11 +258,11 @@ def test_bench_transfer_first_seed_runs_fresh_seeds(tmp_path, monkeypatch):
     assert seeds == [0, 1, 2, 3]
 
 
-def test_warm_candidates_parse_as_json_values():
-    bench = load("bench_transfer")
+def test_warm_candidates_parse_as_json_values(load_script):
+    bench = load_script("bench_transfer")
     assert bench.parse_warm("default") == {}
     assert bench.parse_warm("top_k=4,min_rho=0.3,x=abc") == {"top_k": 4, "min_rho": 0.3, "x": "abc"}
-    search = load("bench_search")
+    search = load_script("bench_search")
     assert search.parse_candidate("evolutionary+xgb:epsilon=0.2,init=4") == ("evolutionary+xgb", {"epsilon": 0.2, "init": 4})
     guided = search.make("evolutionary+xgb:epsilon=0.2,population=8")  # ModelGuided's option, the inner one's
     assert guided.config["epsilon"] == 0.2 and guided.inner.config["population"] == 8
@@ -288,15 +272,15 @@ def test_warm_candidates_parse_as_json_values():
 # -- Kernel Tuner's evaluation order ---------------------------------------------------------------
 
 @pytest.mark.parametrize("strategy", ["random_sample", "genetic_algorithm"])
-def test_kernel_tuner_evaluations_are_recorded_in_the_order_its_cost_function_saw_them(tmp_path, monkeypatch, strategy):
+def test_kernel_tuner_evaluations_are_recorded_in_the_order_its_cost_function_saw_them(tmp_path, monkeypatch, strategy, load_script):
     pytest.importorskip("kernel_tuner", reason="kernel_tuner is not installed (pip install 'autotune[bench]')")
     from kernel_tuner.strategies.common import CostFunc
 
     from autotune.runners.replay import record_measurement
     from autotune.search_spaces.replay import KTCache, ReplaySpace
 
-    peers = load("bench_peers")
-    bench = load("bench_search")
+    peers = load_script("bench_peers")
+    bench = load_script("bench_search")
     cache = KTCache.load(write_cache(tmp_path / "GPU_A.json.gz", NAMES["turing"], turing_time))
     asked = []  # every legal configuration the strategy's cost function passes on, in order
     original = CostFunc._normalize_and_validate_config
@@ -323,28 +307,28 @@ def test_kernel_tuner_evaluations_are_recorded_in_the_order_its_cost_function_sa
     assert tracker.trace[: len(expected)] == expected  # then restarts (a new seed) until the budget
 
 
-def test_kernel_tuners_differential_evolution_is_the_same_run_for_the_same_seed(tmp_path):
+def test_kernel_tuners_differential_evolution_is_the_same_run_for_the_same_seed(tmp_path, load_script):
     """Kernel Tuner 1.5 draws differential evolution's first population from scipy's LatinHypercube without a
     seed; the bench seeds it from the run's seed, so a peer's figures can be compared with a stored reference."""
     pytest.importorskip("kernel_tuner", reason="kernel_tuner is not installed (pip install 'autotune[bench]')")
     from autotune.search_spaces.replay import KTCache
 
-    peers = load("bench_peers")
+    peers = load_script("bench_peers")
     cache = KTCache.load(write_cache(tmp_path / "GPU_A.json.gz", NAMES["turing"], turing_time))
     runs = [peers.kt_evaluations("diff_evo", cache, seed=s, max_fevals=30)[0] for s in (5, 5, 5, 6)]
     assert len(runs[0]) > 10 and runs[0] == runs[1] == runs[2]
     assert runs[3] != runs[0]  # another seed, another run
 
 
-def test_a_kernel_tuner_run_that_only_repeats_is_ended_and_restarted(tmp_path, monkeypatch):
+def test_a_kernel_tuner_run_that_only_repeats_is_ended_and_restarted(tmp_path, monkeypatch, load_script):
     """A Kernel Tuner run is ended once its answered evaluations, repeats included, reach the cap (a strategy
     stuck on configurations it evaluated never reaches max_fevals, which counts distinct ones); what it evaluated
     counts, and run_kt restarts it with a new seed."""
     pytest.importorskip("kernel_tuner", reason="kernel_tuner is not installed (pip install 'autotune[bench]')")
     from autotune.search_spaces.replay import KTCache, ReplaySpace
 
-    peers = load("bench_peers")
-    bench = load("bench_search")
+    peers = load_script("bench_peers")
+    bench = load_script("bench_search")
     cache = KTCache.load(write_cache(tmp_path / "GPU_A.json.gz", NAMES["turing"], turing_time))
     full, _ = peers.kt_evaluations("genetic_algorithm", cache, seed=3, max_fevals=12, cap=10**9)
     assert len(full) > 20 > len(set(full))  # it converges on this tiny space, repeating points

@@ -4,10 +4,7 @@ Tuner cache that the replay runner reads back; a second run resumes the campaign
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,21 +13,11 @@ from autotune.search_spaces.kernels import kernel_problem
 from autotune.search_spaces.replay import KTCache, ReplaySpace
 from autotune.types import Candidate
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "record_space.py"
-
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is needed to build the C kernels")
 
 
-def load():
-    spec = importlib.util.spec_from_file_location("_record_space", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_record_writes_a_replayable_cache_and_resumes(tmp_path):
-    record = load().record
+def test_record_writes_a_replayable_cache_and_resumes(tmp_path, load_script):
+    record = load_script("record_space").record
     out, db = tmp_path / "softmax.json.gz", f"sqlite:///{tmp_path / 'rec.db'}"
     first = record("softmax", "64,64", out, db, max_configs=5, time_budget=None, batch=4, seed=1, target="cpu")
     assert (first["recorded"], first["complete"]) == (5, True)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
@@ -12,15 +10,6 @@ from autotune.algorithms.registry import make_algorithm
 from autotune.errors import UsageError
 from autotune.search_spaces.replay import ReplaySpace, cache_labels
 from autotune.testing.caches import NAMES, turing_time, write_cache
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_transfer.py"
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_transfer", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _pair(tmp_path):
@@ -39,10 +28,10 @@ def first_within_5pct_in_enumeration_order(path: str) -> int:
     return next(i for i, k in enumerate(times, start=1) if times[k] <= 1.05 * best)
 
 
-def test_bench_json_shape_and_warm_start_on_a_correlated_pair(tmp_path, capsys):
+def test_bench_json_shape_and_warm_start_on_a_correlated_pair(tmp_path, capsys, load_script):
     a, b = _pair(tmp_path)
     out = tmp_path / "t.json"
-    assert load_bench().main(["--cache", a, b, "--seeds", "2", "--max-trials", "40", "--json", str(out)]) == 0
+    assert load_script("bench_transfer").main(["--cache", a, b, "--seeds", "2", "--max-trials", "40", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert [(p["source"], p["target"]) for p in doc["pairs"]] == [("GPU_A", "GPU_B"), ("GPU_B", "GPU_A")]
     for p in doc["pairs"]:
@@ -53,14 +42,14 @@ def test_bench_json_shape_and_warm_start_on_a_correlated_pair(tmp_path, capsys):
     assert "| kernel | source | target |" in capsys.readouterr().out
 
 
-def test_cold_figure_is_the_count_of_measurements_to_5pct(tmp_path, monkeypatch):
+def test_cold_figure_is_the_count_of_measurements_to_5pct(tmp_path, monkeypatch, load_script):
     """With grid search as the cold search, the bench's cold figure must be the position of the
     first configuration within 5% of the optimum in enumeration order, counted from the cache
     alone; a cap below it is reported as null (">cap")."""
     a, b = _pair(tmp_path)
     expected = {"GPU_A": first_within_5pct_in_enumeration_order(a), "GPU_B": first_within_5pct_in_enumeration_order(b)}
     assert expected == {"GPU_A": 22, "GPU_B": 22}  # (a=4, b=64, c=1): index 2*8 + 2*2 + 1 of the 4x4x2 grid
-    bench = load_bench()
+    bench = load_script("bench_transfer")
     monkeypatch.setattr(bench, "cold_algorithm", lambda seed: make_algorithm("grid"))
     pairs = bench.bench_group([a, b], seeds=2, max_trials=40, batch=8, log=lambda s: None)
     assert {p["target"]: p["cold_to_5pct_median"] for p in pairs} == expected
@@ -71,13 +60,13 @@ def test_cold_figure_is_the_count_of_measurements_to_5pct(tmp_path, monkeypatch)
     assert bench.summary(capped, 21)["median_speedup"] == 22.0  # a miss counts as cap + 1 against warm's 1
 
 
-def test_auto_warm_starts_each_target_from_the_sources_auto_picks(tmp_path, capsys):
+def test_auto_warm_starts_each_target_from_the_sources_auto_picks(tmp_path, capsys, load_script):
     """--auto: one row per target, its sources those `--transfer-from auto` picks among the other caches (the
     most similar by properties, at most 2), named in the row with their similarity."""
     a, b = _pair(tmp_path)
     c = write_cache(tmp_path / "GPU_C.json.gz", NAMES["ampere"], lambda x, y, z: 0.7 * turing_time(x, y, z))
     out = tmp_path / "auto.json"
-    assert load_bench().main(["--cache", a, b, c, "--auto", "--seeds", "2", "--max-trials", "40",
+    assert load_script("bench_transfer").main(["--cache", a, b, c, "--auto", "--seeds", "2", "--max-trials", "40",
                               "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     rows = {p["target"]: p for p in doc["pairs"]}
@@ -90,7 +79,7 @@ def test_auto_warm_starts_each_target_from_the_sources_auto_picks(tmp_path, caps
     assert "over 3 targets" in capsys.readouterr().out
 
 
-def test_caches_of_one_name_in_two_folders_are_two_labelled_sources(tmp_path):
+def test_caches_of_one_name_in_two_folders_are_two_labelled_sources(tmp_path, load_script):
     """Two shapes recorded on one GPU (shape_a/H200 and shape_b/H200) are a pair under folder/name labels,
     not one cache overwriting the other; the same folder and name twice is an error."""
     (tmp_path / "shape_a").mkdir()
@@ -98,7 +87,7 @@ def test_caches_of_one_name_in_two_folders_are_two_labelled_sources(tmp_path):
     a = write_cache(tmp_path / "shape_a" / "H200.json.gz", NAMES["turing"], turing_time)
     b = write_cache(tmp_path / "shape_b" / "H200.json.gz", NAMES["turing"], lambda x, y, z: 2.0 * turing_time(x, y, z))
     c = write_cache(tmp_path / "GPU_C.json.gz", NAMES["turing"], turing_time)
-    bench = load_bench()
+    bench = load_script("bench_transfer")
     assert cache_labels([a, b, c]) == {a: "shape_a/H200", b: "shape_b/H200", c: "GPU_C"}
     pairs = bench.bench_group([a, b], seeds=1, max_trials=20, batch=8, log=lambda s: None)
     assert [(p["source"], p["target"]) for p in pairs] == [("shape_a/H200", "shape_b/H200"), ("shape_b/H200", "shape_a/H200")]

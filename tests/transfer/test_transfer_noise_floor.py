@@ -3,28 +3,15 @@ cold search itself."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from autotune.testing.caches import NAMES, turing_time, write_cache
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
-
-def load(name: str):
-    sys.path.insert(0, str(SCRIPTS))
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_identical_runs_give_a_floor_of_exactly_one():
-    floor = load("transfer_noise_floor")
+def test_identical_runs_give_a_floor_of_exactly_one(load_script):
+    floor = load_script("transfer_noise_floor")
     pools = {"k": {"A": [12] * 10, "B": [30] * 10, "C": [7] * 10}}
     null = floor.null_draws(pools, seeds=5, draws=20)
     assert null["pairs"] == 6  # every ordered pair of the three GPUs
@@ -32,9 +19,9 @@ def test_identical_runs_give_a_floor_of_exactly_one():
     assert null["gmean"] == [1.0] * 20 and null["between_settings"] == [1.0] * 20
 
 
-def test_a_spread_cold_search_puts_the_floor_above_one():
+def test_a_spread_cold_search_puts_the_floor_above_one(load_script):
     """Half the seeds need 10 measurements, half 100: two medians of 5 often differ by 10x."""
-    floor = load("transfer_noise_floor")
+    floor = load_script("transfer_noise_floor")
     pools = {"k": {g: [10] * 15 + [100] * 15 for g in "ABCD"}}
     null = floor.null_draws(pools, seeds=5, draws=200)
     assert floor.describe(null["worst"])["median"] == 10.0
@@ -45,11 +32,11 @@ def test_a_spread_cold_search_puts_the_floor_above_one():
         floor.null_draws(pools, seeds=20, draws=1)
 
 
-def test_the_pools_are_bench_transfer_s_cold_runs_and_the_report_is_written(tmp_path, capsys):
+def test_the_pools_are_bench_transfer_s_cold_runs_and_the_report_is_written(tmp_path, capsys, load_script):
     a = write_cache(tmp_path / "GPU_A.json.gz", NAMES["turing"], turing_time)
     b = write_cache(tmp_path / "GPU_B.json.gz", NAMES["turing2"], lambda x, y, z: 1.5 * turing_time(x, y, z) + 0.1 * z)
     out, results = tmp_path / "floor.json", tmp_path / "runs.json"
-    floor = load("transfer_noise_floor")
+    floor = load_script("transfer_noise_floor")
     assert floor.main(["--cache", a, b, "--seeds", "2", "--pool", "4", "--draws", "50", "--max-trials", "40",
                        "--results", str(results), "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
@@ -57,7 +44,7 @@ def test_the_pools_are_bench_transfer_s_cold_runs_and_the_report_is_written(tmp_
     assert set(doc["worst_warm_over_cold"]) == {"median", "p5", "p95"}
     w = doc["worst_warm_over_cold"]
     assert w["p5"] <= w["median"] <= w["p95"]
-    bench = load("bench_transfer")
+    bench = load_script("bench_transfer")
     bench_doc = tmp_path / "bench.json"
     assert bench.main(["--cache", a, b, "--seeds", "2", "--max-trials", "40", "--json", str(bench_doc)]) == 0
     cold = {p["target"]: p["cold_to_5pct_median"] for p in json.loads(bench_doc.read_text())["pairs"]}
