@@ -226,8 +226,10 @@ def main(argv=None) -> int:
     ap.add_argument("--peers", nargs="*", default=None,
                     help="peers run under a protocol (default: optuna-tpe-direct and the kt: strategies); 'reference': "
                          "compare with the best peers' recorded medians (REFERENCE_BEST_PEER) instead of running them")
-    ap.add_argument("--results", default=None, metavar="FILE",
-                    help="JSON file of every measured (name, space, seed) result, reused when present (resume)")
+    ap.add_argument("--results", nargs="+", default=None, metavar="FILE",
+                    help="JSON file of every measured (name, space, seed) result, reused when present (resume), new "
+                         "results written to it; more files after it are only read (runs split over "
+                         "processes, each writing a file of its own, reported together)")
     args = ap.parse_args(argv)
     MODEL_OPTIONS.update(protocol.parse_options(args.model_option))
     GUIDED_OPTIONS.update(protocol.parse_options(args.guided_option))

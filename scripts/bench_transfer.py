@@ -110,7 +110,7 @@ def warm_algorithm(sources: list[SourceData], seed: int, target_device=None, **o
 
 def median_capped(values: list[int | None], cap: int) -> int | None:
     med = statistics.median([cap + 1 if v is None else v for v in values])
-    return None if med > cap else int(round(med))
+    return None if med > cap else round(med)
 
 
 MISLEADING = ("inverted", "top")
@@ -351,8 +351,10 @@ def main(argv=None) -> int:
                     help=f"WarmStart settings a protocol chooses among (default: {' '.join(WARM_CANDIDATES)})")
     ap.add_argument("--auto", action="store_true",
                     help="per target, warm-start from the sources `--transfer-from auto` picks among the other GPUs")
-    ap.add_argument("--results", default=None, metavar="FILE",
-                    help="JSON file of every measured (cold or candidate, pair, seed) result, reused when present (resume)")
+    ap.add_argument("--results", nargs="+", default=None, metavar="FILE",
+                    help="JSON file of every measured (cold or candidate, pair, seed) result, reused when present (resume), new "
+                         "results written to it; more files after it are only read (runs split over "
+                         "processes, each writing a file of its own, reported together)")
     args = ap.parse_args(argv)
     if args.cache:
         groups_in = [(Path(args.cache[0]).parent.name or "cache", args.cache)]

@@ -1,5 +1,6 @@
-"""Results of the benchmark scripts by key, kept in a JSON file so that an interrupted run continues
-where it stopped (``--results FILE`` of bench_search.py and bench_transfer.py)."""
+"""Results of the benchmark scripts by key, kept in JSON files so that an interrupted run continues
+where it stopped, and runs split over several processes (each with a file of its own) are reported
+together (``--results FILE [MORE ...]`` of bench_search.py and bench_transfer.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,18 @@ from pathlib import Path
 
 
 class ResultStore:
-    """A dict of JSON values by string key; with a path, read from it at start and rewritten
-    atomically (temporary file + os.replace) after every new value. ``measured`` counts the values
+    """A dict of JSON values by string key. ``paths``: the file new values are written to (rewritten
+    atomically, temporary file + os.replace, after every new value), then files that are only read; each
+    is read at start where it exists, an earlier file's value winning. ``measured`` counts the values
     computed in this run."""
 
-    def __init__(self, path: str | None = None):
-        self.path = Path(path) if path else None
-        self.data: dict = json.loads(self.path.read_text()) if self.path and self.path.exists() else {}
+    def __init__(self, paths: str | list[str] | None = None):
+        paths = [paths] if isinstance(paths, str) else list(paths or [])
+        self.path = Path(paths[0]) if paths else None
+        self.data: dict = {}
+        for p in reversed(paths):
+            if Path(p).exists():
+                self.data.update(json.loads(Path(p).read_text()))
         self.measured = 0
 
     def get(self, key: str, compute, *args):

@@ -6,6 +6,7 @@ search bench records it (scripts/bench_peers.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import protocol
@@ -195,6 +196,30 @@ def test_bench_search_leave_one_gpu_out_and_results_reuse(tmp_path, monkeypatch,
     out = capsys.readouterr().out
     assert "## gpu=GPU_A: chosen" in out and "ours / best peer: median" in out
     assert_rerun_measures_nothing(bench, argv, calls, tmp_path / "o.json", first)
+
+
+def test_bench_search_reports_results_split_over_files(tmp_path, monkeypatch, load_script):
+    """Two processes' results files, each holding one peer's runs, reported together: nothing is measured
+    again; a new result goes to the first file (with what was read), never to the others."""
+    bench = load_script("bench_search")
+    caches = three_gpus(tmp_path)
+    base = ["--protocol", "leave-one-gpu-out", "--cache", *caches, "--seeds", "2", "--budget", "20",
+            "--candidates", "evolutionary+xgb"]
+    a, b, c = (str(tmp_path / f"{n}.json") for n in "abc")
+    assert bench.main([*base, "--peers", "random", "--results", a]) == 0
+    assert bench.main([*base, "--peers", "optuna-tpe-direct", "--results", b]) == 0
+    calls = counting(monkeypatch, bench, "run_one")
+    assert bench.main([*base, "--peers", "random", "optuna-tpe-direct", "--results", c, a, b,
+                       "--json", str(tmp_path / "o.json")]) == 0
+    assert calls == [] and not Path(c).exists()
+    report = json.loads((tmp_path / "o.json").read_text())
+    assert set(report["runs"]) == {"evolutionary+xgb", "random", "optuna-tpe-direct"}
+    before = Path(a).read_text()
+    assert bench.main([*base, "--seeds", "3", "--peers", "random", "--results", c, a]) == 0
+    assert sorted({x[3] for x in calls}) == [2]  # only seed 2 is new, for the candidate and the peer
+    assert Path(a).read_text() == before
+    merged = json.loads(Path(c).read_text())  # the first file: what was read and what was measured
+    assert set(json.loads(before)) < set(merged) and {k.split("|seed=")[1].split("|")[0] for k in merged} == {"0", "1", "2"}
 
 
 def test_bench_search_first_seed_runs_fresh_seeds(tmp_path, monkeypatch, load_script):
