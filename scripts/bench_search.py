@@ -211,6 +211,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", nargs="+", default=None, help="Kernel Tuner cache files (default: all replay spaces)")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--first-seed", type=int, default=0, help="seeds from this one (fresh seeds to confirm a figure)")
+    ap.add_argument("--peer-seeds", type=int, default=None, metavar="N",
+                    help="under a protocol, run the peers on seeds 0 to N-1 whatever --seeds and --first-seed say "
+                         "(default: the candidates' seeds): a candidate's fresh or many seeds against peers' fixed ones")
     ap.add_argument("--budget", type=int, default=1000)
     ap.add_argument("--algorithms", nargs="+", default=None,
                     help="names (default: ours with and without +xgb, and the peers; not used under --protocol)")
@@ -326,9 +329,10 @@ def run_protocol(args, caches: list[str]) -> int:
                       for v, rec in cache.records.items())
         for name in dict.fromkeys(candidates + peers):
             t = time.time()
+            seeds = range(args.peer_seeds) if args.peer_seeds and name in peers and name not in candidates else \
+                range(args.first_seed, args.first_seed + args.seeds)
             runs[name, unit] = [store.get(f"{name}|{label(unit)}|seed={seed}|{settings}",
-                                          measure, name, cache, seed, args.budget, optimum)
-                                for seed in range(args.first_seed, args.first_seed + args.seeds)]
+                                          measure, name, cache, seed, args.budget, optimum) for seed in seeds]
             med = protocol.capped_median([r["to_5pct"] for r in runs[name, unit]], args.budget)
             print(f"{label(unit)} {name}: to 5% median {med:g}; {time.time() - t:.1f} s, {time.time() - t0:.0f} s "
                   f"in all, {store.measured} runs measured so far", file=sys.stderr, flush=True)
@@ -339,10 +343,13 @@ def run_protocol(args, caches: list[str]) -> int:
     else:
         best_peer = {u: min((med[p, u], p) for p in peers) for u in units} if peers else {}
     peer_names = "the reference best peers (REFERENCE_BEST_PEER)" if reference else ", ".join(peers) or "none"
-    print(f"# {args.protocol}: {len(folds)} folds, {len(units)} spaces, seeds {args.seeds}, budget {args.budget}\n\n"
+    seeds_said = f"seeds {args.first_seed}-{args.first_seed + args.seeds - 1}" + (
+        f" (peers: 0-{args.peer_seeds - 1})" if args.peer_seeds and peers else "")
+    print(f"# {args.protocol}: {len(folds)} folds, {len(units)} spaces, {seeds_said}, budget {args.budget}\n\n"
           f"candidates: {', '.join(candidates)}; peers: {peer_names}. To 5%: median over seeds of the "
           f"measurements to reach within 5% of the optimum, a miss counting as {args.budget + 1}.")
-    report = {"protocol": args.protocol, "budget": args.budget, "seeds": args.seeds, "candidates": candidates,
+    report = {"protocol": args.protocol, "budget": args.budget, "seeds": args.seeds, "first_seed": args.first_seed,
+              "peer_seeds": args.peer_seeds, "candidates": candidates,
               "peers": peers, "runs": {n: {} for n in dict.fromkeys(candidates + peers)}, "folds": []}
     for (name, unit), rs in runs.items():
         report["runs"][name][label(unit)] = rs

@@ -234,6 +234,12 @@ def test_bench_search_first_seed_runs_fresh_seeds(tmp_path, monkeypatch, load_sc
     assert bench.main(["--cache", caches[0], "--seeds", "2", "--first-seed", "5", "--budget", "20",
                        "--algorithms", "random"]) == 0
     assert sorted({a[3] for a in calls[-2:]}) == [5, 6]
+    calls.clear()  # the peers on seeds 0-2 whatever the candidates' seeds (seeds 2 and 3 stored above)
+    assert bench.main([*base, "--first-seed", "2", "--peer-seeds", "3", "--json", str(tmp_path / "o.json")]) == 0
+    assert sorted((a[0], a[3]) for a in calls) == [("random", 0)] * 3 + [("random", 1)] * 3  # 3 spaces
+    report = json.loads((tmp_path / "o.json").read_text())
+    assert [len(rs) for rs in report["runs"]["random"].values()] == [3, 3, 3]
+    assert [len(rs) for rs in report["runs"]["evolutionary+xgb"].values()] == [2, 2, 2]
 
 
 def test_bench_search_protocol_needs_a_training_space(tmp_path, capsys, load_script):
