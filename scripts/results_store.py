@@ -15,8 +15,8 @@ class ResultStore:
     is read at start where it exists, an earlier file's value winning. ``measured`` counts the values
     computed in this run."""
 
-    def __init__(self, paths: str | list[str] | None = None):
-        paths = [paths] if isinstance(paths, str) else list(paths or [])
+    def __init__(self, paths: list[str] | None = None):
+        paths = paths or []
         self.path = Path(paths[0]) if paths else None
         self.data: dict = {}
         for p in reversed(paths):

@@ -15,7 +15,7 @@ alone gives; only one outside it says the warm start (or one setting against ano
     python scripts/transfer_noise_floor.py --cache a.json.gz b.json.gz c.json.gz --seeds 30 --pool 90
 
 A run that does not get within 5% of the optimum within --max-trials counts as --max-trials + 1, as in
-bench_transfer.py; --results FILE keeps every cold run, so an interrupted run continues.
+bench_transfer.py; --results FILE [MORE ...] keeps every cold run, so an interrupted run continues.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--max-trials", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--results", default=None, metavar="FILE", help="keep every cold run here")
+    ap.add_argument("--results", nargs="+", default=None, metavar="FILE",
+                    help="keep every cold run in the first file; more files after it are only read")
     ap.add_argument("--json", help="write the report as JSON to this file")
     args = ap.parse_args(argv)
     if args.pool < 2 * args.seeds:
