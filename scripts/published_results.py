@@ -12,6 +12,19 @@ recomputation; every row simulated with Megatron's strategy, ``strategy.megatron
   (16 sequences without a pipeline down to 1 for the largest models), interleaved chunks per stage (3, 2, 2
   and 3 for the 76B, 145B, 310B and 530B models), and the data-parallel gradients all-reduced during the
   backward by PyTorch's DDP without a pipeline, after it by Megatron's own DDP with one.
+- ``sc21-table2``: the same paper's Table 2, its own layouts (PTD-P) for the 174.6B and 529.6B models at a fixed
+  batch (1536 and 2240) on 384 to 1536 and 560 to 2240 A100s: t = 8 and p = 12 (the 174.6B model: 96 layers,
+  hidden 12288, 96 heads) or p = 35 (529.6B: 105 layers, hidden 20480, 128 heads), micro-batches of one sequence,
+  the gradients all-reduced after the backward (Megatron's DDP with a pipeline; interleaving not stated, none
+  assumed); achieved TFLOP/s per GPU, as Table 1 counts them. Held out only (never calibrated on).
+- ``sc21-table2-zero3``: the same table's baseline, ZeRO-3 without model parallelism (DeepSpeed's, every GPU a
+  data-parallel rank holding a shard of every weight): 174.6B on 384, 768 and 1536 GPUs (micro-batches of 4, 2
+  and 1, batch 1536), 529.6B on 640 (batch 2560, micro-batches of 4: it did not fit on 560), 1120 and 2240 (batch
+  2240, micro-batches of 2 and 1); full recomputation; TFLOP/s per GPU. Simulated with ``zero=3`` as DeepSpeed's
+  ZeRO-3 fetched weights then, each module's in its pre-forward and pre-backward hook (the compute waits for
+  its gather). Reported under every calibration, never used to choose one (``REPORT_ONLY`` in
+  ``validate_simulator.py``). The table as quoted by two public compilations of the paper (a reading of its
+  Section 5.2, and a design note that transcribes Table 2 row by row), which agree.
 - ``reduce-recompute``: Korthikanti et al. (arXiv:2205.05198), iteration times with full recomputation
   (the baseline of its end-to-end table, Table 5): 22B, 175B, 530B and 1T on 8, 64, 280 and 512 A100s
   80GB, t = 8, p = 1, 8, 35, 64, no data parallelism, sequence 2048; micro-batches of 4 sequences for 22B
@@ -121,6 +134,13 @@ TABLE1 = [
     (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163, 1, 3, False),
     (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163, 1, 1, False),
 ]
+# Table 2 of arXiv:2104.04473: (name, heads, hidden, layers, t, p, GPUs, batch, sequences per micro-batch, published
+# TFLOP/s per GPU); PTD-P's rows, then ZeRO-3's (t = p = 1)
+TABLE2_MODELS = {"175b": (96, 12288, 96), "530b": (128, 20480, 105)}
+TABLE2_PTDP = [("175b", 8, 12, 384, 1536, 1, 153), ("175b", 8, 12, 768, 1536, 1, 149), ("175b", 8, 12, 1536, 1536, 1, 141),
+               ("530b", 8, 35, 560, 2240, 1, 171), ("530b", 8, 35, 1120, 2240, 1, 167), ("530b", 8, 35, 2240, 2240, 1, 159)]
+TABLE2_ZERO3 = [("175b", 1, 1, 384, 1536, 4, 144), ("175b", 1, 1, 768, 1536, 2, 88), ("175b", 1, 1, 1536, 1536, 1, 44),
+                ("530b", 1, 1, 640, 2560, 4, 138), ("530b", 1, 1, 1120, 2240, 2, 98), ("530b", 1, 1, 2240, 2240, 1, 48)]
 # (name, heads, hidden, layers, t, p, GPUs, batch, published seconds per iteration with full recomputation,
 #  sequences per micro-batch, interleaved chunks per stage) - Tables 3 and 5 of arXiv:2205.05198
 REDUCE_RECOMPUTE = [

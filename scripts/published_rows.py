@@ -150,6 +150,18 @@ def _sc21(devices):
     return [(f"{r[0]}B t{r[4]} p{r[5]} {r[6]} GPUs", r[8], lambda r=r: row(*r)) for r in tables.TABLE1]
 
 
+def _sc21_table2(rows, zero=0):
+    """SC'21 Table 2's rows (PTD-P's, or with ``zero=3`` the ZeRO-3 baseline's, its gathers on demand): TFLOP/s per
+    GPU as Table 1 counts them."""
+    def row(devices, name, t, p, gpus, batch, per_micro):
+        heads, hidden, layers = tables.TABLE2_MODELS[name]
+        s, r, micro = iteration(name, heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, tables.SEQ,
+                                per_micro, zero=zero)
+        return megatron_flops(batch, layers, hidden) / s / gpus / 1e12, {"microbatches": micro, "fits": r.fits}
+    return lambda devices: [(f"{r[0]} t{r[1]} p{r[2]} {r[3]} GPUs mb{r[5]}", r[6],
+                             lambda r=r: row(devices, *r[:6])) for r in rows]
+
+
 def _reduce_recompute_run(devices, row, recompute, sequence):
     name, heads, hidden, layers, t, p, gpus, batch, _, micro_size, virtual = row
     return iteration(name, heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, tables.SEQ, micro_size,
@@ -369,6 +381,10 @@ SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device,
                         "A100", "bus GB/s", _nccl(tables.NCCL_A100_AZURE)),
     "nccl-a100-dgx": ("NCCL all-reduce on 8 A100s, an A100-SXM4-40GB node", "A100", "bus GB/s", _nccl(tables.NCCL_A100_DGX)),
     "sc21-table1": ("Narayanan et al. SC'21 Table 1, weak scaling on A100", "A100", "TFLOP/s per GPU", _sc21),
+    "sc21-table2": ("Narayanan et al. SC'21 Table 2, PTD-P at a fixed batch on A100", "A100", "TFLOP/s per GPU",
+                    _sc21_table2(tables.TABLE2_PTDP)),
+    "sc21-table2-zero3": ("Narayanan et al. SC'21 Table 2, ZeRO-3 without model parallelism on A100", "A100",
+                          "TFLOP/s per GPU", _sc21_table2(tables.TABLE2_ZERO3, zero=3)),
     "reduce-recompute": ("Korthikanti et al. 2022, full recomputation on A100", "A100", "s per iteration",
                          _reduce_recompute),
     "reduce-recompute-sp": ("Korthikanti et al. 2022, sequence parallelism and selective recomputation on A100",

@@ -128,29 +128,48 @@ def allreduce(cluster: Cluster, device_groups: np.ndarray, nbytes: float, bucket
     if nbytes < bucket:
         t, res = allreduce(cluster, device_groups, bucket)
         return t * nbytes / bucket, res
+    measured = cluster.measured_collective("allreduce", n, nbytes)
+    k, m, intra, inter, res = _ports(cluster, device_groups)
+    link, lat = cluster.link, cluster.latency_scale
+    if k == 1:
+        return measured or nccl.allreduce_time(n, nbytes, intra, link, 1.0, latency_scale=lat), res
+    flat = nccl.allreduce_time(n, nbytes, min(intra, inter), link, 1.0, k, lat)
+    hier = (nccl.allreduce_time(m, nbytes, intra, link, 1.0, latency_scale=lat)
+            + nccl.allreduce_time(k, nbytes, inter, link, 1.0, k, lat))
+    return measured or min(flat, hier), res
+
+
+def allgather(cluster: Cluster, device_groups: np.ndarray, nbytes: float) -> tuple[float, np.ndarray]:
+    """Concurrent all-gathers of a tensor of ``nbytes`` whole, one per row of ``device_groups`` (or reduce-scatters
+    of one: the same time), as NCCL runs them: one ring over the group, whose latency grows with the group
+    (:func:`.nccl.allgather_time`); a measured time for the group size and bytes overrides it."""
+    n = device_groups.shape[1]
+    if n <= 1 or nbytes <= 0:
+        return 0.0, EMPTY
+    k, _, intra, inter, res = _ports(cluster, device_groups)
+    measured = cluster.measured_collective("allgather", n, nbytes)
+    return measured or nccl.allgather_time(n, nbytes, min(intra, inter), cluster.link, 1.0, k,
+                                           cluster.latency_scale), res
+
+
+def _ports(cluster: Cluster, device_groups: np.ndarray) -> tuple[int, int, float, float, np.ndarray]:
+    """What concurrent collectives over the rows of ``device_groups`` share: the nodes a group spans (k), the most
+    ranks of a group on one node (m), the rates NCCL's Simple protocol reaches inside a node and, across nodes,
+    on a network port shared by every group using it, and the resources they hold (link ports; node ports
+    when k > 1)."""
     D = cluster.devices
     nodes = device_groups // cluster.per_node
     k = max(len(np.unique(row)) for row in nodes[:4])
     m = max(int(np.max(np.unique(row, return_counts=True)[1])) for row in nodes[:4])
+    intra = cluster.intra_bw * cluster.bus_efficiency
     res = [D + device_groups.ravel()]
-    measured = cluster.measured_collective("allreduce", n, nbytes)
-    link, lat = cluster.link, cluster.latency_scale
-    intra = cluster.intra_bw * cluster.bus_efficiency  # the rate NCCL's Simple protocol reaches
     if k == 1:
-        t = measured or nccl.allreduce_time(n, nbytes, intra, link, 1.0, latency_scale=lat)
-        return t, np.unique(np.concatenate(res))
-    # groups sharing one node's network port
-    share = np.zeros(cluster.nodes, dtype=np.int64)
+        return k, m, intra, float("inf"), np.unique(np.concatenate(res))
+    share = np.zeros(cluster.nodes, dtype=np.int64)  # groups sharing one node's network port
     for row in nodes:
         share[np.unique(row)] += 1
-    c = int(share.max())
-    inter = cluster.inter_bw * cluster.net_efficiency / c
-    flat = nccl.allreduce_time(n, nbytes, min(intra, inter), link, 1.0, k, lat)
-    hier = (nccl.allreduce_time(m, nbytes, intra, link, 1.0, latency_scale=lat)
-            + nccl.allreduce_time(k, nbytes, inter, link, 1.0, k, lat))
     res.append(2 * D + np.unique(nodes))
-    t = measured or min(flat, hier)
-    return t, np.unique(np.concatenate(res))
+    return k, m, intra, cluster.inter_bw * cluster.net_efficiency / int(share.max()), np.unique(np.concatenate(res))
 
 
 def transfer(src: Op, scfg: OpConfig, dst: Op, dcfg: OpConfig, axes: tuple, cluster: Cluster,

@@ -5,7 +5,8 @@ Task graph (fixed per model; a strategy sets durations and resources):
   outputs when a dim missing from the output is split), B (backward), AI_k
   (all-reduce of partial input gradients when input k is replicated across
   partitions), GS (weight-gradient all-reduce across weight replicas; an embedding
-  table's gradient is sparse, so only the rows the replicas looked up), U (optimizer);
+  table's gradient is sparse, so only the rows the replicas looked up), U (optimizer),
+  and under ZeRO-3 WF and WB (its weights all-gathered before its forward and before its backward);
   per edge: X (forward transfer of the needed sub-rectangles) and XB (its gradient).
 The partitions of an op are one gang task on its block of devices (they are equal).
 An event-driven run takes tasks in order of readiness; each task waits for its
@@ -62,18 +63,23 @@ class Simulator:
     parameter beyond the weight and its gradient), 2 the gradients too, 3 the weights too; the update then
     touches a shard. Stages 1 and 2 move what an all-reduce moves (a reduce-scatter of the gradients, an
     all-gather of the updated weights); stage 3 also all-gathers the weights before the forward and the
-    backward, 1.5 times the all-reduce's bytes, all charged to the gradient sync. ``whole_grad_bytes``: bytes
+    backward of every micro-batch (and again before a recomputed forward), each a ring over the group whose
+    latency grows with it, and reduce-scatters the gradients every micro-batch instead of all-reducing them
+    once. ``zero_prefetch``: an op's forward gather may start once the op before it starts (one op ahead,
+    as PyTorch FSDP's forward and backward prefetch do); off (the default), it starts when the op's inputs
+    are ready and its compute waits for it (DeepSpeed's ZeRO-3 fetching in each module's pre-forward and
+    pre-backward hook). ``whole_grad_bytes``: bytes
     per parameter of that optimizer state which stage 1 keeps whole on every rank (DeepSpeed's BF16 optimizer
     accumulates full fp32 gradients, 4, and shards only the fp32 weights and Adam moments)."""
 
     def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool | None = None,
-                 zero: int = 0, whole_grad_bytes: float = 0.0):
+                 zero: int = 0, whole_grad_bytes: float = 0.0, zero_prefetch: bool = False):
         if microbatches < 1:
             raise ValueError(f"microbatches must be >= 1, got {microbatches}")
         if zero not in ZERO_STAGES:
             raise ValueError(f"zero must be a ZeRO stage 0-3, got {zero}")
         self.g, self.c, self.microbatches, self.overlap, self.zero = graph, cluster, int(microbatches), overlap, zero
-        self.whole_grad_bytes = float(whole_grad_bytes)
+        self.whole_grad_bytes, self.zero_prefetch = float(whole_grad_bytes), bool(zero_prefetch)
         self.D = cluster.devices
         self.op_cache: dict[tuple, tuple] = {}
         self.edge_cache: dict[tuple, tuple] = {}
@@ -101,12 +107,16 @@ class Simulator:
         self.AI = [[task(f"AI{k} {o.name}") for k in range(len(o.inputs))] for o in ops]
         self.GS = [task(f"GS {o.name}") for o in ops]
         self.U = [task(f"U {o.name}") for o in ops]
+        gathers = self.zero == 3  # only ZeRO-3 gathers weights: no such tasks otherwise
+        self.WF, self.WB = ([task(f"{w} {o.name}") for o in ops] if gathers else [] for w in ("WF", "WB"))
         self.X = [task(f"X {ops[p].name}->{ops[c].name}") for p, c, _ in self.g.edges]
         self.XB = [task(f"XB {ops[c].name}->{ops[p].name}") for p, c, _ in self.g.edges]
         consumers: list[list[int]] = [[] for _ in ops]
         self.in_edges: list[list[int]] = [[] for _ in ops]
+        producers: list[list[int]] = [[] for _ in ops]
         for e, (p, c, k) in enumerate(self.g.edges):
             consumers[p].append(e)
+            producers[c].append(p)
             self.in_edges[c].append(e)
             dep(self.AO[p], self.X[e])
             dep(self.X[e], self.F[c])
@@ -115,6 +125,8 @@ class Simulator:
         for i in range(len(ops)):
             dep(self.F[i], self.AO[i])
             dep(self.AO[i], self.B[i])
+            if gathers:
+                self._gather_deps(i, producers, consumers, dep)
             for t in self.AI[i]:
                 dep(self.B[i], t)
             dep(self.B[i], self.GS[i])
@@ -149,6 +161,23 @@ class Simulator:
                 tuple(axes for _, axes in op.inputs), producers, op.weight, op.weight_elems, op.flops, op.bwd_flops,
                 op.mem_elems, op.post_elems, op.kernels, op.keep, op.routed, op.route_share, op.stash_bytes,
                 op.stores_output)
+
+    def _gather_deps(self, i: int, producers: list[list[int]], consumers: list[list[int]], dep) -> None:
+        """ZeRO-3's gathers of op ``i``'s weights: before its forward, once its inputs are ready (with prefetch,
+        once the inputs of the ops feeding it are, so it runs during them); before its backward, after its
+        forward, once its output gradients are ready (with prefetch, those of the ops it feeds)."""
+        before = producers[i] if self.zero_prefetch else [i]
+        after = [self.g.edges[e][1] for e in consumers[i]] if self.zero_prefetch else [i]
+        for j in before:
+            for e in self.in_edges[j]:
+                dep(self.X[e], self.WF[i])
+        for j in after:
+            dep(self.AO[j], self.WB[i])
+            for e in consumers[j]:
+                dep(self.XB[e], self.WB[i])
+        dep(self.WF[i], self.F[i])
+        dep(self.F[i], self.WB[i])
+        dep(self.WB[i], self.B[i])
 
     # -- costs ---------------------------------------------------------------------
     def _op_costs(self, i: int, cfg: OpConfig) -> tuple:
@@ -192,14 +221,17 @@ class Simulator:
               if w_shard and wrep else (0.0, costs.EMPTY))
         group = math.prod(deg[d] for d in wrep)  # devices holding the same weight shard
         shard = group if self.zero and w_shard else 1
-        if self.zero == 3 and gs[0]:
-            gs = (1.5 * gs[0], gs[1])
+        wf = wb = (0.0, costs.EMPTY)
+        if self.zero == 3 and w_shard and wrep:  # gathers per micro-batch, a reduce-scatter of each one's gradients
+            wf = costs.allgather(c, members(wrep), w_shard * g.dtype_bytes)
+            wb = (wf[0] * (2 if g.recompute and not op.keep else 1), wf[1])
+            gs = (self.microbatches * wf[0], wf[1])
         upd = w_shard * g.state_bytes_per_param * 2 / shard / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
         act = ((out_part * g.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
                if (op.keep or not g.recompute) else 0.0)
         mem = (w_shard * memory_model.state_bytes(g, self.zero, shard, self.whole_grad_bytes), act,
                w_shard * g.dtype_bytes if self.zero == 3 else 0.0)
-        hit = (f, b, ao, ai, gs, upd, mem, devs)
+        hit = (f, b, ao, ai, gs, upd, mem, devs, wf, wb)
         self.op_cache[key] = hit
         return hit
 
@@ -214,7 +246,10 @@ class Simulator:
         return hit
 
     def _set_op(self, i: int, cfg: OpConfig) -> None:
-        f, b, ao, ai, gs, upd, mem, devs = self._op_costs(i, cfg)
+        f, b, ao, ai, gs, upd, mem, devs, wf, wb = self._op_costs(i, cfg)
+        if self.WF:
+            self.dur[self.WF[i]], self.res[self.WF[i]] = wf
+            self.dur[self.WB[i]], self.res[self.WB[i]] = wb
         self.dur[self.F[i]], self.res[self.F[i]] = f, devs
         self.dur[self.B[i]], self.res[self.B[i]] = b, devs
         self.dur[self.U[i]], self.res[self.U[i]] = upd, devs

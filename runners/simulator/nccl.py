@@ -82,6 +82,16 @@ def allreduce_time(n: int, nbytes: float, bandwidth: float, link: str = "nvlink"
     return min(ring, tree_time(n, nodes, nbytes, bandwidth, link, efficiency, latency_scale)) if nodes > 1 else ring
 
 
+def allgather_time(n: int, nbytes: float, bandwidth: float, link: str = "nvlink", efficiency: float = BUS_EFFICIENCY,
+                   nodes: int = 1, latency_scale: float = LATENCY_SCALE) -> float:
+    """A ring all-gather of a tensor of ``nbytes`` whole over ``n`` ranks on ``nodes`` nodes (each rank receives the
+    other ranks' n - 1 slices), or a ring reduce-scatter (the same traffic reversed). NCCL runs both as a ring
+    only (no tree): n - 1 steps, ``nodes - 1`` of them across nodes, so their latency grows with the group."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    return ring_time(n - 1, nodes - 1, (n - 1) / n * nbytes / bandwidth, link, efficiency, latency_scale)
+
+
 def tree_time(n: int, nodes: int, nbytes: float, bandwidth: float, link: str, efficiency: float,
               latency_scale: float) -> float:
     """A tree all-reduce over ``nodes`` nodes of n / nodes ranks each (a chain inside each node, a tree across

@@ -224,3 +224,28 @@ def test_gpt_neox_20b_is_simulated_as_its_config_ran_it_and_held_out():
     assert card.hardware_name == "A100"
     cluster = neox_cluster(DEVICES["A100-DeepSpeed"])
     assert (cluster.nodes, cluster.per_node, cluster.inter_bw) == (12, 8, 100e9)  # 4 x 200 Gb/s HDR per node
+
+
+def test_a_report_only_source_is_scored_under_every_choice_and_chooses_none():
+    a, b = ("reduce-recompute", "megatron19-strong"), ("sc21-table1", "megatron19-strong")
+    matrix = {a: {"sc21-table1": 7.0, "sc21-table2-zero3": 50.0}, b: {"reduce-recompute": 9.0, "sc21-table2-zero3": 20.0}}
+    assert vs.REPORT_ONLY == {"sc21-table2-zero3"}
+    assert vs.best_calibration(matrix) == (a, 7.0)  # b would win on the ZeRO-3 rows alone
+    held = {r["source"]: r for r in vs.leave_one_source_out(matrix)}
+    assert held["sc21-table2-zero3"]["calibrated_on"] == list(a) and held["sc21-table2-zero3"]["mape_pct"] == 50.0
+
+
+def test_sc21_table2_runs_ptdp_with_a_pipeline_and_zero_3_on_every_gpu_as_its_rows_give():
+    """PTD-P's rows stream one-sequence micro-batches through t8 p12 (175B: 384 GPUs are 4 replicas of 96);
+    ZeRO-3's run one micro-batch per GPU per step, every GPU a data-parallel rank, and lose throughput per GPU
+    as the GPUs grow at a fixed batch (each gathers every weight whatever its share of the batch), as the
+    published rows do."""
+    devices = fresh_devices()
+    devices["A100"].gemm_efficiency = 0.8
+    assert [r[1] for r in tables.TABLE2_PTDP] == [8] * 6 and {r[1:3] for r in tables.TABLE2_ZERO3} == {(1, 1)}
+    ptdp = [fn() for _, _, fn in SOURCES["sc21-table2"][3](devices)[:1]]
+    assert ptdp[0][1]["microbatches"] == 1536 // 4 and ptdp[0][1]["fits"]
+    zero3 = [fn() for _, _, fn in SOURCES["sc21-table2-zero3"][3](devices)[:3]]  # the 175B rows
+    assert [d["microbatches"] for _, d in zero3] == [1, 1, 1] and all(d["fits"] for _, d in zero3)
+    tflops = [t for t, _ in zero3]
+    assert tflops[0] > tflops[1] > tflops[2] and tflops[2] < 0.6 * tflops[0]

@@ -29,6 +29,18 @@ def test_a_large_all_reduce_reaches_the_simple_protocols_bus_bandwidth():
     assert nccl.bus_bandwidth(8, 2**30, t) == pytest.approx(240e9, rel=0.01)
 
 
+def test_an_all_gather_is_a_ring_of_n_minus_1_steps_whose_latency_grows_with_the_group():
+    """Each rank receives the other n - 1 slices of the whole tensor, in n - 1 steps (NCCL has no tree for it),
+    the steps across nodes paying the network's hop: a tiny gather of 64 ranks costs eight times as many
+    steps' latency as one of 8, where a tree all-reduce over the same nodes would grow with their log."""
+    simple = 8.4 * US + 7 * 3.4 * US + 7 / 8 * 2**30 / (0.8 * 300e9)
+    assert nccl.allgather_time(8, 2**30, 300e9, efficiency=0.8, latency_scale=1) == pytest.approx(simple)
+    ll = [nccl.allgather_time(n, 8, 300e9, nodes=n // 8, latency_scale=1) for n in (8, 64)]
+    assert ll[0] == pytest.approx(3.6 * US + 7 * 0.47 * US, rel=1e-3)
+    assert ll[1] == pytest.approx(3.6 * US + 56 * 0.47 * 1.8 * US + 7 * 2.7 * US, rel=1e-3)
+    assert nccl.allgather_time(1, 2**20, 300e9) == 0.0
+
+
 def test_bus_bandwidth_rises_with_the_message_and_time_with_the_group():
     sizes = [2**k for k in range(10, 31, 2)]
     bw = [nccl.bus_bandwidth(8, s, nccl.allreduce_time(8, s, 300e9)) for s in sizes]

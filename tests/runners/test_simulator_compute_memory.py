@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from simulator_helpers import INTER, INTRA, LAT_I, LAT_N, PEAK, cfg, chain, cluster, grad_sync
 
-from autotune.runners.simulator import SimulatorRunner
+from autotune.runners.simulator import SimulatorRunner, nccl
 from autotune.runners.simulator.engine import Simulator
-from autotune.search_spaces.parallel.clusters import Cluster, DeviceSpec
+from autotune.search_spaces.parallel.clusters import LATENCY_SCALE, Cluster, DeviceSpec
 from autotune.search_spaces.parallel.graph import Builder
 from autotune.search_spaces.parallel.space import StrategySpace
 from autotune.search_spaces.parallel.strategy import OpConfig, data_parallel, model_parallel
@@ -179,7 +179,9 @@ def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param
     """One fp16 layer (2-byte weights and gradients, 12 bytes of fp32 master weight and Adam moments per
     parameter), data parallel on 4 devices: ZeRO stage 1 shards the 12 bytes, 2 the gradient too, 3 all 16;
     stage 3 moves 1.5 times the all-reduce's bytes (its weight all-gathers) and holds the layer's gathered
-    fp16 weights twice (computing, and the next prefetched)."""
+    fp16 weights twice (computing, and the next prefetched); stage 3 reduce-scatters the gradient (a ring of
+    the weight's bytes) instead of all-reducing it, and gathers the weight before the forward and the
+    backward."""
     g = Builder("fp16", 8, dtype_bytes=2)
     x = g.input("x", {"b": 8, "f": 64}, {"b": "sample", "f": None})
     g.linear(x, 64, "l0")
@@ -190,8 +192,35 @@ def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param
     acts = (8 * 64 + 8 * 64) * 2 / 4
     gathered = 2 * 64 * 64 * 2 if zero == 3 else 0
     assert r.memory[0] == pytest.approx(64 * 64 * per_param + acts + gathered)
-    ring = grad_sync(4, 64 * 64 * 2)
-    assert sim.dur[sim.GS[1]] == pytest.approx(ring * (1.5 if zero == 3 else 1.0))
+    gather = nccl.allgather_time(4, 64 * 64 * 2, INTRA, latency_scale=LATENCY_SCALE)
+    assert sim.dur[sim.GS[1]] == pytest.approx(gather if zero == 3 else grad_sync(4, 64 * 64 * 2))
+    assert (sim.dur[sim.WF[1]] == sim.dur[sim.WB[1]] == gather) if zero == 3 else sim.WF == sim.WB == []
+
+
+def test_zero_3_gathers_every_micro_batchs_weights_and_waits_for_them_unless_prefetched():
+    """ZeRO-3 gathers an op's weights before its forward and its backward in every micro-batch and
+    reduce-scatters each micro-batch's gradients. Fetched on demand, each op's compute waits for its own
+    gather: one micro-batch takes the forward and backward compute plus at least the 8 gathers (the 4
+    reduce-scatters may overlap the backward's compute, not the link the gathers use). With prefetch an op's
+    gather runs during the op before it, which hides most of the forward's and the backward's gathers."""
+    g = chain(4, b=8192, f=256, width=256)
+    s = [cfg(g, "x", b=4)] + [cfg(g, f"l{i}", a0=4) for i in range(4)]
+    gather = nccl.allgather_time(4, 256 * 256 * 4, INTRA, latency_scale=LATENCY_SCALE)
+    layer = 2 * 2048 * 256 * 256 / PEAK  # one layer's forward on a quarter of the samples
+    compute = 4 * 3 * layer  # four layers, forward and backward (2x)
+    on_demand = Simulator(g, cluster(per_node=4), zero=3).simulate(s).iteration_s
+    assert compute + 8 * gather <= on_demand <= compute + 12 * gather * 1.0001
+    prefetched = Simulator(g, cluster(per_node=4), zero=3, zero_prefetch=True).simulate(s).iteration_s
+    assert prefetched < on_demand - 6 * min(gather, layer)
+    assert Simulator(g, cluster(per_node=4)).simulate(s).iteration_s < prefetched
+    two = Simulator(g, cluster(per_node=4), zero=3, microbatches=2)
+    two.simulate(s)
+    assert two.dur[two.GS[1]] == pytest.approx(2 * gather) and two.dur[two.WF[1]] == pytest.approx(gather)
+    recomputed = chain(1, b=8, f=256, width=256)
+    recomputed.recompute, recomputed.ops[1].keep = True, False  # its forward recomputed in the backward
+    sim = Simulator(recomputed, cluster(per_node=4), zero=3)
+    sim.simulate([cfg(recomputed, "x", b=4), cfg(recomputed, "l0", a0=4)])
+    assert sim.dur[sim.WB[1]] == pytest.approx(2 * sim.dur[sim.WF[1]])  # the recomputed forward gathers again
 
 
 def test_zero_stage_1_keeps_a_bf16_optimizers_fp32_gradients_whole():
