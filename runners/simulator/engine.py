@@ -62,15 +62,12 @@ class Simulator:
     group (the partitions holding the same weight shard): 1 shards the optimizer state (the bytes per
     parameter beyond the weight and its gradient), 2 the gradients too, 3 the weights too; the update then
     touches a shard. Stages 1 and 2 move what an all-reduce moves (a reduce-scatter of the gradients, an
-    all-gather of the updated weights); stage 3 also all-gathers the weights before the forward and the
-    backward of every micro-batch (and again before a recomputed forward), each a ring over the group whose
-    latency grows with it, and reduce-scatters the gradients every micro-batch instead of all-reducing them
-    once. ``zero_prefetch``: an op's forward gather may start once the op before it starts (one op ahead,
-    as PyTorch FSDP's forward and backward prefetch do); off (the default), it starts when the op's inputs
-    are ready and its compute waits for it (DeepSpeed's ZeRO-3 fetching in each module's pre-forward and
-    pre-backward hook). ``whole_grad_bytes``: bytes
-    per parameter of that optimizer state which stage 1 keeps whole on every rank (DeepSpeed's BF16 optimizer
-    accumulates full fp32 gradients, 4, and shards only the fp32 weights and Adam moments)."""
+    all-gather of the updated weights); stage 3 gathers the weights before each micro-batch's forward and
+    backward (rings whose latency grows with the group) and reduce-scatters each micro-batch's gradients.
+    ``zero_prefetch``: each gather runs during the op before it (FSDP's prefetch); off (the default), the
+    compute waits for it (DeepSpeed's ZeRO-3 hooks). ``whole_grad_bytes``: bytes per parameter of that
+    optimizer state which stage 1 keeps whole on every rank (DeepSpeed's BF16 optimizer accumulates full fp32
+    gradients, 4, and shards only the fp32 weights and Adam moments)."""
 
     def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool | None = None,
                  zero: int = 0, whole_grad_bytes: float = 0.0, zero_prefetch: bool = False):
@@ -163,9 +160,8 @@ class Simulator:
                 op.stores_output)
 
     def _gather_deps(self, i: int, producers: list[list[int]], consumers: list[list[int]], dep) -> None:
-        """ZeRO-3's gathers of op ``i``'s weights: before its forward, once its inputs are ready (with prefetch,
-        once the inputs of the ops feeding it are, so it runs during them); before its backward, after its
-        forward, once its output gradients are ready (with prefetch, those of the ops it feeds)."""
+        """ZeRO-3's gathers of op ``i``'s weights: before its forward once its inputs are ready, before its
+        backward once its output gradients are (prefetched: those of the ops before and after it)."""
         before = producers[i] if self.zero_prefetch else [i]
         after = [self.g.edges[e][1] for e in consumers[i]] if self.zero_prefetch else [i]
         for j in before:
