@@ -64,16 +64,18 @@ def test_measured_op_times_and_collectives_override_estimates():
     assert r.iteration_s == pytest.approx(1e-3 + 3e-3 + t_ar)
 
 
-@pytest.mark.parametrize("layout_prob", [0.0, 0.5])
-def test_delta_simulation_matches_a_fresh_simulation(layout_prob):
+@pytest.mark.parametrize("layout_prob, zero", [(0.0, {}), (0.5, {}), (0.5, {"zero": 3}),
+                                               (0.5, {"zero": 3, "zero_prefetch": True})])
+def test_delta_simulation_matches_a_fresh_simulation(layout_prob, zero):
     """Op moves change one op (the simulator recomputes that op only); layout moves change many, and the
-    delta simulation still equals a fresh one."""
+    delta simulation still equals a fresh one, with ZeRO-3's gathers too (on a graph that branches and joins,
+    whose prefetched gathers wait on several ops)."""
     from autotune.search_spaces.parallel.clusters import get_cluster
     from autotune.search_spaces.parallel.models import get_model
 
     g, cl = get_model("inception-v3", 32), get_cluster("p100-4x4")
     space = StrategySpace(g, cl, layout_prob=layout_prob, tie_prob=0.0)
-    sim = Simulator(g, cl)
+    sim = Simulator(g, cl, **zero)
     rng = np.random.default_rng(0)
     c = space.initial()
     sim.simulate(space.strategy(c))
@@ -84,7 +86,7 @@ def test_delta_simulation_matches_a_fresh_simulation(layout_prob):
         changed = sum(a != b for a, b in zip(sim.current, s))
         assert sim.load(s) == changed
         most = max(most, changed)
-        fresh = Simulator(g, cl).simulate(s)
+        fresh = Simulator(g, cl, **zero).simulate(s)
         r = sim.simulate(s)
         assert r.iteration_s == pytest.approx(fresh.iteration_s)
         assert np.allclose(r.memory, fresh.memory)
