@@ -95,6 +95,11 @@ on one of these sources and never on a Megatron-LM one: they move no figure of t
   batch 2048, five layouts (t, p, d, micro-batch, heads), TFLOP/s per GPU counted as above (each row's seconds
   per iteration give its TFLOP/s), one early iteration's snapshot each, as those notes take them. Its "Mem"
   column (40-73 GB) says every layout fit.
+- ``bloom-memory``: every table of the same section ("Rebalancing layers", 2022-02-28, the run's software) on the
+  48 nodes: 20 layouts of six model shapes (hidden 12288-14336, 70-106 layers, 64-128 heads; t, p, d,
+  micro-batch), 17 with their "Mem" (the first or last node's peak, nvidia-smi's, 40-79 GB: they fit) and 3 that
+  ran out of memory ("OOM"); fits (1) or not (0) compared, the simulated peak beside the published one. Its
+  error depends on no calibrated figure, so it is reported and never chooses one (``REPORT_ONLY``).
 - ``bloom-single-node``: the same notes' "Max possible TFLOPs check for NHIDDEN=14336" (chronicles-prequel.md,
   2022-02-21, "Choosing the fastest 3D Topology"): the model's width on one node, t = 8, p = 1, no data
   parallelism, batch 512 ("GBS=512" above the table, whose GBS column says 2048: the TFLOPs column is 512's),
@@ -194,6 +199,16 @@ BLOOM_RUN = [(4, 12, 2, 112, 149.77)]
 # the same shape's topology benchmark of 2022-02-28 (chronicles-prequel.md, "Rebalancing layers"), d = 384 / (t p)
 BLOOM_TOPOLOGIES = [(8, 12, 2, 64, 128.92), (4, 12, 2, 64, 153.68), (4, 12, 2, 112, 150.05), (4, 12, 2, 128, 148.08),
                     (4, 12, 4, 64, 153.33)]
+# the same section's memory (chronicles-prequel.md, 2022-02-28): (hidden, layers, heads, t, p, sequences per micro-batch,
+# published peak GB per GPU, None where it ran out of memory); d = 384 / (t p), global batch 2048
+BLOOM_MEMORY = [
+    (12288, 100, 64, 4, 6, 2, None), (12288, 100, 64, 4, 6, 1, None), (12288, 100, 64, 8, 6, 2, 61),
+    (12288, 100, 64, 8, 6, 4, 72), (12288, 106, 64, 4, 12, 2, 67), (12288, 106, 96, 4, 12, 2, 65),
+    (12288, 106, 128, 4, 12, 2, 67), (12288, 106, 96, 4, 12, 4, 79), (13312, 82, 64, 8, 12, 4, 52),
+    (13312, 82, 64, 4, 12, 2, 63), (13312, 82, 104, 4, 12, 2, 62), (13312, 82, 128, 4, 12, 2, 60),
+    (13312, 82, 64, 4, 12, 4, 74), (13312, 94, 128, 4, 12, 2, 67), (14336, 70, 64, 8, 12, 2, 40),
+    (14336, 70, 64, 4, 12, 2, 59), (14336, 70, 112, 4, 12, 2, 59), (14336, 70, 128, 4, 12, 2, 60),
+    (14336, 70, 64, 4, 12, 4, 73), (14336, 82, 128, 4, 12, 2, None)]
 # BLOOM's "Max possible TFLOPs check" (chronicles-prequel.md, 2022-02-21): its width on one node, t = 8, p = 1, batch
 # 512, 64 heads: (layers, sequences per micro-batch, published seconds per iteration)
 BLOOM_SINGLE_NODE = [(6, 2, 130.43), (6, 2, 119.19), (10, 1, 205.52)]

@@ -276,6 +276,20 @@ def _bloom(rows):
     return rows_of
 
 
+def _bloom_memory(devices):
+    """BLOOM's layouts of 2022-02-28 on the 48 nodes, as ``_bloom`` runs them: fits in 80 GB (1) or not (0), the
+    simulated and the published peak (GB) beside."""
+    vocab, batch, gpus = tables.BLOOM[2], tables.BLOOM[3], tables.BLOOM[4]
+
+    def row(hidden, layers, heads, t, p, per_micro, published):
+        _, r, _ = iteration(f"bloom-{layers}l", heads, hidden, layers, t, p, jean_zay(gpus, deepspeed(devices)), batch,
+                            tables.SEQ, per_micro, vocab=vocab, zero=1, embedding_blocks=True,
+                            whole_grad_bytes=optimizer_layout("deepspeed-bf16"))
+        return float(r.fits), {"peak_memory_gb": round(r.peak_memory / 1e9, 1), "published_gb": published}
+    return [(f"h{r[0]} L{r[1]} a{r[2]} t{r[3]} p{r[4]} mb{r[5]}", int(r[6] is not None), lambda r=r: row(*r))
+            for r in tables.BLOOM_MEMORY]
+
+
 def _bloom_single_node(devices):
     """BLOOM's width on one Jean Zay node, t = 8, no pipeline, no data parallelism: seconds per iteration."""
     _, hidden, vocab, _, _ = tables.BLOOM
@@ -411,4 +425,6 @@ SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device,
                     "s per iteration", _mt_nlg),
     "gpt-neox-20b": ("Black et al. 2022, GPT-NeoX-20B on 96 A100 40GB (gpt-neox), held out only", "A100-DeepSpeed",
                      "s per iteration", _gpt_neox),
+    "bloom-memory": ("BigScience BLOOM, 20 layouts of six shapes on 384 A100s: which fit in 80 GB", "A100-DeepSpeed",
+                     "fits (1) or not (0)", _bloom_memory),
 }
