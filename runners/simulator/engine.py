@@ -307,9 +307,9 @@ class Simulator:
 
     # -- run -----------------------------------------------------------------------
     def memory(self, strategy: Strategy) -> np.ndarray:
-        """Bytes per device of ``strategy`` (:func:`~autotune.runners.simulator.memory.device_memory`), its
-        costs loaded."""
-        return memory_model.device_memory(self.g, strategy, self.mem_part, self.act_scale, self.D, self.microbatches)
+        """Bytes per device of ``strategy``, its costs loaded (:func:`.memory.device_memory`)."""
+        return memory_model.device_memory(self.g, strategy, self.mem_part, self.act_scale, self.D, self.microbatches,
+                                          self.zero_prefetch)
 
     def virtual_stages(self, strategy: Strategy) -> int:
         """Pipeline chunks per device block (:func:`~autotune.runners.simulator.memory.virtual_stages`)."""

@@ -54,12 +54,12 @@ def in_flight(stages: int, microbatches: int, virtual: int) -> list[float]:
 
 
 def device_memory(graph: Graph, strategy: Strategy, parts: list[tuple[float, float, float]], act_scale: list[float],
-                  devices: int, microbatches: int) -> np.ndarray:
+                  devices: int, microbatches: int, prefetch: bool = False) -> np.ndarray:
     """Bytes per device: ``parts[i]`` is op i's (weights and optimizer state, stashed activations, weights
     ZeRO-3 gathers) on each device of its block, ``act_scale[i]`` the share of its stashed output a device
     keeps (less than 1 where the output is reduce-scattered). Pipeline stages are the device blocks, in the
-    order the model reaches them; under ZeRO-3 the largest op's gathered weights are held twice (the op
-    computing and the next one prefetched)."""
+    order the model reaches them; under ZeRO-3 the largest op's gathered weights are held, twice with
+    ``prefetch`` (the op computing and the next one gathered during it)."""
     weights, acts, gathered = np.zeros(devices), np.zeros(devices), np.zeros(devices)
     stages: dict[tuple[int, int], int] = {}
     for cfg in strategy:
@@ -72,4 +72,4 @@ def device_memory(graph: Graph, strategy: Strategy, parts: list[tuple[float, flo
         acts[block] += a * act_scale[i] * held[stages[(cfg.start, cfg.span)]]
         if full:
             gathered[block] = np.maximum(gathered[block], full)
-    return weights + acts + 2 * gathered
+    return weights + acts + (2 if prefetch else 1) * gathered

@@ -44,7 +44,7 @@ class SimulatorRunner(Runner):
         self.whole_grad_bytes = float(whole_grad_bytes)
         self.space = space or StrategySpace(model, cluster, microbatches=microbatches)
         self.sim = Simulator(model, cluster, microbatches, whole_grad_bytes=self.whole_grad_bytes)
-        self.sims = {(microbatches, 0, self.space.recompute, None): self.sim}
+        self.sims = {(microbatches, 0, self.space.recompute, None, False): self.sim}
         self.device = cluster_device(cluster)
 
     @property
@@ -52,13 +52,14 @@ class SimulatorRunner(Runner):
         return sum(s.simulations for s in self.sims.values())
 
     def simulator(self, microbatches: int, zero: int = 0, recompute: str | None = None,
-                  overlap: bool | None = None) -> Simulator:
-        """The simulator of one micro-batch count, ZeRO stage, recomputation mode (default: the model's) and
-        gradient overlap (default: the simulator's); each keeps its own cost caches."""
-        key = (microbatches, zero, recompute or self.space.recompute, overlap)
+                  overlap: bool | None = None, prefetch: bool = False) -> Simulator:
+        """The simulator of one micro-batch count, ZeRO stage, recomputation mode (default: the model's),
+        gradient overlap (default: the simulator's) and ZeRO-3 prefetch; each keeps its own cost caches."""
+        key = (microbatches, zero, recompute or self.space.recompute, overlap, prefetch)
         if key not in self.sims:
             self.sims[key] = Simulator(self.space.graph_for(microbatches, key[2]), self.cluster, microbatches,
-                                       overlap=overlap, zero=zero, whole_grad_bytes=self.whole_grad_bytes)
+                                       overlap=overlap, zero=zero, whole_grad_bytes=self.whole_grad_bytes,
+                                       zero_prefetch=prefetch)
         return self.sims[key]
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
@@ -68,11 +69,11 @@ class SimulatorRunner(Runner):
         t0 = time.perf_counter()
         try:
             m, z, rc = self.space.microbatches_of(c), self.space.zero_of(c), self.space.recompute_of(c)
-            ov = self.space.overlap_of(c)
+            ov, pf = self.space.overlap_of(c), self.space.prefetch_of(c)
             strategy = self.space.strategy(c)
         except (UsageError, TypeError, ValueError, AttributeError, KeyError) as exc:
             return Measurement(c, Status.INVALID, error=f"not a valid strategy: {exc}")
-        r = self.simulator(m, z, rc, ov).simulate(strategy, timeline=timeline, time_if_full=timeline)
+        r = self.simulator(m, z, rc, ov, pf).simulate(strategy, timeline=timeline, time_if_full=timeline)
         run_s = time.perf_counter() - t0
         meta = {"peak_memory_bytes": r.peak_memory, "capacity_bytes": r.capacity, "microbatches": m,
                 **({"recompute": rc} if rc is not None else {}),

@@ -13,7 +13,8 @@ micro-batch count, a number of virtual stages (interleaved 1F1B), sequence paral
 for mixture-of-experts models, an expert-parallel degree, so the search moves between (t, p, d)
 layouts in one step and refines op by op from there; with probability ``zero_prob`` it keeps the
 strategy and changes its ZeRO stage (``"zero"`` in the payload: optimizer state, gradients and
-weights sharded over the data-parallel replicas, see ``Simulator``), with ``recompute_prob`` its
+weights sharded over the data-parallel replicas, see ``Simulator``; stage 3 with or without its gathers
+prefetched, ``"prefetch"``), with ``recompute_prob`` its
 activation recomputation mode (``"recompute"``), and with ``overlap_prob`` whether the weight-gradient
 all-reduces overlap the (last micro-batch's) backward (``"overlap"``; absent: overlapped with one
 micro-batch, not with several, as PyTorch DDP and Megatron-LM do by default). ``initial`` is data parallelism; ``crossover`` takes a prefix of ops (in
@@ -38,7 +39,8 @@ from autotune.search_spaces.parallel.graph import ROLES, Graph
 from autotune.errors import UsageError
 from autotune.types import Candidate, Task
 
-N_FEATURES = 8 + 2 * len(ROLES)
+N_FEATURES = 9 + 2 * len(ROLES)
+ZERO_SETTINGS = [(z, False) for z in st.ZERO_STAGES] + [(3, True)]  # (ZeRO stage, its gathers prefetched)
 RECOMPUTE_LEVEL = {None: 0, "none": 0, "selective": 1, "full": 2}  # a feature: how much is recomputed
 SEED_MICRO_BATCH = (1, 2, 4, 8)  # samples per data-parallel replica and micro-batch of the seeded layouts
 
@@ -137,6 +139,16 @@ class StrategySpace(Space):
             raise UsageError(f"overlap must be true or false, got {o!r}")
         return o
 
+    def prefetch_of(self, c: Candidate) -> bool:
+        """Whether the candidate's ZeRO-3 gathers each run during the op before it (FSDP's prefetch; False: the
+        compute waits for each, as DeepSpeed's hooks fetched): only with ZeRO stage 3."""
+        f = c.payload.get("prefetch", False) if isinstance(c.payload, dict) else False
+        if not isinstance(f, bool):
+            raise UsageError(f"prefetch must be true or false, got {f!r}")
+        if f and self.zero_of(c) != 3:
+            raise UsageError("prefetch needs ZeRO stage 3 (\"zero\": 3)")
+        return f
+
     def recompute_of(self, c: Candidate) -> str | None:
         """The candidate's activation recomputation mode (``"recompute"`` in the payload; default the model's)."""
         r = c.payload.get("recompute", self.recompute) if isinstance(c.payload, dict) else self.recompute
@@ -175,10 +187,10 @@ class StrategySpace(Space):
                       for lay in out if lay.tensor > 1]
 
     def layout(self, lay: Layout, zero: int = 0, recompute: str | None = None,
-               overlap: bool | None = None) -> Candidate:
+               overlap: bool | None = None, prefetch: bool = False) -> Candidate:
         g = self.graph_for(lay.microbatches)
         return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline, lay.virtual, lay.sequence,
-                                     lay.expert or None), lay.microbatches, zero, recompute, overlap)
+                                     lay.expert or None), lay.microbatches, zero, recompute, overlap, prefetch)
 
     def seeds(self) -> dict[str, Candidate]:
         """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
@@ -217,11 +229,12 @@ class StrategySpace(Space):
                             if r != self.recompute})
         dp = st.data_parallel(self.graph, self.cluster)
         out.update({f"data-parallel zero-{z}": self.wrap(dp, zero=z) for z in st.ZERO_STAGES[1:]})
+        out["data-parallel zero-3 prefetch"] = self.wrap(dp, zero=3, prefetch=True)
         return out
 
     # -- conversions -----------------------------------------------------------------
     def wrap(self, strategy: st.Strategy, microbatches: int | None = None, zero: int = 0,
-             recompute: str | None = None, overlap: bool | None = None) -> Candidate:
+             recompute: str | None = None, overlap: bool | None = None, prefetch: bool = False) -> Candidate:
         m = self.microbatches if microbatches is None else microbatches
         payload = st.to_json(self.graph_for(m), strategy, self.D)
         if m != self.microbatches:
@@ -232,6 +245,8 @@ class StrategySpace(Space):
             payload["recompute"] = recompute
         if overlap is not None:
             payload["overlap"] = overlap
+        if prefetch:
+            payload["prefetch"] = True
         c = Candidate(payload)
         self._remember(c.key, strategy)
         return c
@@ -252,13 +267,14 @@ class StrategySpace(Space):
         c = Candidate(config)
         m = self.microbatches_of(c)
         return self.wrap(st.from_json(self.graph_for(m), config, self.D), m, self.zero_of(c), self.recompute_of(c),
-                         self.overlap_of(c))
+                         self.overlap_of(c), self.prefetch_of(c))
 
     def contains(self, c: Candidate) -> bool:
         try:
             self.zero_of(c)
             self.recompute_of(c)
             self.overlap_of(c)
+            self.prefetch_of(c)
             m = self.microbatches_of(c)
             return st.check_strategy(self.graph_for(m), self.strategy(c), self.D) is None
         except (UsageError, TypeError, ValueError, AttributeError):
@@ -303,16 +319,18 @@ class StrategySpace(Space):
         """An op move, a layout move (keeping the ZeRO stage, recomputation mode and gradient overlap) or, with
         probability ``zero_prob``, another ZeRO stage for the same strategy (``recompute_prob``: another
         recomputation mode; ``overlap_prob``: the gradient all-reduces overlapped or not)."""
-        z, rc, ov = self.zero_of(c), self.recompute_of(c), self.overlap_of(c)
+        z, rc, ov, pf = self.zero_of(c), self.recompute_of(c), self.overlap_of(c), self.prefetch_of(c)
         if self.layouts and rng.random() < self.layout_prob:
-            return self.layout(self.layouts[int(rng.integers(len(self.layouts)))], z, rc, ov)
+            return self.layout(self.layouts[int(rng.integers(len(self.layouts)))], z, rc, ov, pf)
         m = self.microbatches_of(c)
-        if rng.random() < self.zero_prob:
-            return self.wrap(self.strategy(c), m, int(rng.choice([x for x in st.ZERO_STAGES if x != z])), rc, ov)
+        if rng.random() < self.zero_prob:  # another stage, stage 3 with or without prefetch
+            other = [x for x in ZERO_SETTINGS if x != (z, pf)]
+            z2, pf2 = other[int(rng.integers(len(other)))]
+            return self.wrap(self.strategy(c), m, z2, rc, ov, pf2)
         if len(self.modes) > 1 and rng.random() < self.recompute_prob:
-            return self.wrap(self.strategy(c), m, z, str(rng.choice([x for x in self.modes if x != rc])), ov)
+            return self.wrap(self.strategy(c), m, z, str(rng.choice([x for x in self.modes if x != rc])), ov, pf)
         if rng.random() < self.overlap_prob:
-            return self.wrap(self.strategy(c), m, z, rc, not st.overlapped(ov, m))
+            return self.wrap(self.strategy(c), m, z, rc, not st.overlapped(ov, m), pf)
         ops = self.graph_for(m).ops
         s = list(self.strategy(c))
         for _ in range(20):
@@ -327,8 +345,8 @@ class StrategySpace(Space):
                 tied = self.alike[i] if rng.random() < self.tie_prob else [i]
                 for t in tied:
                     s[t] = new
-                return self.wrap(s, m, z, rc, ov)
-        return self.wrap(s, m, z, rc, ov)
+                return self.wrap(s, m, z, rc, ov, pf)
+        return self.wrap(s, m, z, rc, ov, pf)
 
     def crossover(self, a: Candidate, b: Candidate, rng: np.random.Generator) -> Candidate:
         """A prefix of ``a``'s ops and the rest of ``b``'s, at ``a``'s micro-batch count (an op of ``b``'s
@@ -339,7 +357,7 @@ class StrategySpace(Space):
         cut = int(rng.integers(len(sa) + 1))
         child = list(sa[:cut]) + [y if st.check_config(op, y, self.D) is None else x
                                   for op, x, y in zip(ops[cut:], sa[cut:], sb[cut:])]
-        return self.wrap(child, m, self.zero_of(a), self.recompute_of(a), self.overlap_of(a))
+        return self.wrap(child, m, self.zero_of(a), self.recompute_of(a), self.overlap_of(a), self.prefetch_of(a))
 
     def initial(self) -> Candidate:
         return self.wrap(st.data_parallel(self.graph, self.cluster))
@@ -354,7 +372,7 @@ class StrategySpace(Space):
     def features(self, cs: list[Candidate]) -> np.ndarray:
         """Per candidate: FLOP-weighted mean log2 degree per role, share of ops splitting each role,
         mean log2 partitions, share of ops on the whole cluster, distinct blocks, mean block start,
-        log2 micro-batches, ZeRO stage, recomputation level, gradient all-reduces overlapped."""
+        log2 micro-batches, ZeRO stage, recomputation level, gradient all-reduces overlapped, ZeRO-3 prefetch."""
         w = np.array([op.flops + op.bwd_flops + 1.0 for op in self.graph.ops])
         w = w / w.sum()
         rows = []
@@ -372,5 +390,6 @@ class StrategySpace(Space):
                                         [w @ parts, w @ whole, math.log2(blocks), w @ starts,
                                          math.log2(self.microbatches_of(c)), self.zero_of(c),
                                          RECOMPUTE_LEVEL[self.recompute_of(c)],
-                                         float(st.overlapped(self.overlap_of(c), self.microbatches_of(c)))]]))
+                                         float(st.overlapped(self.overlap_of(c), self.microbatches_of(c))),
+                                         float(self.prefetch_of(c))]]))
         return np.array(rows, dtype=float).reshape(len(cs), N_FEATURES)

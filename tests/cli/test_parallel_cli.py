@@ -41,9 +41,9 @@ def last_json(r) -> dict:
     return json.loads(r.stdout)
 
 
-def simulated(graph, cluster, strategy, microbatches: int = 1, zero: int = 0) -> float | None:
+def simulated(graph, cluster, strategy, microbatches: int = 1, zero: int = 0, prefetch: bool = False) -> float | None:
     """Iteration time of ``strategy`` by a fresh simulator, None when it does not fit in memory."""
-    r = Simulator(graph, cluster, microbatches, zero=zero).simulate(strategy)
+    r = Simulator(graph, cluster, microbatches, zero=zero, zero_prefetch=prefetch).simulate(strategy)
     return r.iteration_s if r.fits else None
 
 
@@ -67,9 +67,9 @@ def check(model, cluster, trials):
         g = get_model(model, out["batch"] // m)
         if "recompute" in best["strategy"]:  # the search chose another recomputation mode than the model's
             g = rebuild(g)(g.batch, best["strategy"]["recompute"])
-        z = best["strategy"].get("zero", 0)
+        z, pf = best["strategy"].get("zero", 0), best["strategy"].get("prefetch", False)
         assert best["iteration_s"] == pytest.approx(
-            simulated(g, cl, st.from_json(g, best["strategy"], cl.devices), m, z), rel=1e-9)
+            simulated(g, cl, st.from_json(g, best["strategy"], cl.devices), m, z, pf), rel=1e-9)
         if best["source"].startswith("layout "):  # a seed layout: Megatron's strategy at its degrees
             words = best["source"].split()[1:]
             sp = "sp" in words
@@ -80,9 +80,9 @@ def check(model, cluster, trials):
             assert m2 == m and t * p * d == cl.devices and (t > 1 or not sp)
             s = st.megatron(g, cl, t, p, lay.get("v", 1), sp, lay.get("ep"))
             assert best["iteration_s"] == pytest.approx(simulated(g, cl, s, m), rel=1e-9)
-        elif best["source"].startswith("data-parallel zero-"):
-            assert z == int(best["source"][-1]) and best["iteration_s"] == pytest.approx(
-                simulated(g, cl, st.data_parallel(g, cl), m, z), rel=1e-9)
+        elif best["source"].startswith("data-parallel zero-"):  # "data-parallel zero-3 prefetch" too
+            assert (z, pf) == (int(best["source"].split()[1][-1]), best["source"].endswith(" prefetch"))
+            assert best["iteration_s"] == pytest.approx(simulated(g, cl, st.data_parallel(g, cl), m, z, pf), rel=1e-9)
         elif best["source"] != "search":
             assert out["baselines"][best["source"]]["iteration_s"] == best["iteration_s"]
     return out

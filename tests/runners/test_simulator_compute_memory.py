@@ -180,8 +180,8 @@ def test_attention_internals_are_stored_unless_recomputed():
 def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param):
     """One fp16 layer (2-byte weights and gradients, 12 bytes of fp32 master weight and Adam moments per
     parameter), data parallel on 4 devices: ZeRO stage 1 shards the 12 bytes, 2 the gradient too, 3 all 16;
-    stage 3 moves 1.5 times the all-reduce's bytes (its weight all-gathers) and holds the layer's gathered
-    fp16 weights twice (computing, and the next prefetched); stage 3 reduce-scatters the gradient (a ring of
+    stage 3 holds the layer's gathered fp16 weights (twice when prefetched: computing, and the next
+    gathered during it); stage 3 reduce-scatters the gradient (a ring of
     the weight's bytes) instead of all-reducing it, and gathers the weight before the forward and the
     backward."""
     g = Builder("fp16", 8, dtype_bytes=2)
@@ -192,8 +192,10 @@ def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param
     sim = Simulator(g, cluster(per_node=4), zero=zero)
     r = sim.simulate(s)
     acts = (8 * 64 + 8 * 64) * 2 / 4
-    gathered = 2 * 64 * 64 * 2 if zero == 3 else 0
+    gathered = 64 * 64 * 2 if zero == 3 else 0
     assert r.memory[0] == pytest.approx(64 * 64 * per_param + acts + gathered)
+    prefetched = Simulator(g, cluster(per_node=4), zero=zero, zero_prefetch=True).simulate(s).memory[0]
+    assert prefetched == pytest.approx(64 * 64 * per_param + acts + 2 * gathered)
     gather = nccl.allgather_time(4, 64 * 64 * 2, INTRA, latency_scale=LATENCY_SCALE)
     assert sim.dur[sim.GS[1]] == pytest.approx(gather if zero == 3 else grad_sync(4, 64 * 64 * 2))
     assert (sim.dur[sim.WF[1]] == sim.dur[sim.WB[1]] == gather) if zero == 3 else sim.WF == sim.WB == []

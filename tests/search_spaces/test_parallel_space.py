@@ -178,7 +178,7 @@ def test_layouts_cover_every_factorisation_and_choose_the_micro_batch_count():
         lay, mode = n.split(" rc-")
         assert c.payload["recompute"] == mode and space.strategy(c) == space.strategy(seeds[lay]) and space.contains(c)
     assert {n for n in all_seeds if n not in seeds and n not in other} == {
-        "data-parallel zero-1", "data-parallel zero-2", "data-parallel zero-3"}
+        "data-parallel zero-1", "data-parallel zero-2", "data-parallel zero-3", "data-parallel zero-3 prefetch"}
     fewest = {}
     for x in space.layouts:
         fewest[x.tensor, x.pipeline] = min(fewest.get((x.tensor, x.pipeline), 64), x.microbatches)
@@ -204,8 +204,8 @@ def test_layout_moves_jump_between_layouts_and_op_moves_keep_the_micro_batch_cou
         assert space.contains(n) and space.microbatches_of(n) == space.microbatches_of(c)
         changed = sum(a != b for a, b in zip(space.strategy(n), space.strategy(c)))
         # an op move, or alone a ZeRO move, a recomputation move or a gradient-overlap move
-        moves = [changed >= 1, space.zero_of(n) != space.zero_of(c), space.recompute_of(n) != space.recompute_of(c),
-                 space.overlap_of(n) != space.overlap_of(c)]
+        moves = [changed >= 1, (space.zero_of(n), space.prefetch_of(n)) != (space.zero_of(c), space.prefetch_of(c)),
+                 space.recompute_of(n) != space.recompute_of(c), space.overlap_of(n) != space.overlap_of(c)]
         assert sum(moves) == 1
     assert space.recompute_of(c) == "none" and {space.recompute_of(space.neighbor(c, rng)) for _ in range(400)} == {
         "none", "selective", "full"}
@@ -232,6 +232,31 @@ def test_gradient_overlap_is_a_strategy_dimension():
     default, overlapped = runner.measure(space.task, [c, on])
     assert overlapped.ok and default.ok and overlapped.cost < default.cost
     assert space.overlap_of(space.crossover(on, c, rng)) is True
+
+
+def test_zero_3_prefetch_is_a_strategy_dimension_with_its_memory_cost():
+    """The ZeRO move draws among the stages and stage 3 with its gathers prefetched; prefetched, a ZeRO-3
+    strategy is faster (each gather runs during the op before it) and holds one more op's gathered weights."""
+    from autotune.drivers.parallel import strategy_space
+    from autotune.runners.simulator import SimulatorRunner
+
+    space = strategy_space(get_model("gpt-350m", 64), get_cluster("dgx-a100-x2"))
+    rng = np.random.default_rng(0)
+    space.layout_prob = space.recompute_prob = space.overlap_prob = 0.0
+    space.zero_prob = 1.0
+    dp = space.initial()
+    settings = {(space.zero_of(n), space.prefetch_of(n)) for n in (space.neighbor(dp, rng) for _ in range(60))}
+    assert settings == {(1, False), (2, False), (3, False), (3, True)}
+    seeds = space.seeds()
+    on_demand, prefetched = seeds["data-parallel zero-3"], seeds["data-parallel zero-3 prefetch"]
+    assert prefetched.payload["prefetch"] is True and "prefetch" not in on_demand.payload
+    assert space.strategy(prefetched) == space.strategy(on_demand) and not np.allclose(
+        *space.features([on_demand, prefetched]))
+    assert not space.contains(Candidate({**dp.payload, "prefetch": True}))  # prefetch needs stage 3
+    runner = SimulatorRunner(space.graph, space.cluster, space)
+    a, b = runner.measure(space.task, [on_demand, prefetched])
+    assert a.ok and b.ok and b.cost < a.cost and b.meta["peak_memory_bytes"] > a.meta["peak_memory_bytes"]
+    assert space.prefetch_of(space.crossover(prefetched, dp, rng)) is True
 
 
 def test_models_without_a_rebuild_keep_their_micro_batch_count():
