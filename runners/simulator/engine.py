@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from autotune.runners.simulator import costs
 from autotune.runners.simulator import memory as memory_model
+from autotune.runners.simulator import zero as zero_gathers
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph
 from autotune.search_spaces.parallel.strategy import ZERO_STAGES, OpConfig, Strategy, overlapped
@@ -63,9 +64,10 @@ class Simulator:
     parameter beyond the weight and its gradient), 2 the gradients too, 3 the weights too; the update then
     touches a shard. Stages 1 and 2 move what an all-reduce moves (a reduce-scatter of the gradients, an
     all-gather of the updated weights); stage 3 gathers the weights before each micro-batch's forward and
-    backward (rings whose latency grows with the group) and reduce-scatters each micro-batch's gradients.
-    ``zero_prefetch``: each gather runs during the op before it (FSDP's prefetch); off (the default), the
-    compute waits for it (DeepSpeed's ZeRO-3 hooks). ``whole_grad_bytes``: bytes per parameter of that
+    backward (rings whose latency grows with the group) and reduce-scatters each micro-batch's gradients, an
+    embedding table's whole (as FSDP does). ``zero_prefetch``: each gather runs during the weighted op
+    before it (FSDP's prefetch); off (the default), the compute waits for it (DeepSpeed's ZeRO-3 hooks;
+    :mod:`.zero`). ``whole_grad_bytes``: bytes per parameter of that
     optimizer state which stage 1 keeps whole on every rank (DeepSpeed's BF16 optimizer accumulates full fp32
     gradients, 4, and shards only the fp32 weights and Adam moments)."""
 
@@ -75,6 +77,8 @@ class Simulator:
             raise ValueError(f"microbatches must be >= 1, got {microbatches}")
         if zero not in ZERO_STAGES:
             raise ValueError(f"zero must be a ZeRO stage 0-3, got {zero}")
+        if zero_prefetch and zero != 3:
+            raise ValueError("zero_prefetch needs zero=3: only ZeRO-3 gathers weights")
         self.g, self.c, self.microbatches, self.overlap, self.zero = graph, cluster, int(microbatches), overlap, zero
         self.whole_grad_bytes, self.zero_prefetch = float(whole_grad_bytes), bool(zero_prefetch)
         self.D = cluster.devices
@@ -106,6 +110,7 @@ class Simulator:
         self.U = [task(f"U {o.name}") for o in ops]
         gathers = self.zero == 3  # only ZeRO-3 gathers weights: no such tasks otherwise
         self.WF, self.WB = ([task(f"{w} {o.name}") for o in ops] if gathers else [] for w in ("WF", "WB"))
+        self.prefetched = set(self.WF + self.WB) if self.zero_prefetch else set()
         self.X = [task(f"X {ops[p].name}->{ops[c].name}") for p, c, _ in self.g.edges]
         self.XB = [task(f"XB {ops[c].name}->{ops[p].name}") for p, c, _ in self.g.edges]
         consumers: list[list[int]] = [[] for _ in ops]
@@ -122,12 +127,12 @@ class Simulator:
         for i in range(len(ops)):
             dep(self.F[i], self.AO[i])
             dep(self.AO[i], self.B[i])
-            if gathers:
-                self._gather_deps(i, producers, consumers, dep)
             for t in self.AI[i]:
                 dep(self.B[i], t)
             dep(self.B[i], self.GS[i])
             dep(self.GS[i], self.U[i])
+        if gathers:
+            zero_gathers.gather_deps(self, producers, consumers, dep)
         self.consumers = consumers
         # tasks repeated for every micro-batch (all but the once-per-iteration gradient sync and update)
         once = set(self.GS) | set(self.U)
@@ -158,22 +163,6 @@ class Simulator:
                 tuple(axes for _, axes in op.inputs), producers, op.weight, op.weight_elems, op.flops, op.bwd_flops,
                 op.mem_elems, op.post_elems, op.kernels, op.keep, op.routed, op.route_share, op.stash_bytes,
                 op.stores_output)
-
-    def _gather_deps(self, i: int, producers: list[list[int]], consumers: list[list[int]], dep) -> None:
-        """ZeRO-3's gathers of op ``i``'s weights: before its forward once its inputs are ready, before its
-        backward once its output gradients are (prefetched: those of the ops before and after it)."""
-        before = producers[i] if self.zero_prefetch else [i]
-        after = [self.g.edges[e][1] for e in consumers[i]] if self.zero_prefetch else [i]
-        for j in before:
-            for e in self.in_edges[j]:
-                dep(self.X[e], self.WF[i])
-        for j in after:
-            dep(self.AO[j], self.WB[i])
-            for e in consumers[j]:
-                dep(self.XB[e], self.WB[i])
-        dep(self.WF[i], self.F[i])
-        dep(self.F[i], self.WB[i])
-        dep(self.WB[i], self.B[i])
 
     # -- costs ---------------------------------------------------------------------
     def _op_costs(self, i: int, cfg: OpConfig) -> tuple:
@@ -226,7 +215,7 @@ class Simulator:
         act = ((out_part * g.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
                if (op.keep or not g.recompute) else 0.0)
         mem = (w_shard * memory_model.state_bytes(g, self.zero, shard, self.whole_grad_bytes), act,
-               w_shard * g.dtype_bytes if self.zero == 3 else 0.0)
+               w_shard * g.dtype_bytes if self.zero == 3 and wrep else 0.0)
         hit = (f, b, ao, ai, gs, upd, mem, devs, wf, wb)
         self.op_cache[key] = hit
         return hit
@@ -317,12 +306,18 @@ class Simulator:
 
     def busiest(self, tasks: list[int]) -> float:
         """The most work ``tasks`` give one device (its compute queue plus its link port: transfers and
-        collectives it waits for) or one node's network port."""
-        busy = np.zeros(2 * self.D + self.c.nodes)
+        collectives it waits for; prefetched ZeRO-3 gathers run beside its compute) or one node's network port."""
+        D = self.D
+        busy, beside = np.zeros(2 * D + self.c.nodes), np.zeros(D)
         for t in tasks:
             if self.dur[t] > 0 and len(self.res[t]):
-                busy[self.res[t]] += self.dur[t]
-        return float(max((busy[:self.D] + busy[self.D:2 * self.D]).max(), busy[2 * self.D:].max(initial=0.0)))
+                if t in self.prefetched:
+                    r = self.res[t]
+                    beside[r[(r >= D) & (r < 2 * D)] - D] += self.dur[t]
+                    busy[r[r >= 2 * D]] += self.dur[t]
+                else:
+                    busy[self.res[t]] += self.dur[t]
+        return float(max((np.maximum(busy[:D], beside) + busy[D:2 * D]).max(), busy[2 * D:].max(initial=0.0)))
 
     def simulate(self, strategy: Strategy, timeline: bool = False, time_if_full: bool = True) -> SimResult:
         """The iteration time and memory per device of ``strategy``; with ``time_if_full`` False a strategy

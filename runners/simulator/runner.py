@@ -3,9 +3,9 @@
 cost = simulated iteration time (seconds); INVALID when the strategy is not valid
 or a device's memory exceeds its capacity; meta carries peak memory and throughput.
 A candidate that splits the iteration into another number of micro-batches than the
-space's default, shards with ZeRO, recomputes activations in another mode or overlaps its gradient
-all-reduces otherwise, runs on a simulator of its own (one per micro-batch count, ZeRO stage, recomputation
-mode and overlap, each with its delta caches).
+space's default, shards with ZeRO (prefetching ZeRO-3's gathers or not), recomputes activations in another
+mode or overlaps its gradient all-reduces otherwise, runs on a simulator of its own (one per micro-batch count,
+ZeRO stage and prefetch, recomputation mode and overlap, each with its delta caches).
 """
 
 from __future__ import annotations

@@ -194,11 +194,51 @@ def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param
     acts = (8 * 64 + 8 * 64) * 2 / 4
     gathered = 64 * 64 * 2 if zero == 3 else 0
     assert r.memory[0] == pytest.approx(64 * 64 * per_param + acts + gathered)
-    prefetched = Simulator(g, cluster(per_node=4), zero=zero, zero_prefetch=True).simulate(s).memory[0]
-    assert prefetched == pytest.approx(64 * 64 * per_param + acts + 2 * gathered)
+    if zero == 3:
+        prefetched = Simulator(g, cluster(per_node=4), zero=zero, zero_prefetch=True).simulate(s).memory[0]
+        assert prefetched == pytest.approx(64 * 64 * per_param + acts + 2 * gathered)
+    else:  # only ZeRO-3 gathers weights
+        with pytest.raises(ValueError, match="zero=3"):
+            Simulator(g, cluster(per_node=4), zero=zero, zero_prefetch=True)
     gather = nccl.allgather_time(4, 64 * 64 * 2, INTRA, latency_scale=LATENCY_SCALE)
     assert sim.dur[sim.GS[1]] == pytest.approx(gather if zero == 3 else grad_sync(4, 64 * 64 * 2))
     assert (sim.dur[sim.WF[1]] == sim.dur[sim.WB[1]] == gather) if zero == 3 else sim.WF == sim.WB == []
+
+
+def test_a_prefetched_gather_runs_during_the_weighted_op_before_it_in_every_micro_batch():
+    """On demand, layer 2's gather starts when layer 1's forward ends; prefetched, when layer 1's starts, and
+    ends before it would have. In a transformer the gather of a layer's first GEMM runs during the previous
+    layer's last GEMM, past the weightless ops between (not before that GEMM's inputs are ready). With
+    micro-batches the prefetched gathers also hide behind each steady step's compute."""
+    from autotune.search_spaces.parallel.models import transformer
+
+    def spans(sim, s):
+        out = {}
+        for _, a, b, name in sim.simulate(s, timeline=True).timeline:
+            out.setdefault(name, (a, b))
+        return out
+
+    g = chain(4, b=8192, f=256, width=256)
+    s = [cfg(g, "x", b=4)] + [cfg(g, f"l{i}", a0=4) for i in range(4)]
+    lazy = spans(Simulator(g, cluster(per_node=4), zero=3), s)
+    eager = spans(Simulator(g, cluster(per_node=4), zero=3, zero_prefetch=True), s)
+    assert lazy["WF l2"][0] >= lazy["F l1"][1]
+    assert eager["F l1"][0] <= eager["WF l2"][0] < eager["F l1"][1]
+    g = chain(4, b=65536, f=64, width=64)  # compute longer than each gather: one op ahead, no further
+    s = [cfg(g, "x", b=4)] + [cfg(g, f"l{i}", a0=4) for i in range(4)]
+    eager = spans(Simulator(g, cluster(per_node=4), zero=3, zero_prefetch=True), s)
+    assert eager["F l1"][0] <= eager["WF l2"][0] < eager["F l1"][1] <= eager["WF l3"][0]
+    cl = cluster(per_node=4)
+    t = transformer("tiny", 8, 2, 256, 4, 64, 512, recompute="full")
+    eager = spans(Simulator(t, cl, zero=3, zero_prefetch=True), data_parallel(t, cl))
+    assert eager["F l0.fc1"][1] <= eager["WF l1.qkv"][0] < eager["F l0.fc2"][1]
+    for m in (1, 4):  # the same samples in m micro-batches
+        gm = chain(4, b=8192 // m, f=256, width=256)
+        sm = [cfg(gm, "x", b=4)] + [cfg(gm, f"l{i}", a0=4) for i in range(4)]
+        saved = (Simulator(gm, cluster(per_node=4), zero=3, microbatches=m).simulate(sm).iteration_s
+                 - Simulator(gm, cluster(per_node=4), zero=3, microbatches=m, zero_prefetch=True).simulate(sm).iteration_s)
+        if m > 1:  # each steady step hides its compute (under its gathers, here the longer)
+            assert saved >= (m - 1) * 4 * 3 * 2 * (2048 // m) * 256 * 256 / PEAK
 
 
 def test_zero_3_gathers_every_micro_batchs_weights_and_waits_for_them_unless_prefetched():
