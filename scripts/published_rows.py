@@ -258,17 +258,23 @@ def _mt_nlg(devices):
     return [(f"530B t{t} p{p} {8 * n} GPUs", pub, lambda n=n: row(n)) for n, pub, _ in tables.MT_NLG_RUNS]
 
 
+def _bloom_run(devices, name, hidden, layers, heads, t, p, per_micro):
+    """One of BLOOM's layouts on the 48 Jean Zay nodes as the run's software ran it (global batch 2048, its padded
+    vocabulary): ZeRO stage 1 with DeepSpeed's BF16 optimizer (its fp32 gradients whole on every rank), the
+    embeddings given pipeline slots of their own. Returns ``iteration``'s (seconds, result, micro-batches)."""
+    _, _, vocab, batch, gpus = tables.BLOOM
+    return iteration(name, heads, hidden, layers, t, p, jean_zay(gpus, deepspeed(devices)), batch, tables.SEQ,
+                     per_micro, vocab=vocab, zero=1, embedding_blocks=True,
+                     whole_grad_bytes=optimizer_layout("deepspeed-bf16"))
+
+
 def _bloom(rows):
-    """BLOOM 176B on 48 Jean Zay nodes: TFLOP/s per GPU (Megatron-DeepSpeed's count, its padded vocabulary),
-    ZeRO stage 1 with DeepSpeed's BF16 optimizer (its fp32 gradients whole on every rank), the embeddings
-    given pipeline slots of their own."""
+    """BLOOM 176B (:func:`_bloom_run`): TFLOP/s per GPU (Megatron-DeepSpeed's count, its padded vocabulary)."""
     layers, hidden, vocab, batch, gpus = tables.BLOOM
 
     def rows_of(devices):
         def row(t, p, per_micro, heads):
-            s, r, micro = iteration("176b", heads, hidden, layers, t, p, jean_zay(gpus, deepspeed(devices)), batch,
-                                    tables.SEQ, per_micro, vocab=vocab, zero=1, embedding_blocks=True,
-                                    whole_grad_bytes=optimizer_layout("deepspeed-bf16"))
+            s, r, micro = _bloom_run(devices, "176b", hidden, layers, heads, t, p, per_micro)
             return megatron_flops(batch, layers, hidden, vocab=vocab) / s / gpus / 1e12, {
                 "microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
         return [(f"t{t} p{p} d{gpus // (t * p)} mb{m} {a} heads", pub, lambda t=t, p=p, m=m, a=a: row(t, p, m, a))
@@ -277,14 +283,10 @@ def _bloom(rows):
 
 
 def _bloom_memory(devices):
-    """BLOOM's layouts of 2022-02-28 on the 48 nodes, as ``_bloom`` runs them: fits in 80 GB (1) or not (0), the
-    simulated and the published peak (GB) beside."""
-    vocab, batch, gpus = tables.BLOOM[2], tables.BLOOM[3], tables.BLOOM[4]
-
+    """BLOOM's layouts of 2022-02-28 (:func:`_bloom_run`): fits in 80 GB (1) or not (0), the simulated and the
+    published peak (GB) beside."""
     def row(hidden, layers, heads, t, p, per_micro, published):
-        _, r, _ = iteration(f"bloom-{layers}l", heads, hidden, layers, t, p, jean_zay(gpus, deepspeed(devices)), batch,
-                            tables.SEQ, per_micro, vocab=vocab, zero=1, embedding_blocks=True,
-                            whole_grad_bytes=optimizer_layout("deepspeed-bf16"))
+        _, r, _ = _bloom_run(devices, f"bloom-{layers}l", hidden, layers, heads, t, p, per_micro)
         return float(r.fits), {"peak_memory_gb": round(r.peak_memory / 1e9, 1), "published_gb": published}
     return [(f"h{r[0]} L{r[1]} a{r[2]} t{r[3]} p{r[4]} mb{r[5]}", int(r[6] is not None), lambda r=r: row(*r))
             for r in tables.BLOOM_MEMORY]
