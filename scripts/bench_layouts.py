@@ -44,7 +44,7 @@ from autotune.search_spaces.parallel.models import transformer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from published_results import REDUCE_RECOMPUTE, SEQ, TABLE1, VOCAB
-from published_rows import iteration
+from published_runs import iteration
 
 # (source, name, layers, hidden, heads, GPUs, global batch, t, p, sequences per replica and micro-batch,
 #  interleaved chunks per stage, gradients all-reduced during the backward: None for the simulator's default)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import published_rows as rows
+import published_runs as runs
 import validate_simulator as vs
 
 from autotune.runners.simulator import nccl
@@ -53,13 +53,13 @@ def main() -> None:
         FILL_S[0] = fill_us * 1e-6
         for eff in np.arange(0.60, 1.0, 0.01):
             for scale in np.arange(0.25, 8.01, 0.25):
-                rows.COLLECTIVES.update(bus_efficiency=round(float(eff), 2), latency_scale=float(scale))
+                runs.COLLECTIVES.update(bus_efficiency=round(float(eff), 2), latency_scale=float(scale))
                 m = mape(args.fit_on)[0]
                 if best is None or m < best[0]:
                     best = (m, fill_us, round(float(eff), 2), float(scale))
     _, fill_us, eff, scale = best
     FILL_S[0] = fill_us * 1e-6
-    rows.COLLECTIVES.update(bus_efficiency=eff, latency_scale=scale)
+    runs.COLLECTIVES.update(bus_efficiency=eff, latency_scale=scale)
     print(f"fitted on {args.fit_on}: fill {fill_us} us per step, bus efficiency {eff}, latency scale {scale}")
     for name in (args.fit_on, args.read):
         m, errors = mape(name)

@@ -65,7 +65,7 @@ the simulator finds fitting ("fits 4/4").
 
 Other teams' runs of Megatron's layers inside DeepSpeed (DeepSpeed's pipeline, Megatron's tensor slicing,
 activation recomputation), added after the presets were fixed. They are simulated on a device of their own,
-``A100-DeepSpeed`` in ``published_rows.py`` (the same A100 with its own GEMM efficiency), which is calibrated
+``A100-DeepSpeed`` in ``published_runs.py`` (the same A100 with its own GEMM efficiency), which is calibrated
 on one of these sources and never on a Megatron-LM one: they move no figure of the A100 or the V100s.
 
 - ``mt-nlg-530b``: Smith et al. 2022, Megatron-Turing NLG 530B (arXiv:2201.11990) on Selene (DGX A100 nodes

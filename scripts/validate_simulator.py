@@ -2,7 +2,7 @@
 
 The published results it is checked against, each named with its paper, table and conditions, are
 in ``published_results.py`` (beside this script), and ``published_rows.py`` simulates each source's rows as
-that module describes (its ``SOURCES`` maps each source's name to its device, its unit and its rows). This
+that module describes (through ``published_runs.py``) (its ``SOURCES`` maps each source's name to its device, its unit and its rows). This
 module holds what is done with those rows: calibration, the leave-one-source-out protocol, the report and the
 command line.
 
@@ -40,7 +40,8 @@ import time
 
 import numpy as np
 import pandas as pd
-from published_rows import COLLECTIVES, SOURCES, deepspeed, fresh_devices, v100
+from published_rows import SOURCES
+from published_runs import COLLECTIVES, deepspeed, fresh_devices, v100
 
 # one source per device: the protocol's choice for the Megatron-LM devices; for the A100-DeepSpeed, the source
 # without a pipeline or a network

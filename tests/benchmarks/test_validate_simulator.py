@@ -1,4 +1,4 @@
-"""scripts/validate_simulator.py and the rows it simulates (scripts/published_rows.py): the published runs
+"""scripts/validate_simulator.py and the rows it simulates (scripts/published_rows.py, through published_runs.py): the published runs
 are simulated as they ran, the A100 preset (fitted on Korthikanti et al.'s full-recomputation runs) stays
 within 10% on the held-out SC'21 Table 1, the leave-one-source-out protocol never reports a source under a
 calibration fitted on it, and the runs of Megatron-DeepSpeed (MT-NLG, BLOOM; GPT-NeoX-20B, held out only) are
@@ -11,18 +11,14 @@ import numpy as np
 import published_results as tables
 import pytest
 import validate_simulator as vs
-from published_rows import (
-    SOURCES,
+from published_rows import SOURCES, a100_40gb, neox_cluster, neox_flops, neox_params
+from published_runs import (
     V100_32GB,
-    a100_40gb,
     deepspeed,
     embeddings_as_blocks,
     fresh_devices,
     jean_zay,
     megatron_flops,
-    neox_cluster,
-    neox_flops,
-    neox_params,
     v100,
 )
 
