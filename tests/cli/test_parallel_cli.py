@@ -41,9 +41,10 @@ def last_json(r) -> dict:
     return json.loads(r.stdout)
 
 
-def simulated(graph, cluster, strategy, microbatches: int = 1, zero: int = 0, prefetch: bool = False) -> float | None:
+def simulated(graph, cluster, strategy, microbatches: int = 1, zero: int = 0, prefetch: bool = False,
+              overlap: bool | None = None) -> float | None:
     """Iteration time of ``strategy`` by a fresh simulator, None when it does not fit in memory."""
-    r = Simulator(graph, cluster, microbatches, zero=zero, zero_prefetch=prefetch).simulate(strategy)
+    r = Simulator(graph, cluster, microbatches, overlap=overlap, zero=zero, zero_prefetch=prefetch).simulate(strategy)
     return r.iteration_s if r.fits else None
 
 
@@ -68,8 +69,8 @@ def check(model, cluster, trials):
         if "recompute" in best["strategy"]:  # the search chose another recomputation mode than the model's
             g = rebuild(g)(g.batch, best["strategy"]["recompute"])
         z, pf = best["strategy"].get("zero", 0), best["strategy"].get("prefetch", False)
-        assert best["iteration_s"] == pytest.approx(
-            simulated(g, cl, st.from_json(g, best["strategy"], cl.devices), m, z, pf), rel=1e-9)
+        assert best["iteration_s"] == pytest.approx(simulated(
+            g, cl, st.from_json(g, best["strategy"], cl.devices), m, z, pf, best["strategy"].get("overlap")), rel=1e-9)
         if best["source"].startswith("layout "):  # a seed layout: Megatron's strategy at its degrees
             words = best["source"].split()[1:]
             sp = "sp" in words
