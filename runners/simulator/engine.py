@@ -151,8 +151,9 @@ class Simulator:
         self.edge_sig = [(self.op_sig[p], self.op_sig[c], ops[c].inputs[k][1]) for p, c, k in self.g.edges]
         self.dur = [0.0] * len(names)
         self.res: list[np.ndarray] = [costs.EMPTY] * len(names)
-        # per device: (weights and optimizer state, stashed activations, the op's weights gathered by ZeRO-3)
-        self.mem_part = [(0.0, 0.0, 0.0)] * len(ops)
+        # per device: (weights and optimizer state, stashed activations, the op's weights gathered by ZeRO-3,
+        # the activations its recomputed forward holds during its layer's backward)
+        self.mem_part = [(0.0, 0.0, 0.0, 0.0)] * len(ops)
         self.act_scale = [1.0] * len(ops)  # share of an op's stashed output a device keeps (reduce-scattered)
 
     def _signature(self, i: int) -> tuple:
@@ -212,10 +213,10 @@ class Simulator:
             wb = (wf[0] * (2 if g.recompute and not op.keep else 1), wf[1])
             gs = (self.microbatches * wf[0], wf[1])
         upd = w_shard * g.state_bytes_per_param * 2 / shard / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
-        act = ((out_part * g.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
-               if (op.keep or not g.recompute) else 0.0)
-        mem = (w_shard * memory_model.state_bytes(g, self.zero, shard, self.whole_grad_bytes), act,
-               w_shard * g.dtype_bytes if self.zero == 3 and wrep else 0.0)
+        act = (out_part * g.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
+        redone = g.recompute and not op.keep  # stashed again only while its layer's backward runs
+        mem = (w_shard * memory_model.state_bytes(g, self.zero, shard, self.whole_grad_bytes), 0.0 if redone else act,
+               w_shard * g.dtype_bytes if self.zero == 3 and wrep else 0.0, act if redone else 0.0)
         hit = (f, b, ao, ai, gs, upd, mem, devs, wf, wb)
         self.op_cache[key] = hit
         return hit

@@ -1,5 +1,6 @@
 """Memory per device of a parallel strategy: each op's weights with their gradient and optimizer state (as the
-ZeRO stage shards them), the activations its pipeline stage keeps in flight, and the weights ZeRO-3 gathers.
+ZeRO stage shards them), the activations its pipeline stage keeps in flight, the weights ZeRO-3 gathers, and
+under recomputation the activations of the one layer whose backward runs (its forward run again).
 
 The :class:`~autotune.runners.simulator.engine.Simulator` computes each op's share once per (op, config) and
 adds the shares up per device here; a strategy whose peak exceeds the device capacity does not fit.
@@ -53,23 +54,31 @@ def in_flight(stages: int, microbatches: int, virtual: int) -> list[float]:
     return [min(M * v, 2 * (S - k - 1) + (v - 1) * S + 1) / v for k in range(S)]
 
 
-def device_memory(graph: Graph, strategy: Strategy, parts: list[tuple[float, float, float]], act_scale: list[float],
-                  devices: int, microbatches: int, prefetch: bool = False) -> np.ndarray:
+def device_memory(graph: Graph, strategy: Strategy, parts: list[tuple[float, float, float, float]],
+                  act_scale: list[float], devices: int, microbatches: int, prefetch: bool = False) -> np.ndarray:
     """Bytes per device: ``parts[i]`` is op i's (weights and optimizer state, stashed activations, weights
-    ZeRO-3 gathers) on each device of its block, ``act_scale[i]`` the share of its stashed output a device
-    keeps (less than 1 where the output is reduce-scattered). Pipeline stages are the device blocks, in the
-    order the model reaches them; under ZeRO-3 the largest op's gathered weights are held, twice with
-    ``prefetch`` (the op computing and the next one gathered during it)."""
+    ZeRO-3 gathers, activations its recomputed forward holds) on each device of its block, ``act_scale[i]``
+    the share of its activations a device keeps (less than 1 where the output is reduce-scattered). Pipeline
+    stages are the device blocks, in the order the model reaches them; under ZeRO-3 the largest op's gathered
+    weights are held, twice with ``prefetch`` (the op computing and the next one gathered during it). A
+    recomputing device runs one layer's backward at a time, and holds that layer's recomputed activations
+    then (the largest layer's) beside the stashed ones."""
     weights, acts, gathered = np.zeros(devices), np.zeros(devices), np.zeros(devices)
+    redone: dict[tuple[int, int, int | None], float] = {}  # (block, layer) -> recomputed bytes per device
     stages: dict[tuple[int, int], int] = {}
     for cfg in strategy:
         stages.setdefault((cfg.start, cfg.span), len(stages))
     held = in_flight(len(stages), microbatches, virtual_stages(graph, strategy) if microbatches > 1 else 1)
-    for i, cfg in enumerate(strategy):
-        w, a, full = parts[i]
+    for op, cfg, (w, a, full, r), scale in zip(graph.ops, strategy, parts, act_scale):
         block = slice(cfg.start, cfg.start + cfg.span)
         weights[block] += w
-        acts[block] += a * act_scale[i] * held[stages[(cfg.start, cfg.span)]]
+        acts[block] += a * scale * held[stages[(cfg.start, cfg.span)]]
         if full:
             gathered[block] = np.maximum(gathered[block], full)
-    return weights + acts + (2 if prefetch else 1) * gathered
+        if r:
+            key = (cfg.start, cfg.span, op.layer)
+            redone[key] = redone.get(key, 0.0) + r * scale
+    working = np.zeros(devices)
+    for (start, span, _), r in redone.items():
+        working[start:start + span] = np.maximum(working[start:start + span], r)
+    return weights + acts + (2 if prefetch else 1) * gathered + working

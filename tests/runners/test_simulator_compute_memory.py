@@ -163,17 +163,21 @@ def test_replicated_op_computes_whole_on_each_copy_and_feeds_local_consumers():
 def test_attention_internals_are_stored_unless_recomputed():
     """Without recomputation each layer also stores its attention's softmax output, dropout output and mask:
     (2 x 2 + 1) bytes x b x heads x s^2 in fp16 (Korthikanti et al.'s 5 a s^2 b); selective recomputation
-    drops that and the attention's output (b x s x hidden in fp16, recomputed with it); data parallelism over
-    4 devices holds a quarter on each."""
+    drops that and the attention's output (b x s x hidden in fp16, recomputed with it) but for the one layer
+    whose backward runs, which holds them again; data parallelism over 4 devices holds a quarter on each."""
     from autotune.search_spaces.parallel.models import transformer
 
     cl = cluster(per_node=4)
-    b, layers, heads, s = 8, 2, 4, 64
+    b, layers, heads, s = 8, 3, 4, 64
     mem = {}
-    for mode in ("none", "selective"):
+    for mode in ("none", "selective", "full"):
         g = transformer("tiny", b, layers, 64, heads, s, 128, recompute=mode)
         mem[mode] = Simulator(g, cl).simulate(data_parallel(g, cl)).memory
-    assert np.allclose(mem["none"] - mem["selective"], layers * (5 * b * heads * s * s + 2 * b * s * 64) / 4)
+    internals = (5 * b * heads * s * s + 2 * b * s * 64) / 4
+    assert np.allclose(mem["none"] - mem["selective"], (layers - 1) * internals)
+    # full recomputation stashes each layer's input alone and holds one layer's activations during its backward
+    per_layer = (mem["none"] - mem["full"]) / (layers - 1)
+    assert np.all(per_layer > internals) and np.all(mem["full"] < mem["selective"])
 
 
 @pytest.mark.parametrize("zero, per_param", [(0, 16), (1, 4 + 12 / 4), (2, 2 + 14 / 4), (3, 16 / 4)])
