@@ -64,7 +64,7 @@ def device_memory(graph: Graph, strategy: Strategy, parts: list[tuple[float, flo
     recomputing device runs one layer's backward at a time, and holds that layer's recomputed activations
     then (the largest layer's) beside the stashed ones."""
     weights, acts, gathered = np.zeros(devices), np.zeros(devices), np.zeros(devices)
-    redone: dict[tuple[int, int, int | None], float] = {}  # (block, layer) -> recomputed bytes per device
+    redone: dict[int | None, np.ndarray] = {}  # layer -> its recomputed bytes on each device
     stages: dict[tuple[int, int], int] = {}
     for cfg in strategy:
         stages.setdefault((cfg.start, cfg.span), len(stages))
@@ -76,9 +76,6 @@ def device_memory(graph: Graph, strategy: Strategy, parts: list[tuple[float, flo
         if full:
             gathered[block] = np.maximum(gathered[block], full)
         if r:
-            key = (cfg.start, cfg.span, op.layer)
-            redone[key] = redone.get(key, 0.0) + r * scale
-    working = np.zeros(devices)
-    for (start, span, _), r in redone.items():
-        working[start:start + span] = np.maximum(working[start:start + span], r)
+            redone.setdefault(op.layer, np.zeros(devices))[block] += r * scale
+    working = np.max(list(redone.values()), axis=0) if redone else 0.0
     return weights + acts + (2 if prefetch else 1) * gathered + working

@@ -180,6 +180,31 @@ def test_attention_internals_are_stored_unless_recomputed():
     assert np.all(per_layer > internals) and np.all(mem["full"] < mem["selective"])
 
 
+def test_a_recomputed_layer_split_over_blocks_holds_its_whole_working_set():
+    """Megatron's strategy on 16 devices at a batch of 2: a layer's tensor-parallel ops span 4 devices and its
+    replicated ones all 16, so each device holds, during the layer's recomputed backward, the sum of its shares
+    of every op of that layer (then the largest layer's)."""
+    from autotune.search_spaces.parallel.clusters import get_cluster
+    from autotune.search_spaces.parallel.models import transformer
+    from autotune.search_spaces.parallel.strategy import megatron
+
+    cl = get_cluster("dgx-a100-x2")
+    g = transformer("t", 2, 8, 256, 8, 128, 1024, recompute="full")
+    s = megatron(g, cl, 2, 1)
+    assert len({(c.start, c.span) for op, c in zip(g.ops, s) if op.layer == 0}) > 1
+    sim = Simulator(g, cl)
+    sim.load(s)
+    per_layer = {}
+    for op, c, part, scale in zip(g.ops, s, sim.mem_part, sim.act_scale):
+        per_layer.setdefault(op.layer, np.zeros(cl.devices))[c.start:c.start + c.span] += part[3] * scale
+    working = np.max(list(per_layer.values()), axis=0)
+    stashed_only = Simulator(g, cl)
+    stashed_only.load(s)
+    stashed_only.mem_part = [(w, a, full, 0.0) for w, a, full, _ in stashed_only.mem_part]
+    assert working.max() > 0
+    assert np.allclose(sim.memory(s) - stashed_only.memory(s), working)
+
+
 @pytest.mark.parametrize("zero, per_param", [(0, 16), (1, 4 + 12 / 4), (2, 2 + 14 / 4), (3, 16 / 4)])
 def test_zero_stages_shard_optimizer_state_gradients_and_weights(zero, per_param):
     """One fp16 layer (2-byte weights and gradients, 12 bytes of fp32 master weight and Adam moments per
