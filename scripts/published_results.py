@@ -100,6 +100,13 @@ on one of these sources and never on a Megatron-LM one: they move no figure of t
   micro-batch), 17 with their "Mem" (the first or last node's peak, nvidia-smi's, 40-79 GB: they fit) and 3 that
   ran out of memory ("OOM"); fits (1) or not (0) compared, the simulated peak beside the published one. Its
   error depends on no calibrated figure, so it is reported and never chooses one (``REPORT_ONLY``).
+- ``bloom-bf16-optimizer``: what the BF16 optimizer cost, from the same notes: the 195B shape (hidden 12288, 106
+  layers, the embeddings as pipeline blocks) at t4 p12 d8, micro-batches of 2, global batch 2048, 64 and 96
+  heads, timed the day before with gradients accumulated in fp16 (2022-02-27, "Re-do": 110.96 and 112.69 s per
+  iteration) and with the BF16 optimizer (2022-02-28, "Rebalancing layers", whose preamble says from then on
+  "testing is happening with BF16 optimizer that was just written to accumulate gradients in fp32, so it is
+  more memory heavy and is a bit slower": 116.54 and 118.79 s). The ratio of the two iterations is compared,
+  which no calibrated figure moves much, so it is reported and never chooses one (``REPORT_ONLY``).
 - ``bloom-single-node``: the same notes' "Max possible TFLOPs check for NHIDDEN=14336" (chronicles-prequel.md,
   2022-02-21, "Choosing the fastest 3D Topology"): the model's width on one node, t = 8, p = 1, no data
   parallelism, batch 512 ("GBS=512" above the table, whose GBS column says 2048: the TFLOPs column is 512's),
@@ -209,6 +216,9 @@ BLOOM_MEMORY = [
     (13312, 82, 64, 4, 12, 4, 74), (13312, 94, 128, 4, 12, 2, 67), (14336, 70, 64, 8, 12, 2, 40),
     (14336, 70, 64, 4, 12, 2, 59), (14336, 70, 112, 4, 12, 2, 59), (14336, 70, 128, 4, 12, 2, 60),
     (14336, 70, 64, 4, 12, 4, 73), (14336, 82, 128, 4, 12, 2, None)]
+# the 195B shape (hidden 12288, 106 layers) at t4 p12 d8, micro-batches of 2: (heads, seconds per iteration with the
+# gradients accumulated in fp16 (2022-02-27), with the BF16 optimizer's fp32 accumulation (2022-02-28))
+BLOOM_BF16_OPTIMIZER = [(64, 110.96, 116.54), (96, 112.69, 118.79)]
 # BLOOM's "Max possible TFLOPs check" (chronicles-prequel.md, 2022-02-21): its width on one node, t = 8, p = 1, batch
 # 512, 64 heads: (layers, sequences per micro-batch, published seconds per iteration)
 BLOOM_SINGLE_NODE = [(6, 2, 130.43), (6, 2, 119.19), (10, 1, 205.52)]

@@ -185,6 +185,22 @@ def _bloom_memory(devices):
             for r in tables.BLOOM_MEMORY]
 
 
+def _bloom_bf16_optimizer(devices):
+    """BLOOM's 195B shape at t4 p12 d8 (:func:`_bloom_run`'s software but the optimizer): the iteration with the BF16
+    optimizer (fp32 gradients, accumulated after every micro-batch) over the one that accumulated them in fp16."""
+    _, _, vocab, batch, gpus = tables.BLOOM
+
+    def seconds(heads, whole_grad_bytes):
+        return iteration("195b", heads, 12288, 106, 4, 12, jean_zay(gpus, deepspeed(devices)), batch, tables.SEQ, 2,
+                         vocab=vocab, zero=1, embedding_blocks=True, whole_grad_bytes=whole_grad_bytes)[0]
+
+    def row(heads):
+        fp16, bf16 = seconds(heads, 0.0), seconds(heads, optimizer_layout("deepspeed-bf16"))
+        return bf16 / fp16, {"fp16_s": round(fp16, 2), "bf16_optimizer_s": round(bf16, 2)}
+    return [(f"195B t4 p12 d8 mb2 {heads} heads", round(bf16 / fp16, 4), lambda heads=heads: row(heads))
+            for heads, fp16, bf16 in tables.BLOOM_BF16_OPTIMIZER]
+
+
 def _bloom_single_node(devices):
     """BLOOM's width on one Jean Zay node, t = 8, no pipeline, no data parallelism: seconds per iteration."""
     _, hidden, vocab, _, _ = tables.BLOOM
@@ -322,4 +338,6 @@ SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device,
                      "s per iteration", _gpt_neox),
     "bloom-memory": ("BigScience BLOOM, 20 layouts of six shapes on 384 A100s: which fit in 80 GB", "A100-DeepSpeed",
                      "fits (1) or not (0)", _bloom_memory),
+    "bloom-bf16-optimizer": ("BigScience BLOOM, 195B on 384 A100s with its BF16 optimizer and without",
+                             "A100-DeepSpeed", "iteration with / without", _bloom_bf16_optimizer),
 }

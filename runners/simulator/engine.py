@@ -213,6 +213,10 @@ class Simulator:
             wb = (wf[0] * (2 if g.recompute and not op.keep else 1), wf[1])
             gs = (self.microbatches * wf[0], wf[1])
         upd = w_shard * g.state_bytes_per_param * 2 / shard / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
+        if self.whole_grad_bytes and w_shard:  # after each micro-batch's backward: zero the low-precision gradient,
+            # cast it to a copy of the accumulator's precision and add that in (read, write, read, read, write)
+            b += (w_shard * (2 * g.dtype_bytes + 4 * self.whole_grad_bytes) / c.device.mem_bandwidth
+                  + 3 * c.device.launch_s)
         act = (out_part * g.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
         redone = g.recompute and not op.keep  # stashed again only while its layer's backward runs
         mem = (w_shard * memory_model.state_bytes(g, self.zero, shard, self.whole_grad_bytes), 0.0 if redone else act,

@@ -316,6 +316,30 @@ def test_zero_stage_1_keeps_a_bf16_optimizers_fp32_gradients_whole():
     assert weights(2, 4.0) == weights(2, 0.0)
 
 
+def test_a_bf16_optimizer_accumulates_each_micro_batchs_gradients_in_fp32():
+    """DeepSpeed's BF16 optimizer (``whole_grad_bytes``: its fp32 gradients) adds each micro-batch's bf16
+    gradients into them after the backward: zero the bf16 gradient, cast it to fp32 (a copy), add that in.
+    Per weight that streams 2 + 2 + 4 + 4 + 4 + 4 bytes at the device's memory bandwidth, with three kernels,
+    in every micro-batch's backward; without it (fp16 accumulation in the gradient itself) nothing is added."""
+    import dataclasses
+
+    g = Builder("bf16", 8, dtype_bytes=2)
+    x = g.input("x", {"b": 8, "f": 64}, {"b": "sample", "f": None})
+    g.linear(x, 64, "l0")
+    g = g.build(state_bytes_per_param=20)
+    cl = cluster(per_node=4)
+    cl.device = dataclasses.replace(cl.device, mem_bandwidth=1e9, launch_s=1e-6)
+    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
+    backward = {}
+    for whole in (0.0, 4.0):
+        sim = Simulator(g, cl, microbatches=3, zero=1, whole_grad_bytes=whole)
+        one = sim.simulate(s).iteration_s
+        backward[whole] = sim.dur[sim.B[1]], one
+    extra = 64 * 64 * (2 * 2 + 4 * 4) / 1e9 + 3e-6
+    assert backward[4.0][0] == pytest.approx(backward[0.0][0] + extra)
+    assert backward[4.0][1] == pytest.approx(backward[0.0][1] + 3 * extra)  # once per micro-batch
+
+
 def test_eager_kernels_cost_more_than_fused_ones_and_are_kept_by_rebuild():
     """The same GPT with Megatron-LM 2019's separate elementwise kernels (more passes over the attention
     scores, head transposes by copies, dropout and residual add apart) takes longer than with fused kernels
