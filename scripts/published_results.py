@@ -113,6 +113,14 @@ on one of these sources and never on a Megatron-LM one: they move no figure of t
   6 layers with micro-batches of 2 twice (130.43 and 119.19 s per iteration, the same settings) and 10 layers
   with micro-batches of 1 (205.52 s); 64 heads ("all NHEADS=64 (above too)", the next section of the notes).
   No pipeline and no network: the per-GPU speed of the stack on its own. Seconds per iteration compared.
+- ``bloom-layouts-fp16``: the same notes' 181B shape (hidden 14336, 72 layers, 64 heads) on the 48 nodes in
+  every (t, p, d) layout, micro-batch and global batch the team timed on 2022-02-25 ("GBS Variations", "some
+  more configs with lower PP", "Tweaking TP"; that day's PCI-Express/NUMA fix applies to all): t 2-8, p 2-24,
+  d 4-24, micro-batches of 1-6, global batch 1568-2048; 21 rows, seconds per iteration (one early iteration
+  each). The software before the BF16 optimizer (gradients accumulated in fp16, ZeRO stage 1 sharding the
+  fp32 state) and before the embeddings got pipeline slots of their own (each Megatron-DeepSpeed stage holds
+  its share of the transformer blocks, the first the embedding, the last the tied output layer). Three more
+  layouts ran out of memory (t8 p1 d48, t2 p6 d32 with micro-batches of 1 and 2); they are not timed here.
 
 Collectives (every cluster's ``bus_efficiency`` and ``latency_scale``, ``runners/simulator/nccl.py``), NCCL
 all-reduce bus bandwidth over 8 A100s on NVSwitch by message size (nccl-tests ``all_reduce_perf``, 1 MB to 4 GB):
@@ -219,6 +227,15 @@ BLOOM_MEMORY = [
 # the 195B shape (hidden 12288, 106 layers) at t4 p12 d8, micro-batches of 2: (heads, seconds per iteration with the
 # gradients accumulated in fp16 (2022-02-27), with the BF16 optimizer's fp32 accumulation (2022-02-28))
 BLOOM_BF16_OPTIMIZER = [(64, 110.96, 116.54), (96, 112.69, 118.79)]
+# the 181B shape (hidden 14336, 72 layers, 64 heads) on 384 A100s, 2022-02-25: (d, t, p, sequences per micro-batch,
+# global batch, published seconds per iteration)
+BLOOM_LAYOUTS_FP16 = [
+    (8, 8, 6, 4, 1568, 113.01), (8, 8, 6, 4, 2048, 114.11), (8, 8, 6, 6, 2016, 123.57), (4, 8, 12, 4, 1568, 92.75),
+    (4, 8, 12, 4, 2048, 117.07), (4, 8, 12, 2, 1568, 99.93), (4, 8, 12, 2, 2048, 128.82), (6, 8, 8, 4, 2016, 113.16),
+    (12, 8, 4, 2, 2016, 125.52), (12, 8, 4, 4, 2016, 114.81), (24, 8, 2, 1, 2016, 145.45), (24, 8, 2, 2, 2016, 136.13),
+    (8, 4, 12, 4, 2048, 111.89), (8, 4, 12, 2, 2048, 110.48), (8, 4, 12, 2, 2048, 113.54), (16, 4, 6, 4, 2048, 117.11),
+    (16, 4, 6, 2, 2048, 111.71), (16, 2, 12, 2, 2048, 112.50), (8, 2, 24, 1, 2048, 119.53), (8, 2, 24, 2, 2048, 122.75),
+    (4, 4, 24, 1, 2048, 130.60)]
 # BLOOM's "Max possible TFLOPs check" (chronicles-prequel.md, 2022-02-21): its width on one node, t = 8, p = 1, batch
 # 512, 64 heads: (layers, sequences per micro-batch, published seconds per iteration)
 BLOOM_SINGLE_NODE = [(6, 2, 130.43), (6, 2, 119.19), (10, 1, 205.52)]

@@ -201,6 +201,19 @@ def _bloom_bf16_optimizer(devices):
             for heads, fp16, bf16 in tables.BLOOM_BF16_OPTIMIZER]
 
 
+def _bloom_layouts_fp16(devices):
+    """BLOOM's 181B shape in every layout timed on 2022-02-25: seconds per iteration (ZeRO stage 1, gradients
+    accumulated in fp16, each stage holding its share of the transformer blocks)."""
+    _, _, vocab, _, gpus = tables.BLOOM
+
+    def row(d, t, p, per_micro, batch):
+        s, r, micro = iteration("181b", 64, 14336, 72, t, p, jean_zay(gpus, deepspeed(devices)), batch, tables.SEQ,
+                                per_micro, vocab=vocab, zero=1)
+        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
+    return [(f"t{t} p{p} d{d} mb{m} batch {b}", pub, lambda r=(d, t, p, m, b): row(*r))
+            for d, t, p, m, b, pub in tables.BLOOM_LAYOUTS_FP16]
+
+
 def _bloom_single_node(devices):
     """BLOOM's width on one Jean Zay node, t = 8, no pipeline, no data parallelism: seconds per iteration."""
     _, hidden, vocab, _, _ = tables.BLOOM
@@ -340,4 +353,6 @@ SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device,
                      "fits (1) or not (0)", _bloom_memory),
     "bloom-bf16-optimizer": ("BigScience BLOOM, 195B on 384 A100s with its BF16 optimizer and without",
                              "A100-DeepSpeed", "iteration with / without", _bloom_bf16_optimizer),
+    "bloom-layouts-fp16": ("BigScience BLOOM's 181B shape in 21 layouts on 384 A100s, before its BF16 optimizer",
+                           "A100-DeepSpeed", "s per iteration", _bloom_layouts_fp16),
 }

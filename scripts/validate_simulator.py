@@ -286,7 +286,7 @@ def protocol_report(args) -> None:
     short = {s: s.replace("reduce-recompute", "rr").replace("megatron", "m").replace("-topologies", "-topo")
              .replace("mt-nlg-530b", "mt-nlg").replace("bloom-176b", "bloom").replace("-single-node", "-1node")
              .replace("gpt-neox-20b", "neox-20b").replace("-zero3", "-z3").replace("sc21-table", "sc21-t").replace("bloom-memory", "bloom-mem")
-             .replace("bloom-bf16-optimizer", "bloom-bf16")
+             .replace("bloom-bf16-optimizer", "bloom-bf16").replace("bloom-layouts-fp16", "bloom-fp16")
              for s in sources}
     for group, group_devices in GROUPS.items():
         combos = {c: m for c, m in matrix.items() if group_of(c[0]) == group}

@@ -107,7 +107,7 @@ def test_the_2019_runs_all_reduce_during_the_backward_where_megatron_says_pytorc
 
 
 DEEPSPEED = ("bloom-single-node", "bloom-176b", "bloom-topologies", "mt-nlg-530b")
-DEEPSPEED_HELD_OUT = ("gpt-neox-20b", "bloom-memory", "bloom-bf16-optimizer")  # never a calibration choice
+DEEPSPEED_HELD_OUT = ("gpt-neox-20b", "bloom-memory", "bloom-bf16-optimizer", "bloom-layouts-fp16")  # never chosen
 
 
 def test_the_megatron_deepspeed_runs_have_a_device_of_their_own_the_same_a100():
@@ -277,3 +277,18 @@ def test_blooms_bf16_optimizer_costs_what_its_notes_measured():
             if eff < 0.6:
                 assert ratio == pytest.approx(published, abs=0.01)
     assert all(ratios[0.8, label] > ratios[0.5838, label] for _, label in ratios)
+
+
+def test_blooms_fp16_layouts_run_as_the_notes_give_them():
+    """Every layout fills the 384 GPUs, each data-parallel replica runs its share of the global batch in
+    micro-batches of the given size, and the stack is the one before the BF16 optimizer (no fp32 gradient pass)."""
+    rows = tables.BLOOM_LAYOUTS_FP16
+    assert len(rows) == 21 and all(d * t * p == 384 for d, t, p, *_ in rows)
+    devices = fresh_devices()
+    devices["A100-DeepSpeed"].gemm_efficiency = 0.6
+    evaluated = SOURCES["bloom-layouts-fp16"][3](devices)
+    for (d, t, p, m, batch, published), (label, pub, fn) in zip(rows, evaluated):
+        if (t, p) in ((8, 2), (2, 24)):
+            seconds, detail = fn()
+            assert pub == published and detail["microbatches"] == batch // d // m and detail["fits"]
+            assert 0.5 * published < seconds < 2 * published
