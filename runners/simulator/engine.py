@@ -67,9 +67,9 @@ class Simulator:
     backward (rings whose latency grows with the group) and reduce-scatters each micro-batch's gradients, an
     embedding table's whole (as FSDP does). ``zero_prefetch``: each gather runs during the weighted op
     before it (FSDP's prefetch); off (the default), the compute waits for it (DeepSpeed's ZeRO-3 hooks;
-    :mod:`.zero`). ``whole_grad_bytes``: bytes per parameter of that
-    optimizer state which stage 1 keeps whole on every rank (DeepSpeed's BF16 optimizer accumulates full fp32
-    gradients, 4, and shards only the fp32 weights and Adam moments)."""
+    :mod:`.zero`). ``whole_grad_bytes``: bytes per parameter of that optimizer state which stage 1 keeps whole
+    on every rank (DeepSpeed's BF16 optimizer accumulates full fp32 gradients, 4, and shards only the fp32
+    weights and Adam moments); at stage 0 or 1 (that optimizer's) each micro-batch's gradients are added in."""
 
     def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool | None = None,
                  zero: int = 0, whole_grad_bytes: float = 0.0, zero_prefetch: bool = False):
@@ -213,10 +213,9 @@ class Simulator:
             wb = (wf[0] * (2 if g.recompute and not op.keep else 1), wf[1])
             gs = (self.microbatches * wf[0], wf[1])
         upd = w_shard * g.state_bytes_per_param * 2 / shard / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
-        if self.whole_grad_bytes and w_shard:  # after each micro-batch's backward: zero the low-precision gradient,
-            # cast it to a copy of the accumulator's precision and add that in (read, write, read, read, write)
-            b += (w_shard * (2 * g.dtype_bytes + 4 * self.whole_grad_bytes) / c.device.mem_bandwidth
-                  + 3 * c.device.launch_s)
+        if w_shard and self.zero < 2 and self.whole_grad_bytes > g.dtype_bytes:  # each micro-batch's gradient, cast
+            # to a copy and added in: read it, write the copy, read it and the accumulator, write that (2 kernels)
+            b += w_shard * (g.dtype_bytes + 4 * self.whole_grad_bytes) / c.device.mem_bandwidth + 2 * c.device.launch_s
         act = (out_part * g.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
         redone = g.recompute and not op.keep  # stashed again only while its layer's backward runs
         mem = (w_shard * memory_model.state_bytes(g, self.zero, shard, self.whole_grad_bytes), 0.0 if redone else act,

@@ -205,7 +205,7 @@ DEVICES = {
 # The A100 as the published Megatron-DeepSpeed runs (BLOOM 176B, MT-NLG 530B) used it: the A100's hardware, and
 # the GEMM efficiency that scripts/validate_simulator.py --calibrate fits on BLOOM's single-node check (one node,
 # no pipeline, no network: the stack's per-GPU speed alone). At the A100's own figure, fitted on Megatron-LM's
-# runs, those published sources simulate 16-28% fast (MAPE per source).
+# runs, those published sources simulate 17-28% fast (MAPE per source).
 DEVICES["A100-DeepSpeed"] = replace(DEVICES["A100"], name="A100-DeepSpeed", gemm_efficiency=0.5838, hardware="A100")
 
 

@@ -318,26 +318,33 @@ def test_zero_stage_1_keeps_a_bf16_optimizers_fp32_gradients_whole():
 
 def test_a_bf16_optimizer_accumulates_each_micro_batchs_gradients_in_fp32():
     """DeepSpeed's BF16 optimizer (``whole_grad_bytes``: its fp32 gradients) adds each micro-batch's bf16
-    gradients into them after the backward: zero the bf16 gradient, cast it to fp32 (a copy), add that in.
-    Per weight that streams 2 + 2 + 4 + 4 + 4 + 4 bytes at the device's memory bandwidth, with three kernels,
-    in every micro-batch's backward; without it (fp16 accumulation in the gradient itself) nothing is added."""
+    gradients into them after the backward: it casts the gradient to an fp32 copy and adds that in. Per weight
+    that streams 2 + 4 + 4 + 4 + 4 bytes at the device's memory bandwidth, in two kernels, in every
+    micro-batch's backward. Nothing is added without it (fp16 accumulation in the gradient itself), under ZeRO
+    stages 2 and 3 (DeepSpeed's ZeRO optimizer, not the BF16 one) or for a model already in fp32."""
     import dataclasses
 
-    g = Builder("bf16", 8, dtype_bytes=2)
-    x = g.input("x", {"b": 8, "f": 64}, {"b": "sample", "f": None})
-    g.linear(x, 64, "l0")
-    g = g.build(state_bytes_per_param=20)
+    def build(dtype_bytes):
+        g = Builder("m", 8, dtype_bytes=dtype_bytes)
+        x = g.input("x", {"b": 8, "f": 64}, {"b": "sample", "f": None})
+        g.linear(x, 64, "l0")
+        return g.build(state_bytes_per_param=20 if dtype_bytes == 2 else 12)
+
     cl = cluster(per_node=4)
     cl.device = dataclasses.replace(cl.device, mem_bandwidth=1e9, launch_s=1e-6)
-    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
-    backward = {}
-    for whole in (0.0, 4.0):
-        sim = Simulator(g, cl, microbatches=3, zero=1, whole_grad_bytes=whole)
-        one = sim.simulate(s).iteration_s
-        backward[whole] = sim.dur[sim.B[1]], one
-    extra = 64 * 64 * (2 * 2 + 4 * 4) / 1e9 + 3e-6
-    assert backward[4.0][0] == pytest.approx(backward[0.0][0] + extra)
-    assert backward[4.0][1] == pytest.approx(backward[0.0][1] + 3 * extra)  # once per micro-batch
+
+    def backward(g, whole, zero=1):
+        sim = Simulator(g, cl, microbatches=3, zero=zero, whole_grad_bytes=whole)
+        iteration = sim.simulate([cfg(g, "x", b=4), cfg(g, "l0", a0=4)]).iteration_s
+        return sim.dur[sim.B[1]], iteration
+
+    bf16 = build(2)
+    extra = 64 * 64 * (2 + 4 * 4) / 1e9 + 2e-6
+    (b0, i0), (b1, i1) = backward(bf16, 0.0), backward(bf16, 4.0)
+    assert b1 == pytest.approx(b0 + extra) and i1 == pytest.approx(i0 + 3 * extra)  # once per micro-batch
+    assert backward(bf16, 4.0, zero=0)[0] == pytest.approx(b1)
+    assert backward(bf16, 4.0, zero=2) == backward(bf16, 0.0, zero=2)
+    assert backward(build(4), 4.0) == backward(build(4), 0.0)
 
 
 def test_eager_kernels_cost_more_than_fused_ones_and_are_kept_by_rebuild():
