@@ -20,9 +20,8 @@ correlation over its held-out rows (over its rows, in-sample, for the calibratio
 ``--protocol leave-one-source-out`` fits every choice of one source per device among PROTOCOL_CHOICES, gives
 the MAPE of every source under each choice that is not fitted on it, and then reports each source under the
 choice with the least worst MAPE over the *other* sources: the figure a source not named here is expected
-at. A source in REPORT_ONLY (ZeRO-3 without model parallelism, BLOOM's memory, the cost of its BF16 optimizer) is reported
-under every choice and never
-chooses one. Devices whose sources read no other device's figures are chosen apart (GROUPS: the Megatron-LM devices
+at. A source in REPORT_ONLY (ZeRO-3 without model parallelism, BLOOM's memory, the cost of its BF16 optimizer) is
+reported under every choice and never chooses one. Devices whose sources read no other device's figures are chosen apart (GROUPS: the Megatron-LM devices
 together, the A100-DeepSpeed on its own sources), so a Megatron-DeepSpeed source cannot move a Megatron-LM
 choice. The bare ``--calibrate``'s Megatron-LM sources are that protocol's choice over all of them; its
 Megatron-DeepSpeed source is BLOOM's single-node check, the one source of that stack without a pipeline or a
@@ -168,7 +167,8 @@ def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], d
 
 # sources reported under every calibration but never used to choose one: ZeRO-3 without model parallelism, whose
 # cost at hundreds of ranks is latency the simulator under-counts (docs/benchmarks.md), would otherwise pick the
-# GEMM efficiency that best hides that gap; BLOOM's memory depends on no calibrated figure at all
+# GEMM efficiency that best hides that gap; BLOOM's memory depends on no calibrated figure at all, and the ratio of
+# its iterations with and without the BF16 optimizer hardly on any
 REPORT_ONLY = {"sc21-table2-zero3", "bloom-memory", "bloom-bf16-optimizer"}
 
 
