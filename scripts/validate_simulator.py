@@ -21,9 +21,9 @@ correlation over its held-out rows (over its rows, in-sample, for the calibratio
 the MAPE of every source under each choice that is not fitted on it, and then reports each source under the
 choice with the least worst MAPE over the *other* sources: the figure a source not named here is expected
 at. A source in REPORT_ONLY (ZeRO-3 without model parallelism, BLOOM's memory, the cost of its BF16 optimizer) is
-reported under every choice and never chooses one. Devices whose sources read no other device's figures are chosen apart (GROUPS: the Megatron-LM devices
-together, the A100-DeepSpeed on its own sources), so a Megatron-DeepSpeed source cannot move a Megatron-LM
-choice. The bare ``--calibrate``'s Megatron-LM sources are that protocol's choice over all of them; its
+reported under every choice and never chooses one. Devices whose sources read no other device's figures are
+chosen apart (GROUPS: the Megatron-LM devices together, the A100-DeepSpeed on its own sources), so a
+Megatron-DeepSpeed source cannot move a Megatron-LM choice. The bare ``--calibrate``'s Megatron-LM sources are that protocol's choice over all of them; its
 Megatron-DeepSpeed source is BLOOM's single-node check, the one source of that stack without a pipeline or a
 network (the stack's per-GPU speed alone), named before any calibration was run.
 
