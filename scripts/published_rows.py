@@ -151,14 +151,17 @@ def _mt_nlg(devices):
     return [(f"530B t{t} p{p} {8 * n} GPUs", pub, lambda n=n: row(n)) for n, pub, _ in tables.MT_NLG_RUNS]
 
 
-def _bloom_run(devices, name, hidden, layers, heads, t, p, per_micro):
-    """One of BLOOM's layouts on the 48 Jean Zay nodes as the run's software ran it (global batch 2048, its padded
-    vocabulary): ZeRO stage 1 with DeepSpeed's BF16 optimizer (its fp32 gradients whole on every rank), the
-    embeddings given pipeline slots of their own. Returns ``iteration``'s (seconds, result, micro-batches)."""
-    _, _, vocab, batch, gpus = tables.BLOOM
-    return iteration(name, heads, hidden, layers, t, p, jean_zay(gpus, deepspeed(devices)), batch, tables.SEQ,
-                     per_micro, vocab=vocab, zero=1, embedding_blocks=True,
-                     whole_grad_bytes=optimizer_layout("deepspeed-bf16"))
+def _bloom_run(devices, name, hidden, layers, heads, t, p, per_micro, batch=None, bf16_optimizer=True,
+               embedding_blocks=True):
+    """One of BLOOM's layouts on the 48 Jean Zay nodes (its padded vocabulary; global batch ``batch``, default the
+    run's 2048) with ZeRO stage 1, as the run's software ran it: DeepSpeed's BF16 optimizer (its fp32 gradients
+    whole on every rank, each micro-batch's added in) and the embeddings given pipeline slots of their own. The
+    notes' earlier software had neither (``bf16_optimizer``: gradients accumulated in fp16; ``embedding_blocks``:
+    each stage its share of the transformer blocks). Returns ``iteration``'s (seconds, result, micro-batches)."""
+    _, _, vocab, run_batch, gpus = tables.BLOOM
+    return iteration(name, heads, hidden, layers, t, p, jean_zay(gpus, deepspeed(devices)), batch or run_batch,
+                     tables.SEQ, per_micro, vocab=vocab, zero=1, embedding_blocks=embedding_blocks,
+                     whole_grad_bytes=optimizer_layout("deepspeed-bf16") if bf16_optimizer else 0.0)
 
 
 def _bloom(rows):
@@ -188,14 +191,8 @@ def _bloom_memory(devices):
 def _bloom_bf16_optimizer(devices):
     """BLOOM's 195B shape at t4 p12 d8 (:func:`_bloom_run`'s software but the optimizer): the iteration with the BF16
     optimizer (fp32 gradients, accumulated after every micro-batch) over the one that accumulated them in fp16."""
-    _, _, vocab, batch, gpus = tables.BLOOM
-
-    def seconds(heads, whole_grad_bytes):
-        return iteration("195b", heads, 12288, 106, 4, 12, jean_zay(gpus, deepspeed(devices)), batch, tables.SEQ, 2,
-                         vocab=vocab, zero=1, embedding_blocks=True, whole_grad_bytes=whole_grad_bytes)[0]
-
     def row(heads):
-        fp16, bf16 = seconds(heads, 0.0), seconds(heads, optimizer_layout("deepspeed-bf16"))
+        fp16, bf16 = (_bloom_run(devices, "195b", 12288, 106, heads, 4, 12, 2, bf16_optimizer=b)[0] for b in (False, True))
         return bf16 / fp16, {"fp16_s": round(fp16, 2), "bf16_optimizer_s": round(bf16, 2)}
     return [(f"195B t4 p12 d8 mb2 {heads} heads", round(bf16 / fp16, 4), lambda heads=heads: row(heads))
             for heads, fp16, bf16 in tables.BLOOM_BF16_OPTIMIZER]
@@ -204,11 +201,9 @@ def _bloom_bf16_optimizer(devices):
 def _bloom_layouts_fp16(devices):
     """BLOOM's 181B shape in every layout timed on 2022-02-25: seconds per iteration (ZeRO stage 1, gradients
     accumulated in fp16, each stage holding its share of the transformer blocks)."""
-    _, _, vocab, _, gpus = tables.BLOOM
-
     def row(d, t, p, per_micro, batch):
-        s, r, micro = iteration("181b", 64, 14336, 72, t, p, jean_zay(gpus, deepspeed(devices)), batch, tables.SEQ,
-                                per_micro, vocab=vocab, zero=1)
+        s, r, micro = _bloom_run(devices, "181b", 14336, 72, 64, t, p, per_micro, batch, bf16_optimizer=False,
+                                 embedding_blocks=False)
         return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
     return [(f"t{t} p{p} d{d} mb{m} batch {b}", pub, lambda r=(d, t, p, m, b): row(*r))
             for d, t, p, m, b, pub in tables.BLOOM_LAYOUTS_FP16]

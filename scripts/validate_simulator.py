@@ -2,9 +2,9 @@
 
 The published results it is checked against, each named with its paper, table and conditions, are
 in ``published_results.py`` (beside this script), and ``published_rows.py`` simulates each source's rows as
-that module describes (through ``published_runs.py``) (its ``SOURCES`` maps each source's name to its device, its unit and its rows). This
-module holds what is done with those rows: calibration, the leave-one-source-out protocol, the report and the
-command line.
+that module describes, through ``published_runs.py`` (its ``SOURCES`` maps each source's name to its device,
+its unit and its rows). This module holds what is done with those rows: calibration, the leave-one-source-out
+protocol, the report and the command line.
 
 ``--calibrate SOURCE ...`` fits one figure of each named source's device to that source's rows (least MAPE), at
 most one source per device: the large-GEMM efficiency of the A100 (or of the V100), for the V100 running
@@ -23,8 +23,8 @@ choice with the least worst MAPE over the *other* sources: the figure a source n
 at. A source in REPORT_ONLY (ZeRO-3 without model parallelism, BLOOM's memory, the cost of its BF16 optimizer) is
 reported under every choice and never chooses one. Devices whose sources read no other device's figures are
 chosen apart (GROUPS: the Megatron-LM devices together, the A100-DeepSpeed on its own sources), so a
-Megatron-DeepSpeed source cannot move a Megatron-LM choice. The bare ``--calibrate``'s Megatron-LM sources are that protocol's choice over all of them; its
-Megatron-DeepSpeed source is BLOOM's single-node check, the one source of that stack without a pipeline or a
+Megatron-DeepSpeed source cannot move a Megatron-LM choice. The bare ``--calibrate``'s Megatron-LM sources are
+that protocol's choice over all of them; its Megatron-DeepSpeed source is BLOOM's single-node check, the one source of that stack without a pipeline or a
 network (the stack's per-GPU speed alone), named before any calibration was run.
 
     python scripts/validate_simulator.py [--calibrate [SOURCE ...]] [--fit-collectives SOURCE] [--sources ...] [--json]

@@ -179,7 +179,8 @@ class Simulator:
         def members(varying: list[str]) -> np.ndarray:  # collective groups; every copy has its own
             rows = first[costs.groups(op, cfg, varying)]
             return np.concatenate([rows + k for k in range(cfg.replicas)]) if cfg.replicas > 1 else rows
-        f, b = costs.compute_times(op, cfg, c, g.dtype_bytes, g.recompute and not op.keep)
+        redone = g.recompute and not op.keep  # forward run again before the backward; outputs not stashed
+        f, b = costs.compute_times(op, cfg, c, g.dtype_bytes, redone)
         split = [d for d in op.parallel_dims if deg[d] > 1]
         # all-reduce of partial outputs (a split dim the output does not span)
         red = [d for d in split if d not in op.out and d != op.routed]  # routed experts combine by transfers
@@ -187,7 +188,7 @@ class Simulator:
         if op.routed and deg.get(op.routed, 1) > 1:  # an expert partition holds its routed tokens' outputs
             out_part *= min(1.0, op.route_share / deg[op.routed])
         ao = costs.allreduce(c, members(red), out_part * g.dtype_bytes) if red else (0.0, costs.EMPTY)
-        if g.recompute and not op.keep:  # the recomputed forward repeats the all-reduce before the backward
+        if redone:  # the recomputed forward repeats the all-reduce before the backward
             b += ao[0]
         ai = []
         for src, axes in op.inputs:
@@ -210,14 +211,13 @@ class Simulator:
         wf = wb = (0.0, costs.EMPTY)
         if self.zero == 3 and w_shard and wrep:  # gathers per micro-batch, a reduce-scatter of each one's gradients
             wf = costs.allgather(c, members(wrep), w_shard * g.dtype_bytes)
-            wb = (wf[0] * (2 if g.recompute and not op.keep else 1), wf[1])
+            wb = (wf[0] * (2 if redone else 1), wf[1])
             gs = (self.microbatches * wf[0], wf[1])
         upd = w_shard * g.state_bytes_per_param * 2 / shard / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0
         if w_shard and self.zero < 2 and self.whole_grad_bytes > g.dtype_bytes:  # each micro-batch's gradient, cast
             # to a copy and added in: read it, write the copy, read it and the accumulator, write that (2 kernels)
             b += w_shard * (g.dtype_bytes + 4 * self.whole_grad_bytes) / c.device.mem_bandwidth + 2 * c.device.launch_s
         act = (out_part * g.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
-        redone = g.recompute and not op.keep  # stashed again only while its layer's backward runs
         mem = (w_shard * memory_model.state_bytes(g, self.zero, shard, self.whole_grad_bytes), 0.0 if redone else act,
                w_shard * g.dtype_bytes if self.zero == 3 and wrep else 0.0, act if redone else 0.0)
         hit = (f, b, ao, ai, gs, upd, mem, devs, wf, wb)
