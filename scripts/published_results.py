@@ -65,7 +65,7 @@ the simulator finds fitting ("fits 4/4").
 
 Other teams' runs of Megatron's layers inside DeepSpeed (DeepSpeed's pipeline, Megatron's tensor slicing,
 activation recomputation), added after the presets were fixed. They are simulated on a device of their own,
-``A100-DeepSpeed`` in ``published_runs.py`` (the same A100 with its own GEMM efficiency), which is calibrated
+``A100-DeepSpeed`` in ``published_runs.py`` (the same A100 with its own GEMM efficiency and cost per kernel), which is calibrated
 on one of these sources and never on a Megatron-LM one: they move no figure of the A100 or the V100s.
 
 - ``mt-nlg-530b``: Smith et al. 2022, Megatron-Turing NLG 530B (arXiv:2201.11990) on Selene (DGX A100 nodes
@@ -86,7 +86,8 @@ on one of these sources and never on a Megatron-LM one: they move no figure of t
   recomputation (DeepSpeed's activation checkpointing), ZeRO stage 1 (the BF16 optimizer's own sharding of
   the optimizer state), DeepSpeed's pipeline with each of the two tied embeddings given a pipeline slot like a
   transformer block (``--pp-partition-method 'type:transformer|embedding'``: [embed | 5 blocks], 10 x [6
-  blocks], [5 blocks | embed]). Its log line at iteration 85,376 (the end of the first epoch): 104.70 s per
+  blocks], [5 blocks | embed]), every kernel launch synchronous (``CUDA_LAUNCH_BLOCKING=1`` in its
+  tr11-176B-ml.slurm: "do not remove or the training will hang"). Its log line at iteration 85,376 (the end of the first epoch): 104.70 s per
   iteration, "TFLOPs: 149.77". TFLOP/s per GPU as Megatron-DeepSpeed logs them, 96 B s l h^2 (1 + s/6h +
   V/16lh) with V = 250,880 (149.77 from 104.70 s), which counts the recomputed forward.
 - ``bloom-topologies``: the same model shape's topology benchmark on the 48 nodes before the run, with the

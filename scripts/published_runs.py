@@ -31,10 +31,11 @@ def fresh_devices() -> dict[str, DeviceSpec]:
     """The devices calibration fits, at their presets: the A100, the V100 (its GEMM efficiency None until a
     V100 source calibrates it: the A100's share of peak), the V100 running the 2019 code (its cost per
     kernel) and the A100 running Megatron-DeepSpeed (its GEMM efficiency None until one of its sources
-    calibrates it: the A100's)."""
+    calibrates it: the A100's; its cost per kernel the A100's until then)."""
     return {"A100": copy.deepcopy(DEVICES["A100"]), "V100": dataclasses.replace(V100_32GB, gemm_efficiency=None),
             "V100-2019": copy.deepcopy(V100_32GB),
-            "A100-DeepSpeed": dataclasses.replace(DEVICES["A100-DeepSpeed"], gemm_efficiency=None)}
+            "A100-DeepSpeed": dataclasses.replace(DEVICES["A100-DeepSpeed"], gemm_efficiency=None,
+                                                  launch_s=DEVICES["A100"].launch_s)}
 
 
 def _at_a100_share(devices: dict, name: str) -> DeviceSpec:

@@ -6,12 +6,13 @@ that module describes, through ``published_runs.py`` (its ``SOURCES`` maps each 
 its unit and its rows). This module holds what is done with those rows: calibration, the leave-one-source-out
 protocol, the report and the command line.
 
-``--calibrate SOURCE ...`` fits one figure of each named source's device to that source's rows (least MAPE), at
-most one source per device: the large-GEMM efficiency of the A100 (or of the V100), for the V100 running
-the 2019 code its fixed cost per kernel, which a tensor-parallel split does not shrink (what its strong
+``--calibrate SOURCE ...`` fits the figures FITTED names for each named source's device to that source's rows
+(least MAPE), at most one source per device: the large-GEMM efficiency of the A100 (or of the V100), for the V100
+running the 2019 code its fixed cost per kernel, which a tensor-parallel split does not shrink (what its strong
 scaling identifies), and for the A100 running Megatron-DeepSpeed (``A100-DeepSpeed``: other teams' runs of
-Megatron's layers inside DeepSpeed, MT-NLG and BLOOM) its own GEMM efficiency. The V100 and the
-A100-DeepSpeed run their GEMMs at the A100's share of peak unless one of their own sources calibrates them.
+Megatron's layers inside DeepSpeed, MT-NLG and BLOOM) both, its own GEMM efficiency and its own fixed cost per
+kernel. The V100 and the A100-DeepSpeed run their GEMMs at the A100's share of peak unless one of their own
+sources calibrates them.
 The bare flag calibrates on ``reduce-recompute``, ``megatron19-strong`` and ``bloom-single-node`` (the A100
 preset is the first's fit, the A100-DeepSpeed of ``dgx-a100-deepspeed-xN`` the last's); every row of every other source is held out (a device not calibrated keeps its
 preset). Output per source: each row's published and simulated value and error, MAPE and Spearman rank
@@ -91,48 +92,66 @@ def evaluate(name: str, devices: dict) -> list[dict]:
     return out
 
 
-# what calibration fits on each device: (attribute, lowest, highest, tolerance). The A100 and the V100 fit their
-# large-GEMM efficiency (a V100 source with the v1.0 code); the V100 running the 2019 code its fixed cost per kernel,
-# which the tensor-parallel split does not shrink (its strong scaling is what identifies it). The A100 running
-# Megatron-DeepSpeed fits its GEMM efficiency, the share of peak its compute-bound kernels reach: the stack runs
-# Megatron's layers with their fused kernels, but its GEMMs come from other PyTorch and cuBLAS releases, in bf16
-# (both teams), inside layers written apart from Megatron-LM's (BLOOM's ALiBi bias on the attention scores), all of
-# which changes the work per FLOP on the GPU. Its kernels are not short (a GEMM of these widths runs for milliseconds,
-# launched ahead while the GPU is busy), so a fixed cost per kernel, which the 2019 code's many small eager kernels
-# made visible, is not where such a stack's difference lies
-FITTED = {"A100": ("gemm_efficiency", 0.3, 1.0, 2e-3), "V100": ("gemm_efficiency", 0.3, 1.0, 2e-3),
-          "V100-2019": ("launch_s", 0.0, 300e-6, 0.5e-6), "A100-DeepSpeed": ("gemm_efficiency", 0.3, 1.0, 2e-3)}
+# what calibration fits on each device: its figures, each (attribute, lowest, highest, tolerance). The A100 and the
+# V100 fit their large-GEMM efficiency (a V100 source with the v1.0 code); the V100 running the 2019 code its fixed
+# cost per kernel, which the tensor-parallel split does not shrink (its strong scaling is what identifies it). The
+# A100 running Megatron-DeepSpeed fits both: its GEMM efficiency (the share of peak its compute-bound kernels reach:
+# other PyTorch and cuBLAS releases, in bf16, inside layers written apart from Megatron-LM's) and its fixed cost per
+# kernel. That stack's runs pay a cost per micro-batch that larger micro-batches amortise: BLOOM's notes time
+# micro-batches of 2 and 4 faster than of 1 on the same layouts although they leave a larger pipeline bubble, and
+# BLOOM ran with every kernel launch synchronous (CUDA_LAUNCH_BLOCKING=1 in its training script, without which it
+# hung), so the host's time per kernel is the GPU's idle time; a GEMM efficiency alone cannot represent that. With
+# several figures the first is fitted outermost, each value of it with the others fitted at it
+FITTED = {"A100": (("gemm_efficiency", 0.3, 1.0, 2e-3),), "V100": (("gemm_efficiency", 0.3, 1.0, 2e-3),),
+          "V100-2019": (("launch_s", 0.0, 300e-6, 0.5e-6),),
+          "A100-DeepSpeed": (("launch_s", 0.0, 500e-6, 5e-6), ("gemm_efficiency", 0.3, 1.0, 2e-3))}
 
 
-def calibrate(name: str, devices: dict) -> float:
-    """The figure FITTED names for the source's device, with the least MAPE over the source's rows
-    (golden-section search; the MAPE is unimodal in it: every row's error rises or falls with it)."""
-    dev_name = SOURCES[name][1]
-    attr, lo, hi, tol = FITTED[dev_name]
-
-    def mape(x: float) -> float:
-        setattr(devices[dev_name], attr, x)
-        return float(np.mean([abs(r["error_pct"]) for r in evaluate(name, devices)]))
+def _golden(f, lo: float, hi: float, tol: float) -> float:
+    """The argument of ``f``'s least value on [lo, hi] to within ``tol`` (golden-section search; ``f`` unimodal)."""
     ratio = (5**0.5 - 1) / 2
     a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = mape(a), mape(b)
+    fa, fb = f(a), f(b)
     while hi - lo > tol:
         if fa <= fb:
             hi, b, fb = b, a, fa
             a = hi - ratio * (hi - lo)
-            fa = mape(a)
+            fa = f(a)
         else:
             lo, a, fa = a, b, fb
             b = lo + ratio * (hi - lo)
-            fb = mape(b)
-    setattr(devices[dev_name], attr, float(f"{(lo + hi) / 2:.4g}"))
-    return getattr(devices[dev_name], attr)
+            fb = f(b)
+    return float(f"{(lo + hi) / 2:.4g}")
 
 
-# the sources the leave-one-source-out protocol may calibrate each device on (every other source is held out)
+def calibrate(name: str, devices: dict) -> dict[str, float]:
+    """The figures FITTED names for the source's device, with the least MAPE over the source's rows, set on the
+    device and returned ({attribute: value}). One figure by golden-section search (the MAPE is unimodal in it:
+    every row's error rises or falls with it); with several, the first by golden-section search over the least
+    MAPE the others reach at each of its values."""
+    dev_name = SOURCES[name][1]
+    device = devices[dev_name]
+
+    def mape() -> float:
+        return float(np.mean([abs(r["error_pct"]) for r in evaluate(name, devices)]))
+
+    def fit(figures) -> float:  # fits ``figures`` on the device, returns the MAPE there
+        (attr, lo, hi, tol), rest = figures[0], figures[1:]
+
+        def at(x: float) -> float:
+            setattr(device, attr, x)
+            return fit(rest) if rest else mape()
+        setattr(device, attr, _golden(at, lo, hi, tol))
+        return fit(rest) if rest else mape()
+    fit(FITTED[dev_name])
+    return {attr: getattr(device, attr) for attr, *_ in FITTED[dev_name]}
+
+
+# the sources the leave-one-source-out protocol may calibrate each device on (every other source is held out); BLOOM's
+# training run, one row, cannot fit the A100-DeepSpeed's two figures (a curve of them matches it exactly): held out only
 PROTOCOL_CHOICES = {"A100": ["sc21-table1", "reduce-recompute", "reduce-recompute-sp"],
                     "V100-2019": ["megatron19-strong", "megatron19-weak", "megatron19-single"],
-                    "A100-DeepSpeed": ["bloom-single-node", "bloom-176b", "bloom-topologies", "mt-nlg-530b"]}
+                    "A100-DeepSpeed": ["bloom-single-node", "bloom-topologies", "mt-nlg-530b"]}
 
 
 def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], dict[str, float]]:
@@ -140,7 +159,7 @@ def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], d
     device of the group (PROTOCOL_CHOICES), the MAPE of each of the group's ``sources`` the choice does not
     calibrate on. A choice is its tuple of sources; its group is its first source's."""
     out = {}
-    fits: dict[tuple[str, ...], float] = {}  # a fit depends only on the fits before it in the choice
+    fits: dict[tuple[str, ...], dict[str, float]] = {}  # a fit depends only on the fits before it in the choice
     for group, group_devices in GROUPS.items():
         mine = [s for s in sources if group_of(s) == group]
         choices = [PROTOCOL_CHOICES[d] for d in group_devices if d in PROTOCOL_CHOICES]
@@ -151,8 +170,8 @@ def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], d
             devices = fresh_devices()
             for k, name in enumerate(combo):
                 if combo[:k + 1] in fits:
-                    dev_name = SOURCES[name][1]
-                    setattr(devices[dev_name], FITTED[dev_name][0], fits[combo[:k + 1]])
+                    for attr, value in fits[combo[:k + 1]].items():
+                        setattr(devices[SOURCES[name][1]], attr, value)
                 else:
                     fits[combo[:k + 1]] = calibrate(name, devices)
             out[combo] = {}
@@ -236,7 +255,7 @@ def main() -> None:
     on = DEFAULT_CALIBRATION if args.calibrate == [] else (args.calibrate or [])
     if len({SOURCES[n][1] for n in on}) < len(on):
         ap.error("--calibrate takes at most one source per device")
-    fitted = {n: (SOURCES[n][1], FITTED[SOURCES[n][1]][0], calibrate(n, devices)) for n in on}
+    fitted = {n: (SOURCES[n][1], calibrate(n, devices)) for n in on}
     report = {"calibrated_on": on, "fitted": fitted, "collectives_fitted_on": args.fit_collectives,
               "collectives": collectives, "efficiency": {"A100": round(devices["A100"].gemm_efficiency, 4),
                                                            "V100": round(v100(devices).gemm_efficiency, 4),
@@ -253,8 +272,8 @@ def main() -> None:
         print(json.dumps(report))
         return
     print("GEMM efficiency: " + ", ".join(f"{k} {v}" for k, v in report["efficiency"].items()))
-    for n, (dev, attr, value) in fitted.items():
-        print(f"calibrated on {n}: {dev} {attr} {value:g}")
+    for n, (dev, figures) in fitted.items():
+        print(f"calibrated on {n}: {dev} " + ", ".join(f"{attr} {value:g}" for attr, value in figures.items()))
     if collectives:
         print(f"collectives fitted on {args.fit_collectives}: " + ", ".join(f"{k} {v}" for k, v in collectives.items()))
     for name, s in report["sources"].items():

@@ -47,15 +47,19 @@ def test_held_out_sc21_table1_within_ten_percent_at_the_a100_preset():
 def test_the_a100_preset_is_the_default_calibrations_fit():
     devices = fresh_devices()
     fitted = vs.calibrate(vs.DEFAULT_CALIBRATION[0], devices)
-    assert abs(fitted - DEVICES["A100"].gemm_efficiency) < 2e-3
+    assert list(fitted) == ["gemm_efficiency"]
+    assert abs(fitted["gemm_efficiency"] - DEVICES["A100"].gemm_efficiency) < 2e-3
 
 
 def test_the_deepspeed_preset_is_the_calibrations_fit_on_bloom_single_node():
     assert "bloom-single-node" in vs.DEFAULT_CALIBRATION  # the bare --calibrate fits the A100-DeepSpeed on it
     devices = fresh_devices()
     assert devices["A100-DeepSpeed"].gemm_efficiency is None  # calibration, not the preset, sets it here
+    assert devices["A100-DeepSpeed"].launch_s == DEVICES["A100"].launch_s != DEVICES["A100-DeepSpeed"].launch_s
     fitted = vs.calibrate("bloom-single-node", devices)
-    assert abs(fitted - DEVICES["A100-DeepSpeed"].gemm_efficiency) < 2e-3
+    assert list(fitted) == ["launch_s", "gemm_efficiency"]
+    assert abs(fitted["gemm_efficiency"] - DEVICES["A100-DeepSpeed"].gemm_efficiency) < 2e-3
+    assert abs(fitted["launch_s"] - DEVICES["A100-DeepSpeed"].launch_s) < 5e-6
 
 
 def test_each_source_is_reported_under_the_calibration_best_without_it():
@@ -76,7 +80,7 @@ def test_the_v100_runs_its_gemms_at_the_a100_share_unless_a_v100_source_calibrat
     devices["V100-2019"].launch_s = 50e-6
     assert v100(devices).gemm_efficiency == 0.7 and v100(devices).launch_s == V100_32GB.launch_s
     assert v100(devices, "2019").launch_s == 50e-6 and v100(devices, "2019").gemm_efficiency == 0.7
-    fitted = vs.calibrate("megatron-v1", devices)
+    fitted = vs.calibrate("megatron-v1", devices)["gemm_efficiency"]
     assert v100(devices).gemm_efficiency == fitted != 0.7
     assert abs(vs.evaluate("megatron-v1", devices)[0]["error_pct"]) < 1.0
 
@@ -94,9 +98,8 @@ def test_the_default_calibration_is_the_protocols_choice_over_every_source():
     # the default is the protocol's choice: for the Megatron-LM devices by construction; for the A100-DeepSpeed
     # the source named beforehand (the one without a pipeline or a network) is also the protocol's choice
     assert list(chosen) == vs.DEFAULT_CALIBRATION
-    # every Megatron-LM source it holds out within 10%; BLOOM's t = 4 and t = 2 layouts 11.1-11.3% (simulated slow
-    # against the t = 8 single-node fit)
-    assert worst <= 12.0
+    # every source it holds out within 10% (SC'21 Table 1 the worst, 9.9%; the Megatron-DeepSpeed ones 7.6% at most)
+    assert worst <= 10.0
 
 
 def test_the_2019_runs_all_reduce_during_the_backward_where_megatron_says_pytorchs_ddp_was_faster():
@@ -107,6 +110,7 @@ def test_the_2019_runs_all_reduce_during_the_backward_where_megatron_says_pytorc
 
 
 DEEPSPEED = ("bloom-single-node", "bloom-176b", "bloom-topologies", "mt-nlg-530b")
+DEEPSPEED_CHOICES = ("bloom-single-node", "bloom-topologies", "mt-nlg-530b")  # BLOOM's run, one row: held out only
 DEEPSPEED_HELD_OUT = ("gpt-neox-20b", "bloom-memory", "bloom-bf16-optimizer", "bloom-layouts-fp16")  # never chosen
 
 
@@ -118,8 +122,8 @@ def test_the_megatron_deepspeed_runs_have_a_device_of_their_own_the_same_a100():
     ds, a100 = devices["A100-DeepSpeed"], DEVICES["A100"]
     for field in ("flops_fp16", "flops_fp32", "memory_bytes", "mem_bandwidth", "sm_count", "gemm_k_half", "launch_s"):
         assert getattr(ds, field) == getattr(a100, field), field
-    assert vs.FITTED["A100-DeepSpeed"][0] == "gemm_efficiency"
-    assert vs.PROTOCOL_CHOICES["A100-DeepSpeed"] == list(DEEPSPEED)
+    assert [figure[0] for figure in vs.FITTED["A100-DeepSpeed"]] == ["launch_s", "gemm_efficiency"]
+    assert vs.PROTOCOL_CHOICES["A100-DeepSpeed"] == list(DEEPSPEED_CHOICES)
     # not calibrated: the A100's share of peak, so the A100's calibration moves it and its rows
     devices["A100"].gemm_efficiency = 0.7
     assert deepspeed(devices).gemm_efficiency == 0.7
@@ -131,7 +135,9 @@ def test_the_deepspeed_calibration_moves_no_megatron_lm_figure():
     devices = fresh_devices()
     before = [r["simulated"] for r in vs.evaluate("reduce-recompute", devices)]
     fitted = vs.calibrate("bloom-single-node", devices)
-    assert 0.3 < fitted < 1.0 and devices["A100-DeepSpeed"].gemm_efficiency == fitted
+    assert 0.3 < fitted["gemm_efficiency"] < 1.0 and devices["A100-DeepSpeed"].gemm_efficiency == fitted["gemm_efficiency"]
+    assert 0.0 < fitted["launch_s"] < 500e-6 and devices["A100-DeepSpeed"].launch_s == fitted["launch_s"]
+    assert devices["A100"].launch_s == DEVICES["A100"].launch_s
     assert devices["A100"].gemm_efficiency == DEVICES["A100"].gemm_efficiency
     assert [r["simulated"] for r in vs.evaluate("reduce-recompute", devices)] == before
 
@@ -263,20 +269,21 @@ def test_blooms_memory_rows_say_which_fit_and_rank_the_peaks_as_published():
 def test_blooms_bf16_optimizer_costs_what_its_notes_measured():
     """The notes timed the 195B layout the day before the BF16 optimizer and with it: 5.0% and 5.4% slower. The
     simulated ratio comes from the optimizer's pass over the stage's weights after every micro-batch, at the
-    device's memory bandwidth: within 1.5 points of the published one at the stack's GEMM efficiency, and a larger
-    share of a faster iteration."""
+    device's memory bandwidth: within 1.5 points of the published one at the stack's preset figures, and a larger
+    share of a faster iteration (a higher GEMM efficiency)."""
     assert [r[1:] for r in tables.BLOOM_BF16_OPTIMIZER] == [(110.96, 116.54), (112.69, 118.79)]
+    preset = DEVICES["A100-DeepSpeed"]
     ratios = {}
-    for eff in (0.5838, 0.8):
+    for eff in (preset.gemm_efficiency, 0.8):
         devices = fresh_devices()
-        devices["A100-DeepSpeed"].gemm_efficiency = eff
+        devices["A100-DeepSpeed"].gemm_efficiency, devices["A100-DeepSpeed"].launch_s = eff, preset.launch_s
         for label, published, fn in SOURCES["bloom-bf16-optimizer"][3](devices):
             ratio, detail = fn()
             assert detail["bf16_optimizer_s"] > detail["fp16_s"]
             ratios[eff, label] = ratio
-            if eff < 0.6:
+            if eff == preset.gemm_efficiency:
                 assert ratio == pytest.approx(published, abs=0.015)
-    assert all(ratios[0.8, label] > ratios[0.5838, label] for _, label in ratios)
+    assert all(ratios[0.8, label] > ratios[preset.gemm_efficiency, label] for _, label in ratios)
 
 
 def test_blooms_fp16_layouts_run_as_the_notes_give_them():
@@ -292,3 +299,20 @@ def test_blooms_fp16_layouts_run_as_the_notes_give_them():
             seconds, detail = fn()
             assert pub == published and detail["microbatches"] == batch // d // m and detail["fits"]
             assert 0.5 * published < seconds < 2 * published
+
+
+def test_the_deepspeed_stacks_cost_per_kernel_is_paid_per_micro_batch():
+    """BLOOM's notes time t8 p12 d4 faster in micro-batches of 4 than of 2 (117.07 against 128.82 s per iteration),
+    though half as many micro-batches leave twice the pipeline bubble: each micro-batch pays a fixed cost that larger
+    ones amortise. The A100-DeepSpeed's fixed cost per kernel is that cost: at the A100's own (5 us) the simulator
+    has micro-batches of 4 slower, and the higher the cost, the more micro-batches of 4 gain on those of 2."""
+    published = {(m, b): s for _, t, p, m, b, s in tables.BLOOM_LAYOUTS_FP16 if (t, p) == (8, 12)}
+    assert published[4, 2048] < published[2, 2048]
+    ratios = []
+    for launch in (DEVICES["A100"].launch_s, DEVICES["A100-DeepSpeed"].launch_s, 300e-6):
+        devices = fresh_devices()
+        devices["A100-DeepSpeed"].gemm_efficiency, devices["A100-DeepSpeed"].launch_s = 0.632, launch
+        rows = {label: fn for label, _, fn in SOURCES["bloom-layouts-fp16"][3](devices)}
+        mb4, mb2 = (rows[f"t8 p12 d4 mb{m} batch 2048"]()[0] for m in (4, 2))
+        ratios.append(mb4 / mb2)
+    assert ratios[0] > 1.0 > ratios[2] and ratios[0] > ratios[1] > ratios[2]

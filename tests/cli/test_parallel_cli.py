@@ -320,9 +320,9 @@ def test_the_optimizer_decides_what_zero_stage_1_leaves_whole_and_is_its_own_cam
 
 
 def test_the_deepspeed_preset_runs_and_predicts_longer_steps_than_the_megatron_lm_one():
-    """dgx-a100-deepspeed-x1 is dgx-a100-x1 at Megatron-DeepSpeed's GEMM efficiency: every baseline (the same
-    strategy on both) and the strategy the search picks take longer on it, as the published runs of that stack
-    did on the same A100s."""
+    """dgx-a100-deepspeed-x1 is dgx-a100-x1 at Megatron-DeepSpeed's GEMM efficiency and cost per kernel: every
+    baseline (the same strategy on both) and the strategy the search picks take longer on it, as the published runs
+    of that stack did on the same A100s."""
     out = {c: last_json(run("--model", "mlp-unity", "--cluster", c, "--trials", 3, "--json"))
            for c in ("dgx-a100-deepspeed-x1", "dgx-a100-x1")}
     ds, lm = out["dgx-a100-deepspeed-x1"], out["dgx-a100-x1"]

@@ -1,5 +1,5 @@
 """The dgx-a100-deepspeed-xN preset: the DGX A100 nodes of dgx-a100-xN running Megatron-DeepSpeed, whose
-device is the A100 with that stack's GEMM efficiency (fitted on BLOOM's single-node check)."""
+device is the A100 with that stack's GEMM efficiency and fixed cost per kernel (fitted on BLOOM's single-node check)."""
 
 import dataclasses
 import json
@@ -9,7 +9,8 @@ import pytest
 from autotune.errors import UsageError
 from autotune.search_spaces.parallel.clusters import BUS_EFFICIENCY, DEVICES, get_cluster, preset_names
 
-DEEPSPEED_GEMM_EFFICIENCY = 0.5838  # scripts/validate_simulator.py --calibrate bloom-single-node
+# scripts/validate_simulator.py --calibrate bloom-single-node
+DEEPSPEED_GEMM_EFFICIENCY, DEEPSPEED_LAUNCH_S = 0.632, 5.118e-05
 
 
 def test_the_preset_is_the_dgx_a100_with_the_deepspeed_gemm_efficiency():
@@ -19,8 +20,10 @@ def test_the_preset_is_the_dgx_a100_with_the_deepspeed_gemm_efficiency():
         ds, a100 = get_cluster(f"dgx-a100-deepspeed-x{n}"), get_cluster(f"dgx-a100-x{n}")
         assert (ds.name, ds.nodes, ds.per_node, ds.devices) == (f"dgx-a100-deepspeed-x{n}", n, 8, 8 * n)
         assert ds.device.name == "A100-DeepSpeed" and ds.device.gemm_efficiency == DEEPSPEED_GEMM_EFFICIENCY
-        # the A100's hardware figures: peaks, memory, bandwidth, multiprocessors, kernel cost
-        assert dataclasses.replace(ds.device, name="A100", gemm_efficiency=0.8192, hardware="") == DEVICES["A100"]
+        assert ds.device.launch_s == DEEPSPEED_LAUNCH_S != DEVICES["A100"].launch_s  # the stack's, not the GPU's
+        # the A100's hardware figures: peaks, memory, bandwidth, multiprocessors
+        assert dataclasses.replace(ds.device, name="A100", gemm_efficiency=0.8192, launch_s=DEVICES["A100"].launch_s,
+                                   hardware="") == DEVICES["A100"]
         assert ds.device.flops_fp16 == 312e12 and ds.device.memory_bytes == 80 * 2**30 and ds.device.sm_count == 108
         assert ds.device.hardware_name == "A100" and DEVICES["A100"].hardware_name == "A100"
         # the same nodes and network: links, latencies and NCCL's figures
