@@ -44,6 +44,8 @@ import pandas as pd
 from published_rows import SOURCES
 from published_runs import COLLECTIVES, deepspeed, fresh_devices, v100
 
+from autotune.errors import UsageError
+
 # one source per device: the protocol's choice for the Megatron-LM devices; for the A100-DeepSpeed, the source
 # without a pipeline or a network
 DEFAULT_CALIBRATION = ["reduce-recompute", "megatron19-strong", "bloom-single-node"]
@@ -69,7 +71,7 @@ def fit_collectives(name: str) -> dict[str, float]:
 
 
 # devices calibrated together: a source of one reads another's figures (the V100s run their GEMMs at the A100's share
-# of peak unless a V100 source calibrates theirs). The A100-DeepSpeed, once calibrated, reads only its own figure and
+# of peak unless a V100 source calibrates theirs). The A100-DeepSpeed, once calibrated, reads only its own figures and
 # its sources only it, so its choice is made apart, on its own sources, and moves no Megatron-LM choice
 GROUPS = {"Megatron-LM": ("A100", "V100", "V100-2019"), "Megatron-DeepSpeed": ("A100-DeepSpeed",)}
 
@@ -78,7 +80,9 @@ def group_of(source: str) -> str:
     return next(g for g, devices in GROUPS.items() if SOURCES[source][1] in devices)
 
 
-def evaluate(name: str, devices: dict) -> list[dict]:
+def evaluate(name: str, devices: dict, exact: bool = False) -> list[dict]:
+    """Each row of the source simulated on ``devices``: published, simulated, error (%, to 0.1 unless ``exact``:
+    calibration minimises the unrounded MAPE, which rounding would turn into a staircase) and the row's details."""
     rows = SOURCES[name][3]
     out = []
     for label, published, fn in rows(devices):
@@ -86,13 +90,13 @@ def evaluate(name: str, devices: dict) -> list[dict]:
         sim, detail = fn()
         err = 100.0 * abs(sim - published) if SOURCES[name][2].startswith("fits") else \
             100 * (sim - published) / published  # a fit verdict is right (0) or wrong (100)
-        out.append({"row": label, "published": published, "simulated": round(sim, 3), "error_pct": round(err, 1),
+        out.append({"row": label, "published": published, "simulated": round(sim, 3), "error_pct": err if exact else round(err, 1),
                     **detail,
                     "sim_s": round(time.perf_counter() - t0, 2)})
     return out
 
 
-# what calibration fits on each device: its figures, each (attribute, lowest, highest, tolerance). The A100 and the
+# what calibration fits on each device: its figures, each (attribute, lowest, highest, tolerance, grid). The A100 and the
 # V100 fit their large-GEMM efficiency (a V100 source with the v1.0 code); the V100 running the 2019 code its fixed
 # cost per kernel, which the tensor-parallel split does not shrink (its strong scaling is what identifies it). The
 # A100 running Megatron-DeepSpeed fits both: its GEMM efficiency (the share of peak its compute-bound kernels reach:
@@ -101,10 +105,12 @@ def evaluate(name: str, devices: dict) -> list[dict]:
 # micro-batches of 2 and 4 faster than of 1 on the same layouts although they leave a larger pipeline bubble, and
 # BLOOM ran with every kernel launch synchronous (CUDA_LAUNCH_BLOCKING=1 in its training script, without which it
 # hung), so the host's time per kernel is the GPU's idle time; a GEMM efficiency alone cannot represent that. With
-# several figures the first is fitted outermost, each value of it with the others fitted at it
-FITTED = {"A100": (("gemm_efficiency", 0.3, 1.0, 2e-3),), "V100": (("gemm_efficiency", 0.3, 1.0, 2e-3),),
-          "V100-2019": (("launch_s", 0.0, 300e-6, 0.5e-6),),
-          "A100-DeepSpeed": (("launch_s", 0.0, 500e-6, 5e-6), ("gemm_efficiency", 0.3, 1.0, 2e-3))}
+# several figures the first is fitted outermost, each value of it with the others fitted at it. The least MAPE over
+# the cost per kernel, the GEMM efficiency refitted at each value, need not be unimodal (rows that weigh the two
+# alike), so its search starts from a grid of ``grid`` points (0: golden-section search alone)
+FITTED = {"A100": (("gemm_efficiency", 0.3, 1.0, 2e-3, 0),), "V100": (("gemm_efficiency", 0.3, 1.0, 2e-3, 0),),
+          "V100-2019": (("launch_s", 0.0, 300e-6, 0.5e-6, 0),),
+          "A100-DeepSpeed": (("launch_s", 0.0, 500e-6, 5e-6, 11), ("gemm_efficiency", 0.3, 1.0, 2e-3, 0))}
 
 
 def _golden(f, lo: float, hi: float, tol: float) -> float:
@@ -124,27 +130,44 @@ def _golden(f, lo: float, hi: float, tol: float) -> float:
     return float(f"{(lo + hi) / 2:.4g}")
 
 
+def _minimise(f, lo: float, hi: float, tol: float, grid: int) -> float:
+    """The argument of ``f``'s least value on [lo, hi]: golden-section search, over the whole range or, with a grid
+    of ``grid`` points first, between the best grid point's neighbours (the better of the two answers)."""
+    if grid < 2:
+        return _golden(f, lo, hi, tol)
+    xs = np.linspace(lo, hi, grid)
+    values = [f(float(x)) for x in xs]
+    k = int(np.argmin(values))
+    x = _golden(f, float(xs[max(k - 1, 0)]), float(xs[min(k + 1, grid - 1)]), tol)
+    return x if f(x) <= values[k] else float(f"{xs[k]:.4g}")
+
+
 def calibrate(name: str, devices: dict) -> dict[str, float]:
     """The figures FITTED names for the source's device, with the least MAPE over the source's rows, set on the
     device and returned ({attribute: value}). One figure by golden-section search (the MAPE is unimodal in it:
-    every row's error rises or falls with it); with several, the first by golden-section search over the least
-    MAPE the others reach at each of its values."""
+    every row's error rises or falls with it, and the errors' rounding to 0.1% moves the fit by less than its
+    tolerance); with several, the first by a search over the least MAPE the others reach at each of its values,
+    on unrounded errors (where two figures trade off, the MAPE is nearly flat along a valley and rounding's steps
+    would decide the fit). A source needs more rows than the figures it fits."""
     dev_name = SOURCES[name][1]
-    device = devices[dev_name]
+    device, figures = devices[dev_name], FITTED[dev_name]
+    if len(figures) > 1 and len(SOURCES[name][3](devices)) <= len(figures):
+        raise UsageError(f"{name} has too few rows to fit the {len(figures)} figures of {dev_name} "
+                         f"({', '.join(f[0] for f in figures)}); calibrate that device on another source")
 
     def mape() -> float:
-        return float(np.mean([abs(r["error_pct"]) for r in evaluate(name, devices)]))
+        return float(np.mean([abs(r["error_pct"]) for r in evaluate(name, devices, exact=len(figures) > 1)]))
 
     def fit(figures) -> float:  # fits ``figures`` on the device, returns the MAPE there
-        (attr, lo, hi, tol), rest = figures[0], figures[1:]
+        (attr, lo, hi, tol, grid), rest = figures[0], figures[1:]
 
         def at(x: float) -> float:
             setattr(device, attr, x)
             return fit(rest) if rest else mape()
-        setattr(device, attr, _golden(at, lo, hi, tol))
+        setattr(device, attr, _minimise(at, lo, hi, tol, grid))
         return fit(rest) if rest else mape()
-    fit(FITTED[dev_name])
-    return {attr: getattr(device, attr) for attr, *_ in FITTED[dev_name]}
+    fit(figures)
+    return {attr: getattr(device, attr) for attr, *_ in figures}
 
 
 # the sources the leave-one-source-out protocol may calibrate each device on (every other source is held out); BLOOM's
@@ -237,7 +260,7 @@ def summarise(rows: list[dict], held: list[bool]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calibrate", nargs="*", default=None, choices=list(SOURCES), metavar="SOURCE",
-                    help="fit each source's device figure on its rows, at most one source per device (bare flag: "
+                    help="fit each source's device figures on its rows, at most one source per device (bare flag: "
                          + " ".join(DEFAULT_CALIBRATION) + ")")
     ap.add_argument("--fit-collectives", choices=[s for s in SOURCES if s.startswith("nccl")],
                     help="fit every cluster's collective figures (bus efficiency, latency scale) on this source first")
@@ -260,6 +283,8 @@ def main() -> None:
               "collectives": collectives, "efficiency": {"A100": round(devices["A100"].gemm_efficiency, 4),
                                                            "V100": round(v100(devices).gemm_efficiency, 4),
                                                            "A100-DeepSpeed": round(deepspeed(devices).gemm_efficiency, 4)},
+              "cost_per_kernel_s": {"V100-2019": v100(devices, "2019").launch_s,
+                                    "A100-DeepSpeed": deepspeed(devices).launch_s},
               "sources": {}}
     for name in args.sources:
         rows = evaluate(name, devices)
@@ -271,7 +296,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(report))
         return
-    print("GEMM efficiency: " + ", ".join(f"{k} {v}" for k, v in report["efficiency"].items()))
+    print("GEMM efficiency: " + ", ".join(f"{k} {v}" for k, v in report["efficiency"].items())
+          + "; cost per kernel: " + ", ".join(f"{k} {v * 1e6:.4g} us" for k, v in report["cost_per_kernel_s"].items()))
     for n, (dev, figures) in fitted.items():
         print(f"calibrated on {n}: {dev} " + ", ".join(f"{attr} {value:g}" for attr, value in figures.items()))
     if collectives:
