@@ -148,10 +148,10 @@ def calibrate(name: str, devices: dict) -> dict[str, float]:
     every row's error rises or falls with it, and the errors' rounding to 0.1% moves the fit by less than its
     tolerance); with several, the first by a search over the least MAPE the others reach at each of its values,
     on unrounded errors (where two figures trade off, the MAPE is nearly flat along a valley and rounding's steps
-    would decide the fit). A source needs more rows than the figures it fits."""
+    would decide the fit). A source needs at least as many rows as the figures it fits."""
     dev_name = SOURCES[name][1]
     device, figures = devices[dev_name], FITTED[dev_name]
-    if len(figures) > 1 and len(SOURCES[name][3](devices)) <= len(figures):
+    if len(SOURCES[name][3](devices)) < len(figures):
         raise UsageError(f"{name} has too few rows to fit the {len(figures)} figures of {dev_name} "
                          f"({', '.join(f[0] for f in figures)}); calibrate that device on another source")
 
@@ -160,12 +160,18 @@ def calibrate(name: str, devices: dict) -> dict[str, float]:
 
     def fit(figures) -> float:  # fits ``figures`` on the device, returns the MAPE there
         (attr, lo, hi, tol, grid), rest = figures[0], figures[1:]
+        tried: dict[float, tuple[float, dict]] = {}  # value -> (MAPE, the other figures fitted at it)
 
         def at(x: float) -> float:
-            setattr(device, attr, x)
-            return fit(rest) if rest else mape()
-        setattr(device, attr, _minimise(at, lo, hi, tol, grid))
-        return fit(rest) if rest else mape()
+            if x not in tried:
+                setattr(device, attr, x)
+                tried[x] = (fit(rest) if rest else mape(), {a: getattr(device, a) for a, *_ in rest})
+            return tried[x][0]
+        best = _minimise(at, lo, hi, tol, grid)
+        found = at(best)  # the search may have fitted the others at it already: not again
+        for a, value in ((attr, best), *tried[best][1].items()):
+            setattr(device, a, value)
+        return found
     fit(figures)
     return {attr: getattr(device, attr) for attr, *_ in figures}
 
