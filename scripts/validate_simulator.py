@@ -145,10 +145,10 @@ def _minimise(f, lo: float, hi: float, tol: float, grid: int) -> float:
 def calibrate(name: str, devices: dict) -> dict[str, float]:
     """The figures FITTED names for the source's device, with the least MAPE over the source's rows, set on the
     device and returned ({attribute: value}). One figure by golden-section search (the MAPE is unimodal in it:
-    every row's error rises or falls with it, and the errors' rounding to 0.1% moves the fit by less than its
-    tolerance); with several, the first by a search over the least MAPE the others reach at each of its values,
-    on unrounded errors (where two figures trade off, the MAPE is nearly flat along a valley and rounding's steps
-    would decide the fit). A source needs at least as many rows as the figures it fits."""
+    every row's error rises or falls with it); with several, the first by a search over the least MAPE the
+    others reach at each of its values. Every fit minimises the MAPE of unrounded errors: rounded to 0.1%, the
+    MAPE is a staircase whose steps, not the rows, would decide where the search stops (along the nearly flat
+    valley where two figures trade off, by far). A source needs at least as many rows as the figures it fits."""
     dev_name = SOURCES[name][1]
     device, figures = devices[dev_name], FITTED[dev_name]
     if len(SOURCES[name][3](devices)) < len(figures):
@@ -156,7 +156,7 @@ def calibrate(name: str, devices: dict) -> dict[str, float]:
                          f"({', '.join(f[0] for f in figures)}); calibrate that device on another source")
 
     def mape() -> float:
-        return float(np.mean([abs(r["error_pct"]) for r in evaluate(name, devices, exact=len(figures) > 1)]))
+        return float(np.mean([abs(r["error_pct"]) for r in evaluate(name, devices, exact=True)]))
 
     def fit(figures) -> float:  # fits ``figures`` on the device, returns the MAPE there
         (attr, lo, hi, tol, grid), rest = figures[0], figures[1:]
