@@ -149,8 +149,11 @@ class Builder:
         return self.add(Op(self._uniq(name), typ, dims, roles, axes, [(x, axes) for x in xs],
                            flops=flops_per * n, bwd_flops=flops_per * n, mem_elems=(len(xs) + 1) * n))
 
-    def linear(self, x: str, n_out: int, name: str, tp: str | None = "o", extra_flops: float = 0.0) -> str:
-        """y[..., o] = x[..., i] W[i, o]; leading axes keep their roles."""
+    def linear(self, x: str, n_out: int, name: str, tp: str | None = "o", extra_flops: float = 0.0,
+               gates: int = 1) -> str:
+        """y[..., o] = x[..., i] W[i, o]; leading axes keep their roles. ``gates`` > 1: a gated projection
+        (SwiGLU's gate and up projections, one weight [i, gates o]) whose ``gates`` outputs are multiplied
+        into one of width o."""
         sh = self.shape(x)
         dims = {f"a{i}": n for i, (_, n, _) in enumerate(sh[:-1])}
         roles = {f"a{i}": r for i, (_, _, r) in enumerate(sh[:-1])}
@@ -159,10 +162,10 @@ class Builder:
         roles.update(o="parameter", i="reduction")
         lead = tuple(d for d in dims if d.startswith("a"))
         m = math.prod(dims[d] for d in lead)
-        f = 2.0 * m * n_in * n_out
+        f = 2.0 * m * n_in * n_out * gates
         return self.add(Op(self._uniq(name), "linear", dims, roles, lead + ("o",), [(x, lead + ("i",))],
-                           ("i", "o"), n_in * n_out, f + extra_flops, 2 * f + extra_flops,
-                           m * (n_in + n_out) + n_in * n_out, tp))
+                           ("i", "o"), n_in * n_out * gates, f + extra_flops, 2 * f + extra_flops,
+                           m * (n_in + n_out * gates) + n_in * n_out * gates, tp))
 
     def conv(self, x: str, c_out: int, k: int | tuple[int, int], name: str, stride: int = 1) -> str:
         """2-D convolution (+ fused batch norm and ReLU), NCHW, 'same' padding."""
@@ -210,10 +213,13 @@ class Builder:
         return self.add(Op(self._uniq(name), "embedding", dims, roles, lead + ("e",), [(ids, lead)],
                            ("v", "e"), vocab * dim, n, n, 2 * n, tp="v"))
 
-    def attention(self, qkv: str, heads: int, name: str, score_passes: float = SCORE_PASSES) -> str:
-        """Scaled dot-product attention core on [b, s, 3h]: scores, softmax, context, split by heads."""
+    def attention(self, qkv: str, heads: int, name: str, score_passes: float = SCORE_PASSES,
+                  width: int | None = None) -> str:
+        """Scaled dot-product attention core on [b, s, 3h] (or, ``width`` = h, on queries of width h beside keys
+        and values of fewer heads: grouped-query attention's [b, s, h + 2 kv_heads h / heads]): scores,
+        softmax, context, split by heads."""
         (_, b, _), (_, s, _), (_, h3, _) = self.shape(qkv)
-        h = h3 // 3
+        h = width or h3 // 3
         dims = {"b": b, "s": s, "n": heads}
         roles = {"b": "sample", "s": None, "n": "parameter"}
         f = 4.0 * b * s * s * h

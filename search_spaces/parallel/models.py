@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import os
 
-from autotune.search_spaces.parallel.graph import Builder, Graph, Op
-
 from autotune.errors import UsageError
+from autotune.search_spaces.parallel.graph import Builder, Graph, Op
 
 SGD_STATE = 12  # FlexFlow-era fp32 models: weight, gradient and momentum per parameter
 # Megatron-LM's mixed precision with Adam: fp16 weight and gradient, fp32 main weight and main gradient, two fp32
@@ -67,18 +66,29 @@ def recompute_mode(recompute: bool | str) -> str:
 
 def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq: int, vocab: int,
                 causal_lm: bool = True, recompute: bool | str = False, kernels: str = "fused",
-                experts: int = 0, top_k: int = 1, capacity: float = 1.0) -> Graph:
-    """A GPT/BERT stack in mixed precision with Megatron's tensor-parallel split points marked.
+                experts: int = 0, top_k: int = 1, capacity: float = 1.0, kv_heads: int | None = None,
+                ffn: int | None = None, gated: bool = False, tied: bool = True) -> Graph:
+    """A GPT/BERT stack in mixed precision with Megatron's tensor-parallel split points marked; with
+    ``kv_heads``, ``ffn``, ``gated`` and ``tied`` also a Llama-style one.
 
     ``recompute``: "full" (or True) keeps only each layer's input for the backward and recomputes the rest;
     "selective" recomputes only the attention core (its [s, s] softmax and dropout are not stored;
     Korthikanti et al. 2022); "none" (False) stores every activation. ``kernels``: the implementation's
     elementwise kernels, one of KERNELS. ``experts`` > 0: every other layer's feed-forward block is a
     mixture of that many experts, ``top_k`` per token, each taking up to ``capacity`` times its even share
-    of tokens (GShard, Switch, DeepSpeed-MoE)."""
+    of tokens (GShard, Switch, DeepSpeed-MoE). ``kv_heads``: heads of the keys and values (grouped-query
+    attention; default ``heads``), which must divide ``heads``; ``ffn``: the feed-forward width (default
+    4 ``hidden``); ``gated``: a gated feed-forward block (SwiGLU: two projections to ``ffn``, one weight, their
+    product projected back); ``tied``: the head shares the embedding's table (GPT's), or has its own (Llama's)."""
     mode = recompute_mode(recompute)
     if kernels not in KERNELS:
         raise UsageError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
+    kv = heads if kv_heads is None else kv_heads
+    ffn = 4 * hidden if ffn is None else ffn
+    if not (heads >= 1 and 1 <= kv <= heads and heads % kv == 0 and ffn >= 1):
+        raise UsageError(f"a transformer needs kv_heads dividing heads ({heads}) and a positive ffn; got kv_heads "
+                         f"{kv}, ffn {ffn}")
+    gates = 2 if gated else 1
     k = KERNELS[kernels]
     g = Builder(name, batch, dtype_bytes=2)
     ids = g.input("tokens", {"b": batch, "s": seq}, {"b": "sample", "s": "attribute"})
@@ -86,18 +96,19 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
     for i in range(layers):
         first = len(g.ops)
         h = g.elementwise(x, f"l{i}.ln1", "layernorm", 8.0, frozen=(2,))
-        qkv = g.linear(h, 3 * hidden, f"l{i}.qkv", tp="o")
-        a = g.attention(qkv, heads, f"l{i}.attn", k["score_passes"])
+        qkv = g.linear(h, hidden + 2 * hidden * kv // heads, f"l{i}.qkv", tp="o")
+        a = g.attention(qkv, heads, f"l{i}.attn", k["score_passes"], width=hidden)
         p = g.linear(a, hidden, f"l{i}.proj", tp="i")
         x = g.elementwise([x, p], f"l{i}.add1", "add")
         h = g.elementwise(x, f"l{i}.ln2", "layernorm", 8.0, frozen=(2,))
         if experts and i % 2:
-            f = g.moe(h, experts, 4 * hidden, f"l{i}.moe", top_k, capacity)
-        else:
-            f = g.linear(h, 4 * hidden, f"l{i}.fc1", tp="o", extra_flops=8.0 * batch * seq * 4 * hidden)  # + gelu
+            f = g.moe(h, experts, ffn, f"l{i}.moe", top_k, capacity)
+        else:  # + the activation (GELU, or SwiGLU's SiLU and product), a few FLOPs per element
+            f = g.linear(h, ffn, f"l{i}.fc1", tp="o", extra_flops=8.0 * batch * seq * ffn, gates=gates)
             fc1 = g.by_name[f]
-            fc1.post_elems, fc1.kernels = 2.0 * batch * seq * 4 * hidden, 2
-            fc1.stash_bytes = g.dtype_bytes * batch * seq * 4 * hidden  # the GELU's output, fc2's input
+            # the activation kernel reads the projections and writes fc2's input; the backward keeps both
+            fc1.post_elems, fc1.kernels = (gates + 1.0) * batch * seq * ffn, 2
+            fc1.stash_bytes = g.dtype_bytes * batch * seq * ffn * gates
             f = g.linear(f, hidden, f"l{i}.fc2", tp="i")
         x = g.elementwise([x, f], f"l{i}.add2", "add")
         # what the backward keeps (Korthikanti et al. 2022, 34 s b h + 5 a s^2 b bytes per layer without
@@ -118,12 +129,15 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
             op.layer = i
     x = g.elementwise(x, "ln_f", "layernorm", 8.0, frozen=(2,))
     x = g.linear(x, vocab, "lm_head" if causal_lm else "mlm_head", tp="o")
-    g.by_name["embed"].weight_elems = 0  # tied with the head: its (dense) gradient and state are the head's
+    if tied:
+        g.by_name["embed"].weight_elems = 0  # tied with the head: its (dense) gradient and state are the head's
     g.loss(x)
     graph = g.build(state_bytes_per_param=MIXED_ADAM_STATE, recompute=mode != "none")
+    llama = {"kv_heads": kv, "ffn": ffn, "gated": gated, "tied": tied}
     graph.meta.update(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, causal_lm=causal_lm,
                       recompute=mode, kernels=kernels, **({"experts": experts, "top_k": top_k, "capacity": capacity}
-                                                          if experts else {}))
+                                                          if experts else {}),
+                      **({} if llama == {"kv_heads": heads, "ffn": 4 * hidden, "gated": False, "tied": True} else llama))
     return graph
 
 
@@ -147,7 +161,8 @@ def rebuild(graph: Graph, recompute: bool | str | None = None):
         return transformer(graph.name, batch, m["layers"], m["hidden"], m["heads"], m["seq"], m["vocab"],
                            causal_lm=m.get("causal_lm", True), recompute=default if recompute is None else recompute,
                            kernels=m.get("kernels", "fused"), experts=m.get("experts", 0),
-                           top_k=m.get("top_k", 1), capacity=m.get("capacity", 1.0))
+                           top_k=m.get("top_k", 1), capacity=m.get("capacity", 1.0), kv_heads=m.get("kv_heads"),
+                           ffn=m.get("ffn"), gated=m.get("gated", False), tied=m.get("tied", True))
     return build
 
 
@@ -270,11 +285,24 @@ def nmt(batch: int, seq: int = 40, hidden: int = 1024, vocab: int = 32000) -> Gr
     return g.build(state_bytes_per_param=SGD_STATE)
 
 
+LLAMA = {  # (layers, hidden, heads, kv_heads, ffn, seq, vocab) as Meta published them: SwiGLU, no biases, untied head
+    "llama-2-7b": (32, 4096, 32, 32, 11008, 4096, 32000), "llama-2-13b": (40, 5120, 40, 40, 13824, 4096, 32000),
+    "llama-2-70b": (80, 8192, 64, 8, 28672, 4096, 32000), "llama-3-8b": (32, 4096, 32, 8, 14336, 8192, 128256),
+    "llama-3-70b": (80, 8192, 64, 8, 28672, 8192, 128256), "llama-3-405b": (126, 16384, 128, 8, 53248, 8192, 128256),
+}
+
+
+def llama(name: str, batch: int, recompute: bool | str = False) -> Graph:
+    layers, hidden, heads, kv, ffn, seq, vocab = LLAMA[name]
+    return transformer(name, batch, layers, hidden, heads, seq, vocab, recompute=recompute, kv_heads=kv, ffn=ffn,
+                       gated=True, tied=False)
+
+
 # (base GPT, experts): DeepSpeed-MoE's "1.3B+MoE-128" and "350M+MoE-128" (Rajbhandari et al. 2022), top-1
 MOE = {"gpt-moe-350m-128": ("gpt-350m", 128), "gpt-moe-1.3b-128": ("gpt-1.3b", 128)}
 
 DEFAULT_BATCH = {"mlp-unity": 64, "bert-large": 32, "resnet101": 64, "inception-v3": 64, "dlrm": 2048,
-                 "rnnlm": 64, "nmt": 64, **{k: 32 for k in GPT}, **{k: 32 for k in MOE}}
+                 "rnnlm": 64, "nmt": 64, **{k: 32 for k in GPT}, **{k: 32 for k in MOE}, **{k: 32 for k in LLAMA}}
 
 MODELS = {
     "mlp-unity": mlp,
@@ -282,6 +310,7 @@ MODELS = {
     **{k: (lambda b, k=k: transformer(k, b, *GPT[k][:3], seq=GPT[k][3], vocab=51200)) for k in GPT},
     **{k: (lambda b, k=k, base=base, e=e: transformer(k, b, *GPT[base][:3], seq=GPT[base][3], vocab=51200, experts=e))
        for k, (base, e) in MOE.items()},
+    **{k: (lambda b, k=k: llama(k, b)) for k in LLAMA},
     "resnet101": resnet101,
     "inception-v3": inception_v3,
     "dlrm": dlrm,

@@ -8,7 +8,7 @@ import pytest
 from autotune.errors import MissingDependencyError, UsageError
 from autotune.search_spaces.parallel import strategy as st
 from autotune.search_spaces.parallel.clusters import get_cluster
-from autotune.search_spaces.parallel.models import MODELS, get_model
+from autotune.search_spaces.parallel.models import LLAMA, MODELS, get_model, llama, rebuild, transformer
 from autotune.search_spaces.parallel.space import StrategySpace
 from autotune.types import Candidate
 
@@ -30,6 +30,56 @@ def test_known_parameter_counts():
     assert get_model("resnet101").parameters == pytest.approx(44.5e6, rel=0.02)
     assert get_model("bert-large").parameters == pytest.approx(335e6, rel=0.03)
     assert get_model("gpt-1.3b").parameters == pytest.approx(1.32e9, rel=0.03)
+
+
+@pytest.mark.parametrize("name,published", [("llama-2-7b", 6.738e9), ("llama-2-13b", 13.016e9),
+                                            ("llama-2-70b", 68.977e9), ("llama-3-8b", 8.030e9),
+                                            ("llama-3-70b", 70.554e9), ("llama-3-405b", 405.85e9)])
+def test_llama_presets_have_metas_parameter_counts(name, published):
+    """Grouped-query attention, SwiGLU and an untied head as Meta's model cards count them (no biases; the norms'
+    weights, a few per layer, are not modelled)."""
+    assert name in LLAMA and name in MODELS
+    assert get_model(name, 1).parameters == pytest.approx(published, rel=2e-3)
+
+
+def test_grouped_query_attention_and_a_gated_ffn_size_their_ops():
+    """GQA narrows the qkv projection to the keys' and values' heads and leaves the attention core as it was;
+    a gated block projects to twice the width with one weight, doubling fc1's FLOPs and what its backward keeps;
+    an untied head gives the embedding its own table."""
+    b, layers, h, heads, seq, vocab, ffn = 2, 2, 512, 8, 128, 1000, 1376
+    mha = transformer("mha", b, layers, h, heads, seq, vocab, ffn=ffn)
+    gqa = transformer("gqa", b, layers, h, heads, seq, vocab, kv_heads=2, ffn=ffn, gated=True, tied=False)
+    op = {n: {o.name: o for o in g.ops} for n, g in (("mha", mha), ("gqa", gqa))}
+    assert op["mha"]["l0.qkv"].weight_elems == h * 3 * h
+    assert op["gqa"]["l0.qkv"].weight_elems == h * (h + 2 * 2 * h // heads)
+    assert op["gqa"]["l0.attn"].flops == op["mha"]["l0.attn"].flops == 4.0 * b * seq * seq * h
+    assert op["gqa"]["l0.fc1"].weight_elems == 2 * op["mha"]["l0.fc1"].weight_elems == 2 * h * ffn
+    gemm = 2.0 * b * seq * h * ffn  # fc1's GEMM FLOPs without the activation's
+    assert op["gqa"]["l0.fc1"].flops - op["mha"]["l0.fc1"].flops == pytest.approx(gemm)
+    assert op["gqa"]["l0.fc1"].stash_bytes == 2 * op["mha"]["l0.fc1"].stash_bytes
+    assert op["gqa"]["l0.fc2"].dims["i"] == op["mha"]["l0.fc2"].dims["i"] == ffn  # fc2 reads the product
+    assert op["mha"]["embed"].weight_elems == 0 and op["gqa"]["embed"].weight_elems == vocab * h
+    # the shape travels with the graph: rebuilt for another batch, and through JSON
+    again = rebuild(gqa)(4)
+    assert again.meta == {**gqa.meta, "recompute": again.meta["recompute"]} and again.batch == 4
+    assert again.parameters == gqa.parameters
+    assert st.Graph.from_json(json.loads(json.dumps(gqa.to_json()))).meta == gqa.meta
+    assert "kv_heads" not in get_model("gpt-1.3b", 1).meta  # a GPT stack's record is what it was
+    for bad in ({"kv_heads": 3}, {"kv_heads": 16}, {"ffn": 0}):
+        with pytest.raises(UsageError, match="kv_heads dividing heads"):
+            transformer("bad", b, layers, h, heads, seq, vocab, **bad)
+
+
+def test_megatron_splits_a_llama_across_tensor_parallel_ranks():
+    """Llama-2-70B's 8 key-value heads split over 8 tensor-parallel ranks like its 64 query heads: each rank's
+    share of the weights is an eighth, and the layout simulates within memory on 16 nodes."""
+    from autotune.runners.simulator.engine import Simulator
+
+    g = llama("llama-2-70b", 8, recompute="full")
+    c = get_cluster("dgx-a100-x16")
+    s = st.megatron(g, c, 8, 8)
+    r = Simulator(g, c, microbatches=16).simulate(s)
+    assert r.fits and r.iteration_s > 0
 
 
 def test_clusters_presets_and_files(tmp_path):
