@@ -42,7 +42,7 @@ def _fmt(s: dict) -> str:
 
 def tune_parallel(
     ctx: typer.Context,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Built-in model name (see --list), an .onnx file or a .json graph")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Built-in model name (see --list), a transformer's shape (BASE:key=value,...: a built-in GPT, Llama or BERT with those keys changed, e.g. llama-3-8b:seq=4096,layers=16, or transformer:layers=..,hidden=..,heads=..,seq=..,vocab=..[,kv_heads=..,ffn=..,gated=true,tied=false]), an .onnx file or a .json graph")] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster preset (e.g. dgx-a100-x2) or .json/.yaml file")] = None,
     batch: Annotated[int | None, typer.Option("--batch", "-b", help="Global batch size of the model (default: the model's)")] = None,
     microbatches: Annotated[int, typer.Option("--microbatches", help="Split each iteration's batch into this many micro-batches (gradient accumulation; a pipeline where ops sit on different device blocks, 1F1B) for the baselines; for transformer models the search also tries other counts (layouts)")] = 1,
@@ -79,7 +79,7 @@ def tune_parallel(
     from autotune.algorithms.registry import parse_options
     from autotune.progress import Progress
     from autotune.search_spaces.parallel.clusters import preset_names
-    from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS
+    from autotune.search_spaces.parallel.models import DEFAULT_BATCH, MODELS, SHAPE
 
     if output:
         writable_output(output, "the strategy file")
@@ -91,6 +91,8 @@ def tune_parallel(
             emit_json({"models": list(MODELS), "clusters": preset_names()})
             return
         typer.echo("models:   " + ", ".join(f"{m} (batch {DEFAULT_BATCH[m]})" for m in MODELS))
+        typer.echo("shapes:   BASE:key=value,... (a GPT, Llama or BERT above, or transformer) with keys "
+                   + ", ".join(SHAPE) + " (e.g. llama-3-8b:seq=4096,layers=16)")
         typer.echo("clusters: " + ", ".join(preset_names()) + "  (-xN: N nodes, e.g. dgx-a100-x4)")
         return
     trials, time_budget = with_old_budget_names(trials, time_budget, budget, time_limit)

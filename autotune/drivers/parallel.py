@@ -34,14 +34,15 @@ from autotune.runners.simulator.calibration import calibrated
 from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, preset_names
 from autotune.search_spaces.parallel.graph import Graph
 from autotune.search_spaces.parallel.models import (
-    DEFAULT_BATCH,
     DEFAULT_OPTIMIZER,
     MODELS,
     RECOMPUTE,
+    default_batch,
     get_model,
     optimizer_layout,
     rebuild,
     recompute_mode,
+    shaped,
 )
 from autotune.search_spaces.parallel.space import StrategySpace
 from autotune.types import Candidate, Measurement
@@ -88,6 +89,9 @@ def check_model(name: str) -> str:
     models and the closest ones (checked before anything is opened or built)."""
     if name in MODELS or name.endswith((".onnx", ".json")):
         return name
+    if ":" in name:
+        shaped(name)  # UsageError naming what is wrong with the shape
+        return name
     raise UsageError(f"unknown model {name!r}; valid: {', '.join(MODELS)} or a .onnx/.json graph file"
                      f"{did_you_mean(name, list(MODELS))}")
 
@@ -124,7 +128,7 @@ def micro_batch(model: str, batch: int | None, microbatches: int) -> int | None:
     if microbatches < 1:
         raise UsageError(f"--microbatches must be >= 1, got {microbatches}")
     if batch is None:
-        batch = DEFAULT_BATCH.get(model)
+        batch = default_batch(model)
         if batch is None:
             return None
     if batch % microbatches:

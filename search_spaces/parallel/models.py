@@ -7,6 +7,7 @@ A ``.json`` path loads a graph saved with ``Graph.save``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from autotune.errors import UsageError
 from autotune.search_spaces.parallel.graph import Builder, Graph, Op
@@ -319,7 +320,70 @@ MODELS = {
 }
 
 
+TRANSFORMERS = ["bert-large", *GPT, *MOE, *LLAMA]  # the built-in models a shape may start from
+# a transformer's shape as ``--model BASE:key=value,...`` sets it: each key's type
+SHAPE = {"layers": int, "hidden": int, "heads": int, "seq": int, "vocab": int, "kv_heads": int, "ffn": int,
+         "gated": bool, "tied": bool, "experts": int, "top_k": int, "causal_lm": bool}
+SHAPE_REQUIRED = ("layers", "hidden", "heads", "seq", "vocab")
+
+
+def _shape_value(key: str, text: str):
+    if SHAPE[key] is bool:
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise UsageError(f"model shape {key} must be true or false, not {text!r}")
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < (0 if key == "experts" else 1):
+        raise UsageError(f"model shape {key} must be a whole number {'>= 0' if key == 'experts' else '>= 1'}, "
+                         f"not {text!r}")
+    return value
+
+
+def shaped(spec: str) -> Callable[[int], Graph]:
+    """The builder (batch -> Graph) of ``BASE:key=value,...``: a built-in transformer (a GPT, Llama, MoE or
+    BERT preset) with the keys given changed, or ``transformer`` with every shape key given (layers, hidden,
+    heads, seq, vocab; kv_heads, ffn, gated, tied, experts, top_k and causal_lm as in :func:`transformer`).
+    UsageError naming what is wrong, before anything is built."""
+    base, _, rest = spec.partition(":")
+    if base == "transformer":
+        shape: dict = {}
+    elif base in TRANSFORMERS:
+        m = MODELS[base](1).meta
+        shape = {k: m[k] for k in SHAPE if k in m}
+    else:
+        raise UsageError(f"model {spec!r}: {base!r} is not a built-in transformer; give transformer:KEY=VALUE,... "
+                         f"or one of {', '.join(TRANSFORMERS)}")
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if key not in SHAPE or not eq:
+            raise UsageError(f"model {spec!r}: {item!r} is not KEY=VALUE with a shape key ({', '.join(SHAPE)})")
+        shape[key] = _shape_value(key, value.strip())
+    missing = [k for k in SHAPE_REQUIRED if k not in shape]
+    if missing:
+        raise UsageError(f"model {spec!r} needs {', '.join(missing)}")
+    args = {k: shape[k] for k in SHAPE if k in shape and k not in SHAPE_REQUIRED}
+    transformer(spec, 1, *(shape[k] for k in SHAPE_REQUIRED[:3]), seq=1, vocab=1, **args)  # checks the shape now
+    return lambda batch: transformer(spec, batch, *(shape[k] for k in SHAPE_REQUIRED[:3]), seq=shape["seq"],
+                                     vocab=shape["vocab"], **args)
+
+
+def default_batch(name: str) -> int | None:
+    """The built-in batch of a model name (a shaped transformer's is its base's, 32 for ``transformer``)."""
+    return DEFAULT_BATCH.get(name.partition(":")[0], 32) if ":" in name else DEFAULT_BATCH.get(name)
+
+
 def get_model(name: str, batch: int | None = None) -> Graph:
+    if ":" in name and not name.endswith((".onnx", ".json")):
+        b = default_batch(name) if batch is None else int(batch)
+        if b < 1:
+            raise UsageError(f"batch must be positive, got {b}")
+        return shaped(name)(b)
     if name.endswith(".onnx"):
         if not os.path.exists(name):
             raise UsageError(f"model file {name!r} does not exist")

@@ -155,13 +155,31 @@ def test_output_strategy_and_timeline(tmp_path):
     (["--model", "dlrm", "--cluster", "p100-4x4", "--time-budget", "0"], "--time-budget must be a positive"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--measured-db", "sqlite:///missing/nowhere.db"], "nowhere.db"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--optimizer", "apex"], "one of megatron, deepspeed-bf16"),
+    (["--model", "llama-3-8b:layer=4", "--cluster", "p100-4x4"], "'layer=4' is not KEY=VALUE with a shape key"),
+    (["--model", "resnet101:layers=4", "--cluster", "p100-4x4"], "'resnet101' is not a built-in transformer"),
+    (["--model", "transformer:layers=2,hidden=64", "--cluster", "p100-4x4"], "needs heads, seq, vocab"),
+    (["--model", "llama-3-8b:kv_heads=5", "--cluster", "p100-4x4"], "kv_heads dividing heads (32)"),
 ])
 def test_bad_input_exits_2_with_one_sentence(args, msg, tmp_path):
     r = run(*args)
     assert r.exit_code == 2 and msg in r.output
     assert r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1
-    if "unknown" in msg:  # a mistyped name is refused before the database is opened: nothing is created
+    if "unknown" in msg or "--model" in args and ":" in args[1]:  # refused before the database is opened
         assert not (tmp_path / "parallel.db").exists()
+
+
+def test_a_shaped_transformer_runs_as_its_base_with_the_keys_changed():
+    """``BASE:key=value,...`` builds the base's transformer with those keys changed (a Llama keeps its grouped-query
+    attention and SwiGLU), at the base's batch; its search and baselines are what a fresh simulation gives."""
+    spec = "llama-3-8b:layers=2,seq=1024"
+    out = check(spec, "dgx-a100-x1", 5)
+    g = get_model(spec, out["batch"])
+    assert out["batch"] == get_model("llama-3-8b").batch == 32
+    assert {k: g.meta[k] for k in ("layers", "seq", "hidden", "kv_heads", "ffn", "gated", "tied")} == {
+        "layers": 2, "seq": 1024, "hidden": 4096, "kv_heads": 8, "ffn": 14336, "gated": True, "tied": False}
+    own = get_model("transformer:layers=2,hidden=4096,heads=32,seq=1024,vocab=128256,kv_heads=8,ffn=14336,"
+                    "gated=true,tied=false", 32)
+    assert own.parameters == g.parameters and own.flops == g.flops
 
 
 def test_an_unknown_measured_device_names_the_devices_measured(tmp_path):
