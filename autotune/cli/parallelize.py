@@ -88,7 +88,7 @@ def tune_parallel(
 
     if list_:
         if json:
-            emit_json({"models": list(MODELS), "clusters": preset_names()})
+            emit_json({"models": list(MODELS), "shape_keys": list(SHAPE), "clusters": preset_names()})
             return
         typer.echo("models:   " + ", ".join(f"{m} (batch {DEFAULT_BATCH[m]})" for m in MODELS))
         typer.echo("shapes:   BASE:key=value,... (a GPT, Llama or BERT above, or transformer) with keys "

@@ -65,7 +65,9 @@ def shape_efficiency(op: Op, part: dict[str, int], parts: int, dev) -> float:
                 + gemm_efficiency(tokens, h, ffn, part[op.routed], dev)) / 2
     if op.type == "lstm":  # one step: [b, i + h] x [i + h, 4h], steps in sequence
         return gemm_efficiency(part["b"], 4 * part["o"], part["i"] + part["o"], 1, dev)
-    n = math.prod(part[d] for d, r in op.roles.items() if r == "parameter")
+    # a gated projection (SwiGLU) holds ``gates`` weights of its shape side by side: one GEMM that many times wider
+    gates = op.weight_elems / math.prod(op.dims[d] for d in op.weight) if op.type == "linear" and op.weight else 1.0
+    n = math.prod(part[d] for d, r in op.roles.items() if r == "parameter") * max(gates, 1.0)
     m = math.prod(part[d] for d, r in op.roles.items() if r in ("sample", "attribute") or (r is None and d in op.out))
     k = op.flops / parts / (2.0 * m * n)
     return gemm_efficiency(m, n, k, 1, dev)

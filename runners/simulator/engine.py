@@ -202,7 +202,7 @@ class Simulator:
         w_shard = op.weight_elems / math.prod(deg.get(d, 1) for d in op.weight) if op.weight_elems else 0.0
         wrep = [d for d in split if d not in op.weight]
         synced = w_shard
-        if op.type == "embedding" and wrep:  # sparse gradients: only the rows the group looked up
+        if op.type == "embedding" and wrep and not op.dense_grad:  # sparse gradients: the rows the group looked up
             synced = min(w_shard, out_part * math.prod(deg[d] for d in wrep))
         gs = (costs.allreduce(c, members(wrep), synced * g.dtype_bytes, costs.GRADIENT_BUCKET)
               if w_shard and wrep else (0.0, costs.EMPTY))

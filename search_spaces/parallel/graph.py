@@ -49,6 +49,7 @@ class Op:
     route_share: float = 0.0  # of every token slice, the share each expert partition of degree 1 receives (k x cf)
     kernels: int = 1  # forward kernel launches (the backward launches twice as many)
     layer: int | None = None  # the repeated block (transformer layer) it belongs to; pipeline cuts fall between
+    dense_grad: bool = False  # an embedding whose gradient is the whole table (Megatron's), not the rows looked up
 
     @functools.cached_property
     def parallel_dims(self) -> tuple[str, ...]:
@@ -214,17 +215,17 @@ class Builder:
                            ("v", "e"), vocab * dim, n, n, 2 * n, tp="v"))
 
     def attention(self, qkv: str, heads: int, name: str, score_passes: float = SCORE_PASSES,
-                  width: int | None = None) -> str:
+                  width: int | None = None, dropout: bool = True) -> str:
         """Scaled dot-product attention core on [b, s, 3h] (or, ``width`` = h, on queries of width h beside keys
         and values of fewer heads: grouped-query attention's [b, s, h + 2 kv_heads h / heads]): scores,
-        softmax, context, split by heads."""
+        softmax, (``dropout``) dropout, context, split by heads."""
         (_, b, _), (_, s, _), (_, h3, _) = self.shape(qkv)
         h = width or h3 // 3
         dims = {"b": b, "s": s, "n": heads}
         roles = {"b": "sample", "s": None, "n": "parameter"}
         f = 4.0 * b * s * s * h
         # kept for the backward: the softmax output and the dropout's output and byte mask, each [b, heads, s, s]
-        stash = (2 * self.dtype_bytes + 1) * b * heads * s * s
+        stash = ((2 * self.dtype_bytes + 1) if dropout else self.dtype_bytes) * b * heads * s * s
         return self.add(Op(self._uniq(name), "attention", dims, roles, ("b", "s", "n"),
                            [(qkv, ("b", "s", "n"))], flops=f, bwd_flops=2 * f,
                            mem_elems=b * s * (h3 + h) + score_passes * b * heads * s * s, tp="n", keep=False,

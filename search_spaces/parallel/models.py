@@ -50,10 +50,13 @@ RECOMPUTE = ("none", "selective", "full")
 # "eager": Megatron-LM 2019 (PyTorch ops: scores divided, masked by a multiply and a subtract, softmax,
 #   dropout, each its own pass; query, key, value and context permuted by copies; dropout and residual
 #   add as two kernels; GELU scripted by the JIT fuser).
+# The "dropout_" figures are what a model trained without dropout (Llama) does not move: the attention dropout's
+# read, write and byte mask of the scores; at the residual, the mask (fused) or the whole dropout kernel (eager).
 KERNELS = {
-    "fused": {"score_passes": 6.5, "attention_copies": 2.0, "attention_kernels": 5, "residual": 3.5, "residual_kernels": 1},
+    "fused": {"score_passes": 6.5, "attention_copies": 2.0, "attention_kernels": 5, "residual": 3.5, "residual_kernels": 1,
+              "dropout_score_passes": 2.5, "dropout_residual": 0.5, "dropout_residual_kernels": 0},
     "eager": {"score_passes": 12.5, "attention_copies": 8.0, "attention_kernels": 11, "residual": 5.5,
-              "residual_kernels": 2},
+              "residual_kernels": 2, "dropout_score_passes": 2.5, "dropout_residual": 2.5, "dropout_residual_kernels": 1},
 }
 
 
@@ -68,7 +71,7 @@ def recompute_mode(recompute: bool | str) -> str:
 def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq: int, vocab: int,
                 causal_lm: bool = True, recompute: bool | str = False, kernels: str = "fused",
                 experts: int = 0, top_k: int = 1, capacity: float = 1.0, kv_heads: int | None = None,
-                ffn: int | None = None, gated: bool = False, tied: bool = True) -> Graph:
+                ffn: int | None = None, gated: bool = False, tied: bool = True, dropout: bool = True) -> Graph:
     """A GPT/BERT stack in mixed precision with Megatron's tensor-parallel split points marked; with
     ``kv_heads``, ``ffn``, ``gated`` and ``tied`` also a Llama-style one.
 
@@ -80,7 +83,9 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
     of tokens (GShard, Switch, DeepSpeed-MoE). ``kv_heads``: heads of the keys and values (grouped-query
     attention; default ``heads``), which must divide ``heads``; ``ffn``: the feed-forward width (default
     4 ``hidden``); ``gated``: a gated feed-forward block (SwiGLU: two projections to ``ffn``, one weight, their
-    product projected back); ``tied``: the head shares the embedding's table (GPT's), or has its own (Llama's)."""
+    product projected back); ``tied``: the head shares the embedding's table (GPT's), or has its own (Llama's),
+    whose gradient is the whole table; ``dropout``: GPT's dropouts (on the attention scores and before each
+    residual add), which Llama trains without."""
     mode = recompute_mode(recompute)
     if kernels not in KERNELS:
         raise UsageError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
@@ -89,8 +94,16 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
     if not (heads >= 1 and 1 <= kv <= heads and heads % kv == 0 and ffn >= 1):
         raise UsageError(f"a transformer needs kv_heads dividing heads ({heads}) and a positive ffn; got kv_heads "
                          f"{kv}, ffn {ffn}")
+    if experts and gated:
+        raise UsageError("a mixture of experts of gated (SwiGLU) feed-forward blocks is not modelled; give gated=false")
+    if experts and not 1 <= top_k <= experts:
+        raise UsageError(f"a mixture of experts needs top_k between 1 and experts ({experts}), got {top_k}")
     gates = 2 if gated else 1
-    k = KERNELS[kernels]
+    k = dict(KERNELS[kernels])
+    if not dropout:
+        k["score_passes"] -= k["dropout_score_passes"]
+        k["residual"] -= k["dropout_residual"]
+        k["residual_kernels"] -= k["dropout_residual_kernels"]
     g = Builder(name, batch, dtype_bytes=2)
     ids = g.input("tokens", {"b": batch, "s": seq}, {"b": "sample", "s": "attribute"})
     x = g.embedding(ids, vocab, hidden, "embed")
@@ -98,7 +111,7 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
         first = len(g.ops)
         h = g.elementwise(x, f"l{i}.ln1", "layernorm", 8.0, frozen=(2,))
         qkv = g.linear(h, hidden + 2 * hidden * kv // heads, f"l{i}.qkv", tp="o")
-        a = g.attention(qkv, heads, f"l{i}.attn", k["score_passes"], width=hidden)
+        a = g.attention(qkv, heads, f"l{i}.attn", k["score_passes"], width=hidden, dropout=dropout)
         p = g.linear(a, hidden, f"l{i}.proj", tp="i")
         x = g.elementwise([x, p], f"l{i}.add1", "add")
         h = g.elementwise(x, f"l{i}.ln2", "layernorm", 8.0, frozen=(2,))
@@ -117,7 +130,7 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
         g.by_name[p].stores_output = g.by_name[f].stores_output = False
         for n in (f"l{i}.add1", f"l{i}.add2"):
             add = g.by_name[n]
-            add.stash_bytes = 0.0 if mode == "full" else batch * seq * hidden
+            add.stash_bytes = 0.0 if mode == "full" or not dropout else batch * seq * hidden  # the dropout's mask
             add.mem_elems, add.kernels = k["residual"] * batch * seq * hidden, k["residual_kernels"]
         g.by_name[f"l{i}.add1"].keep = mode != "full"  # full recomputation keeps only the layer's input
         attn = g.by_name[f"l{i}.attn"]
@@ -132,13 +145,16 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
     x = g.linear(x, vocab, "lm_head" if causal_lm else "mlm_head", tp="o")
     if tied:
         g.by_name["embed"].weight_elems = 0  # tied with the head: its (dense) gradient and state are the head's
+    else:
+        g.by_name["embed"].dense_grad = True  # Megatron's embedding gradient is the whole table
     g.loss(x)
     graph = g.build(state_bytes_per_param=MIXED_ADAM_STATE, recompute=mode != "none")
-    llama = {"kv_heads": kv, "ffn": ffn, "gated": gated, "tied": tied}
+    llama = {"kv_heads": kv, "ffn": ffn, "gated": gated, "tied": tied, "dropout": dropout}
     graph.meta.update(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab, causal_lm=causal_lm,
                       recompute=mode, kernels=kernels, **({"experts": experts, "top_k": top_k, "capacity": capacity}
                                                           if experts else {}),
-                      **({} if llama == {"kv_heads": heads, "ffn": 4 * hidden, "gated": False, "tied": True} else llama))
+                      **({} if llama == {"kv_heads": heads, "ffn": 4 * hidden, "gated": False, "tied": True, "dropout": True}
+                         else llama))
     return graph
 
 
@@ -163,7 +179,8 @@ def rebuild(graph: Graph, recompute: bool | str | None = None):
                            causal_lm=m.get("causal_lm", True), recompute=default if recompute is None else recompute,
                            kernels=m.get("kernels", "fused"), experts=m.get("experts", 0),
                            top_k=m.get("top_k", 1), capacity=m.get("capacity", 1.0), kv_heads=m.get("kv_heads"),
-                           ffn=m.get("ffn"), gated=m.get("gated", False), tied=m.get("tied", True))
+                           ffn=m.get("ffn"), gated=m.get("gated", False), tied=m.get("tied", True),
+                           dropout=m.get("dropout", True))
     return build
 
 
@@ -286,7 +303,8 @@ def nmt(batch: int, seq: int = 40, hidden: int = 1024, vocab: int = 32000) -> Gr
     return g.build(state_bytes_per_param=SGD_STATE)
 
 
-LLAMA = {  # (layers, hidden, heads, kv_heads, ffn, seq, vocab) as Meta published them: SwiGLU, no biases, untied head
+LLAMA = {  # (layers, hidden, heads, kv_heads, ffn, seq, vocab) as Meta published them: SwiGLU, no biases, untied
+    # head, no dropout
     "llama-2-7b": (32, 4096, 32, 32, 11008, 4096, 32000), "llama-2-13b": (40, 5120, 40, 40, 13824, 4096, 32000),
     "llama-2-70b": (80, 8192, 64, 8, 28672, 4096, 32000), "llama-3-8b": (32, 4096, 32, 8, 14336, 8192, 128256),
     "llama-3-70b": (80, 8192, 64, 8, 28672, 8192, 128256), "llama-3-405b": (126, 16384, 128, 8, 53248, 8192, 128256),
@@ -296,7 +314,7 @@ LLAMA = {  # (layers, hidden, heads, kv_heads, ffn, seq, vocab) as Meta publishe
 def llama(name: str, batch: int, recompute: bool | str = False) -> Graph:
     layers, hidden, heads, kv, ffn, seq, vocab = LLAMA[name]
     return transformer(name, batch, layers, hidden, heads, seq, vocab, recompute=recompute, kv_heads=kv, ffn=ffn,
-                       gated=True, tied=False)
+                       gated=True, tied=False, dropout=False)
 
 
 # (base GPT, experts): DeepSpeed-MoE's "1.3B+MoE-128" and "350M+MoE-128" (Rajbhandari et al. 2022), top-1
@@ -323,7 +341,7 @@ MODELS = {
 TRANSFORMERS = ["bert-large", *GPT, *MOE, *LLAMA]  # the built-in models a shape may start from
 # a transformer's shape as ``--model BASE:key=value,...`` sets it: each key's type
 SHAPE = {"layers": int, "hidden": int, "heads": int, "seq": int, "vocab": int, "kv_heads": int, "ffn": int,
-         "gated": bool, "tied": bool, "experts": int, "top_k": int, "causal_lm": bool}
+         "gated": bool, "tied": bool, "dropout": bool, "experts": int, "top_k": int, "causal_lm": bool}
 SHAPE_REQUIRED = ("layers", "hidden", "heads", "seq", "vocab")
 
 
@@ -334,14 +352,10 @@ def _shape_value(key: str, text: str):
         if text.lower() in ("false", "0", "no"):
             return False
         raise UsageError(f"model shape {key} must be true or false, not {text!r}")
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < (0 if key == "experts" else 1):
-        raise UsageError(f"model shape {key} must be a whole number {'>= 0' if key == 'experts' else '>= 1'}, "
-                         f"not {text!r}")
-    return value
+    least = 0 if key == "experts" else 1
+    if not (text.isascii() and text.isdigit()) or int(text) < least:
+        raise UsageError(f"model shape {key} must be a whole number >= {least}, not {text!r}")
+    return int(text)
 
 
 def shaped(spec: str) -> Callable[[int], Graph]:
@@ -358,15 +372,26 @@ def shaped(spec: str) -> Callable[[int], Graph]:
     else:
         raise UsageError(f"model {spec!r}: {base!r} is not a built-in transformer; give transformer:KEY=VALUE,... "
                          f"or one of {', '.join(TRANSFORMERS)}")
+    mha = shape.get("kv_heads", shape.get("heads")) == shape.get("heads")  # keys and values follow the heads
+    given: dict = {}
     for item in filter(None, rest.split(",")):
         key, eq, value = item.partition("=")
         key = key.strip()
         if key not in SHAPE or not eq:
             raise UsageError(f"model {spec!r}: {item!r} is not KEY=VALUE with a shape key ({', '.join(SHAPE)})")
-        shape[key] = _shape_value(key, value.strip())
+        if key in given:
+            raise UsageError(f"model {spec!r} gives {key} twice")
+        given[key] = _shape_value(key, value.strip())
+    shape.update(given)
+    if mha and "kv_heads" not in given and "heads" in shape:
+        shape["kv_heads"] = shape["heads"]
     missing = [k for k in SHAPE_REQUIRED if k not in shape]
     if missing:
         raise UsageError(f"model {spec!r} needs {', '.join(missing)}")
+    if shape["hidden"] % shape["heads"]:
+        raise UsageError(f"model {spec!r}: heads ({shape['heads']}) must divide hidden ({shape['hidden']})")
+    if "top_k" in given and not shape.get("experts"):
+        raise UsageError(f"model {spec!r}: top_k needs experts")
     args = {k: shape[k] for k in SHAPE if k in shape and k not in SHAPE_REQUIRED}
     transformer(spec, 1, *(shape[k] for k in SHAPE_REQUIRED[:3]), seq=1, vocab=1, **args)  # checks the shape now
     return lambda batch: transformer(spec, batch, *(shape[k] for k in SHAPE_REQUIRED[:3]), seq=shape["seq"],

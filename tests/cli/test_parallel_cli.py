@@ -159,6 +159,12 @@ def test_output_strategy_and_timeline(tmp_path):
     (["--model", "resnet101:layers=4", "--cluster", "p100-4x4"], "'resnet101' is not a built-in transformer"),
     (["--model", "transformer:layers=2,hidden=64", "--cluster", "p100-4x4"], "needs heads, seq, vocab"),
     (["--model", "llama-3-8b:kv_heads=5", "--cluster", "p100-4x4"], "kv_heads dividing heads (32)"),
+    (["--model", "llama-3-8b:experts=abc", "--cluster", "p100-4x4"], "experts must be a whole number >= 0"),
+    (["--model", "llama-3-8b:experts=8", "--cluster", "p100-4x4"], "gated (SwiGLU) feed-forward blocks is not"),
+    (["--model", "gpt-1.3b:experts=4,top_k=8", "--cluster", "p100-4x4"], "top_k between 1 and experts (4), got 8"),
+    (["--model", "gpt-1.3b:top_k=2", "--cluster", "p100-4x4"], "top_k needs experts"),
+    (["--model", "gpt-1.3b:hidden=2000", "--cluster", "p100-4x4"], "heads (32) must divide hidden (2000)"),
+    (["--model", "gpt-1.3b:layers=2,layers=3", "--cluster", "p100-4x4"], "gives layers twice"),
 ])
 def test_bad_input_exits_2_with_one_sentence(args, msg, tmp_path):
     r = run(*args)
@@ -180,6 +186,9 @@ def test_a_shaped_transformer_runs_as_its_base_with_the_keys_changed():
     own = get_model("transformer:layers=2,hidden=4096,heads=32,seq=1024,vocab=128256,kv_heads=8,ffn=14336,"
                     "gated=true,tied=false", 32)
     assert own.parameters == g.parameters and own.flops == g.flops
+    # a base whose keys and values have every head keeps it so when its heads change; a GQA base keeps its kv_heads
+    assert get_model("llama-2-7b:heads=16,layers=1", 1).meta["kv_heads"] == 16
+    assert get_model("llama-3-8b:heads=16,layers=1", 1).meta["kv_heads"] == 8
 
 
 def test_an_unknown_measured_device_names_the_devices_measured(tmp_path):

@@ -70,6 +70,39 @@ def test_grouped_query_attention_and_a_gated_ffn_size_their_ops():
             transformer("bad", b, layers, h, heads, seq, vocab, **bad)
 
 
+def test_a_llama_trains_without_dropout_and_syncs_its_whole_embedding():
+    """Without dropout the attention keeps only the softmax output for the backward and moves fewer [s, s]
+    passes, and the residual adds keep no mask; an untied embedding's gradient is the whole table (Megatron's),
+    so data parallelism all-reduces as much for it as for the head of the same size."""
+    from autotune.runners.simulator import costs
+    from autotune.runners.simulator.engine import Simulator
+
+    shape = {"batch": 2, "layers": 1, "hidden": 512, "heads": 8, "seq": 256, "vocab": 4096, "ffn": 1536, "gated": True,
+             "tied": False}
+    on = transformer("on", **shape)
+    off = transformer("off", **shape, dropout=False)
+    def op(g, name):
+        return g.ops[g.index[name]]
+
+    att = {g.name: op(g, "l0.attn") for g in (on, off)}
+    scores = 2 * 8 * 256 * 256  # b x heads x s x s
+    assert att["on"].stash_bytes == 5 * scores and att["off"].stash_bytes == 2 * scores
+    assert att["on"].mem_elems - att["off"].mem_elems == pytest.approx(2.5 * scores)
+    assert op(on, "l0.add1").stash_bytes > 0 == op(off, "l0.add1").stash_bytes
+    assert off.meta["dropout"] is False and "dropout" not in get_model("gpt-1.3b", 1).meta
+    c = get_cluster("dgx-a100-x1")
+    sim = Simulator(off, c)
+    sim.simulate(st.data_parallel(off, c))
+    sync = {n: sim.dur[sim.GS[off.index[n]]] for n in ("embed", "lm_head")}
+    assert op(off, "embed").dense_grad and sync["embed"] == pytest.approx(sync["lm_head"], rel=1e-6)
+    # a gated projection is one GEMM twice as wide: its shape factor is that GEMM's
+    fc1 = op(off, "l0.fc1")
+    part = dict(fc1.dims)
+    m = part["a0"] * part["a1"]
+    assert costs.shape_efficiency(fc1, part, 1, c.device) == pytest.approx(
+        costs.gemm_efficiency(m, 2 * 1536, 512 + 8.0 * m * 1536 / (2.0 * m * 2 * 1536), 1, c.device))
+
+
 def test_megatron_splits_a_llama_across_tensor_parallel_ranks():
     """Llama-2-70B's 8 key-value heads split over 8 tensor-parallel ranks like its 64 query heads: each rank's
     share of the weights is an eighth, and the layout simulates within memory on 16 nodes."""
