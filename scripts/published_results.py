@@ -123,6 +123,20 @@ on one of these sources and never on a Megatron-LM one: they move no figure of t
   its share of the transformer blocks, the first the embedding, the last the tied output layer). Three more
   layouts ran out of memory (t8 p1 d48, t2 p6 d32 with micro-batches of 1 and 2); they are not timed here.
 
+Another stack on the same A100 (the A100's figures, no figure of its own):
+
+- ``mpt-fsdp-a100``: MosaicML's MPT training benchmarks (github.com/mosaicml/llm-foundry,
+  scripts/train/benchmarking/README.md, the table "A100 80GB with 1600 Gbps node-node interconnect (RoCE)"):
+  MPT models of 125M to 70B parameters (GPT-style: 4h GELU feed-forward blocks, no biases, tied embeddings,
+  vocabulary 50368, no dropout, FlashAttention), sequences of 512 to 65536, on 8 GPUs (one node) and 32 or 64
+  (the 70B), PyTorch FSDP's full sharding (ZeRO-3) over every GPU, each row's micro-batch size, gradient
+  accumulation and activation checkpointing (every block recomputed, or none); MFU (%) by the benchmark's own
+  count, 6 N + 12 l h s FLOPs per token with N its published parameter count, over the A100's 312 TFLOP/s.
+  Simulated as data parallelism with ``zero=3`` and each gather prefetched one weighted op ahead (FSDP issues
+  the next unit's gather before the current one computes), ``transformer(kernels="flash", dropout=False)``.
+  Reported under every calibration, never used to choose one (``REPORT_ONLY``): no figure is fitted on it, and
+  its runs without recomputation, fast here by more than any GEMM efficiency moves, would choose the efficiency.
+
 Collectives (every cluster's ``bus_efficiency`` and ``latency_scale``, ``runners/simulator/nccl.py``), NCCL
 all-reduce bus bandwidth over 8 A100s on NVSwitch by message size (nccl-tests ``all_reduce_perf``, 1 MB to 4 GB):
 
@@ -243,3 +257,43 @@ BLOOM_SINGLE_NODE = [(6, 2, 130.43), (6, 2, 119.19), (10, 1, 205.52)]
 BLOOM_SINGLE_NODE_TFLOPS = [143.48, 157.02, 142.59]  # the notes' TFLOPs column for the same rows
 BLOOM_SINGLE_NODE_BATCH, BLOOM_SINGLE_NODE_HEADS = 512, 64
 SEQ, VOCAB = 2048, 51200
+# MPT (llm-foundry's benchmark table, A100 80GB, 1600 Gbps RoCE): size -> (layers, hidden, heads); vocabulary
+MPT_SHAPES = {"125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 12), "1b": (24, 2048, 16),
+              "3b": (32, 2560, 20), "7b": (32, 4096, 32), "13b": (40, 5120, 40), "30b": (48, 7168, 56),
+              "70b": (80, 8192, 64)}
+MPT_VOCAB = 50368
+# (size, sequence, GPUs, published MFU %, sequences per micro-batch per GPU, gradient accumulation, activation
+# checkpointing, published parameter count), every row of that table in its order
+MPT_FSDP_A100 = [
+    ("70b", 2048, 64, 53.33, 8, 4, True, 64862437376), ("70b", 2048, 32, 48.56, 2, 16, True, 64862437376),
+    ("30b", 8192, 8, 39.38, 1, 21, True, 30019254272), ("30b", 4096, 8, 51.37, 1, 21, True, 29989894144),
+    ("30b", 2048, 8, 55.3, 3, 21, True, 29975214080), ("30b", 1024, 8, 55.82, 6, 21, True, 29967874048),
+    ("30b", 512, 8, 56.4, 12, 21, True, 29964204032), ("13b", 32768, 8, 51.69, 1, 3, True, 13011240960),
+    ("13b", 16384, 8, 54.07, 3, 3, True, 12927354880), ("13b", 8192, 8, 56.07, 5, 3, True, 12885411840),
+    ("13b", 4096, 8, 57.62, 10, 3, True, 12864440320), ("13b", 2048, 8, 59.57, 2, 3, False, 12853954560),
+    ("13b", 1024, 8, 59.48, 40, 3, True, 12848711680), ("7b", 65536, 8, 46.97, 1, 2, True, 6918905856),
+    ("7b", 32768, 8, 49.46, 2, 2, True, 6784688128), ("7b", 16384, 8, 51.96, 4, 2, True, 6717579264),
+    ("7b", 8192, 8, 54.47, 8, 2, True, 6684024832), ("7b", 4096, 8, 54.84, 16, 2, True, 6667247616),
+    ("7b", 2048, 8, 64.23, 6, 2, False, 6658859008), ("7b", 1024, 8, 58.01, 64, 2, True, 6654664704),
+    ("3b", 65536, 8, 46.05, 1, 2, True, 2814366720), ("3b", 32768, 8, 47.18, 3, 6, True, 2730480640),
+    ("3b", 16384, 8, 57.13, 1, 6, False, 2688537600), ("3b", 8192, 8, 59.34, 3, 6, False, 2667566080),
+    ("3b", 4096, 8, 60.53, 5, 6, False, 2657080320), ("3b", 2048, 8, 62.11, 10, 2, False, 2651837440),
+    ("3b", 1024, 8, 62.73, 20, 6, False, 2649216000), ("3b", 512, 8, 63.71, 40, 6, False, 2647905280),
+    ("1b", 65536, 8, 46.18, 1, 2, True, 1445974016), ("1b", 32768, 8, 55.52, 1, 4, False, 1378865152),
+    ("1b", 16384, 8, 56.6, 2, 4, False, 1345310720), ("1b", 8192, 8, 56.69, 3, 4, False, 1328533504),
+    ("1b", 4096, 8, 59.0, 7, 4, False, 1320144896), ("1b", 2048, 8, 59.86, 14, 4, False, 1315950592),
+    ("1b", 1024, 8, 60.15, 18, 4, False, 1313853440), ("1b", 512, 8, 60.68, 56, 4, False, 1312804864),
+    ("760m", 65536, 8, 45.34, 1, 2, True, 857988096), ("760m", 32768, 8, 54.57, 1, 2, False, 807656448),
+    ("760m", 16384, 8, 54.64, 3, 2, False, 782490624), ("760m", 8192, 8, 55.31, 6, 2, False, 769907712),
+    ("760m", 4096, 8, 56.05, 12, 2, False, 763616256), ("760m", 2048, 8, 56.85, 24, 2, False, 760470528),
+    ("760m", 1024, 8, 47.76, 48, 2, False, 758897664), ("760m", 512, 8, 45.07, 96, 2, False, 758111232),
+    ("350m", 65536, 8, 52.7, 1, 2, False, 420997120), ("350m", 32768, 8, 52.46, 2, 2, False, 387442688),
+    ("350m", 16384, 8, 53.28, 4, 2, False, 370665472), ("350m", 8192, 8, 53.8, 8, 2, False, 362276864),
+    ("350m", 4096, 8, 53.31, 16, 2, False, 358082560), ("350m", 2048, 8, 51.62, 32, 2, False, 355985408),
+    ("350m", 1024, 8, 50.51, 64, 2, False, 354936832), ("350m", 512, 8, 50.61, 128, 2, False, 354412544),
+    ("125m", 65536, 8, 54.13, 1, 2, False, 174070272), ("125m", 32768, 8, 52.71, 2, 2, False, 148904448),
+    ("125m", 16384, 8, 50.61, 4, 2, False, 136321536), ("125m", 8192, 8, 48.85, 8, 2, False, 130030080),
+    ("125m", 4096, 8, 46.08, 16, 2, False, 126884352), ("125m", 2048, 8, 44.79, 40, 2, False, 125311488),
+    ("125m", 2048, 8, 44.45, 32, 2, False, 125311488), ("125m", 1024, 8, 43.15, 64, 2, False, 124525056),
+    ("125m", 512, 8, 42.56, 128, 2, False, 124131840),
+]

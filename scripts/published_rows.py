@@ -302,6 +302,27 @@ def _gpt_neox(devices):
     return [(f"20B t{NEOX_T} p{NEOX_P} d{d} mb{NEOX_MICRO} {NEOX_GPUS} GPUs", published, row)]
 
 
+def _mpt_fsdp(devices):
+    """MosaicML's MPT benchmarks on A100 80GB (FSDP full sharding over every GPU): MFU by the benchmark's count."""
+    from autotune.runners.simulator.engine import Simulator
+    from autotune.search_spaces.parallel.models import transformer
+    from autotune.search_spaces.parallel.strategy import data_parallel
+
+    def row(size, seq, gpus, micro, accumulation, checkpointing, params):
+        layers, hidden, heads = tables.MPT_SHAPES[size]
+        graph = transformer(f"mpt-{size}", micro * gpus, layers, hidden, heads, seq, tables.MPT_VOCAB,
+                            recompute="full" if checkpointing else "none", kernels="flash", dropout=False)
+        cluster = dgx_a100(gpus, devices["A100"])
+        r = Simulator(graph, cluster, microbatches=accumulation, zero=3, zero_prefetch=True).simulate(
+            data_parallel(graph, cluster))
+        tokens = micro * gpus * accumulation * seq
+        flops = (6 * params + 12 * layers * hidden * seq) * tokens  # the benchmark's count: 6 N + 12 l h s per token
+        return 100 * flops / r.iteration_s / gpus / cluster.peak(2), {
+            "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1), "iteration_s": round(r.iteration_s, 3)}
+    return [(f"{r[0]} s{r[1]} {r[2]} GPUs mb{r[4]} x{r[5]}{' ckpt' if r[6] else ''}", r[3],
+             lambda r=r: row(r[0], r[1], r[2], r[4], r[5], r[6], r[7])) for r in tables.MPT_FSDP_A100]
+
+
 def _nccl(table):
     def busbw(nbytes):
         cluster = dgx_a100(8, DEVICES["A100"])
@@ -342,6 +363,8 @@ SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device,
                          "TFLOP/s per GPU", _bloom(tables.BLOOM_TOPOLOGIES)),
     "mt-nlg-530b": ("Smith et al. 2022, Megatron-Turing NLG 530B on 2,240-3,360 A100s", "A100-DeepSpeed",
                     "s per iteration", _mt_nlg),
+    "mpt-fsdp-a100": ("MosaicML MPT 125M-70B, PyTorch FSDP (ZeRO-3) on 8-64 A100 80GB (llm-foundry), reported only",
+                      "A100", "MFU %", _mpt_fsdp),
     "gpt-neox-20b": ("Black et al. 2022, GPT-NeoX-20B on 96 A100 40GB (gpt-neox), held out only", "A100-DeepSpeed",
                      "s per iteration", _gpt_neox),
     "bloom-memory": ("BigScience BLOOM, 20 layouts of six shapes on 384 A100s: which fit in 80 GB", "A100-DeepSpeed",

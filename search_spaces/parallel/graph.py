@@ -215,10 +215,12 @@ class Builder:
                            ("v", "e"), vocab * dim, n, n, 2 * n, tp="v"))
 
     def attention(self, qkv: str, heads: int, name: str, score_passes: float = SCORE_PASSES,
-                  width: int | None = None, dropout: bool = True) -> str:
+                  width: int | None = None, dropout: bool = True, flash: bool = False) -> str:
         """Scaled dot-product attention core on [b, s, 3h] (or, ``width`` = h, on queries of width h beside keys
         and values of fewer heads: grouped-query attention's [b, s, h + 2 kv_heads h / heads]): scores,
-        softmax, (``dropout``) dropout, context, split by heads."""
+        softmax, (``dropout``) dropout, context, split by heads. ``flash``: one fused kernel (FlashAttention)
+        whose scores never reach memory: it keeps each row's softmax normaliser (fp32) for the backward, which
+        computes the scores again (five [s, s] GEMMs to the forward's two)."""
         (_, b, _), (_, s, _), (_, h3, _) = self.shape(qkv)
         h = width or h3 // 3
         dims = {"b": b, "s": s, "n": heads}
@@ -226,8 +228,10 @@ class Builder:
         f = 4.0 * b * s * s * h
         # kept for the backward: the softmax output and the dropout's output and byte mask, each [b, heads, s, s]
         stash = ((2 * self.dtype_bytes + 1) if dropout else self.dtype_bytes) * b * heads * s * s
+        if flash:
+            stash, score_passes = 4.0 * b * heads * s, 0.0
         return self.add(Op(self._uniq(name), "attention", dims, roles, ("b", "s", "n"),
-                           [(qkv, ("b", "s", "n"))], flops=f, bwd_flops=2 * f,
+                           [(qkv, ("b", "s", "n"))], flops=f, bwd_flops=(2.5 if flash else 2) * f,
                            mem_elems=b * s * (h3 + h) + score_passes * b * heads * s * s, tp="n", keep=False,
                            out_scale=h // heads, stash_bytes=stash, kernels=3))
 

@@ -50,6 +50,9 @@ RECOMPUTE = ("none", "selective", "full")
 # "eager": Megatron-LM 2019 (PyTorch ops: scores divided, masked by a multiply and a subtract, softmax,
 #   dropout, each its own pass; query, key, value and context permuted by copies; dropout and residual
 #   add as two kernels; GELU scripted by the JIT fuser).
+# "flash": the attention core as one FlashAttention kernel reading the projections in place (no [s, s] pass in
+#   memory, no head transposes; its dropout regenerated, not stored), the rest as "fused" (MPT, Llama,
+#   Megatron-core since 2023).
 # The "dropout_" figures are what a model trained without dropout (Llama) does not move: the attention dropout's
 # read, write and byte mask of the scores; at the residual, the mask (fused) or the whole dropout kernel (eager).
 KERNELS = {
@@ -57,6 +60,8 @@ KERNELS = {
               "dropout_score_passes": 2.5, "dropout_residual": 0.5, "dropout_residual_kernels": 0},
     "eager": {"score_passes": 12.5, "attention_copies": 8.0, "attention_kernels": 11, "residual": 5.5,
               "residual_kernels": 2, "dropout_score_passes": 2.5, "dropout_residual": 2.5, "dropout_residual_kernels": 1},
+    "flash": {"score_passes": 0.0, "attention_copies": 0.0, "attention_kernels": 1, "residual": 3.5, "residual_kernels": 1,
+              "dropout_score_passes": 0.0, "dropout_residual": 0.5, "dropout_residual_kernels": 0, "flash": True},
 }
 
 
@@ -111,7 +116,8 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
         first = len(g.ops)
         h = g.elementwise(x, f"l{i}.ln1", "layernorm", 8.0, frozen=(2,))
         qkv = g.linear(h, hidden + 2 * hidden * kv // heads, f"l{i}.qkv", tp="o")
-        a = g.attention(qkv, heads, f"l{i}.attn", k["score_passes"], width=hidden, dropout=dropout)
+        a = g.attention(qkv, heads, f"l{i}.attn", k["score_passes"], width=hidden, dropout=dropout,
+                        flash=k.get("flash", False))
         p = g.linear(a, hidden, f"l{i}.proj", tp="i")
         x = g.elementwise([x, p], f"l{i}.add1", "add")
         h = g.elementwise(x, f"l{i}.ln2", "layernorm", 8.0, frozen=(2,))
@@ -304,7 +310,7 @@ def nmt(batch: int, seq: int = 40, hidden: int = 1024, vocab: int = 32000) -> Gr
 
 
 LLAMA = {  # (layers, hidden, heads, kv_heads, ffn, seq, vocab) as Meta published them: SwiGLU, no biases, untied
-    # head, no dropout
+    # head, no dropout, memory-efficient (flash) attention
     "llama-2-7b": (32, 4096, 32, 32, 11008, 4096, 32000), "llama-2-13b": (40, 5120, 40, 40, 13824, 4096, 32000),
     "llama-2-70b": (80, 8192, 64, 8, 28672, 4096, 32000), "llama-3-8b": (32, 4096, 32, 8, 14336, 8192, 128256),
     "llama-3-70b": (80, 8192, 64, 8, 28672, 8192, 128256), "llama-3-405b": (126, 16384, 128, 8, 53248, 8192, 128256),
@@ -314,7 +320,7 @@ LLAMA = {  # (layers, hidden, heads, kv_heads, ffn, seq, vocab) as Meta publishe
 def llama(name: str, batch: int, recompute: bool | str = False) -> Graph:
     layers, hidden, heads, kv, ffn, seq, vocab = LLAMA[name]
     return transformer(name, batch, layers, hidden, heads, seq, vocab, recompute=recompute, kv_heads=kv, ffn=ffn,
-                       gated=True, tied=False, dropout=False)
+                       gated=True, tied=False, dropout=False, kernels="flash")
 
 
 # (base GPT, experts): DeepSpeed-MoE's "1.3B+MoE-128" and "350M+MoE-128" (Rajbhandari et al. 2022), top-1
@@ -341,11 +347,16 @@ MODELS = {
 TRANSFORMERS = ["bert-large", *GPT, *MOE, *LLAMA]  # the built-in models a shape may start from
 # a transformer's shape as ``--model BASE:key=value,...`` sets it: each key's type
 SHAPE = {"layers": int, "hidden": int, "heads": int, "seq": int, "vocab": int, "kv_heads": int, "ffn": int,
-         "gated": bool, "tied": bool, "dropout": bool, "experts": int, "top_k": int, "causal_lm": bool}
+         "gated": bool, "tied": bool, "dropout": bool, "experts": int, "top_k": int, "causal_lm": bool,
+         "kernels": str}
 SHAPE_REQUIRED = ("layers", "hidden", "heads", "seq", "vocab")
 
 
 def _shape_value(key: str, text: str):
+    if SHAPE[key] is str:
+        if text not in KERNELS:
+            raise UsageError(f"model shape {key} must be one of {', '.join(KERNELS)}, not {text!r}")
+        return text
     if SHAPE[key] is bool:
         if text.lower() in ("true", "1", "yes"):
             return True

@@ -184,8 +184,8 @@ def test_a_shaped_transformer_runs_as_its_base_with_the_keys_changed():
     assert {k: g.meta[k] for k in ("layers", "seq", "hidden", "kv_heads", "ffn", "gated", "tied")} == {
         "layers": 2, "seq": 1024, "hidden": 4096, "kv_heads": 8, "ffn": 14336, "gated": True, "tied": False}
     own = get_model("transformer:layers=2,hidden=4096,heads=32,seq=1024,vocab=128256,kv_heads=8,ffn=14336,"
-                    "gated=true,tied=false", 32)
-    assert own.parameters == g.parameters and own.flops == g.flops
+                    "gated=true,tied=false,dropout=false,kernels=flash", 32)
+    assert own.parameters == g.parameters and own.flops == g.flops and own.meta == g.meta
     # a base whose keys and values have every head keeps it so when its heads change; a GQA base keeps its kv_heads
     assert get_model("llama-2-7b:heads=16,layers=1", 1).meta["kv_heads"] == 16
     assert get_model("llama-3-8b:heads=16,layers=1", 1).meta["kv_heads"] == 8

@@ -103,6 +103,23 @@ def test_a_llama_trains_without_dropout_and_syncs_its_whole_embedding():
         costs.gemm_efficiency(m, 2 * 1536, 512 + 8.0 * m * 1536 / (2.0 * m * 2 * 1536), 1, c.device))
 
 
+def test_flash_attention_keeps_no_scores_and_computes_them_again():
+    """kernels="flash": the scores never reach memory (no [s, s] pass, only each row's fp32 softmax normaliser
+    kept), the backward computes them again (2.5 times the forward's FLOPs, not 2), one kernel; a shape spec
+    names it, and a Llama preset runs it."""
+    b, h, heads, s = 2, 512, 8, 1024
+    fused, flash = (transformer(k, b, 1, h, heads, s, 1000, kernels=k) for k in ("fused", "flash"))
+    att = {g.name: g.ops[g.index["l0.attn"]] for g in (fused, flash)}
+    assert att["flash"].stash_bytes == 4 * b * heads * s < att["fused"].stash_bytes
+    assert att["flash"].mem_elems == b * s * (3 * h + h) < att["fused"].mem_elems
+    assert att["flash"].bwd_flops == 2.5 * att["flash"].flops and att["fused"].bwd_flops == 2 * att["fused"].flops
+    assert att["flash"].kernels == 1 and att["flash"].post_elems == 0
+    assert get_model("gpt-1.3b:kernels=flash,layers=1", 1).meta["kernels"] == "flash"
+    assert get_model("llama-3-8b", 1).meta["kernels"] == "flash"
+    with pytest.raises(UsageError, match="kernels must be one of fused, eager, flash"):
+        get_model("gpt-1.3b:kernels=triton")
+
+
 def test_megatron_splits_a_llama_across_tensor_parallel_ranks():
     """Llama-2-70B's 8 key-value heads split over 8 tensor-parallel ranks like its 64 query heads: each rank's
     share of the weights is an eighth, and the layout simulates within memory on 16 nodes."""
