@@ -144,7 +144,9 @@ def transformer(name: str, batch: int, layers: int, hidden: int, heads: int, seq
         for n in (f"l{i}.qkv", f"l{i}.attn", f"l{i}.proj", f"l{i}.fc1", f"l{i}.fc2", f"l{i}.moe", f"l{i}.ln1",
                   f"l{i}.ln2"):
             if n in g.by_name:
-                g.by_name[n].keep = mode == "selective" and n != f"l{i}.attn"
+                # selective recomputation recomputes the attention core, but not a flash one (Megatron-LM skips
+                # it with FlashAttention): that keeps no [s, s] tensor to spare, and computes its scores again anyway
+                g.by_name[n].keep = mode == "selective" and (n != f"l{i}.attn" or bool(k.get("flash")))
         for op in g.ops[first:]:
             op.layer = i
     x = g.elementwise(x, "ln_f", "layernorm", 8.0, frozen=(2,))

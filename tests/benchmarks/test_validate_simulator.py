@@ -359,10 +359,14 @@ def test_mpts_fsdp_runs_are_simulated_as_they_ran():
     from autotune.search_spaces.parallel.models import transformer
 
     assert "mpt-fsdp-a100" in vs.REPORT_ONLY and SOURCES["mpt-fsdp-a100"][1] == "A100"
-    for size, seq, *_, params in tables.MPT_FSDP_A100:
+    columns = zip(tables.MPT_FSDP_A100, tables.MPT_FSDP_A100_BATCH, tables.MPT_FSDP_A100_TOKENS_PER_GPU, strict=True)
+    for (size, seq, gpus, mfu, micro, accumulation, _, params), batch, tokens_per_gpu in columns:
         layers, hidden, heads = tables.MPT_SHAPES[size]
         modelled = transformer(size, 1, layers, hidden, heads, seq, tables.MPT_VOCAB, kernels="flash").parameters
         assert modelled == pytest.approx(params - seq * hidden, rel=2e-3)
+        # the transcription against the table's own columns: the batch, and the MFU its throughput gives
+        assert micro * accumulation * gpus == batch
+        assert 100 * (6 * params + 12 * layers * hidden * seq) * tokens_per_gpu / 312e12 == pytest.approx(mfu, rel=5e-3)
     rows = vs.evaluate("mpt-fsdp-a100", {"A100": copy.deepcopy(DEVICES["A100"])}, exact=True)
     assert len(rows) == len(tables.MPT_FSDP_A100) == 61 and all(r["fits"] for r in rows)
     size, seq, gpus, _, micro, accumulation, _, params = tables.MPT_FSDP_A100[0]

@@ -114,6 +114,9 @@ def test_flash_attention_keeps_no_scores_and_computes_them_again():
     assert att["flash"].mem_elems == b * s * (3 * h + h) < att["fused"].mem_elems
     assert att["flash"].bwd_flops == 2.5 * att["flash"].flops and att["fused"].bwd_flops == 2 * att["fused"].flops
     assert att["flash"].kernels == 1 and att["flash"].post_elems == 0
+    # selective recomputation recomputes an unfused attention core, never a flash one (nothing to spare)
+    selective = {k: transformer(k, b, 1, h, heads, s, 1000, kernels=k, recompute="selective") for k in ("fused", "flash")}
+    assert [g.ops[g.index["l0.attn"]].keep for g in selective.values()] == [False, True]
     assert get_model("gpt-1.3b:kernels=flash,layers=1", 1).meta["kernels"] == "flash"
     assert get_model("llama-3-8b", 1).meta["kernels"] == "flash"
     with pytest.raises(UsageError, match="kernels must be one of fused, eager, flash"):
