@@ -135,6 +135,16 @@ def test_megatron_splits_a_llama_across_tensor_parallel_ranks():
     assert r.fits and r.iteration_s > 0
 
 
+def test_the_h100_runs_its_gemms_at_the_a100s_fitted_share():
+    """No published H100 run calibrates the H100: it carries the A100's fitted share of peak, as the V100 does in the
+    validation, and keeps its own hardware figures."""
+    from autotune.search_spaces.parallel.clusters import DEVICES
+
+    h100, a100 = DEVICES["H100"], DEVICES["A100"]
+    assert h100.gemm_efficiency == a100.gemm_efficiency and h100.flops_fp16 == 989e12 != a100.flops_fp16
+    assert get_cluster("dgx-h100-x1").device.gemm_efficiency == a100.gemm_efficiency
+
+
 def test_clusters_presets_and_files(tmp_path):
     assert get_cluster("p100-4x4").devices == 16 and get_cluster("k80-16x4").devices == 64
     assert get_cluster("dgx-h100-x3").devices == 24 and get_cluster("p3.16xlarge-x8").devices == 64
