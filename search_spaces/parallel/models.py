@@ -174,13 +174,19 @@ def rebuild(graph: Graph, recompute: bool | str | None = None):
     default = m.get("recompute", "full" if graph.recompute else "none") if recompute is None else recompute
 
     def build(batch: int, recompute: bool | str | None = None) -> Graph:
-        return transformer(graph.name, batch, m["layers"], m["hidden"], m["heads"], m["seq"], m["vocab"],
-                           causal_lm=m.get("causal_lm", True), recompute=default if recompute is None else recompute,
-                           kernels=m.get("kernels", "fused"), experts=m.get("experts", 0),
-                           top_k=m.get("top_k", 1), capacity=m.get("capacity", 1.0), kv_heads=m.get("kv_heads"),
-                           ffn=m.get("ffn"), gated=m.get("gated", False), tied=m.get("tied", True),
-                           dropout=m.get("dropout", True))
+        return from_shape(graph.name, batch, m, default if recompute is None else recompute)
     return build
+
+
+# the arguments of ``transformer`` that make a stack's shape, each recorded in its graph's meta when it differs from
+# the default (GPT's)
+SHAPE_ARGS = ("layers", "hidden", "heads", "seq", "vocab", "causal_lm", "kernels", "experts", "top_k", "capacity",
+              "kv_heads", "ffn", "gated", "tied", "dropout")
+
+
+def from_shape(name: str, batch: int, shape: dict, recompute: bool | str = False) -> Graph:
+    """``transformer`` of the shape in ``shape`` (a graph's meta, or keys of SHAPE_ARGS; the rest ignored)."""
+    return transformer(name, batch, recompute=recompute, **{k: shape[k] for k in SHAPE_ARGS if k in shape})
 
 
 LLAMA = {  # (layers, hidden, heads, kv_heads, ffn, seq, vocab) as Meta published them: SwiGLU, no biases, untied
@@ -253,7 +259,7 @@ def shaped(spec: str) -> Callable[[int], Graph]:
         shape: dict = {}
     elif base in TRANSFORMERS:
         m = MODELS[base](1).meta
-        shape = {k: m[k] for k in SHAPE if k in m}
+        shape = {k: m[k] for k in SHAPE_ARGS if k in m}
     else:
         raise UsageError(f"model {spec!r}: {base!r} is not a built-in transformer; give transformer:KEY=VALUE,... "
                          f"or one of {', '.join(TRANSFORMERS)}")
@@ -277,10 +283,8 @@ def shaped(spec: str) -> Callable[[int], Graph]:
         raise UsageError(f"model {spec!r}: heads ({shape['heads']}) must divide hidden ({shape['hidden']})")
     if "top_k" in given and not shape.get("experts"):
         raise UsageError(f"model {spec!r}: top_k needs experts")
-    args = {k: shape[k] for k in SHAPE if k in shape and k not in SHAPE_REQUIRED}
-    transformer(spec, 1, *(shape[k] for k in SHAPE_REQUIRED[:3]), seq=1, vocab=1, **args)  # checks the shape now
-    return lambda batch: transformer(spec, batch, *(shape[k] for k in SHAPE_REQUIRED[:3]), seq=shape["seq"],
-                                     vocab=shape["vocab"], **args)
+    from_shape(spec, 1, {**shape, "seq": 1, "vocab": 1})  # transformer's own checks, now, on a small build
+    return lambda batch: from_shape(spec, batch, shape)
 
 
 def default_batch(name: str) -> int | None:
