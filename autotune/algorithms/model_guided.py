@@ -301,11 +301,9 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
         if upto > 0:
             self._train(upto)
             at = [min(int(a), len(self.history)) for a in state.get("member_at", [])]
-            if len(at) == len(self.member_at) and any(a != upto for a in at) and self._scored_all() is not None:
-                for m, had in enumerate(at):  # members refit on their turns, each on the results it had then
-                    if had != upto:
-                        self.member_at[m] = -1
-                        self._refresh_members(0, had, [m])
+            if len(at) == len(self.member_at) and max(at, default=0) > upto and self._scored_all() is not None:
+                for m, later in enumerate(at):  # the members refit since, each on the results it had
+                    self._refresh_members(0, later, [m])
 
 
 def make_guided(algorithm_name: str, cost_model_name: str = "xgb", cost_model_options: dict | None = None,
