@@ -6,7 +6,8 @@ Two objectives (option ``objective``):
 - ``"reg"``: squared-error regression on log(cost/best) within each group (failures get a
   penalty above the slowest); the score is the negated prediction.
 Which ranks better on the replay data is recorded in scripts/bench_search.py's report; the
-default is the winner. Below ``min_samples`` rows, or ``min_successes`` successful ones (None: as
+default is the winner. ``fit(..., members=[...])`` refits only those members of a trained ensemble (a
+search asked one point at a time refits the member whose turn it is). Below ``min_samples`` rows, or ``min_successes`` successful ones (None: as
 many as ``min_samples``), the model is untrained and predicts random scores. XGBoost runs with
 ``nthread=1`` (on small shared machines the default OpenMP threads busy-wait and train several
 times slower); the ensemble's members train side by side instead, one thread each, on up to 4 of
@@ -76,16 +77,27 @@ class XGBCostModel(CostModel):
     def _input(self, X: np.ndarray) -> np.ndarray:
         """The rows the boosters see: the features, and with ``pair_columns`` (column indices, log2 of power-of-two
         knobs) the sum and difference of every two of those columns."""
-        return np.asarray(with_pairs(X, list(self.options["pair_columns"])), dtype=np.float32)
+        cached = getattr(self, "_last_input", None)
+        if cached is not None and cached[0] is X:  # the same listing, scored again: its pairs are the same
+            return cached[1]
+        rows = np.asarray(with_pairs(X, list(self.options["pair_columns"])), dtype=np.float32)
+        if len(X) >= PARALLEL_ROWS:
+            self._last_input = (X, rows)
+        return rows
 
-    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> Self:
+    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None,
+            members: list[int] | None = None) -> Self:
+        """Train every ensemble member on the rows; with ``members`` (indices) and a trained ensemble, refit
+        those members alone and keep the others as they are."""
         X = self._input(X)
         y = np.asarray(y, dtype=float)
-        self.n_train = len(y)
+        refit = members is not None and len(self.boosters) == max(1, int(self.options["members"]))
+        if refit and not members:
+            return self
         least = self.options["min_successes"]
         least = int(self.options["min_samples"] if least is None else least)
-        if len(y) < int(self.options["min_samples"]) or int(np.isfinite(y).sum()) < least:
-            self.boosters = []
+        if not refit and (len(y) < int(self.options["min_samples"]) or int(np.isfinite(y).sum()) < least):
+            self.n_train, self.boosters = len(y), []
             return self
         order, qid = query_order(groups, len(y))
         if self.options["objective"] == "rank":
@@ -94,9 +106,14 @@ class XGBCostModel(CostModel):
             rows, label, qid = X, throughput(y, groups), None
         else:
             rows, label, qid = X, log_cost(y, groups), None
-        self.boosters = train_boosters([self._params(j) for j in range(max(1, int(self.options["members"])))],
-                                       lambda: xgb.DMatrix(rows, label=label, qid=qid, nthread=1),
-                                       int(self.options["rounds"]))
+        which = sorted(set(members)) if refit else range(max(1, int(self.options["members"])))
+        fitted = train_boosters([self._params(j) for j in which],
+                                lambda: xgb.DMatrix(rows, label=label, qid=qid, nthread=1), int(self.options["rounds"]))
+        if refit:
+            for j, booster in zip(which, fitted):
+                self.boosters[j] = booster
+        else:
+            self.n_train, self.boosters = len(y), fitted
         return self
 
     @property

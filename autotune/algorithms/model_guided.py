@@ -32,9 +32,14 @@ Each ``ask(n)``:
    with an ensemble model (``predict_members``), successive slots take the best candidate of
    successive members (m members in turn, continued from one batch to the next, so batches smaller
    than the ensemble use every member too), a Thompson-like choice that spreads the search where
-   the members disagree. Once ``stall`` results in a row brought no better one, ``stall_share`` of the
-   model's slots go instead to points of its ``stall_pool`` best-scored unseen ones, each the farthest
-   (per-feature rank) from every point seen: a model trained around a plateau keeps proposing its
+   the members disagree. Asked fewer points than the ensemble has members (one at a time, as a
+   single device measures), the member whose turn it is is first refit alone on every result told
+   so far, and the scheduled retrain leaves the members to that: each pick then knows every result
+   before it, for one member's fit per point (listed spaces below the screen's size; fewer
+   measurements to 5% of the optimum asked one at a time, docs/benchmarks.md). Once ``stall``
+   results in a row brought no better one, ``stall_share`` of the model's slots go instead to points
+   of its ``stall_pool`` best-scored unseen ones, each the farthest (per-feature rank) from every
+   point seen: a model trained around a plateau keeps proposing its
    neighbours, and a narrow optimum elsewhere is found only by measuring where nothing was
    (enumerated spaces; shorter tails on the recorded spaces, docs/benchmarks.md); both choices are
    :mod:`autotune.algorithms.batch_choice`'s;
@@ -142,6 +147,7 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
         self.seen: set[str] = set()
         self.pending: list[str] = []
         self.trained_on = 0
+        self.member_at: list[int] = []  # the results each ensemble member was last fit on
         self.retrains = 0
         self.carry = 0.0
         self.far_carry = 0.0  # asked one point at a time: the far picks' share accumulated so far (see _stalled)
@@ -214,12 +220,14 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
         if n <= 0 or exhausted(self.space, self.seen):
             return out
         n_model = 0
-        if len(self.history) + len(self.pending) >= int(self.config["init"]) and self._ready():
+        if len(self.history) + len(self.pending) >= int(self.config["init"]) and self._ready(n):
             share = self.carry + float(self.config["epsilon"]) * n
             n_rand = int(share)
             self.carry = share - n_rand
             n_model = n - n_rand
         if n_model > 0:
+            if self._refreshing(n):  # asked fewer points than there are members (not a random slot fewer)
+                self._refresh_members(n_model)
             scored = self._scored_all()
             cands, scores = scored if scored is not None else self._scored_by_inner()
             if scored is not None and str(self.config["large"]) == "both" and len(self._all) < (self.space.size() or 0):
@@ -275,7 +283,7 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
     # -- state -----------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {**super().state_dict(), "pending": list(self.pending), "trained_on": self.trained_on,
-                "retrains": self.retrains,
+                "retrains": self.retrains, "member_at": list(self.member_at),
                 "carry": self.carry, "far_carry": self.far_carry, "slot": self.slot, "inner": self.inner_state, "metrics": self.last_metrics,
                 "sample_seed": self._sample_seed}
 
@@ -291,7 +299,14 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
         upto = min(int(state.get("trained_on", 0)), len(self.history))
         self.retrains = max(0, int(state.get("retrains", 0)) - 1)
         if upto > 0:
+            self._enumerated()  # listed first, as a search that ran on had it: the fit scores it (failures too)
             self._train(upto)
+            at = [min(int(a), len(self.history)) for a in state.get("member_at", [])]
+            if len(at) == len(self.member_at) and any(a != upto for a in at):
+                for m, had in enumerate(at):  # members refit on their turns, each on the results it had then
+                    if had != upto:
+                        self.member_at[m] = -1
+                        self._refresh_members(0, had, [m])
 
 
 def make_guided(algorithm_name: str, cost_model_name: str = "xgb", cost_model_options: dict | None = None,

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from autotune.algorithms.batch_choice import member_scores
+from autotune.algorithms.batch_choice import SCREEN_ROWS, member_scores
 from autotune.algorithms.support import exhausted
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.failures import FailureModel
@@ -28,16 +28,18 @@ from autotune.cost_models.metrics import quality
 class ModelRetraining:
     """The retraining of a model-guided search's cost and failure models."""
 
-    def _train(self, upto: int) -> None:
+    def _train(self, upto: int, keep_members: bool = False) -> None:
         """Retrain on the first ``upto`` results; in the background (``parallel``, a model exists) the
-        fit runs on a copy in a thread and the current model keeps scoring until the copy replaces it."""
+        fit runs on a copy in a thread and the current model keeps scoring until the copy replaces it.
+        ``keep_members``: the ensemble's members stay as they are (each is refit on its turn instead, see
+        ``_refresh_members``); the rest is retrained."""
         X, y, metrics = self._training_data(upto)
         if self.background and self.trained_on > 0:
             if self._fitter is None:
                 self._fitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retrain")
             self._job = (self._fitter.submit(self._fit, copy.deepcopy(self.cost_model), X, y), upto, metrics)
             return
-        self._install(*self._fit(self.cost_model, X, y), upto, metrics)
+        self._install(*self._fit(self.cost_model, X, y, keep_members), upto, metrics)
 
     def _training_data(self, upto: int) -> tuple[np.ndarray, np.ndarray, dict]:
         """The rows and objectives of the first ``upto`` results, and the metrics of the model before it
@@ -60,11 +62,15 @@ class ModelRetraining:
                 metrics.update(quality(y[hold], probe.predict(X[hold])), holdout=f"random {n_hold}")
         return X, y, metrics
 
-    def _fit(self, model: CostModel, X: np.ndarray, y: np.ndarray) -> tuple:
+    def _fit(self, model: CostModel, X: np.ndarray, y: np.ndarray, keep_members: bool = False) -> tuple:
         """(fitted model, calibration of its scores to log cost, its serialisation for on_retrain, its
-        scores of the enumerated space when there is one, the failure model, its failure
-        probabilities of the enumerated space)."""
-        model.fit(X, y)
+        scores of the enumerated space when there is one (None with ``keep_members``: the members and their
+        scores stay), the failure model, its failure probabilities of the enumerated space, and whether the
+        members were kept)."""
+        if keep_members:
+            model.fit(X, y, members=[])
+        else:
+            model.fit(X, y)
         failures = FailureModel(seed=len(y)).fit(X, ~np.isfinite(y))
         p_fail = failures.predict(self._all_X) if self._all_X is not None and failures.trained else None
         calib = self._calib
@@ -73,24 +79,60 @@ class ModelRetraining:
             s = model.predict(X[ok])
             a, b = np.polyfit(s, np.log(y[ok]), 1) if np.ptp(s) > 0 else (0.0, 0.0)
             calib = (a, b) if a < 0 else (-1.0, float(np.log(np.min(y[ok]))) + float(np.max(s)))
-        scores = member_scores(model, self._all_X, screen=True) if self._all_X is not None else None
-        return model, calib, model.save() if self.on_retrain is not None else b"", scores, failures, p_fail
+        scores = member_scores(model, self._all_X, screen=True) if self._all_X is not None and not keep_members \
+            else None
+        return (model, calib, model.save() if self.on_retrain is not None else b"", scores, failures, p_fail,
+                keep_members)
 
     def _install(self, model: CostModel, calib: tuple, data: bytes, scores: np.ndarray | None,
-                 failures: FailureModel, p_fail: np.ndarray | None, upto: int, metrics: dict) -> None:
+                 failures: FailureModel, p_fail: np.ndarray | None, kept: bool, upto: int, metrics: dict) -> None:
+        fresh = self._all_scores is not None and self._all_scored_at == self.retrains
         self.cost_model, self._calib, self.trained_on, self.last_metrics = model, calib, upto, metrics
+        if not kept:
+            self.member_at = [upto] * int(getattr(model, "members", 0) or 0)
         self._failures, self._all_p_fail = failures, p_fail
         self.retrains += 1
         if scores is not None:
             self._all_scores, self._all_scored_at = scores, self.retrains
+        elif kept and fresh:  # the members, and so their scores, are those of before
+            self._all_scored_at = self.retrains
         if self.on_retrain is not None:
             self.on_retrain(metrics, data)
+
+    def _refreshing(self, n: int) -> bool:
+        """Whether members are refit on their turns (``_refresh_members``) when ``n`` points are asked."""
+        size = len(self.member_at)
+        return 1 < size and n < size and not self.background and self._enumerated() and len(self._all_X) < SCREEN_ROWS
+
+    def _refresh_members(self, n: int, upto: int | None = None, members: list[int] | None = None) -> None:
+        """Refit alone, on every result so far (the first ``upto``), each ensemble member that the next ``n``
+        model slots take (or the ``members`` named) and that was fit on fewer results, and rescore the listing
+        with it. Only when fewer points are asked than the ensemble has members: each slot's member then knows
+        every result measured before it, as a batch of one point per member does, for the cost of one member's
+        fit per slot. Not in the background (set_parallel), nor for a listing that is screened
+        (batch_choice.SCREEN_ROWS) or not listed."""
+        size = len(self.member_at)
+        upto = len(self.history) if upto is None else upto
+        if not self._refreshing(n if members is None else 0):
+            return
+        if members is None:
+            members = sorted({(self.slot + j) % size for j in range(n)})
+        due = [m for m in members if self.member_at[m] < upto]
+        if not due:
+            return
+        self._scored_all()  # every member's scores of the listing, computed if the last retrain left none
+        X, y = np.vstack(self.rows[:upto]), np.array([m.objective for m in self.history[:upto]])
+        self.cost_model.fit(X, y, members=due)
+        for m in due:
+            self._all_scores[m] = self.cost_model.predict_members(self._all_X, slice(m, m + 1))[0]
+            self.member_at[m] = upto
 
     def set_parallel(self, slots: int) -> None:
         """With several evaluations in flight, retrain beside the search instead of holding it up."""
         self.background = slots > 1
 
-    def _ready(self) -> bool:
+    def _ready(self, n: int = 0) -> bool:
+        """Whether the model may score, for an ``ask`` of ``n`` points (retrained first when due)."""
         if self._job is not None and self._job[0].done():
             future, upto, metrics = self._job
             self._job = None
@@ -98,7 +140,7 @@ class ModelRetraining:
         if len(self.history) < int(self.config["init"]):
             return False
         if self._due():
-            self._train(len(self.history))
+            self._train(len(self.history), keep_members=self.trained_on > 0 and self._refreshing(n))
         return getattr(self.cost_model, "trained", True)
 
     def _due(self) -> bool:
