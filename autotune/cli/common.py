@@ -27,7 +27,7 @@ TrialsOption = Annotated[int | None, typer.Option("--trials", "-n", help="Measur
 TimeOption = Annotated[float | None, typer.Option("--time-budget", help="Wall-clock seconds for this run")]
 SimOption = Annotated[float | None, typer.Option("--simulated-budget", help="Simulated seconds (recorded compile + benchmark time)")]
 SeedOption = Annotated[int, typer.Option("--seed", help="Random seed")]
-BatchOption = Annotated[int, typer.Option("--batch", help="Candidates asked for and committed together")]
+BatchOption = Annotated[int, typer.Option("--batch", help="Candidates asked for and committed together (1 on one device measuring in turn: a model-guided search then sees every result before each pick)")]
 CampaignOption = Annotated[str | None, typer.Option("--campaign", help="Campaign name; an existing name resumes it (default: derived from the inputs)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of standard output")]
 CostModelOption = Annotated[str | None, typer.Option("--cost-model", help="Guide the algorithm with a cost model (xgb, the default): it searches the model's predictions and only the most promising candidates are measured; none turns it off")]
