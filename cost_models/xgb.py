@@ -6,9 +6,10 @@ Two objectives (option ``objective``):
 - ``"reg"``: squared-error regression on log(cost/best) within each group (failures get a
   penalty above the slowest); the score is the negated prediction.
 Which ranks better on the replay data is recorded in scripts/bench_search.py's report; the
-default is the winner. ``fit(..., members=[...])`` refits only those members of a trained ensemble (a
-search asked one point at a time refits the member whose turn it is). Below ``min_samples`` rows, or ``min_successes`` successful ones (None: as
-many as ``min_samples``), the model is untrained and predicts random scores. XGBoost runs with
+default is the winner. ``fit(..., members=[...])`` refits only those members of a trained ensemble
+(a search asked one point at a time refits the member whose turn it is). Below ``min_samples``
+rows, or ``min_successes`` successful ones (None: as many as ``min_samples``), the model is
+untrained and predicts random scores. XGBoost runs with
 ``nthread=1`` (on small shared machines the default OpenMP threads busy-wait and train several
 times slower); the ensemble's members train side by side instead, one thread each, on up to 4 of
 the cores the process may use (the same boosters as one after the other: each is seeded and
@@ -89,11 +90,11 @@ class XGBCostModel(CostModel):
             members: list[int] | None = None) -> Self:
         """Train every ensemble member on the rows; with ``members`` (indices) and a trained ensemble, refit
         those members alone and keep the others as they are."""
-        X = self._input(X)
-        y = np.asarray(y, dtype=float)
         refit = members is not None and len(self.boosters) == max(1, int(self.options["members"]))
         if refit and not members:
             return self
+        X = self._input(X)
+        y = np.asarray(y, dtype=float)
         least = self.options["min_successes"]
         least = int(self.options["min_samples"] if least is None else least)
         if not refit and (len(y) < int(self.options["min_samples"]) or int(np.isfinite(y).sum()) < least):

@@ -227,7 +227,7 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
             n_model = n - n_rand
         if n_model > 0:
             if self._refreshing(n):  # asked fewer points than there are members (not a random slot fewer)
-                self._refresh_members(n_model)
+                self._refit_members(self._turns_due(n_model), len(self.history))
             scored = self._scored_all()
             cands, scores = scored if scored is not None else self._scored_by_inner()
             if scored is not None and str(self.config["large"]) == "both" and len(self._all) < (self.space.size() or 0):
@@ -302,11 +302,10 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
             self._enumerated()  # listed first, as a search that ran on had it: the fit scores it (failures too)
             self._train(upto)
             at = [min(int(a), len(self.history)) for a in state.get("member_at", [])]
-            if len(at) == len(self.member_at) and any(a != upto for a in at):
+            if len(at) == len(self.member_at):
                 for m, had in enumerate(at):  # members refit on their turns, each on the results it had then
                     if had != upto:
-                        self.member_at[m] = -1
-                        self._refresh_members(0, had, [m])
+                        self._refit_members([m], had)
 
 
 def make_guided(algorithm_name: str, cost_model_name: str = "xgb", cost_model_options: dict | None = None,

@@ -32,7 +32,7 @@ class ModelRetraining:
         """Retrain on the first ``upto`` results; in the background (``parallel``, a model exists) the
         fit runs on a copy in a thread and the current model keeps scoring until the copy replaces it.
         ``keep_members``: the ensemble's members stay as they are (each is refit on its turn instead, see
-        ``_refresh_members``); the rest is retrained."""
+        ``_refreshing``); the rest is retrained."""
         X, y, metrics = self._training_data(upto)
         if self.background and self.trained_on > 0:
             if self._fitter is None:
@@ -100,30 +100,26 @@ class ModelRetraining:
             self.on_retrain(metrics, data)
 
     def _refreshing(self, n: int) -> bool:
-        """Whether members are refit on their turns (``_refresh_members``) when ``n`` points are asked."""
+        """Whether members are refit on their turns when ``n`` points are asked: fewer than the ensemble has
+        members, so that each slot's member knows every result measured before it, as a batch of one point per
+        member does, for the cost of one member's fit per slot. Not in the background (set_parallel), nor for
+        a listing that is screened (batch_choice.SCREEN_ROWS) or not listed."""
         size = len(self.member_at)
         return 1 < size and n < size and not self.background and self._enumerated() and len(self._all_X) < SCREEN_ROWS
 
-    def _refresh_members(self, n: int, upto: int | None = None, members: list[int] | None = None) -> None:
-        """Refit alone, on every result so far (the first ``upto``), each ensemble member that the next ``n``
-        model slots take (or the ``members`` named) and that was fit on fewer results, and rescore the listing
-        with it. Only when fewer points are asked than the ensemble has members: each slot's member then knows
-        every result measured before it, as a batch of one point per member does, for the cost of one member's
-        fit per slot. Not in the background (set_parallel), nor for a listing that is screened
-        (batch_choice.SCREEN_ROWS) or not listed."""
+    def _turns_due(self, n: int) -> list[int]:
+        """The members the next ``n`` model slots take that were fit on fewer results than were told."""
         size = len(self.member_at)
-        upto = len(self.history) if upto is None else upto
-        if not self._refreshing(n if members is None else 0):
-            return
-        if members is None:
-            members = sorted({(self.slot + j) % size for j in range(n)})
-        due = [m for m in members if self.member_at[m] < upto]
-        if not due:
+        return sorted(m for m in {(self.slot + j) % size for j in range(n)} if self.member_at[m] < len(self.history))
+
+    def _refit_members(self, members: list[int], upto: int) -> None:
+        """Refit ``members`` alone on the first ``upto`` results and rescore the listing with each."""
+        if not members or self._all_X is None:
             return
         self._scored_all()  # every member's scores of the listing, computed if the last retrain left none
         X, y = np.vstack(self.rows[:upto]), np.array([m.objective for m in self.history[:upto]])
-        self.cost_model.fit(X, y, members=due)
-        for m in due:
+        self.cost_model.fit(X, y, members=members)
+        for m in members:
             self._all_scores[m] = self.cost_model.predict_members(self._all_X, slice(m, m + 1))[0]
             self.member_at[m] = upto
 
