@@ -22,7 +22,7 @@ recomputation; every row simulated with Megatron's strategy, ``strategy.megatron
   and 1, batch 1536), 529.6B on 640 (batch 2560, micro-batches of 4: it did not fit on 560), 1120 and 2240 (batch
   2240, micro-batches of 2 and 1); full recomputation; TFLOP/s per GPU. Simulated with ``zero=3`` as DeepSpeed's
   ZeRO-3 fetched weights then, each module's in its pre-forward and pre-backward hook (the compute waits for
-  its gather). Reported under every calibration, never used to choose one (``REPORT_ONLY`` in
+  its gather), each gather and reduce-scatter on a list of per-rank tensors (``zero_rank_copies``). Reported under every calibration, never used to choose one (``REPORT_ONLY`` in
   ``validate_simulator.py``). The table as quoted by two public compilations of the paper (a reading of its
   Section 5.2, and a design note that transcribes Table 2 row by row), which agree.
 - ``reduce-recompute``: Korthikanti et al. (arXiv:2205.05198), iteration times with full recomputation

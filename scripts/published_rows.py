@@ -49,7 +49,7 @@ def _sc21_table2(rows, zero=0):
     def row(devices, name, t, p, gpus, batch, per_micro):
         heads, hidden, layers = tables.TABLE2_MODELS[name]
         s, r, micro = iteration(name, heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, tables.SEQ,
-                                per_micro, zero=zero)
+                                per_micro, zero=zero, zero_rank_copies=zero == 3)
         return megatron_flops(batch, layers, hidden) / s / gpus / 1e12, {"microbatches": micro, "fits": r.fits}
     return lambda devices: [(f"{r[0]} t{r[1]} p{r[2]} {r[3]} GPUs mb{r[5]}", r[6],
                              lambda r=r: row(devices, *r[:6])) for r in rows]

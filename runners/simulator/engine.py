@@ -59,28 +59,30 @@ class Simulator:
     backward and its all-reduces (an optimizer step clips by the global gradient norm and checks the loss
     scale first), so they never fill a gap the backward leaves.
 
-    ``zero``: ZeRO stage (DeepSpeed; stage 3 is PyTorch FSDP's full sharding) over each op's data-parallel
-    group (the partitions holding the same weight shard): 1 shards the optimizer state (the bytes per
-    parameter beyond the weight and its gradient), 2 the gradients too, 3 the weights too; the update then
-    touches a shard. Stages 1 and 2 move what an all-reduce moves (a reduce-scatter of the gradients, an
-    all-gather of the updated weights); stage 3 gathers the weights before each micro-batch's forward and
-    backward (rings whose latency grows with the group) and reduce-scatters each micro-batch's gradients, an
-    embedding table's whole (as FSDP does). ``zero_prefetch``: each gather runs during the weighted op
-    before it (FSDP's prefetch); off (the default), the compute waits for it (DeepSpeed's ZeRO-3 hooks;
-    :mod:`.zero`). ``whole_grad_bytes``: bytes per parameter of that optimizer state which stage 1 keeps whole
-    on every rank (DeepSpeed's BF16 optimizer accumulates full fp32 gradients, 4, and shards only the fp32
-    weights and Adam moments); at stage 0 or 1 (that optimizer's) each micro-batch's gradients are added in."""
+    ``zero``: ZeRO stage (DeepSpeed; stage 3 is PyTorch FSDP's full sharding) over each op's data-parallel group
+    (the partitions holding the same weight shard): 1 shards the optimizer state (the bytes per parameter beyond
+    the weight and its gradient), 2 the gradients too, 3 the weights too; the update then touches a shard. Stages
+    1 and 2 move what an all-reduce moves (a reduce-scatter of the gradients, an all-gather of the updated
+    weights); stage 3 gathers the weights before each micro-batch's forward and backward (rings whose latency
+    grows with the group) and reduce-scatters each micro-batch's gradients, an embedding table's whole (as FSDP
+    does). ``zero_prefetch``: each gather runs during the weighted op before it (FSDP's prefetch); off (the
+    default), the compute waits for it (DeepSpeed's ZeRO-3 hooks; :mod:`.zero`); ``zero_rank_copies``: each also
+    copies each rank's part (:func:`.zero.gather`). ``whole_grad_bytes``: bytes per parameter of that optimizer
+    state which stage 1 keeps whole on every rank (DeepSpeed's BF16 optimizer accumulates full fp32 gradients, 4,
+    and shards only the fp32 weights and Adam moments); at stage 0 or 1 (that optimizer's) each micro-batch's
+    gradients are added in."""
 
     def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool | None = None,
-                 zero: int = 0, whole_grad_bytes: float = 0.0, zero_prefetch: bool = False):
+                 zero: int = 0, whole_grad_bytes: float = 0.0, zero_prefetch: bool = False, zero_rank_copies=False):
         if microbatches < 1:
             raise ValueError(f"microbatches must be >= 1, got {microbatches}")
         if zero not in ZERO_STAGES:
             raise ValueError(f"zero must be a ZeRO stage 0-3, got {zero}")
-        if zero_prefetch and zero != 3:
-            raise ValueError("zero_prefetch needs zero=3: only ZeRO-3 gathers weights")
+        if (zero_prefetch or zero_rank_copies) and zero != 3:
+            raise ValueError("zero_prefetch and zero_rank_copies need zero=3: only ZeRO-3 gathers weights")
         self.g, self.c, self.microbatches, self.overlap, self.zero = graph, cluster, int(microbatches), overlap, zero
         self.whole_grad_bytes, self.zero_prefetch = float(whole_grad_bytes), bool(zero_prefetch)
+        self.zero_rank_copies = bool(zero_rank_copies)
         self.D = cluster.devices
         self.op_cache: dict[tuple, tuple] = {}
         self.edge_cache: dict[tuple, tuple] = {}
@@ -210,7 +212,7 @@ class Simulator:
         shard = group if self.zero and w_shard else 1
         wf = wb = (0.0, costs.EMPTY)
         if self.zero == 3 and w_shard and wrep:  # gathers per micro-batch, a reduce-scatter of each one's gradients
-            wf = costs.allgather(c, members(wrep), w_shard * g.dtype_bytes)
+            wf = zero_gathers.gather(self, members(wrep), w_shard, group)
             wb = (wf[0] * (2 if redone else 1), wf[1])
             gs = (self.microbatches * wf[0], wf[1])
         upd = w_shard * g.state_bytes_per_param * 2 / shard / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0

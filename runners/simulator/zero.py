@@ -1,5 +1,5 @@
-"""ZeRO-3's weight gathers in the simulator's task graph: when each op's gathers (``WF`` before its forward,
-``WB`` before its backward) may start.
+"""ZeRO-3's weight gathers in the simulator's task graph: how long one takes, and when each op's gathers
+(``WF`` before its forward, ``WB`` before its backward) may start.
 
 On demand (DeepSpeed's ZeRO-3, fetching in each module's pre-forward and pre-backward hook) an op's forward
 gather starts once its inputs are ready and its backward gather once its output gradients are, so the compute
@@ -9,6 +9,22 @@ run during those ops and the weightless ones between, one weighted op ahead.
 """
 
 from __future__ import annotations
+
+from autotune.runners.simulator import costs
+
+
+def gather(sim, members: list[int], elems: float, group: int) -> tuple:
+    """One gather of an op's weight shard (``elems`` elements per device once gathered) over the ``group``
+    devices ``members`` holding it: NCCL's ring, as ``costs.allgather`` charges it. With
+    ``sim.zero_rank_copies`` it also copies each rank's part, a kernel per rank, together reading and writing
+    the whole weight once: DeepSpeed's ZeRO-3 of 2021 gathered into (and reduce-scattered from) a list of
+    per-rank tensors, which PyTorch's NCCL process group of the time ran through one flat buffer, copying each
+    rank's part out of it (into it before a reduce-scatter, which the simulator times as a gather)."""
+    t, res = costs.allgather(sim.c, members, elems * sim.g.dtype_bytes)
+    if sim.zero_rank_copies:
+        dev = sim.c.device
+        t += group * dev.launch_s + 2 * elems * sim.g.dtype_bytes / dev.mem_bandwidth
+    return t, res
 
 
 def weighted_neighbours(ops, links: list[list[int]], i: int) -> list[int]:
