@@ -22,9 +22,10 @@ recomputation; every row simulated with Megatron's strategy, ``strategy.megatron
   and 1, batch 1536), 529.6B on 640 (batch 2560, micro-batches of 4: it did not fit on 560), 1120 and 2240 (batch
   2240, micro-batches of 2 and 1); full recomputation; TFLOP/s per GPU. Simulated with ``zero=3`` as DeepSpeed's
   ZeRO-3 fetched weights then, each module's in its pre-forward and pre-backward hook (the compute waits for
-  its gather), each gather and reduce-scatter on a list of per-rank tensors (``zero_rank_copies``). Reported under every calibration, never used to choose one (``REPORT_ONLY`` in
-  ``validate_simulator.py``). The table as quoted by two public compilations of the paper (a reading of its
-  Section 5.2, and a design note that transcribes Table 2 row by row), which agree.
+  its gather), each gather and reduce-scatter on a list of per-rank tensors (``zero_rank_copies``). Reported
+  under every calibration, never used to choose one (``REPORT_ONLY`` in ``validate_simulator.py``). The table
+  as quoted by two public compilations of the paper (a reading of its Section 5.2, and a design note that
+  transcribes Table 2 row by row), which agree.
 - ``reduce-recompute``: Korthikanti et al. (arXiv:2205.05198), iteration times with full recomputation
   (the baseline of its end-to-end table, Table 5): 22B, 175B, 530B and 1T on 8, 64, 280 and 512 A100s
   80GB, t = 8, p = 1, 8, 35, 64, no data parallelism, sequence 2048; micro-batches of 4 sequences for 22B

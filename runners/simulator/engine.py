@@ -66,10 +66,10 @@ class Simulator:
     weights); stage 3 gathers the weights before each micro-batch's forward and backward (rings whose latency
     grows with the group) and reduce-scatters each micro-batch's gradients, an embedding table's whole (as FSDP
     does). ``zero_prefetch``: each gather runs during the weighted op before it (FSDP's prefetch); off (the
-    default), the compute waits for it (DeepSpeed's ZeRO-3 hooks; :mod:`.zero`); ``zero_rank_copies``: each also
-    copies each rank's part (:func:`.zero.gather`). ``whole_grad_bytes``: bytes per parameter of that optimizer
-    state which stage 1 keeps whole on every rank (DeepSpeed's BF16 optimizer accumulates full fp32 gradients, 4,
-    and shards only the fp32 weights and Adam moments); at stage 0 or 1 (that optimizer's) each micro-batch's
+    default), the compute waits for it (DeepSpeed's ZeRO-3 hooks; :mod:`.zero`); ``zero_rank_copies``:
+    :func:`.zero.gather`'s copies per rank. ``whole_grad_bytes``: bytes per parameter of that optimizer state
+    which stage 1 keeps whole on every rank (DeepSpeed's BF16 optimizer accumulates full fp32 gradients, 4, and
+    shards only the fp32 weights and Adam moments); at stage 0 or 1 (that optimizer's) each micro-batch's
     gradients are added in."""
 
     def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool | None = None,

@@ -1,14 +1,15 @@
-"""The simulator's communication and pipeline timing against hand-computed times on small graphs:
-activations sent between devices (once over the network to copies on another node, then shared on their
-links), gradient all-reduces (NCCL's ring, the cheaper of ring and hierarchical across nodes, sparse for
-embeddings), Megatron's tensor-parallel all-reduces and sequence parallelism's reduce-scatters, expert
-parallelism's all-to-alls; pipelines of micro-batches (the fill and drain, 1F1B against interleaved
-schedules, the activations stashed while micro-batches are in flight), how Megatron-LM's baseline cuts a
-model into stages and places its loss; and overlap: gradient syncs during the backward or after it, and the
-optimizer step after the whole backward either way."""
+"""The simulator's communication and pipeline timing against hand-computed times on small graphs: activations
+sent between devices (once over the network to copies on another node, then shared on their links), gradient
+all-reduces (NCCL's ring, the cheaper of ring and hierarchical across nodes, sparse for embeddings),
+Megatron's tensor-parallel all-reduces and sequence parallelism's reduce-scatters, expert parallelism's
+all-to-alls, ZeRO-3's gathers on lists of per-rank tensors; pipelines of micro-batches (the fill and drain,
+1F1B against interleaved schedules, the activations stashed while micro-batches are in flight), how
+Megatron-LM's baseline cuts a model into stages and places its loss; and overlap: gradient syncs during the
+backward or after it, and the optimizer step after the whole backward either way."""
 
 import math
 
+import numpy as np
 import pytest
 from simulator_helpers import INTER, INTRA, LAT_I, LAT_N, PEAK, cfg, chain, cluster, grad_sync
 
@@ -325,3 +326,23 @@ def test_the_optimizer_updates_follow_the_backward_even_when_the_gradient_syncs_
     in_the_gaps = sim._run(sim.dur, False)[0]  # every task as soon as its inputs are ready
     update = 16 * 16 * 16 * 2 / 1e6  # l1's weights x state bytes, read and written, at 1 MB/s
     assert overlapped > in_the_gaps + update / 2
+
+
+def test_zero_3_list_collectives_copy_each_ranks_part():
+    """Collectives on lists of per-rank tensors (DeepSpeed's ZeRO-3 of 2021 through PyTorch's NCCL process group
+    of the time) add to each gather and reduce-scatter one copy kernel per rank of the group, which together read
+    and write the whole weight once; nothing else changes, and only ZeRO-3 has such collectives."""
+    g = chain(1, b=8, f=64, width=64)  # one fp32 64 x 64 weight
+    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
+    dev = DeviceSpec("toy", PEAK, PEAK, 1e12, 1e9, gemm_efficiency=1.0, launch_s=1e-5)
+    cl = Cluster("toy", 1, 4, dev, INTRA, LAT_I, INTER, LAT_N)
+    plain, copied = Simulator(g, cl, zero=3), Simulator(g, cl, zero=3, zero_rank_copies=True)
+    r_plain, r_copied = plain.simulate(s), copied.simulate(s)
+    extra = 4 * 1e-5 + 2 * 64 * 64 * 4 / 1e9
+    for tasks in ("WF", "WB", "GS"):
+        task = getattr(plain, tasks)[1]
+        assert copied.dur[task] == pytest.approx(plain.dur[task] + extra)
+    assert r_copied.iteration_s >= r_plain.iteration_s + 2 * extra * 0.9999  # the compute waits for both gathers
+    assert np.allclose(r_copied.memory, r_plain.memory)
+    with pytest.raises(ValueError, match="zero=3"):
+        Simulator(g, cl, zero=2, zero_rank_copies=True)

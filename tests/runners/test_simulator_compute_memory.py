@@ -296,26 +296,6 @@ def test_zero_3_gathers_every_micro_batchs_weights_and_waits_for_them_unless_pre
     assert sim.dur[sim.WB[1]] == pytest.approx(2 * sim.dur[sim.WF[1]])  # the recomputed forward gathers again
 
 
-def test_zero_3_list_collectives_copy_each_ranks_part():
-    """Collectives on lists of per-rank tensors (DeepSpeed's ZeRO-3 of 2021 through PyTorch's NCCL process group
-    of the time) add to each gather and reduce-scatter one copy kernel per rank of the group, which together read
-    and write the whole weight once; nothing else changes, and only ZeRO-3 has such collectives."""
-    g = chain(1, b=8, f=64, width=64)  # one fp32 64 x 64 weight
-    s = [cfg(g, "x", b=4), cfg(g, "l0", a0=4)]
-    dev = DeviceSpec("toy", PEAK, PEAK, 1e12, 1e9, gemm_efficiency=1.0, launch_s=1e-5)
-    cl = Cluster("toy", 1, 4, dev, INTRA, LAT_I, INTER, LAT_N)
-    plain, copied = Simulator(g, cl, zero=3), Simulator(g, cl, zero=3, zero_rank_copies=True)
-    r_plain, r_copied = plain.simulate(s), copied.simulate(s)
-    extra = 4 * 1e-5 + 2 * 64 * 64 * 4 / 1e9
-    for tasks in ("WF", "WB", "GS"):
-        task = getattr(plain, tasks)[1]
-        assert copied.dur[task] == pytest.approx(plain.dur[task] + extra)
-    assert r_copied.iteration_s >= r_plain.iteration_s + 2 * extra * 0.9999  # the compute waits for both gathers
-    assert np.allclose(r_copied.memory, r_plain.memory)
-    with pytest.raises(ValueError, match="zero=3"):
-        Simulator(g, cl, zero=2, zero_rank_copies=True)
-
-
 def test_zero_stage_1_keeps_a_bf16_optimizers_fp32_gradients_whole():
     """DeepSpeed's BF16 optimizer under ZeRO stage 1: of the 16 bytes of mixed-precision Adam state beyond
     the bf16 weight and gradient, its 4-byte fp32 gradients stay whole on each of the 4 ranks and only the
