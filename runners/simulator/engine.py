@@ -212,7 +212,7 @@ class Simulator:
         shard = group if self.zero and w_shard else 1
         wf = wb = (0.0, costs.EMPTY)
         if self.zero == 3 and w_shard and wrep:  # gathers per micro-batch, a reduce-scatter of each one's gradients
-            wf = zero_gathers.gather(self, members(wrep), w_shard, group)
+            wf = zero_gathers.gather(self, members(wrep), w_shard)
             wb = (wf[0] * (2 if redone else 1), wf[1])
             gs = (self.microbatches * wf[0], wf[1])
         upd = w_shard * g.state_bytes_per_param * 2 / shard / c.device.mem_bandwidth + c.device.launch_s if w_shard else 0.0

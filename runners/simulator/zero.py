@@ -13,9 +13,9 @@ from __future__ import annotations
 from autotune.runners.simulator import costs
 
 
-def gather(sim, members: list[int], elems: float, group: int) -> tuple:
-    """One gather of an op's weight shard (``elems`` elements per device once gathered) over the ``group``
-    devices ``members`` holding it: NCCL's ring, as ``costs.allgather`` charges it. With
+def gather(sim, members, elems: float) -> tuple:
+    """One gather of an op's weight shard (``elems`` elements per device once gathered) over each group of
+    devices holding it (the rows of ``members``): NCCL's ring, as ``costs.allgather`` charges it. With
     ``sim.zero_rank_copies`` it also copies each rank's part, a kernel per rank, together reading and writing
     the whole weight once: DeepSpeed's ZeRO-3 of 2021 gathered into (and reduce-scattered from) a list of
     per-rank tensors, which PyTorch's NCCL process group of the time ran through one flat buffer, copying each
@@ -23,7 +23,7 @@ def gather(sim, members: list[int], elems: float, group: int) -> tuple:
     t, res = costs.allgather(sim.c, members, elems * sim.g.dtype_bytes)
     if sim.zero_rank_copies:
         dev = sim.c.device
-        t += group * dev.launch_s + 2 * elems * sim.g.dtype_bytes / dev.mem_bandwidth
+        t += members.shape[1] * dev.launch_s + 2 * elems * sim.g.dtype_bytes / dev.mem_bandwidth
     return t, res
 
 
