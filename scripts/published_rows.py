@@ -56,9 +56,11 @@ def _sc21_table2(rows, zero=0):
 
 
 def _reduce_recompute_run(devices, row, recompute, sequence):
+    """One of Korthikanti et al.'s runs; their code (Megatron-LM of 2022) reduces each column-parallel layer's input
+    gradient beside its weight gradient (the asynchronous all-reduce, or sequence parallelism's reduce-scatter)."""
     name, heads, hidden, layers, t, p, gpus, batch, _, micro_size, virtual = row
     return iteration(name, heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, tables.SEQ, micro_size,
-                     recompute=recompute, sequence=sequence, virtual=virtual)
+                     recompute=recompute, sequence=sequence, virtual=virtual, tp_overlap=True)
 
 
 def _reduce_recompute(devices, selective_sp: bool = False):

@@ -109,12 +109,13 @@ def embeddings_as_blocks(graph):
 
 def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=None, overlap=None, kernels="fused",
               recompute="full", sequence=False, virtual=1, vocab=tables.VOCAB, zero=0, embedding_blocks=False,
-              whole_grad_bytes=0.0, dropout=True, zero_prefetch=False, zero_rank_copies=False):
+              whole_grad_bytes=0.0, dropout=True, zero_prefetch=False, zero_rank_copies=False, tp_overlap=False):
     """Seconds per iteration of Megatron's strategy (t, p) on ``cluster`` (t = p = 1: data parallelism);
     micro-batches of ``per_micro`` sequences per replica, or (None) the fewest micro-batches that fit;
     ``kernels``, ``recompute`` and ``dropout`` as in ``transformer``, ``sequence`` parallelism and ``virtual``
     chunks per stage as in ``megatron``, ``zero`` as in ``Simulator``, as are ``whole_grad_bytes``,
-    ``zero_prefetch`` and ``zero_rank_copies``; ``embedding_blocks``: the pipeline cut of
+    ``zero_prefetch``, ``zero_rank_copies`` and ``tp_overlap`` (off here, unlike the ``Simulator``: most published
+    runs ran code from before it); ``embedding_blocks``: the pipeline cut of
     :func:`embeddings_as_blocks`. Returns (seconds,
     result, count)."""
     d = cluster.devices // (t * p)
@@ -127,7 +128,7 @@ def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=
             embeddings_as_blocks(graph)
         r = Simulator(graph, cluster, microbatches=micro, overlap=overlap, zero=zero,
                       whole_grad_bytes=whole_grad_bytes, zero_prefetch=zero_prefetch,
-                      zero_rank_copies=zero_rank_copies).simulate(
+                      zero_rank_copies=zero_rank_copies, tp_overlap=tp_overlap).simulate(
             megatron(graph, cluster, t, p, virtual=virtual, sequence=sequence))
         if r.fits:
             break

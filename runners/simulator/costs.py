@@ -73,6 +73,25 @@ def shape_efficiency(op: Op, part: dict[str, int], parts: int, dev) -> float:
     return gemm_efficiency(m, n, k, 1, dev)
 
 
+def _rate(op: Op, part: dict[str, int], parts: int, cluster: Cluster, dtype_bytes: int) -> float:
+    """FLOP/s of one partition of ``op``: the device's large-GEMM rate, times its shape's efficiency if compute-bound."""
+    rate = cluster.peak(dtype_bytes) * cluster.device.gemm_efficiency
+    return rate * shape_efficiency(op, part, parts, cluster.device) if op.type in COMPUTE_BOUND else rate
+
+
+def weight_grad_time(op: Op, cfg: OpConfig, cluster: Cluster, dtype_bytes: int) -> float:
+    """Time of a weighted compute-bound op's weight-gradient GEMM on one partition: half of its backward's FLOPs
+    (the other half computes the input gradient), or half its measured backward. 0 for other ops."""
+    if not op.weight_elems or op.type not in COMPUTE_BOUND or not op.bwd_flops:
+        return 0.0
+    deg = degree(op, cfg)
+    part = {d: n // deg.get(d, 1) for d, n in op.dims.items()}
+    key = cluster.op_key(op.type, part)
+    if key in cluster.op_times:
+        return compute_times(op, cfg, cluster, dtype_bytes, False)[1] / 2
+    return op.bwd_flops / 2 / cfg.parts / _rate(op, part, cfg.parts, cluster, dtype_bytes)
+
+
 def compute_times(op: Op, cfg: OpConfig, cluster: Cluster, dtype_bytes: int, recompute: bool) -> tuple[float, float]:
     """Forward and backward time of one partition (all partitions are equal)."""
     if op.type == "input":
@@ -85,9 +104,7 @@ def compute_times(op: Op, cfg: OpConfig, cluster: Cluster, dtype_bytes: int, rec
         f = cluster.op_times[key]
         b = cluster.op_times.get(key + "#bwd", f * (op.bwd_flops / op.flops if op.flops else 1.0))
     else:
-        rate = cluster.peak(dtype_bytes) * dev.gemm_efficiency
-        if op.type in COMPUTE_BOUND:
-            rate *= shape_efficiency(op, part, p, dev)
+        rate = _rate(op, part, p, cluster, dtype_bytes)
         mem = op.mem_elems * dtype_bytes / p / dev.mem_bandwidth
         post = op.post_elems * dtype_bytes / p / dev.mem_bandwidth
         cf = op.flops / p / rate if op.type in COMPUTE_BOUND else 0.0

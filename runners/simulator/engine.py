@@ -70,10 +70,14 @@ class Simulator:
     :func:`.zero.gather`'s copies per rank. ``whole_grad_bytes``: bytes per parameter of that optimizer state
     which stage 1 keeps whole on every rank (DeepSpeed's BF16 optimizer accumulates full fp32 gradients, 4, and
     shards only the fp32 weights and Adam moments); at stage 0 or 1 (that optimizer's) each micro-batch's
-    gradients are added in."""
+    gradients are added in. ``tp_overlap`` (on by default): each input-gradient all-reduce (or reduce-scatter) of a
+    weighted op runs beside that op's weight-gradient GEMM, which follows the input gradient it reduces
+    (Megatron-LM's code of 2022 on: the asynchronous tensor-parallel all-reduce, and sequence parallelism's
+    reduce-scatter); off, it follows the whole backward (Megatron-LM before it, and the forks of that code)."""
 
     def __init__(self, graph: Graph, cluster: Cluster, microbatches: int = 1, overlap: bool | None = None,
-                 zero: int = 0, whole_grad_bytes: float = 0.0, zero_prefetch: bool = False, zero_rank_copies=False):
+                 zero: int = 0, whole_grad_bytes: float = 0.0, zero_prefetch: bool = False, zero_rank_copies=False,
+                 tp_overlap: bool = True):
         if microbatches < 1:
             raise ValueError(f"microbatches must be >= 1, got {microbatches}")
         if zero not in ZERO_STAGES:
@@ -82,7 +86,7 @@ class Simulator:
             raise ValueError("zero_prefetch and zero_rank_copies need zero=3: only ZeRO-3 gathers weights")
         self.g, self.c, self.microbatches, self.overlap, self.zero = graph, cluster, int(microbatches), overlap, zero
         self.whole_grad_bytes, self.zero_prefetch = float(whole_grad_bytes), bool(zero_prefetch)
-        self.zero_rank_copies = bool(zero_rank_copies)
+        self.zero_rank_copies, self.tp_overlap = bool(zero_rank_copies), bool(tp_overlap)
         self.D = cluster.devices
         self.op_cache: dict[tuple, tuple] = {}
         self.edge_cache: dict[tuple, tuple] = {}
@@ -270,10 +274,11 @@ class Simulator:
             if half:  # each device keeps only its slice of the reduced output
                 op = self.g.ops[i]
                 self.act_scale[i] = math.prod(costs.degree(op, cfg).get(d, 1) for d in op.out) / cfg.parts
+        hidden = costs.weight_grad_time(self.g.ops[i], cfg, self.c, self.g.dtype_bytes) if self.tp_overlap else 0.0
         for k, (src, _) in enumerate(self.g.ops[i].inputs):
             if ai[k][0] > 0:
                 half = self._scattered(cfg, strategy[self.g.index[src]])
-                self.dur[self.AI[i][k]] = ai[k][0] / 2 if half else ai[k][0]
+                self.dur[self.AI[i][k]] = max(0.0, (ai[k][0] / 2 if half else ai[k][0]) - hidden)
 
     def _set_edge(self, e: int, strategy: Strategy) -> None:
         p, c, _ = self.g.edges[e]

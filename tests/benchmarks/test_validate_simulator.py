@@ -129,9 +129,9 @@ def test_the_default_calibration_is_the_protocols_choice_over_every_source():
     # the default is the protocol's choice: for the Megatron-LM devices by construction; for the A100-DeepSpeed
     # the source named beforehand (the one without a pipeline or a network) is also the protocol's choice
     assert list(chosen) == vs.DEFAULT_CALIBRATION
-    # every source it holds out within about 10%: SC'21 Table 1 the worst, at the limit (10.01%; its fit stopping
-    # elsewhere within its tolerance moves it by 0.1); the Megatron-DeepSpeed ones 7.2% at most
-    assert worst < 10.1
+    # every source it holds out within 10%: the Megatron-LM v1.0 row the worst (8.9%), SC'21 Table 1 6.7%; the
+    # Megatron-DeepSpeed ones 7.2% at most
+    assert worst < 10.0
 
 
 def test_the_2019_runs_all_reduce_during_the_backward_where_megatron_says_pytorchs_ddp_was_faster():
