@@ -74,7 +74,8 @@ def shape_efficiency(op: Op, part: dict[str, int], parts: int, dev) -> float:
 
 
 def _rate(op: Op, part: dict[str, int], parts: int, cluster: Cluster, dtype_bytes: int) -> float:
-    """FLOP/s of one partition of ``op``: the device's large-GEMM rate, times its shape's efficiency if compute-bound."""
+    """FLOP/s of one partition of ``op``: the device's large-GEMM rate, times its shape's efficiency if it is
+    compute-bound."""
     rate = cluster.peak(dtype_bytes) * cluster.device.gemm_efficiency
     return rate * shape_efficiency(op, part, parts, cluster.device) if op.type in COMPUTE_BOUND else rate
 

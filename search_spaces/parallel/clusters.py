@@ -210,7 +210,8 @@ DEVICES["H100"] = DeviceSpec("H100", 67e12, 989e12, 80 * 2**30, 3350 * G, DEVICE
 # the GEMM efficiency and fixed cost per kernel that scripts/validate_simulator.py --calibrate fits on BLOOM's
 # single-node check (one node, no pipeline, no network: the stack's per-GPU speed alone). The stack pays a host cost
 # per kernel that its GPU does not hide (BLOOM launched every kernel synchronously), which larger micro-batches
-# amortise. At the A100's own figures, fitted on Megatron-LM's runs, those published sources simulate 17-28% fast.
+# amortise. At the A100's own figures, fitted on Megatron-LM's runs (0.8192 then), those published sources
+# simulated 17-28% fast.
 DEVICES["A100-DeepSpeed"] = replace(DEVICES["A100"], name="A100-DeepSpeed", gemm_efficiency=0.6399, launch_s=5.795e-05,
                                     hardware="A100")
 
