@@ -274,7 +274,8 @@ class Simulator:
             if half:  # each device keeps only its slice of the reduced output
                 op = self.g.ops[i]
                 self.act_scale[i] = math.prod(costs.degree(op, cfg).get(d, 1) for d in op.out) / cfg.parts
-        hidden = costs.weight_grad_time(self.g.ops[i], cfg, self.c, self.g.dtype_bytes) if self.tp_overlap else 0.0
+        reduced = self.tp_overlap and any(v[0] > 0 for v in ai)  # only then is the weight gradient's time needed
+        hidden = costs.weight_grad_time(self.g.ops[i], cfg, self.c, self.g.dtype_bytes) if reduced else 0.0
         for k, (src, _) in enumerate(self.g.ops[i].inputs):
             if ai[k][0] > 0:
                 half = self._scattered(cfg, strategy[self.g.index[src]])
