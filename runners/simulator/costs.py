@@ -29,6 +29,12 @@ def degree(op: Op, cfg: OpConfig) -> dict[str, int]:
     return dict(zip(op.parallel_dims, cfg.degrees))
 
 
+def partition(op: Op, cfg: OpConfig) -> dict[str, int]:
+    """The size of every dim of one partition of ``op``."""
+    deg = degree(op, cfg)
+    return {d: n // deg.get(d, 1) for d, n in op.dims.items()}
+
+
 TILE = 128  # output tile edge of a typical tensor-core GEMM kernel
 
 
@@ -85,10 +91,8 @@ def weight_grad_time(op: Op, cfg: OpConfig, cluster: Cluster, dtype_bytes: int) 
     (the other half computes the input gradient), or half its measured backward. 0 for other ops."""
     if not op.weight_elems or op.type not in COMPUTE_BOUND or not op.bwd_flops:
         return 0.0
-    deg = degree(op, cfg)
-    part = {d: n // deg.get(d, 1) for d, n in op.dims.items()}
-    key = cluster.op_key(op.type, part)
-    if key in cluster.op_times:
+    part = partition(op, cfg)
+    if cluster.op_key(op.type, part) in cluster.op_times:
         return compute_times(op, cfg, cluster, dtype_bytes, False)[1] / 2
     return op.bwd_flops / 2 / cfg.parts / _rate(op, part, cfg.parts, cluster, dtype_bytes)
 
@@ -98,8 +102,7 @@ def compute_times(op: Op, cfg: OpConfig, cluster: Cluster, dtype_bytes: int, rec
     if op.type == "input":
         return 0.0, 0.0
     dev, p = cluster.device, cfg.parts
-    deg = degree(op, cfg)
-    part = {d: n // deg.get(d, 1) for d, n in op.dims.items()}
+    part = partition(op, cfg)
     key = cluster.op_key(op.type, part)
     if key in cluster.op_times:
         f = cluster.op_times[key]
