@@ -226,7 +226,9 @@ class Simulator:
         act = (out_part * g.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
         mem = (w_shard * memory_model.state_bytes(g, self.zero, shard, self.whole_grad_bytes), 0.0 if redone else act,
                w_shard * g.dtype_bytes if self.zero == 3 and wrep else 0.0, act if redone else 0.0)
-        hit = (f, b, ao, ai, gs, upd, mem, devs, wf, wb)
+        # the weight gradient's time, which an input-gradient reduction runs beside (tp_overlap)
+        hidden = costs.weight_grad_time(op, cfg, c, g.dtype_bytes) if self.tp_overlap and any(v[0] for v in ai) else 0.0
+        hit = (f, b, ao, ai, gs, upd, mem, devs, wf, wb, hidden)
         self.op_cache[key] = hit
         return hit
 
@@ -241,7 +243,7 @@ class Simulator:
         return hit
 
     def _set_op(self, i: int, cfg: OpConfig) -> None:
-        f, b, ao, ai, gs, upd, mem, devs, wf, wb = self._op_costs(i, cfg)
+        f, b, ao, ai, gs, upd, mem, devs, wf, wb, _ = self._op_costs(i, cfg)
         if self.WF:
             self.dur[self.WF[i]], self.res[self.WF[i]] = wf
             self.dur[self.WB[i]], self.res[self.WB[i]] = wb
@@ -265,7 +267,7 @@ class Simulator:
         """Op ``i``'s output all-reduce (AO) and input-gradient all-reduces (AI): reduce-scatters where the
         ops on the other side hold only a slice (sequence parallelism), all-reduces otherwise."""
         cfg = strategy[i]
-        _, _, ao, ai, *_ = self._op_costs(i, cfg)
+        _, _, ao, ai, *_, hidden = self._op_costs(i, cfg)
         self.act_scale[i] = 1.0
         if ao[0] > 0:
             half = bool(self.consumers[i]) and all(self._scattered(cfg, strategy[self.g.edges[e][1]])
@@ -274,8 +276,6 @@ class Simulator:
             if half:  # each device keeps only its slice of the reduced output
                 op = self.g.ops[i]
                 self.act_scale[i] = math.prod(costs.degree(op, cfg).get(d, 1) for d in op.out) / cfg.parts
-        reduced = self.tp_overlap and any(v[0] > 0 for v in ai)  # only then is the weight gradient's time needed
-        hidden = costs.weight_grad_time(self.g.ops[i], cfg, self.c, self.g.dtype_bytes) if reduced else 0.0
         for k, (src, _) in enumerate(self.g.ops[i].inputs):
             if ai[k][0] > 0:
                 half = self._scattered(cfg, strategy[self.g.index[src]])
