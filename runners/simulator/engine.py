@@ -9,7 +9,7 @@ Task graph (fixed per model; a strategy sets durations and resources):
   and under ZeRO-3 WF and WB (its weights all-gathered before its forward and before its backward);
   per edge: X (forward transfer of the needed sub-rectangles) and XB (its gradient).
 The partitions of an op are one gang task on its block of devices (they are equal).
-An event-driven run takes tasks in order of readiness; each task waits for its
+An event-driven run (``schedule.py``) takes tasks in order of readiness; each task waits for its
 dependencies and for every resource (device compute queue, device link port, node
 network port) it uses. Delta simulation: task costs are cached per (op, config) and
 (edge, configs), so a proposal that changes one op recomputes only that op's tasks
@@ -20,13 +20,13 @@ activations; exceeding the device capacity makes the strategy invalid.
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 from autotune.runners.simulator import costs
 from autotune.runners.simulator import memory as memory_model
+from autotune.runners.simulator import schedule
 from autotune.runners.simulator import zero as zero_gathers
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph
@@ -366,42 +366,6 @@ class Simulator:
                          self.c.device.memory_bytes, tl)
 
     def _run(self, dur: list[float], timeline: bool) -> tuple[float, list]:
-        """One event-driven pass over the task graph with these durations: (end time, timeline)."""
-        free = np.zeros(2 * self.D + self.c.nodes)
-        ready = [0.0] * len(self.names)
-        indeg = self.indeg.copy().tolist()
-        res, succ = self.res, self.succ
-        busy = [d > 0 and len(r) > 0 for d, r in zip(dur, res)]
-        heap = [(0.0, t) for t in self.sources if busy[t]]
-        heapq.heapify(heap)
-        stack = [(t, 0.0) for t in self.sources if not busy[t]]  # no resources: run at once, in any order
-        pop, push = heapq.heappop, heapq.heappush
-        end_all, tl = 0.0, []
-        while heap or stack:
-            if stack:
-                t, r = stack.pop()
-            else:
-                r, t = pop(heap)
-            if busy[t]:
-                rs = res[t]
-                s = float(free[rs].max())
-                if r > s:
-                    s = r
-                e = s + dur[t]
-                free[rs] = e
-                if timeline:
-                    tl.extend((int(x), s, e, self.names[t]) for x in rs)
-            else:
-                e = r + dur[t]
-            if e > end_all:
-                end_all = e
-            for v in succ[t]:
-                if e > ready[v]:
-                    ready[v] = e
-                indeg[v] -= 1
-                if indeg[v] == 0:
-                    if busy[v]:
-                        push(heap, (ready[v], v))
-                    else:
-                        stack.append((v, ready[v]))
-        return end_all, tl
+        """One event-driven pass over the task graph with these durations (:func:`.schedule.run`)."""
+        return schedule.run(dur, self.res, self.succ, self.indeg, self.sources, self.names,
+                            2 * self.D + self.c.nodes, timeline)
