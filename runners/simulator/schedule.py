@@ -32,7 +32,7 @@ def run(dur: list[float], res: list[np.ndarray], succ: list[list[int]], indeg: n
         if busy[t]:
             rs = res[t]
             s = float(free[rs].max())
-            if r > s:
+            if r > s:  # noqa: PLR1730 (a comparison costs less than max() in this loop)
                 s = r
             e = s + dur[t]
             free[rs] = e
@@ -40,10 +40,10 @@ def run(dur: list[float], res: list[np.ndarray], succ: list[list[int]], indeg: n
                 tl.extend((int(x), s, e, names[t]) for x in rs)
         else:
             e = r + dur[t]
-        if e > end_all:
+        if e > end_all:  # noqa: PLR1730
             end_all = e
         for v in succ[t]:
-            if e > ready[v]:
+            if e > ready[v]:  # noqa: PLR1730
                 ready[v] = e
             left[v] -= 1
             if left[v] == 0:
