@@ -48,6 +48,8 @@ from autotune.db.models import (
     RuleRow,
     TaskRow,
     TrialRow,
+    measurement_row,
+    row_to_measurement,
     utcnow,
 )
 from autotune.db.stored_models import StoredModels
@@ -93,24 +95,6 @@ class Stored(NamedTuple):
     total: int
     granted: int
     adopted: list[Candidate]
-
-
-def row_to_measurement(row: TrialRow) -> Measurement:
-    return Measurement(
-        Candidate(row.candidate, row.candidate_key), row.status, times=list(row.times or []), cost=row.cost,
-        error=row.error or "", meta=dict(row.meta or {}), build_s=row.build_s or 0.0, run_s=row.run_s or 0.0,
-        simulated_s=row.simulated_s or 0.0, predicted=row.predicted,
-    )
-
-
-def measurement_row(m: Measurement, task_id: int, device_id: int, campaign_id: int | None, worker: str) -> dict:
-    return {
-        "task_id": task_id, "device_id": device_id, "campaign_id": campaign_id,
-        "candidate_key": m.candidate.key, "candidate": m.candidate.payload, "status": m.status.value,
-        "cost": float(m.cost) if m.ok else None, "times": [float(t) for t in m.times], "predicted": None if m.predicted is None else float(m.predicted), "error": m.error or "",
-        "build_s": float(m.build_s), "run_s": float(m.run_s), "simulated_s": float(m.simulated_s),
-        "meta": m.meta or {}, "created": utcnow(), "worker": worker,
-    }
 
 
 def _wal(cur, wait_s: float = 60.0) -> None:

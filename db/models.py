@@ -25,6 +25,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from autotune.types import Candidate, Measurement
+
 #: rows per IN (...) list or per batch of statements (keeps statements within the drivers' limits)
 CHUNK = 500
 
@@ -92,6 +94,26 @@ class TrialRow(Base):
     meta: Mapped[dict] = mapped_column(JSON, default=dict)
     created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     worker: Mapped[str] = mapped_column(String(200), default="")
+
+
+def row_to_measurement(row: TrialRow) -> Measurement:
+    """The measurement a trial row holds."""
+    return Measurement(
+        Candidate(row.candidate, row.candidate_key), row.status, times=list(row.times or []), cost=row.cost,
+        error=row.error or "", meta=dict(row.meta or {}), build_s=row.build_s or 0.0, run_s=row.run_s or 0.0,
+        simulated_s=row.simulated_s or 0.0, predicted=row.predicted,
+    )
+
+
+def measurement_row(m: Measurement, task_id: int, device_id: int, campaign_id: int | None, worker: str) -> dict:
+    """A trial row's columns for a measurement."""
+    return {
+        "task_id": task_id, "device_id": device_id, "campaign_id": campaign_id,
+        "candidate_key": m.candidate.key, "candidate": m.candidate.payload, "status": m.status.value,
+        "cost": float(m.cost) if m.ok else None, "times": [float(t) for t in m.times], "predicted": None if m.predicted is None else float(m.predicted), "error": m.error or "",
+        "build_s": float(m.build_s), "run_s": float(m.run_s), "simulated_s": float(m.simulated_s),
+        "meta": m.meta or {}, "created": utcnow(), "worker": worker,
+    }
 
 
 class CampaignTrialRow(Base):
