@@ -17,7 +17,7 @@ def run(dur: list[float], res: list[np.ndarray], succ: list[list[int]], indeg: n
     ``indeg[t]`` how many tasks it waits for, ``sources`` those that wait for none."""
     free = np.zeros(resources)
     ready = [0.0] * len(names)
-    left = indeg.copy().tolist()
+    left = indeg.tolist()  # a new list: the caller's counts serve every pass
     busy = [d > 0 and len(r) > 0 for d, r in zip(dur, res)]
     heap = [(0.0, t) for t in sources if busy[t]]
     heapq.heapify(heap)
