@@ -45,7 +45,7 @@ class Status(str, enum.Enum):
     WRONG_RESULT = "WRONG_RESULT"
 
     @classmethod
-    def parse(cls, text: str) -> "Status":
+    def parse(cls, text: str) -> Status:
         try:
             return cls(text.upper())
         except ValueError:

@@ -23,7 +23,7 @@ class FailureModel:
     def trained(self) -> bool:
         return self.booster is not None
 
-    def fit(self, X: np.ndarray, failed: np.ndarray) -> "FailureModel":
+    def fit(self, X: np.ndarray, failed: np.ndarray) -> FailureModel:
         failed = np.asarray(failed, dtype=bool)
         self.booster = None
         if failed.sum() >= self.min_each and (~failed).sum() >= self.min_each:

@@ -19,6 +19,7 @@ from typing import Self
 
 import numpy as np
 import xgboost as xgb
+
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.metrics import quality as _quality
 

@@ -31,6 +31,7 @@ from typing import Self
 
 import numpy as np
 import xgboost as xgb
+
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import log_cost, query_order, throughput, with_pairs
 from autotune.cost_models.metrics import quality as _quality

@@ -14,7 +14,6 @@ from __future__ import annotations
 from sqlalchemy import and_, func, select
 
 from autotune.db.models import DeviceRow, TaskRow, TrialRow
-
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from autotune.db.database import Database
 from autotune.db.queries import costs_by_key
-
 from autotune.types import Device, Measurement, Task
 
 

@@ -18,8 +18,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from autotune.db.models import CHUNK, CampaignClaimRow, CampaignPendingRow, CampaignRow, TrialRow, utcnow
-from autotune.runners.processes import process_alive
 from autotune.errors import UsageError
+from autotune.runners.processes import process_alive
 from autotune.types import Candidate
 
 

@@ -44,7 +44,7 @@ class Runner(ABC):
     def close(self) -> None:
         """Release worker processes, contexts and files."""
 
-    def __enter__(self) -> "Runner":
+    def __enter__(self) -> Runner:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -25,15 +25,15 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
+
+from autotune.errors import MissingDependencyError, UsageError
 from autotune.runners.base import Built, Runner
 from autotune.runners.child import run_shared_object, run_user_function
 from autotune.runners.processes import physical_memory, private_workdir
 from autotune.runners.timing import Protocol
 from autotune.runners.workers import IsolatedWorker
-from autotune.search_spaces.kernels.user import detect_c_timing, verify_outputs
 from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props
-
-from autotune.errors import MissingDependencyError, UsageError
+from autotune.search_spaces.kernels.user import detect_c_timing, verify_outputs
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
 DEFAULT_FLAGS = ("-O3", "-march=native", "-fopenmp", "-std=gnu11", "-shared", "-fPIC")
@@ -111,7 +111,7 @@ def resolve_native(cc: list[str], flags: tuple[str, ...]) -> tuple[str, ...]:
                              timeout=30, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return tuple(flags)
-    found = dict(re.findall(r"^\s*-m(arch|tune)=\s+(\S+)", out, flags=re.M))
+    found = dict(re.findall(r"^\s*-m(arch|tune)=\s+(\S+)", out, flags=re.MULTILINE))
     return tuple(f"-m{k}={found[k]}" if f == f"-m{k}=native" and found.get(k) else f
                  for f in flags for k in [f[2:6]])
 

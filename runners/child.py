@@ -14,6 +14,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import ctypes
 
 import numpy as np
+
 from autotune.runners.timing import Protocol, repeat, time_calls
 
 

@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from autotune.errors import MissingDependencyError, UsageError
 from autotune.runners.base import Built, Runner
-from autotune.runners.timing import Protocol
 from autotune.runners.processes import private_workdir
+from autotune.runners.timing import Protocol
 from autotune.runners.workers import read_frame, write_frame
 from autotune.search_spaces.kernels.base import KernelTemplate
-
-from autotune.errors import MissingDependencyError, UsageError
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
 NVCC_FLAGS = ("-O3", "-std=c++17", "--resource-usage")

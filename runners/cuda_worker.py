@@ -23,6 +23,7 @@ import sys
 import traceback
 
 import numpy as np
+
 from autotune.runners.timing import Protocol, repeat
 from autotune.runners.workers import read_frame, write_frame
 

@@ -22,14 +22,20 @@ from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
+
 from autotune.cost_models.graph_ops import GraphOpCostModel
+from autotune.errors import UsageError
 from autotune.runners.base import Runner
 from autotune.runners.onnx_ops import op_spec
-from autotune.search_spaces.graphs.cost import (NOMINAL_BYTE_RATE, NOMINAL_FLOP_RATE, flops_and_bytes, graph_cost,
-                                                op_features, roofline_cost)
+from autotune.search_spaces.graphs.cost import (
+    NOMINAL_BYTE_RATE,
+    NOMINAL_FLOP_RATE,
+    flops_and_bytes,
+    graph_cost,
+    op_features,
+    roofline_cost,
+)
 from autotune.search_spaces.graphs.ir import Graph, Node
-
-from autotune.errors import UsageError
 from autotune.types import Candidate, Device, Measurement, Status, Task, stable_key
 
 ANALYTIC_DEVICE = Device("analytic-op-costs", "simulated", {"op_costs": "FLOPs and bytes at fitted rates"})

@@ -16,12 +16,12 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
+from autotune.errors import MissingDependencyError
 from autotune.runners.base import Runner
 from autotune.runners.timing import interleaved, summary
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.inputs import ORT_TYPES, index_bounds, random_inputs
-
-from autotune.errors import MissingDependencyError
 from autotune.types import Candidate, Device, Measurement, Status
 
 

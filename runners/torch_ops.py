@@ -19,11 +19,11 @@ import contextlib
 import time
 
 import numpy as np
+
+from autotune.errors import MissingDependencyError, UsageError
 from autotune.runners.base import Runner
 from autotune.runners.onnx_ops import output_errors
 from autotune.runners.timing import Protocol, interleaved, repeat
-
-from autotune.errors import MissingDependencyError, UsageError
 from autotune.types import Candidate, Device, Measurement, Status, median
 
 

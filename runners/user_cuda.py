@@ -14,6 +14,7 @@ from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels.user import verify_outputs
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
+
 def cubin_functions(image: bytes) -> list[tuple[str, bool]]:
     """The function symbols of a cubin (an ELF file): (name, is a kernel entry point), read from its
     symbol table; [] when the image is not a 64-bit little-endian ELF file."""

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from autotune.cost_models.metrics import quality
 from autotune.cost_models.xgb import OBJECTIVES, XGBCostModel
 from autotune.runners.replay import ReplayRunner

@@ -26,13 +26,12 @@ import math
 import sys
 import tempfile
 
+from autotune.algorithms.registry import make_algorithm
+from autotune.campaign import Campaign
 from autotune.db import open_database
 from autotune.runners.graph import GraphCostRunner, OpCostCache, OpCosts, make_backend
 from autotune.search_spaces.graphs import model_zoo, onnx_io
 from autotune.search_spaces.graphs.space import GraphSpace
-
-from autotune.algorithms.registry import make_algorithm
-from autotune.campaign import Campaign
 
 ALGORITHMS = ("equality-saturation", "backtracking", "taso-queue")
 

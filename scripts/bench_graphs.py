@@ -33,14 +33,12 @@ import time
 
 import onnx
 
-from autotune.runners.graph import check_device
-from autotune.search_spaces.graphs import model_zoo
-
 from autotune.drivers import graph_peers
 from autotune.drivers.graph import DEFAULT_ALGORITHM, optimize_graph
-from autotune.runners.timing import compare_blocks
 from autotune.errors import AutotuneError
-
+from autotune.runners.graph import check_device
+from autotune.runners.timing import compare_blocks
+from autotune.search_spaces.graphs import model_zoo
 
 OURS = ("autotune", "autotune --start-from best")
 

@@ -21,13 +21,12 @@ import subprocess
 import sys
 import time
 
+from autotune.algorithms.registry import make_algorithm
+from autotune.campaign import Campaign
 from autotune.db import open_database
 from autotune.runners.c import CRunner
 from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels import kernel_problem
-
-from autotune.campaign import Campaign
-from autotune.algorithms.registry import make_algorithm
 
 NUMPY_TIMER = r"""
 import json, sys, time

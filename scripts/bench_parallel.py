@@ -18,8 +18,8 @@ import argparse
 import json
 import time
 
-from autotune.search_spaces.parallel.clusters import get_cluster
 from autotune.drivers.parallel import parallelize
+from autotune.search_spaces.parallel.clusters import get_cluster
 
 PUBLISHED = {("unity", "dlrm"): 3.6, ("unity", "mlp-unity"): 2.0, ("unity", "inception-v3"): 1.3}
 CASES = [  # (paper, model, cluster, per-device batch)
@@ -49,8 +49,9 @@ def row(paper, model, cluster, per_dev, algorithm, trials, seed, time_budget=Non
 def delta_speed(model, cluster, per_dev, proposals=30, seed=0):
     """Seconds per simulation: a fresh simulator (every task cost computed) vs delta (one op changed)."""
     import numpy as np
-    from autotune.search_spaces.parallel.models import get_model
+
     from autotune.runners.simulator.engine import Simulator
+    from autotune.search_spaces.parallel.models import get_model
     from autotune.search_spaces.parallel.space import StrategySpace
 
     cl = get_cluster(cluster)

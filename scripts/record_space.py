@@ -24,8 +24,8 @@ from autotune.algorithms.registry import make_algorithm
 from autotune.campaign import Campaign
 from autotune.db import open_database
 from autotune.drivers.kernel import DEFAULT_SHAPES, make_runner
-from autotune.search_spaces.replay import write_cache
 from autotune.runners.timing import Protocol
+from autotune.search_spaces.replay import write_cache
 
 KT_PROTOCOL = Protocol(warmup=1, min_repeats=7, max_repeats=7, min_time_s=0.0, budget_s=2.0)
 

@@ -126,7 +126,7 @@ class KTCache:
     records: dict[tuple, dict]  # value tuple (param order) -> record
 
     @classmethod
-    def load(cls, spec: str | Path) -> "KTCache":
+    def load(cls, spec: str | Path) -> KTCache:
         """Read and validate a cache: every record is checked here, so a malformed file is one
         UsageError naming the entry before any work starts."""
         path = resolve_cache_path(spec)

@@ -101,7 +101,7 @@ class SearchAlgorithm(ABC):
             raise UsageError(f"algorithm {name!r} needs a space with {' and '.join(missing)}; "
                              f"{type(space).__name__} offers {', '.join(offered)}")
 
-    def bind(self, space: Space, rng: np.random.Generator, history: list[Measurement] = ()) -> "SearchAlgorithm":
+    def bind(self, space: Space, rng: np.random.Generator, history: list[Measurement] = ()) -> SearchAlgorithm:
         """Attach to a space; ``history`` holds earlier measurements (a resumed campaign).
 
         Raises UsageError when the space lacks a move the algorithm needs (``check_space``)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 
 from autotune.algorithms.base import Option, SearchAlgorithm
-from autotune.algorithms.support import start_point, exhausted, fresh_sample, fresh_walk
+from autotune.algorithms.support import exhausted, fresh_sample, fresh_walk, start_point
 from autotune.types import Candidate, Measurement
 
 

@@ -75,13 +75,13 @@ import numpy as np
 from autotune.algorithms.base import Option, SearchAlgorithm, union_moves
 from autotune.algorithms.batch_choice import round_robin
 from autotune.algorithms.listing import ListedCandidates
+from autotune.algorithms.registry import cost_model_class, make_algorithm
 from autotune.algorithms.retraining import ModelRetraining
 from autotune.algorithms.support import exhausted, fresh_sample, fresh_walk
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.failures import FailureModel
 from autotune.errors import UsageError
 from autotune.types import Candidate, Measurement
-from autotune.algorithms.registry import cost_model_class, make_algorithm
 
 
 class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):

@@ -53,8 +53,8 @@ import numpy as np
 
 from autotune.algorithms.base import Option, SearchAlgorithm, union_moves
 from autotune.algorithms.model_guided import ModelGuided
-from autotune.algorithms.retraining import retrain_together
 from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
+from autotune.algorithms.retraining import retrain_together
 from autotune.cost_models.pooled import PROPS, PooledModel, device_vector, row_keys
 from autotune.cost_models.xgb import XGBCostModel
 from autotune.types import Candidate, Device, Measurement

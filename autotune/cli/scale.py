@@ -7,7 +7,15 @@ from typing import Annotated
 import typer
 
 from autotune.cli.common import (
-    DEFAULT_DB, DbOption, JsonOption, ProgressOption, RayActorsOption, RayOption, emit_json, handle_errors, print_table,
+    DEFAULT_DB,
+    DbOption,
+    JsonOption,
+    ProgressOption,
+    RayActorsOption,
+    RayOption,
+    emit_json,
+    handle_errors,
+    print_table,
 )
 
 

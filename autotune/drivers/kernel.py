@@ -11,7 +11,12 @@ import sys
 from functools import partial
 
 from autotune.algorithms.model_guided import make_search
-from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, DEFAULT_TRANSFER_TOP, check_options
+from autotune.algorithms.registry import (
+    DEFAULT_ALGORITHM,
+    DEFAULT_COST_MODEL,
+    DEFAULT_TRANSFER_TOP,
+    check_options,
+)
 from autotune.campaign import Campaign
 from autotune.db import open_database
 from autotune.errors import UsageError

@@ -209,8 +209,8 @@ def _user_cuda():
         raise Unavailable("needs nvcc (the CUDA toolkit)")
     import numpy as np
 
-    from autotune.runners.user_cuda import UserCudaRunner
     from autotune.runners.timing import Protocol
+    from autotune.runners.user_cuda import UserCudaRunner
     from autotune.search_spaces.kernels.user import UserKernel
 
     props = _gpu_props()

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autotune.errors import UsageError
 from autotune.db import transfer as store
+from autotune.errors import UsageError
 from autotune.transfer.similarity import rank_similar
 from autotune.types import Device, Measurement, Task
 

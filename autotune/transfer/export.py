@@ -17,8 +17,8 @@ import re
 
 import numpy as np
 
-from autotune.errors import UsageError
 from autotune.db import transfer as store
+from autotune.errors import UsageError
 from autotune.transfer.dispatch import _best, as_device, consensus
 from autotune.types import Task
 

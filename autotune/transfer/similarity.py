@@ -19,7 +19,6 @@ from autotune.cost_models.metrics import rank_correlation
 from autotune.gpus import device_properties
 from autotune.types import Device, Measurement
 
-
 NUMERIC = ("sm_count", "memory_bandwidth_gbs", "boost_clock_mhz", "l2_kib", "fp32_tflops")
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from autotune.errors import UsageError
-from autotune.db import transfer as store
-from autotune.transfer.similarity import Similar, rank_similar
 from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
 from autotune.algorithms.warm_start import SourceData, WarmStart
+from autotune.db import transfer as store
+from autotune.errors import UsageError
+from autotune.transfer.similarity import Similar, rank_similar
 from autotune.types import Device, Task
 
 

@@ -24,9 +24,9 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from autotune.runners.simulator import costs
+
+from autotune.runners.simulator import costs, schedule
 from autotune.runners.simulator import memory as memory_model
-from autotune.runners.simulator import schedule
 from autotune.runners.simulator import zero as zero_gathers
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import time
 
+from autotune.errors import UsageError
 from autotune.runners.base import Runner
+from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph
-from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel.space import StrategySpace
-
-from autotune.errors import UsageError
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
 

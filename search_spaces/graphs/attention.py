@@ -32,6 +32,7 @@ small models from both exporters against the original model (tests/search_spaces
 from __future__ import annotations
 
 import numpy as np
+
 from autotune.search_spaces.graphs.ir import Graph, Node
 from autotune.search_spaces.graphs.rules import CodeRule
 

@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable, Iterable
 
 import numpy as np
+
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.ir import Graph, Node
 from autotune.search_spaces.graphs.rules import Rule, _zero_weight, bind_node, pattern_inputs
-
 
 NONE = -1  # an absent optional input
 

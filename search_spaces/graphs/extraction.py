@@ -11,10 +11,10 @@ fallback: each class's e-node of least tree cost. ``build`` turns a pick into a 
 from __future__ import annotations
 
 import numpy as np
-from autotune.search_spaces.graphs.cost import FUSED_ACTIVATIONS, fuses_into
-from autotune.search_spaces.graphs.ir import Graph, Node
 
 from autotune.errors import UsageError
+from autotune.search_spaces.graphs.cost import FUSED_ACTIVATIONS, fuses_into
+from autotune.search_spaces.graphs.ir import Graph, Node
 
 NONE = -1  # an absent optional input (as in egraph)
 

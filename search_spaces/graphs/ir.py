@@ -11,9 +11,9 @@ import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
-from autotune.search_spaces.graphs import ops
 
 from autotune.errors import UsageError
+from autotune.search_spaces.graphs import ops
 
 
 @dataclass(frozen=True)

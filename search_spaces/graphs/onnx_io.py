@@ -7,12 +7,17 @@ import dataclasses
 import math
 
 import numpy as np
-from autotune.search_spaces.graphs import ops
-from autotune.search_spaces.graphs.ir import Graph, Node, TensorAttr
-from autotune.search_spaces.graphs.onnx_prepare import (MAX_TENSOR_ELEMENTS, executed_shapes, fold_constants,
-                                                         known_shape, with_input_shapes)
 
 from autotune.errors import MissingDependencyError, UsageError
+from autotune.search_spaces.graphs import ops
+from autotune.search_spaces.graphs.ir import Graph, Node, TensorAttr
+from autotune.search_spaces.graphs.onnx_prepare import (
+    MAX_TENSOR_ELEMENTS,
+    executed_shapes,
+    fold_constants,
+    known_shape,
+    with_input_shapes,
+)
 
 EXPORT_OPSET = 17  # for a graph that did not come from an ONNX file (a model is written at its own opset)
 EXPORT_IR_VERSION = 8  # onnxruntime >= 1.14 loads IR 8 / opset 17

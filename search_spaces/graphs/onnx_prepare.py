@@ -8,9 +8,9 @@ import math
 import os
 
 import numpy as np
-from autotune.search_spaces.graphs import ops
 
 from autotune.errors import UsageError
+from autotune.search_spaces.graphs import ops
 
 # The most elements a declared tensor may have (2^32: 16 GiB of fp32): a model file cannot make the
 # optimizer allocate more than this for one input or activation.

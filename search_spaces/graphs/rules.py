@@ -28,9 +28,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-from autotune.search_spaces.graphs.ir import Graph, Node
 
 from autotune.errors import UsageError
+from autotune.search_spaces.graphs.ir import Graph, Node
 
 
 def _shape(g, t):

@@ -7,13 +7,13 @@ from collections import OrderedDict
 from collections.abc import Iterator
 
 import numpy as np
+
+from autotune.errors import UsageError
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.builtin_rules import builtin_rules
 from autotune.search_spaces.graphs.cost import roofline_cost
 from autotune.search_spaces.graphs.ir import Graph, Node, TensorAttr
-
-from autotune.errors import UsageError
 from autotune.types import Candidate, Task, stable_key
 
 FEATURE_OPS = sorted(o for o in ops.OPS if not o.startswith("_")) + ["<opaque>"]

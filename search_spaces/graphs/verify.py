@@ -12,9 +12,9 @@ Status per rule: "proved", "tested" (float tests only), or "rejected".
 
 from __future__ import annotations
 
-from autotune.errors import MissingDependencyError
-
 import numpy as np
+
+from autotune.errors import MissingDependencyError
 from autotune.search_spaces.graphs.generator import CONV_ATTRS, concrete, run, shape_of
 from autotune.search_spaces.graphs.rules import Rule
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from autotune.errors import UsageError
 from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props
 from autotune.search_spaces.kernels.conv2d import Conv2d
 from autotune.search_spaces.kernels.gemm import Gemm
 from autotune.search_spaces.kernels.softmax import Softmax
 from autotune.search_spaces.knobs import KnobSpace
-
-from autotune.errors import UsageError
 
 TEMPLATES: dict[str, type[KernelTemplate]] = {"gemm": Gemm, "conv2d": Conv2d, "softmax": Softmax}
 

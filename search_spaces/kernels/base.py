@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 import numpy as np
-from autotune.search_spaces.knobs import KnobSpace
 
 from autotune.errors import UsageError
+from autotune.search_spaces.knobs import KnobSpace
 from autotune.types import Task
 
 TARGETS = ("cpu", "cuda")

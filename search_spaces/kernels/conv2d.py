@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-from autotune.search_spaces.kernels.base import KernelTemplate
 
 from autotune.errors import UsageError
+from autotune.search_spaces.kernels.base import KernelTemplate
 
 
 def _next_pow2(n: int) -> int:

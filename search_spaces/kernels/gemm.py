@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from autotune.search_spaces.kernels.base import KernelTemplate
 from autotune.search_spaces.kernels.gemm_c import gemm_c_source
 from autotune.search_spaces.kernels.gemm_cuda import gemm_cuda_launch, gemm_cuda_source

@@ -9,6 +9,7 @@ row per block (shared-memory reduction across warps), VEC-wide loads, fast __exp
 from __future__ import annotations
 
 import numpy as np
+
 from autotune.search_spaces.kernels.base import KernelTemplate
 
 

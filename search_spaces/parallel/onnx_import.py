@@ -13,9 +13,8 @@ from __future__ import annotations
 import math
 import re
 
-from autotune.search_spaces.parallel.graph import Builder, Graph, Op
-
 from autotune.errors import UsageError
+from autotune.search_spaces.parallel.graph import Builder, Graph, Op
 
 ELEMENTWISE = {"Relu", "Add", "Sub", "Mul", "Div", "Sigmoid", "Tanh", "Erf", "Gelu", "Dropout", "Identity", "Clip",
                "LeakyRelu", "Sqrt", "Pow", "Cast", "Neg", "Exp", "BatchNormalization", "HardSigmoid", "Where"}

@@ -31,12 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from autotune.errors import UsageError
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.parallel import strategy as st
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import ROLES, Graph
-
-from autotune.errors import UsageError
 from autotune.types import Candidate, Task
 
 N_FEATURES = 9 + 2 * len(ROLES)

@@ -17,10 +17,9 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from autotune.errors import UsageError
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph, Op
-
-from autotune.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,6 @@ def test_node_cost_is_the_best_linked_completion():
 
 def test_walks_rewrites_when_every_node_is_complete():
     from autotune.search_spaces.base import Space
-
     from autotune.types import Candidate, Measurement, Status
 
     class Rewrites(Space):

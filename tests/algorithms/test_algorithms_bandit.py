@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from autotune.errors import UsageError
 from autotune.algorithms.registry import make_algorithm
+from autotune.errors import UsageError
 from autotune.testing.fakes import FakeRunner, small_knob_space
 
 

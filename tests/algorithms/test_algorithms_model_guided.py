@@ -3,11 +3,11 @@ import math
 
 import numpy as np
 import pytest
-from autotune.cost_models.xgb import XGBCostModel
 
 from autotune.algorithms.batch_choice import member_scores
 from autotune.algorithms.model_guided import ModelGuided, make_guided
 from autotune.algorithms.support import rank_scaled
+from autotune.cost_models.xgb import XGBCostModel
 from autotune.testing.algorithms import AlgorithmConformance
 from autotune.testing.fakes import FakeRunner, small_knob_space
 from autotune.types import Measurement, Status

@@ -2,10 +2,10 @@ import importlib.util
 
 import numpy as np
 import pytest
-from autotune.search_spaces.base import Space
 
-from autotune.errors import MissingDependencyError, UsageError
 from autotune.algorithms.registry import make_algorithm
+from autotune.errors import MissingDependencyError, UsageError
+from autotune.search_spaces.base import Space
 from autotune.testing.fakes import FakeRunner, small_knob_space
 from autotune.types import Candidate
 

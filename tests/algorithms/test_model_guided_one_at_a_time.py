@@ -5,9 +5,9 @@ import json
 
 import numpy as np
 import pytest
-from autotune.cost_models.xgb import XGBCostModel
 
 from autotune.algorithms.model_guided import make_guided
+from autotune.cost_models.xgb import XGBCostModel
 from autotune.testing.fakes import FakeRunner, small_knob_space
 
 

@@ -1,5 +1,5 @@
-import importlib.util
 import gzip
+import importlib.util
 import json
 
 import pytest

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from autotune.cost_models.graph_ops import GraphOpCostModel
 from autotune.cost_models.metrics import spearman
 from autotune.cost_models.registry import COST_MODELS, cost_model_class
@@ -52,7 +53,6 @@ def test_save_and_load_round_trip():
 
 def test_registered_and_stored_like_the_other_models(tmp_path):
     from autotune.db import open_database, queries
-
     from autotune.types import Device, Task
 
     assert cost_model_class("graph-ops") is GraphOpCostModel and "graph-ops" in COST_MODELS

@@ -3,11 +3,11 @@ import math
 
 import numpy as np
 import pytest
+
 from autotune.cost_models.features import log_cost, throughput
 from autotune.cost_models.metrics import quality, spearman, top_k_recall
-from autotune.cost_models.xgb import XGBCostModel
-
 from autotune.cost_models.registry import cost_model_class
+from autotune.cost_models.xgb import XGBCostModel
 
 
 def data(n=200, seed=0):

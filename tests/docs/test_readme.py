@@ -265,7 +265,7 @@ def anchors(path: Path) -> set[str]:
 
 
 def markdown_links(path: Path) -> list[str]:
-    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)  # not inside code blocks
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.DOTALL)  # not inside code blocks
     return re.findall(r"\]\(([^)\s]+)\)", text)
 
 

@@ -6,15 +6,14 @@ from typer.testing import CliRunner
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from autotune.cli.main import app
 from autotune.db import open_database, queries
+from autotune.drivers.graph import faster_beyond_noise, graph_algorithm, optimize_graph
+from autotune.errors import UsageError
 from autotune.runners.graph import BACKENDS
+from autotune.runners.timing import compare_blocks
 from autotune.search_spaces.graphs import model_zoo, onnx_io
 from autotune.search_spaces.graphs.space import GraphSpace
-
-from autotune.cli.main import app
-from autotune.drivers.graph import faster_beyond_noise, graph_algorithm, optimize_graph
-from autotune.runners.timing import compare_blocks
-from autotune.errors import UsageError
 from autotune.testing.graphs import fake_backend
 
 

@@ -12,14 +12,14 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from autotune.db import open_database, queries
-from autotune.db.models import CampaignRow, CampaignTrialRow
-from autotune.runners.graph import BACKENDS
-from autotune.search_spaces.graphs import model_zoo
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from autotune.cli.main import app
+from autotune.db import open_database, queries
+from autotune.db.models import CampaignRow, CampaignTrialRow
+from autotune.runners.graph import BACKENDS
+from autotune.search_spaces.graphs import model_zoo
 from autotune.testing.graphs import fake_backend
 
 TRIALS = 100

@@ -112,6 +112,7 @@ def test_cases_cover_every_mapped_op_with_a_numpy_reference():
 @pytest.mark.parametrize("op,attrs,inputs", CASES, ids=[f"{c[0]}{i}" for i, c in enumerate(CASES)])
 def test_torch_op_equals_numpy_reference(op, attrs, inputs):
     import torch
+
     from autotune.runners.torch_ops import run_op
     from autotune.search_spaces.graphs import ops
     rng = np.random.default_rng(1)
@@ -172,7 +173,6 @@ def test_torch_op_equals_onnxruntime_for_ops_without_a_reference(op, attrs, inpu
 def test_unsupported_op_is_named():
     from autotune.runners.onnx_ops import op_spec
     from autotune.runners.torch_ops import TorchOpRunner, UnsupportedOp, run_op
-
     from autotune.types import Candidate, Status, Task
     with pytest.raises(UnsupportedOp, match="no mapping for op Elu"):
         run_op("Elu", [], {}, [])
@@ -187,7 +187,6 @@ def test_unsupported_op_is_named():
 def test_torch_op_runner_times_an_op_on_the_cpu():
     from autotune.runners.onnx_ops import op_spec
     from autotune.runners.torch_ops import TorchOpRunner
-
     from autotune.types import Candidate, Task
     runner = TorchOpRunner("cpu", min_time=0.001)
     conv = op_spec("Conv", {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1),
@@ -209,6 +208,7 @@ def test_interpreter_matches_onnxruntime(name):
     """Whole models through the torch interpreter (incl. opaque Erf and LayerNormalization, and AveragePool
     padding excluded from the mean) agree with onnxruntime on the same inputs."""
     import torch
+
     from autotune.runners.onnx_ops import random_feeds, session
     from autotune.runners.torch_ops import TorchGraph
     from autotune.search_spaces.graphs import model_zoo
@@ -238,9 +238,9 @@ def test_compare_latency_and_max_errors_on_torch_cpu():
 
 def _optimize(tmp_path, device, name="squeezenet11"):
     import onnx
-    from autotune.search_spaces.graphs import model_zoo
 
     from autotune.drivers.graph import optimize_graph
+    from autotune.search_spaces.graphs import model_zoo
 
     src = tmp_path / f"{name}.onnx"
     if not src.exists():
@@ -296,10 +296,10 @@ def test_optimize_graph_on_torch_rejects_an_unmapped_op_before_searching(tmp_pat
 @needs_onnx
 def test_optimize_graph_on_cuda(tmp_path):
     import torch
+
     from autotune.db import open_database, queries
     from autotune.runners.onnx_ops import op_spec
     from autotune.runners.torch_ops import TorchOpRunner
-
     from autotune.types import Candidate, Task
     runner = TorchOpRunner("cuda", min_time=0.001)
     assert runner.device.kind == "cuda" and runner.device.name == torch.cuda.get_device_name()

@@ -5,6 +5,7 @@ import shutil
 
 import numpy as np
 import pytest
+
 from autotune.runners.c import DEFAULT_FLAGS, CRunner
 from autotune.search_spaces.kernels import TEMPLATES, kernel_problem
 

@@ -15,6 +15,7 @@ import subprocess
 
 import numpy as np
 import pytest
+
 from autotune.search_spaces.kernels import kernel_problem
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")

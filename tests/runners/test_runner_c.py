@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 import pytest
+
+from autotune.errors import UsageError
 from autotune.runners.c import CRunner
 from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels import Softmax, kernel_problem
-
-from autotune.errors import UsageError
 from autotune.types import Candidate, Status
 
 FAST = Protocol(warmup=1, min_repeats=3, max_repeats=20, min_time_s=0.01, budget_s=2.0)

@@ -12,8 +12,8 @@ GPU, torch with CUDA, onnxruntime) are skipped with the reason.
 from __future__ import annotations
 
 import pytest
-from autotune.runners.base import Runner
 
+from autotune.runners.base import Runner
 from autotune.testing import discovery
 from autotune.testing.runners import RUNNER_FACTORIES, RunnerConformance, build
 

@@ -5,10 +5,10 @@ import shutil
 
 import numpy as np
 import pytest
-from autotune.runners.timing import Protocol
-from autotune.search_spaces.kernels import Softmax, kernel_problem
 
 from autotune.errors import MissingDependencyError, UsageError
+from autotune.runners.timing import Protocol
+from autotune.search_spaces.kernels import Softmax, kernel_problem
 from autotune.types import Candidate, Status
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("NVCC"),

@@ -105,7 +105,6 @@ def test_measurements_from_the_database_override_the_cluster(tmp_path):
     from autotune.db import open_database
     from autotune.db.calibration import measured, record
     from autotune.runners.simulator.calibration import calibrated
-
     from autotune.types import Device
 
     db = open_database(f"sqlite:///{tmp_path / 'm.db'}")
@@ -351,9 +350,8 @@ def test_eager_kernels_cost_more_than_fused_ones_and_are_kept_by_rebuild():
     """The same GPT with Megatron-LM 2019's separate elementwise kernels (more passes over the attention
     scores, head transposes by copies, dropout and residual add apart) takes longer than with fused kernels
     on a device with finite memory bandwidth; rebuilding the graph at another batch keeps its kernels."""
-    from autotune.search_spaces.parallel.models import rebuild, transformer
-
     from autotune.errors import UsageError
+    from autotune.search_spaces.parallel.models import rebuild, transformer
 
     dev = DeviceSpec("toy", PEAK, PEAK, 1e12, 1e11, gemm_efficiency=1.0, launch_s=1e-6)
     cl = Cluster("toy", 1, 1, dev, INTRA, LAT_I, INTER, LAT_N)

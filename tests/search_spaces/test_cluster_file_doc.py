@@ -14,7 +14,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "parallel.md"
 
 
 def _doc_yaml() -> str:
-    blocks = re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.S)
+    blocks = re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.DOTALL)
     assert blocks, "docs/parallel.md lost its cluster file example"
     return blocks[0]
 

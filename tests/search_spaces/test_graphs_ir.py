@@ -6,12 +6,12 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from autotune.runners.onnx_ops import max_errors
-from autotune.search_spaces.graphs import model_zoo, onnx_io
-from autotune.search_spaces.graphs.ir import Graph, Node
 from onnx import TensorProto, helper
 
 from autotune.errors import UsageError
+from autotune.runners.onnx_ops import max_errors
+from autotune.search_spaces.graphs import model_zoo, onnx_io
+from autotune.search_spaces.graphs.ir import Graph, Node
 
 
 @pytest.mark.parametrize("name", sorted(model_zoo.MODELS))
@@ -88,6 +88,7 @@ def test_unsorted_onnx_nodes_are_sorted():
 @pytest.mark.parametrize("include_pad", [0, 1])
 def test_padded_average_pool_reference_matches_onnxruntime(include_pad):
     import onnxruntime as ort
+
     from autotune.search_spaces.graphs import ops
 
     x = np.random.default_rng(0).random((1, 2, 6, 6), dtype=np.float32)

@@ -7,14 +7,13 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from autotune.errors import UsageError
 from autotune.runners.graph import GraphCostRunner, OpCostCache, OpCosts
 from autotune.runners.onnx_ops import OnnxOpRunner
 from autotune.search_spaces.graphs import model_zoo, onnx_io
 from autotune.search_spaces.graphs.cost import fused_into_producer
 from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphSpace
-
-from autotune.errors import UsageError
 from autotune.testing.graphs import FakeOpRunner
 from autotune.types import Candidate, Status
 

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from autotune.search_spaces.kernels import TEMPLATES, Conv2d, Gemm, Softmax, kernel_problem
 
 from autotune.errors import UsageError
+from autotune.search_spaces.kernels import TEMPLATES, Conv2d, Gemm, Softmax, kernel_problem
 
 CPU_PROPS = {"cores": 4, "avx2": True, "avx512": True, "l1d_bytes": 48 * 1024, "l2_bytes": 1 << 20}
 SHAPES = {"gemm": "67,45,33", "conv2d": "2,5,9,11,6,3,3,stride=2,pad=1", "softmax": "7,50"}

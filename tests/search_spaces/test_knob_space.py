@@ -38,7 +38,7 @@ def test_neighbor_moves_one_knob_to_adjacent_valid_value():
 def test_remembered_points_change_no_move_even_when_the_memory_starts_again(monkeypatch):
     """Moves give the same valid points whether the space remembers every point it reached or forgets
     them every few points; a point breaking a constraint is never handed out from memory."""
-    import autotune.search_spaces.knobs as knobs
+    from autotune.search_spaces import knobs
 
     def walk(memo: int) -> list[str]:
         monkeypatch.setattr(knobs, "MEMO", memo)

@@ -37,8 +37,8 @@ def test_onnx_bert_matmuls(tmp_path):
 
 def _stack(path, prefixes):
     """A chain of MatMul + Add blocks named as an exporter names them ("/h.0/fc/MatMul_output_0"), then a head."""
-    from onnx import TensorProto, helper, numpy_helper
     import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits, x = [], [], "x"
     for p in prefixes:

@@ -83,8 +83,8 @@ def test_a_cache_that_inflates_past_the_limit_is_refused_before_it_is_parsed(tmp
     """A small gzip that inflates to more than AUTOTUNE_MAX_CACHE_MB is refused after reading the limit."""
     import gzip
 
-    import autotune.search_spaces.replay as replay
     from autotune.errors import UsageError
+    from autotune.search_spaces import replay
 
     monkeypatch.setattr(replay, "MAX_CACHE_MB", 1)
     bomb = tmp_path / "bomb.json.gz"

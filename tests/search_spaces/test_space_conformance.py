@@ -11,8 +11,8 @@ whose optional dependency (onnx, onnxruntime) is missing is skipped with the rea
 from __future__ import annotations
 
 import pytest
-from autotune.search_spaces.base import Space
 
+from autotune.search_spaces.base import Space
 from autotune.testing import discovery
 from autotune.testing.spaces import SPACE_FACTORIES, SpaceConformance, build
 

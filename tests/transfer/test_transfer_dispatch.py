@@ -6,13 +6,13 @@ import json
 
 import numpy as np
 import pytest
-from autotune.db import open_database
-from autotune.db.logs import import_kt
-from autotune.search_spaces.replay import KTCache
 
 import autotune
+from autotune.db import open_database
+from autotune.db.logs import import_kt
 from autotune.errors import UsageError
 from autotune.gpus import gpu_properties
+from autotune.search_spaces.replay import KTCache
 from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache
 from autotune.transfer.dispatch import best_config
 from autotune.transfer.similarity import measured_similarity, property_similarity, rank_similar
