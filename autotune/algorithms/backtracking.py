@@ -40,8 +40,8 @@ class Backtracking(SearchAlgorithm):
     no_repeats = True
     needs = ("sample", "children")
     options = {
-        "alpha": Option(1.1, "expand a node when its cost is below alpha * best cost"),
-        "beam": Option(64, "frontier size: nodes kept, lowest cost first"),
+        "alpha": Option(1.1, "expand a node when its cost is below alpha * best cost", low=1),
+        "beam": Option(64, "frontier size: nodes kept, lowest cost first", low=1),
         "max_nodes": Option(10000, "node expansions before falling back to random samples"),
     }
 

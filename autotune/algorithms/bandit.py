@@ -30,7 +30,7 @@ class AUCBandit(SearchAlgorithm):
     needs = ("sample", "neighbor", "crossover")
     options = {
         "algorithms": Option("evolutionary,mcmc,optuna-tpe,random", "comma-separated sub-algorithms (registered names)"),
-        "window": Option(50, "recent proposals the credit is computed on"),
+        "window": Option(50, "recent proposals the credit is computed on", low=1),
         "c": Option(0.05, "exploration constant"),
     }
 

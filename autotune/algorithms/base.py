@@ -11,6 +11,7 @@ is refused before anything is measured instead of failing half-way.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -43,8 +44,34 @@ def union_moves(*groups: Iterable[str]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Option:
+    """An algorithm option: its default and help. A numeric option's value lies in [low, high] (whole
+    numbers where the default is one); a value outside is refused when the algorithm is made."""
+
     default: Any
     help: str
+    low: float = 0
+    high: float = math.inf
+
+    def check(self, name: str, algorithm: str, value: Any) -> Any:
+        """``value`` as this option's type (numeric text is read as a number); UsageError when it is not one
+        or lies outside the bounds."""
+        d = self.default
+        if not isinstance(d, (int, float)) or isinstance(d, bool):
+            return value
+        whole = isinstance(d, int)
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if ok and whole:
+            ok = float(value).is_integer()
+        if not ok or not self.low <= value <= self.high:
+            kind = "a whole number" if whole else "a number"
+            bounds = f">= {self.low:g}" if self.high == math.inf else f"in [{self.low:g}, {self.high:g}]"
+            raise UsageError(f"algorithm {algorithm!r} option {name} must be {kind} {bounds}, not {value!r}")
+        return int(value) if whole else float(value)
 
 
 class SearchAlgorithm(ABC):
@@ -81,10 +108,7 @@ class SearchAlgorithm(ABC):
             raise UsageError(f"algorithm {self.name!r} has no option(s) {', '.join(sorted(unknown))}; valid: {valid}")
         self.config: dict[str, Any] = {k: o.default for k, o in self.options.items()}
         for k, v in kwargs.items():
-            default = self.options[k].default
-            if isinstance(default, (int, float)) and not isinstance(default, bool) and isinstance(v, str):
-                v = type(default)(v)
-            self.config[k] = v
+            self.config[k] = self.options[k].check(k, self.name, v)
         self.space: Space | None = None
         self.rng: np.random.Generator | None = None
 

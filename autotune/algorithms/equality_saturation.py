@@ -24,7 +24,7 @@ class EqualitySaturation(SearchAlgorithm):
     needs = ("saturate",)
     options = {
         "max_iters": Option(8, "saturation rounds (each applies every rule at every match)"),
-        "max_nodes": Option(20000, "stop saturating at this many e-nodes"),
+        "max_nodes": Option(20000, "stop saturating at this many e-nodes", low=1),
         "time_limit": Option(20.0, "seconds for the saturation, and again for the extraction"),
         "multi_iters": Option(1, "rounds in which rules replacing several outputs at once (merges) apply"),
     }

@@ -26,11 +26,11 @@ class Evolutionary(SearchAlgorithm):
     no_repeats = True
     needs = ("sample", "neighbor", "crossover")
     options = {
-        "population": Option(32, "population size (the best distinct points told so far)"),
+        "population": Option(32, "population size (the best distinct points told so far)", low=1),
         "init": Option(16, "random points proposed before breeding starts"),
-        "tournament": Option(3, "tournament size for parent selection"),
-        "crossover_rate": Option(0.8, "probability that a child is a crossover of two parents"),
-        "mutation_rate": Option(0.5, "probability that a child gets a neighbor mutation"),
+        "tournament": Option(3, "tournament size for parent selection", low=1),
+        "crossover_rate": Option(0.8, "probability that a child is a crossover of two parents", high=1),
+        "mutation_rate": Option(0.5, "probability that a child gets a neighbor mutation", high=1),
     }
 
     def setup(self) -> None:

@@ -36,7 +36,7 @@ class MCMC(SearchAlgorithm):
     needs = ("sample", "neighbor")
     options = {
         "t0": Option(0.1, "initial temperature, in relative cost (0.1: a 10% worse point is accepted with p=1/e)"),
-        "cooling": Option(0.97, "temperature multiplier after each result"),
+        "cooling": Option(0.97, "temperature multiplier after each result", high=1),
         "t_min": Option(0.002, "lowest temperature"),
         "restart_after": Option(60, "results without a new best before restarting from the best point"),
     }

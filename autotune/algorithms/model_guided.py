@@ -90,32 +90,32 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
     no_repeats = True
     options = {
         "init": Option(8, "points measured before the model is used (see design)"),
-        "epsilon": Option(0.1, "share of each batch given to exploration (random points, or local moves)"),
-        "local": Option(0.0, "share of the exploration slots that are unseen neighbors of the best measured point"),
+        "epsilon": Option(0.1, "share of each batch given to exploration (random points, or local moves)", high=1),
+        "local": Option(0.0, "share of the exploration slots that are unseen neighbors of the best measured point", high=1),
         "design": Option("maximin", "how the points before the model are drawn: 'random', or 'maximin' (each the "
                                    "farthest, in per-feature rank, of 256 random unseen points from those chosen "
                                    "before; enumerable spaces)"),
-        "retrain_every": Option(8, "retrain the model after this many new results"),
+        "retrain_every": Option(8, "retrain the model after this many new results", low=1),
         "retrain_growth": Option(0.05, "...or after this share of the results it was trained on, if more"),
-        "pool": Option(1000, "model evaluations by the inner search per batch (spaces above score_all)"),
-        "inner_batch": Option(64, "candidates the inner search proposes per simulated step"),
+        "pool": Option(1000, "model evaluations by the inner search per batch (spaces above score_all)", low=1),
+        "inner_batch": Option(64, "candidates the inner search proposes per simulated step", low=1),
         "score_all": Option(100000, "spaces with at most this many points are scored exhaustively"),
         "large": Option("both", "how a larger enumerable space is searched: 'inner' (the inner search's proposals), "
                                  "'sample' (a fixed random sample of its points, searched as a space that size: "
                                  "design, scoring, far picks) or 'both' (the sample and the inner search's proposals)"),
-        "sample": Option(50000, "points in that sample (at most score_all)"),
+        "sample": Option(50000, "points in that sample (at most score_all)", low=1),
         "quality_every": Option(0, "every this many retrains, also measure quality with a second fit on 80% (0: never)"),
-        "holdout": Option(0.2, "share held out by that quality fit"),
-        "avoid_failures": Option(0.5, "skip candidates whose learnt failure probability is above this (1: never)"),
+        "holdout": Option(0.2, "share held out by that quality fit", high=1),
+        "avoid_failures": Option(0.5, "skip candidates whose learnt failure probability is above this (1: never)", high=1),
         "pairs": Option("log2", "'log2': an XGBoost model also sees the sum and difference of every two log2 "
                                 "columns of power-of-two knobs (their products and ratios: a block's threads, a "
                                 "thread's tile); 'none': the space's features only"),
         "stall": Option(32, "after this many results without a better one, part of each batch (stall_share) goes to "
                            "the model's stall_pool best-scored unseen points farthest from every point seen (0: never)"),
-        "stall_share": Option(0.25, "share of the model's slots given to those picks while the search stalls"),
-        "stall_pool": Option(256, "how many of the model's best-scored unseen points those picks are drawn from"),
+        "stall_share": Option(0.25, "share of the model's slots given to those picks while the search stalls", high=1),
+        "stall_pool": Option(256, "how many of the model's best-scored unseen points those picks are drawn from", low=1),
         "spread_avoid": Option(0.9, "the design's spread points skip points whose learnt failure probability is "
-                                    "above this (1: never)"),
+                                    "above this (1: never)", high=1),
     }
 
     def __init__(self, inner: SearchAlgorithm, cost_model: CostModel, **kwargs):

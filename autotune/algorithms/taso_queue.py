@@ -34,7 +34,7 @@ class TasoQueue(SearchAlgorithm):
     needs = ("children",)
     no_repeats = True
     options: ClassVar[dict[str, Option]] = {
-        "alpha": Option(1.05, "queue candidates costing less than alpha x the best so far")}
+        "alpha": Option(1.05, "queue candidates costing less than alpha x the best so far", low=1)}
 
     def setup(self) -> None:
         self.seen: set[str] = set()

@@ -83,10 +83,10 @@ class WarmStart(SearchAlgorithm):
     options = {
         "top_k": Option(DEFAULT_TRANSFER_TOP, "source best configurations measured first"),
         "more_probes": Option(24, "source best configurations after those, measured while they keep paying (the probe arm)"),
-        "min_rho": Option(0.2, "leave the sources out of the pooled model while their Spearman with the target's results is lower"),
+        "min_rho": Option(0.2, "leave the sources out of the pooled model while their Spearman with the target's results is lower", low=-1, high=1),
         "check_after": Option(8, "target results needed before the sources are checked"),
-        "epsilon": Option(0.1, "share of each model-guided batch given to random points"),
-        "retrain_every": Option(4, "retrain the warm arm's model after this many new results"),
+        "epsilon": Option(0.1, "share of each model-guided batch given to random points", high=1),
+        "retrain_every": Option(4, "retrain the warm arm's model after this many new results", low=1),
         "init": Option(8, "points measured after the probes, before the models are used"),
         "design": Option(ModelGuided.options["design"].default, "how those points are drawn (ModelGuided's design: "
                                                                 "'maximin' spreads them away from the probes and each other)"),
@@ -99,13 +99,13 @@ class WarmStart(SearchAlgorithm):
                                  "campaign on a million points, docs/benchmarks.md)"),
         "pool": Option(ModelGuided.options["pool"].default // 2, "model evaluations per batch by each arm's inner "
                                                                  "search (spaces above score_all; ModelGuided's pool): "
-                                                                 "the two arms together as many as one search"),
+                                                                 "the two arms together as many as one search", low=1),
         "focus": Option(4.0, "a result's credit is the share of earlier target results it beats, to this power"),
         "top": Option(0, "when above 0, a result's credit is 1 if it beats the top-th best earlier result, else 0"),
         "probe_top": Option(3, "a later probe earns credit only when it beats the probe_top-th best earlier result"),
-        "discount": Option(0.95, "weight an arm's credit keeps at every new result"),
+        "discount": Option(0.95, "weight an arm's credit keeps at every new result", high=1),
         "cold_floor": Option(0.25, "share of each batch after the design points that goes to the cold arm whatever "
-                                   "the draws (the race gives out the rest)"),
+                                   "the draws (the race gives out the rest)", high=1),
     }
 
     def __init__(self, inner: SearchAlgorithm, sources: list[SourceData], target_device: Device | None = None,

@@ -52,6 +52,10 @@ def test_keys_and_types_are_checked_against_the_declared_options():
                                                                 "xgb"))
     assert guided.config["epsilon"] == 0.3 and guided.inner.config["population"] == 12
     assert make_algorithm("mcmc", {"t0": 1}).config["t0"] == 1.0
+    for name, bad in (("taso-queue", {"alpha": 0.5}), ("backtracking", {"beam": 0}), ("mcmc", {"cooling": 1.5}),
+                      ("mcmc", {"t0": float("nan")}), ("evolutionary", {"tournament": 0})):
+        with pytest.raises(UsageError, match=f"option {next(iter(bad))} must be"):
+            make_algorithm(name, bad)
 
 
 def test_tune_replay_option_is_stored_with_the_campaign(tmp_path):
@@ -72,6 +76,9 @@ def test_tune_replay_option_is_stored_with_the_campaign(tmp_path):
     ("epsilon=0.2", "none", "has no option 'epsilon'"),
     ("nothing", "xgb", "KEY=VALUE"),
     ("large=every", "xgb", "large must be one of inner, sample, both"),
+    ("population=-4", "none", "option population must be a whole number >= 1, not -4"),
+    ("mutation_rate=5", "none", "option mutation_rate must be a number in [0, 1], not 5.0"),
+    ("epsilon=1.5", "xgb", "option epsilon must be a number in [0, 1]"),
 ])
 def test_a_bad_option_exits_2_before_anything_is_written(tmp_path, option, cost_model, needle):
     url = f"sqlite:///{tmp_path / 'bad.db'}"
