@@ -7,7 +7,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from autotune.db.database import Database
 from autotune.errors import UsageError
 
-__all__ = ["Database", "open_database"]
+__all__ = ["Database", "open_database", "open_existing_database"]
 
 
 def open_database(url: str = "sqlite:///autotune.db", create: bool = True) -> Database:
@@ -28,3 +28,21 @@ def open_database(url: str = "sqlite:///autotune.db", create: bool = True) -> Da
         db.close()
         raise
     return db
+
+
+def open_existing_database(url: str, who: str = "this command") -> Database:
+    """Open a database that must exist already: a malformed URL or a missing SQLite file is a UsageError
+    naming ``who`` needs one, and nothing is created (a typo in --db does not leave an empty file behind)."""
+    import os
+
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - any parse failure is the same usage error
+        raise UsageError(f"database URL {url!r} is malformed; use sqlite:///FILE or postgresql+psycopg://...") from None
+    sqlite_file = parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
+    if sqlite_file and not os.path.isfile(parsed.database):
+        raise UsageError(f"no database file {parsed.database!r} ({who} reads an existing database; campaigns "
+                         "create one)")
+    return open_database(url, create=False)

@@ -34,7 +34,7 @@ CostModelOption = Annotated[str | None, typer.Option("--cost-model", help="Guide
 TransferOption = Annotated[str | None, typer.Option("--transfer-from", help="Warm-start from other devices' measurements of this task in the database: DEVICE[,DEVICE...] or auto (the most similar)")]
 TransferTopOption = Annotated[int, typer.Option("--transfer-top", help="With --transfer-from: the sources' best configurations measured first")]
 RayOption = Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help="Measure on a Ray cluster (needs the ray extra): local (start one on this machine), auto (the cluster this machine belongs to) or HOST:PORT")]
-RayActorsOption = Annotated[int | None, typer.Option("--ray-actors", help="With --ray: measuring actors, one device each (default: one per GPU for CUDA, one per CPU core otherwise)")]
+RayActorsOption = Annotated[int | None, typer.Option("--ray-actors", min=1, help="With --ray: measuring actors, one device each (default: one per GPU for CUDA, one per CPU core otherwise)")]
 ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars with the time left (drawn only on a terminal) and a closing summary line, on standard error")]
 FreshOption = Annotated[bool, typer.Option("--fresh", help="Start the campaign afresh: an existing campaign of this name is deleted first (its measured trials stay in the database and are reused as look-ups)")]
 AlgorithmOptionsOption = Annotated[list[str] | None, typer.Option("--option", metavar="KEY=VALUE", help="An option of the algorithm, or of the cost-model guidance (see `autotune algorithms`); VALUE is read as JSON when it parses (numbers, true/false, lists), else as text. Repeat for several")]
@@ -104,10 +104,12 @@ def emit_json(obj: Any) -> None:
     typer.echo(json.dumps(obj, default=str, allow_nan=False))
 
 
-def open_db(url: str):
-    from autotune.db import open_database
+def open_db(url: str, existing: bool = False):
+    """The database at ``url``; ``existing``: a command that only reads it (or changes what is there), so a
+    missing SQLite file is an error rather than a new empty database."""
+    from autotune.db import open_database, open_existing_database
 
-    return open_database(url)
+    return open_existing_database(url) if existing else open_database(url)
 
 
 def _cell(v) -> str:

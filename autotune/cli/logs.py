@@ -57,7 +57,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         from autotune.db.queries import resolve_filters
 
         writable_output(output, "the export file")
-        database = open_db(db)
+        database = open_db(db, existing=True)
         names = resolve_filters(database, campaign=campaign, task=task, device=device)  # unknown: closest names
         n = export_file(database, output, **names, status=status)
         typer.echo(f"wrote {n} trials to {output}")

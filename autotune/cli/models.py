@@ -75,7 +75,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         if format not in ("table", "csv", "json"):
             raise UsageError(f"unknown format {format!r}; valid: table, csv, json")
-        database = open_db(db)
+        database = open_db(db, existing=True)
         if pin or unpin:
             both = set(pin or ()) & set(unpin or ())
             if both:
@@ -107,7 +107,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         campaign: Annotated[str | None, typer.Option("--campaign", help="Use this campaign's latest model")] = None,
         config: Annotated[list[str] | None, typer.Option("--config", help="A configuration as JSON (repeatable)")] = None,
         configs: Annotated[Path | None, typer.Option("--configs", help="JSONL file of configurations ('-' for stdin)")] = None,
-        top: Annotated[int, typer.Option("--top", help="How many to show; without configurations, the top of the whole space")] = 10,
+        top: Annotated[int, typer.Option("--top", min=1, help="How many to show; without configurations, the top of the whole space")] = 10,
         format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json")] = "table",
         db: DbOption = DEFAULT_DB,
     ) -> None:
@@ -118,7 +118,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         from autotune.db.queries import load_cost_model
         from autotune.errors import UsageError
 
-        database = open_db(db)
+        database = open_db(db, existing=True)
         cost_model, task, info = load_cost_model(database, model_id=model, campaign=campaign)
         space = space_for_task(task, info["device_properties"])
         given = [parse_json_arg(c, "--config") for c in (config or [])]

@@ -58,7 +58,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         from autotune.transfer.dispatch import as_device
         from autotune.transfer.similarity import rank_similar
 
-        database = open_db(db)
+        database = open_db(db, existing=True)
         try:
             devs = store.devices(database)
             if similar_to is None:
@@ -114,7 +114,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         if format not in ("json", "c-header"):
             raise UsageError(f"unknown format {format!r}; valid: json, c-header")
         names = [n.strip() for d in (devices or []) for n in d.split(",") if n.strip()] or None
-        database = open_db(db)
+        database = open_db(db, existing=True)
         try:
             doc = export_configs(database, task, names)
         finally:

@@ -21,14 +21,12 @@ trials of its history are *reused* look-ups of measurements made elsewhere, coun
 from __future__ import annotations
 
 import difflib
-import os
 import random
 import threading
 from collections import OrderedDict
 
 import numpy as np
 from sqlalchemy import func, or_, select
-from sqlalchemy.engine import make_url
 
 from autotune.dashboard.analysis import dimensions, flatten, main_effects, transfer_of
 from autotune.dashboard.domains import DomainReads
@@ -36,7 +34,7 @@ from autotune.dashboard.paging import decode_cursor, encode_cursor, text_filter,
 from autotune.dashboard.rows import NotFound
 from autotune.dashboard.rows import json_value as _json
 from autotune.dashboard.summary import Series, Summary, as_text, seconds_between
-from autotune.db import Database, open_database
+from autotune.db import Database, open_existing_database
 from autotune.db.models import CampaignRow, CampaignTrialRow, DeviceRow, TaskRow, TrialRow
 from autotune.errors import UsageError
 
@@ -55,15 +53,7 @@ T, L = TrialRow.__table__, CampaignTrialRow.__table__
 def open_dashboard_db(url: str) -> Database:
     """Open an existing experiment database for reading: a bad URL, a missing SQLite file or a
     database without the autotune schema is a UsageError (nothing is created)."""
-    try:
-        parsed = make_url(url)
-    except Exception:  # noqa: BLE001 - any parse failure is the same usage error
-        raise UsageError(f"database URL {url!r} is malformed; use sqlite:///FILE or postgresql+psycopg://...") from None
-    sqlite_file = parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
-    if sqlite_file and not os.path.isfile(parsed.database):
-        raise UsageError(f"no database file {parsed.database!r} (the dashboard reads an existing database; "
-                         "campaigns create one)")
-    return open_database(url, create=False)
+    return open_existing_database(url, "the dashboard")
 
 
 # -- the reads -------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from autotune.algorithms.registry import ALGORITHMS, check_options, make_algorithm
 from autotune.campaign import Campaign
-from autotune.db import open_database, queries
+from autotune.db import open_database, open_existing_database, queries
 from autotune.db.calibration import measured
 from autotune.errors import UsageError, did_you_mean
 from autotune.progress import Progress, make_progress
@@ -141,7 +141,7 @@ def calibrate(cluster: Cluster, db, device: str | None = None) -> tuple[Cluster,
     whose name contains ``device`` (default: the hardware name of the cluster's device, e.g. A100, also for
     the A100-DeepSpeed, whose measured times are an A100's); and the counts read.
     A ``device`` given that matches no device with measurements is a UsageError naming those devices."""
-    database = open_database(db, create=False) if isinstance(db, str) else db
+    database = open_existing_database(db, "--measured-db") if isinstance(db, str) else db
     try:
         ops, coll = measured(database, device or cluster.device.hardware_name)
         if device is not None and not ops and not coll:

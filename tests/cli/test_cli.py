@@ -88,12 +88,23 @@ def test_bad_input_exits_2_with_one_sentence_and_no_campaign(args, needle, url, 
     args = [str(_bad_cache(tmp_path)) if a == "BAD" else str(_wrong_cache(tmp_path)) if a == "WRONG" else a for a in args]
     if "--db" not in args:
         args += ["--db", url]
+    open_database(url).close()  # the query commands read an existing database
     r = run(*args)
     assert r.exit_code == 2, r.output
     assert needle in r.stderr and "Traceback" not in r.output
     assert len(r.stderr.strip().splitlines()) == 1
     if args[-1] == url:
         assert queries.campaigns(open_database(url)).empty
+
+
+@pytest.mark.parametrize("args", [["campaigns"], ["trials"], ["best"], ["models"], ["export", "-o", "x.jsonl"],
+                                  ["campaigns", "rename", "a", "b"]])
+def test_read_commands_refuse_a_missing_database_file_and_create_none(args, tmp_path):
+    missing = tmp_path / "typo.db"
+    r = run(*args, "--db", f"sqlite:///{missing}")
+    assert r.exit_code == 2, r.output
+    assert "no database file" in r.stderr and "Traceback" not in r.output
+    assert not missing.exists()
 
 
 def test_every_command_has_help():

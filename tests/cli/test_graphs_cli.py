@@ -131,7 +131,11 @@ def test_optimize_graph_predicts_beyond_the_measurement_cap(tmp_path):
     (["--format", "jsn"], "unknown format 'jsn'; valid: table, csv, json (did you mean 'json'?)"),
 ])
 def test_rules_list_refuses_unknown_choices_naming_the_closest(tmp_path, args, message):
-    r = CliRunner().invoke(app, ["rules", "list", *args, "--db", f"sqlite:///{tmp_path / 'r.db'}"])
+    from autotune.db import open_database
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    open_database(url).close()  # rules list reads an existing database
+    r = CliRunner().invoke(app, ["rules", "list", *args, "--db", url])
     assert r.exit_code == 2 and r.stdout == "" and r.stderr.startswith("error: ") and message in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
