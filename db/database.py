@@ -218,6 +218,11 @@ class Database(CampaignWorkers, StoredModels, CampaignAdmin):
                 f"campaign {name!r} already exists for another task or device; resume it with the same "
                 "task and device, or choose another --campaign name"
             )
+        if not created and row.algorithm != algorithm:  # its stored search state belongs to that algorithm
+            raise UsageError(
+                f"campaign {name!r} was run with algorithm {row.algorithm!r}, not {algorithm!r}; resume it with "
+                "the same algorithm, start it afresh (--fresh), or choose another --campaign name"
+            )
         return row, not created
 
     def campaign(self, name: str) -> CampaignRow:

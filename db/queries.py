@@ -175,6 +175,14 @@ def count_trials(db: Database, campaign: str | None = None, task: str | None = N
                         .where(_trial_query(db, campaign, task, device, status)))
 
 
+def lookups(db: Database, campaign: str) -> int:
+    """How many of the trials ``campaign`` evaluated it looked up (measured before, elsewhere) rather than measured."""
+    camp = db.campaign(campaign)
+    with db.session() as s:
+        return s.scalar(select(func.count(CampaignTrialRow.id)).where(CampaignTrialRow.campaign_id == camp.id,
+                                                                     CampaignTrialRow.reused.is_(True)))
+
+
 def trial_pages(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
                 status: str | None = None, page: int = 10_000) -> Iterator[pd.DataFrame]:
     """Every matching trial, oldest first, as DataFrames of at most ``page`` rows (memory stays bounded)."""

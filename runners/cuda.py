@@ -33,6 +33,7 @@ from autotune.search_spaces.kernels.base import KernelTemplate
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
 NVCC_FLAGS = ("-O3", "-std=c++17", "--resource-usage")
+CUDA_BACKENDS = ("auto", "pycuda", "cupy")  # how kernels are loaded and launched: pycuda, CuPy, or the one installed
 
 
 def nvcc_path() -> str:
@@ -103,8 +104,8 @@ class GpuWorker:
     """The isolated worker process of one GPU; restarted on demand."""
 
     def __init__(self, index: int = 0, backend: str = "auto"):
-        if backend not in ("auto", "pycuda", "cupy"):
-            raise UsageError(f"unknown CUDA backend {backend!r}; valid: auto, pycuda, cupy")
+        if backend not in CUDA_BACKENDS:
+            raise UsageError(f"unknown CUDA backend {backend!r}; valid: {', '.join(CUDA_BACKENDS)}")
         self.index, self.backend, self.proc, self.props = index, backend, None, None
         self.restarts = -1
         self._setup = None

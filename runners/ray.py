@@ -75,6 +75,14 @@ def _build(stage, task: Task, candidate: Candidate) -> Built:
     return stage(task, candidate)
 
 
+def check_ray_args(ray: str | None, actors: int | None) -> None:
+    """UsageError for a number of actors without a cluster to run them on, or fewer than one."""
+    if actors is not None and ray is None:
+        raise UsageError("--ray-actors needs --ray (the address of the Ray cluster to measure on)")
+    if actors is not None and actors < 1:
+        raise UsageError(f"--ray-actors must be at least 1, not {actors}")
+
+
 class RayRunner(StreamingRunner):
     """Measure with ``actors`` copies of the runner ``make_runner()`` makes, on a Ray cluster.
 

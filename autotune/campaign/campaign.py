@@ -8,6 +8,7 @@ a campaign killed at any point loses at most the batch in flight, and resuming i
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 import time
 import zlib
@@ -36,6 +37,13 @@ def _positive(name: str, value, kind=float):
     if value is not None and not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
         raise UsageError(f"{name} must be a positive number, not {value!r}")
     return kind(value) if value is not None else None
+
+
+def checked_seed(seed) -> int:
+    """``seed`` as an int; UsageError unless it is a whole number >= 0 (what numpy's generators take)."""
+    if not (isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and seed >= 0):
+        raise UsageError(f"the seed must be a whole number >= 0, not {seed!r}")
+    return int(seed)
 
 
 class Campaign:
@@ -84,7 +92,7 @@ class Campaign:
         self.time_budget = _positive("the time budget", time_budget)
         self.simulated_budget = _positive("the simulated-time budget", simulated_budget)
         self.batch = _positive("the batch size", batch, int)
-        self.seed = int(seed)
+        self.seed = checked_seed(seed)
         self.warmup = list({c.key: c for c in warmup}.values())
         warmup = list(warmup)
         self.required = {c.key for c in warmup[:len(warmup) if warmup_required is None else int(warmup_required)]}

@@ -91,7 +91,7 @@ def tune_graph(
     option: AlgorithmOptionsOption = None,
     rules: Annotated[str | None, typer.Option("--rules", help="Extra rules JSON (e.g. from `autotune rules generate`)")] = None,
     max_measure: Annotated[int, typer.Option("--max-measure", help="Distinct ops timed during the search; the rest are predicted by the op-cost model, and those the result relies on are timed at the end")] = 400,
-    rounds: Annotated[int, typer.Option("--rounds", help="Interleaved end-to-end timing rounds of the final check")] = 25,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Interleaved end-to-end timing rounds of the final check")] = 25,
     start_from: Annotated[str | None, typer.Option("--start-from", help="Search from a peer optimizer's output, as a user chains tools: onnxruntime (its offline optimizer, extended level), ort-transformers (onnxruntime.transformers.optimizer, on transformers), onnxsim (pip install 'autotune[bench]') or best (the fastest of those faster than the input beyond noise, else the input); the model kept is the fastest of the original, the peer's and ours")] = None,
     input_shape: Annotated[list[str] | None, typer.Option("--input-shape", metavar="NAME=DIMS", help="Static shape of an input with dynamic axes, e.g. input_ids=1x128 (repeat for several inputs)")] = None,
     json_out: JsonOption = False,
@@ -146,7 +146,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         ctx: typer.Context,
         max_ops: Annotated[int, typer.Option("--max-ops", help="largest graph size enumerated (1-3)")] = 2,
         output: Annotated[str | None, typer.Option("-o", "--output", help="write the kept rules as JSON")] = None,
-        z3_timeout_ms: Annotated[int, typer.Option(help="z3 timeout per rule, ms")] = 2000,
+        z3_timeout_ms: Annotated[int, typer.Option(min=1, help="z3 timeout per rule, ms")] = 2000,
         json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
         progress: ProgressOption = True,
         db: DbOption = DEFAULT_DB,
@@ -193,7 +193,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         if status is not None:
             check_choice("status", status, RULE_STATUSES)
         check_choice("format", format, LIST_FORMATS)
-        database = open_db(db)
+        database = open_db(db, existing=True)
         try:
             df = rules_query(database, status=status, provenance=provenance)
             if provenance is not None and df.empty:

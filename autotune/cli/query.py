@@ -88,7 +88,7 @@ def list_campaigns(db: str, format: str, include_reused: bool, wide: bool, task:
     from autotune.db import queries
 
     _check_format(format)
-    database = open_db(db)
+    database = open_db(db, existing=True)
     names = queries.resolve_filters(database, task=task, device=device)
     df = queries.campaigns(database, include_reused=include_reused)
     if names["task"] is not None:
@@ -161,7 +161,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         from autotune.db import queries
         from autotune.errors import UsageError
 
-        database = open_db(_group_db(ctx, db))
+        database = open_db(_group_db(ctx, db), existing=True)
         name = queries.resolve_filters(database, campaign=name)["campaign"]
         row = database.campaign(name)
         if not force:  # before asking: a deletion that would be refused is not offered
@@ -199,7 +199,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         """Rename a campaign (refused when a campaign of the new name exists); resume it with --campaign NEW."""
         from autotune.db import queries
 
-        database = open_db(_group_db(ctx, db))
+        database = open_db(_group_db(ctx, db), existing=True)
         old = queries.resolve_filters(database, campaign=old)["campaign"]
         database.rename_campaign(old, new)
         typer.echo(f"renamed campaign {old!r} to {new!r}; resume it with --campaign {new!r}")
@@ -218,12 +218,13 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         wide: WideOption = False,
         db: DbOption = DEFAULT_DB,
     ) -> None:
-        """List trials (every measurement) with their configuration, status and cost: every trial of a
-        --campaign, else the first 50 unless --limit, --top or --all says otherwise."""
+        """List trials (every measurement) with their configuration, status and cost: every trial a
+        --campaign evaluated (with those it looked up rather than measured, which name the campaign that
+        measured them), else the first 50 unless --limit, --top or --all says otherwise."""
         from autotune.db import queries
 
         _check_format(format)
-        database = open_db(db)
+        database = open_db(db, existing=True)
         filters = {**queries.resolve_filters(database, campaign=campaign, task=task, device=device), "status": status}
         all_ = all_ or (campaign is not None and limit is None)
         limit = 50 if limit is None else limit
@@ -231,7 +232,10 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             pages = queries.trial_pages(database, **filters)
         else:
             pages = iter([queries.trials(database, **filters, top=top, limit=None if all_ else limit)])
-        drop = tuple(k for k in ("campaign", "device") if filters[k] is not None)  # the same on every row
+        # a filtered device is the same on every row, and so is a filtered campaign unless it looked up trials
+        # measured elsewhere: the campaign column then names who measured each
+        own = filters["campaign"] is not None and queries.lookups(database, filters["campaign"]) == 0
+        drop = tuple(k for k, same in (("campaign", own), ("device", filters["device"] is not None)) if same)
         shown = write_pages(pages, format, columns=_layout(TRIAL_COLUMNS, drop), wide=wide)
         if not all_ and top is None and shown == limit:
             total = queries.count_trials(database, **filters)
@@ -257,9 +261,20 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         _check_format(format)
         if k <= 0:
             raise UsageError(f"--k must be positive, not {k}")
-        database = open_db(db)
+        database = open_db(db, existing=True)
         task = queries.resolve_filters(database, task=task)["task"]
-        device = device_or_known_gpu(database, device) if task else queries.resolve_filters(database, device=device)["device"]
+        if not task and device is not None:
+            try:
+                device = queries.resolve_filters(database, device=device)["device"]
+            except UsageError as exc:
+                from autotune.gpus import gpu_properties
+
+                if "model" in gpu_properties(device):  # a known GPU that measured nothing: needs the task
+                    raise UsageError(f"{exc}; for a GPU without trials, name the --task too: the configuration "
+                                     "expected best comes from the devices most similar to it") from None
+                raise
+        else:
+            device = device_or_known_gpu(database, device)
         df = queries.best(database, task=task, device=device, k=k)
         if df.empty and task and device:  # a device never tuned: the config expected best from similar devices
             import pandas as pd

@@ -30,7 +30,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     ) -> None:
         """Run many campaigns (one per operator shape, one task on several GPUs, ...); with --ray as Ray tasks sharing the cluster, else one after the other.
 
-        Each entry has a kind (replay, kernel, graph or parallel) and the arguments of that kind's command with underscores (cache, name, shape, target, model, cluster, trials, seed, ...), and may name its campaign and db. Every campaign is logged as usual; one that fails is reported and the others go on."""
+        Each entry has a kind (replay, kernel, graph, parallel or command) and the arguments of that kind's command with underscores (cache, name, shape, target, model, cluster, argv, space_file, trials, seed, ...), and may name its campaign and db. Every campaign is logged as usual; one that fails is reported and the others go on."""
         import pandas as pd
         from rich.console import Console
 
@@ -89,7 +89,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         from autotune.cli.common import open_db
 
-        database = open_db(db)
+        database = open_db(db, existing=True)
         try:
             rows = database.campaign_workers(database.campaign(campaign).id)
         finally:

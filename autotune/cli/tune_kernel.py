@@ -40,10 +40,10 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option("--seed", help="Random seed")] = 0,
         batch: Annotated[int, typer.Option("--batch", help="Candidates built in parallel and committed together")] = 8,
         campaign: Annotated[str | None, typer.Option("--campaign", help="Campaign name; an existing name resumes it")] = None,
-        threads: Annotated[int | None, typer.Option("--threads", help="cpu: pin the OpenMP thread count (default: a knob)")] = None,
+        threads: Annotated[int | None, typer.Option("--threads", min=1, help="cpu: pin the OpenMP thread count (default: a knob)")] = None,
         device_index: Annotated[int, typer.Option("--device", help="cuda: GPU index")] = 0,
         backend: Annotated[str, typer.Option("--backend", help="cuda: auto, pycuda or cupy")] = "auto",
-        source: Annotated[str | None, typer.Option("--source", help="Write the best configuration's generated code to this file")] = None,
+        source: Annotated[str | None, typer.Option("--source", help="Write the fastest known configuration's generated code to this file (the search's, or a trial it looked up, such as the default's, when faster)")] = None,
         db: DbOption = DEFAULT_DB,
         json: Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of standard output")] = False,
         progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on standard error")] = True,
@@ -64,7 +64,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                                               campaign, db, threads, device_index, backend, progress,
                                               cost_model, transfer_from, transfer_top, ray, ray_actors,
                                               fresh=fresh, options=parse_options(option))
-        if source and result.best is not None:
+        if source and result.best_evaluated is not None:  # the fastest known: a look-up (the default's) may beat the search
             with open(source, "w") as f:
-                f.write(template.source(result.best.candidate.payload))
+                f.write(template.source(result.best_evaluated.candidate.payload))
         report(result, json, extra)

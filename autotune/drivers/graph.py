@@ -29,7 +29,7 @@ import numpy as np
 
 from autotune.algorithms.base import SearchAlgorithm
 from autotune.algorithms.registry import ALGORITHMS, algorithm_class, check_options
-from autotune.campaign import Campaign
+from autotune.campaign import Campaign, checked_seed
 from autotune.db import open_database
 from autotune.db.database import Database
 from autotune.db.op_costs import DatabaseOpCostCache
@@ -223,6 +223,9 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     trials, time_budget = _budgets(trials, time_budget, batch)
     if max_measure < 0:
         raise UsageError(f"max_measure must be >= 0, not {max_measure}")
+    if rounds < 1 or threads < 1:
+        raise UsageError(f"rounds and threads must be at least 1, not {rounds} and {threads}")
+    seed = checked_seed(seed)  # the algorithm is made with it before the campaign starts
     original, name = _load(model)
     from autotune.search_spaces.graphs import onnx_io
     from autotune.search_spaces.graphs.builtin_rules import builtin_rules

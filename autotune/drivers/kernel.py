@@ -17,7 +17,7 @@ from autotune.algorithms.registry import (
     DEFAULT_TRANSFER_TOP,
     check_options,
 )
-from autotune.campaign import Campaign
+from autotune.campaign import Campaign, checked_seed
 from autotune.db import open_database
 from autotune.errors import UsageError
 from autotune.search_spaces.kernels import TEMPLATES
@@ -96,6 +96,13 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
     ``options``: the algorithm's options, and the cost-model guidance's (``autotune algorithms``)."""
     if name not in TEMPLATES:
         raise UsageError(f"unknown kernel {name!r}; valid: {', '.join(TEMPLATES)}")
+    from autotune.runners.cuda import CUDA_BACKENDS
+    from autotune.runners.ray import check_ray_args
+
+    if backend not in CUDA_BACKENDS:  # whatever the target: a misspelt flag is refused, not ignored
+        raise UsageError(f"unknown CUDA backend {backend!r}; valid: {', '.join(CUDA_BACKENDS)}")
+    check_ray_args(ray, ray_actors)
+    seed = checked_seed(seed)  # the runner and the default's measurement use it before the campaign does
     options = check_options(algorithm, options, cost_model)
     if options and transfer_from:
         raise UsageError("algorithm options (--option) apply to the ordinary search, not to a warm start (--transfer-from)")

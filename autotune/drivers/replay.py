@@ -41,6 +41,9 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
     algo = make_search(algorithm, cost_model, **options)  # validates the names before anything is written
     if trials is None and time_budget is None and simulated_budget is None:
         trials = 100
+    from autotune.runners.ray import check_ray_args
+
+    check_ray_args(ray, ray_actors)
     if measure_delay < 0:
         raise UsageError(f"the measurement delay must be >= 0 seconds, not {measure_delay}")
     space = ReplaySpace(cache)

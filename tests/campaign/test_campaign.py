@@ -90,6 +90,12 @@ def test_bad_budgets_and_mismatched_resume_are_usage_errors(sqlite_url, replay):
     Campaign("y", other, "random", FakeRunner(other), db, trials=3).run()
     with pytest.raises(UsageError, match="already exists for another task"):
         Campaign("y", space, "random", runner, db, trials=3).run()
+    with pytest.raises(UsageError, match="was run with algorithm 'random', not 'grid'"):
+        Campaign("y", other, "grid", FakeRunner(other), db, trials=6).run()
+    assert Campaign("y", other, "random", FakeRunner(other), db, trials=6).run().trials == 6  # the same one resumes
+    for seed in (-1, 1.5, True):
+        with pytest.raises(UsageError, match="seed must be a whole number >= 0"):
+            Campaign("z", space, "random", runner, db, trials=3, seed=seed)
     assert [c for c in queries.campaigns(db)["campaign"]] == ["y"]
 
 

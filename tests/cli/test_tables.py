@@ -187,6 +187,19 @@ def test_trials_table_and_wider_terminal(tuned):
     assert "candidate_key" in full and "worker" in full and "0efbdfd8166f602c" in full
 
 
+def test_a_campaigns_trials_name_who_measured_the_ones_it_looked_up(tmp_path):
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    for name in ("first", "second"):  # the same grid twice: the second looks up every trial the first measured
+        r = run("tune", "replay", "--cache", "example:pnpoly-rtx3090", "--trials", 5, "--algorithm", "grid",
+                "--cost-model", "none", "--campaign", name, "--db", url, "--no-progress", "--json")
+        assert r.exit_code == 0, r.output
+    first = _table(run("trials", "--campaign", "first", "--db", url), 5)
+    assert "campaign" not in first[0].split()
+    second = _table(run("trials", "--campaign", "second", "--db", url), 10)  # 5 looked up, 5 of its own budget
+    assert second[0].split()[:2] == ["id", "campaign"]
+    assert [line.split()[1] for line in second[2:]] == ["first"] * 5 + ["second"] * 5
+
+
 def test_best_models_and_devices_tables(tuned):
     lines = _table(run("best", "--db", tuned), 3)
     assert lines[0].split() == ["task", "task", "key", "device", "cost", "config"]
