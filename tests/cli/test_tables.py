@@ -206,6 +206,8 @@ def test_best_models_and_devices_tables(tuned):
     assert "0efbdfd8 " in r_join(lines) and "0efbdfd8166f602c" not in r_join(lines)
     assert "rank" in _table(run("best", "--k", 2, "--db", tuned), 6)[0]
     transfer = _table(run("best", "--task", "toy_kernel", "--device", NAMES["turing2"], "--db", tuned), 1)
+    no_task = run("best", "--device", "H100", "--db", tuned)  # a known GPU without trials needs the task
+    assert no_task.exit_code == 2 and "name the --task too" in no_task.stderr
     assert transfer[0].split()[-3:] == ["source", "from", "config"] and "transfer" in transfer[2]
     models = run("models", "--db", tuned)
     n = len(json.loads(run("models", "--format", "json", "--db", tuned).stdout))
