@@ -39,6 +39,7 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
+    ProgressColumn,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
@@ -48,13 +49,33 @@ from rich.progress import Progress as _RichProgress
 from rich.progress import Task as _Task
 from rich.text import Text
 
-__all__ = ["Phase", "Progress", "make_progress", "stderr_is_terminal"]
+__all__ = ["NameColumn", "Phase", "Progress", "make_progress", "stderr_is_terminal"]
 
 
 def stderr_is_terminal(console: Console | None = None) -> bool:
     """Whether bars can be drawn on ``console`` (default: standard error): a terminal or a notebook."""
     c = console or Console(stderr=True)
     return bool(c.is_terminal or c.is_jupyter)
+
+
+class NameColumn(ProgressColumn):
+    """The task's description in bold, as plain text (a name such as 'c[x]' is not read as markup), at most
+    ``cells`` wide and at most what the console leaves beside the other columns (``others`` cells): a longer
+    one keeps its end ('…-evolutionary+xgb-seed0'), where a campaign's name says its algorithm and seed, so
+    the bar stays on one line of a narrow terminal."""
+
+    def __init__(self, console: Console, others: int, cells: int = 40):
+        super().__init__()
+        self.console, self.others, self.cells = console, others, cells
+
+    def render(self, task: _Task) -> Text:
+        from rich.cells import cell_len, set_cell_size
+
+        name = str(task.description)
+        cells = max(8, min(self.cells, self.console.width - self.others))
+        if cell_len(name) > cells:
+            name = "…" + set_cell_size(name[::-1], cells - 1)[::-1]
+        return Text(name, style="bold", no_wrap=True)
 
 
 class _TimeLeft(TimeRemainingColumn):
@@ -112,7 +133,7 @@ class Progress:
             yield self
             return
         bar = _RichProgress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("elapsed"),
+            NameColumn(self.console, others=50), BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("elapsed"),
             TimeElapsedColumn(), _TimeLeft(), console=self.console, transient=False,
         )
         self._bar, self._task = bar, bar.add_task(description, total=total)

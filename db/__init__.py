@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.db.database import Database
 from autotune.errors import UsageError
@@ -17,13 +17,12 @@ def open_database(url: str = "sqlite:///autotune.db", create: bool = True) -> Da
     db = Database(url)
     try:
         check_schema(db.engine, db.safe_url, create=create)
-    except OperationalError as exc:
-        db.close()
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-        raise UsageError(f"cannot open database {db.safe_url}: {reason}") from None
     except SQLAlchemyError as exc:
         db.close()
-        raise UsageError(f"cannot open database {db.safe_url}: {exc}") from None
+        # the driver's own message, without SQLAlchemy's statement echo and "Background on this error" link
+        orig = getattr(exc, "orig", None)
+        reason = (str(orig).strip().splitlines() or [""])[0] if orig is not None else str(exc).splitlines()[0]
+        raise UsageError(f"cannot open database {db.safe_url}: {reason or type(orig).__name__}") from None
     except BaseException:
         db.close()
         raise

@@ -80,12 +80,13 @@ def resolve_cache_path(spec: str | Path) -> Path:
         return Path(str(resources.files("autotune.data").joinpath(EXAMPLES[name])))
     path = Path(text)
     try:
-        found = path.is_file()
+        found, folder = path.is_file(), path.is_dir()
     except OSError:  # e.g. a name too long for the file system
-        found = False
+        found = folder = False
     if not found:
+        what = "is a folder, not a file" if folder else "does not exist"
         raise UsageError(
-            f"cache file {text[:200]!r} does not exist; give a Kernel Tuner cache (.json or .json.gz) "
+            f"cache file {text[:200]!r} {what}; give a Kernel Tuner cache (.json or .json.gz) "
             f"or one of: {', '.join('example:' + e for e in EXAMPLES)}"
         )
     return path

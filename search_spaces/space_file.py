@@ -182,6 +182,8 @@ def parse_objective(spec) -> Objective | None:
 
 def space_from_dict(doc, source: str = "the space", default_name: str = "space") -> tuple[KnobSpace, Objective | None]:
     """The KnobSpace and Objective a space document (already parsed) describes."""
+    if doc is None:
+        raise UsageError(f"{source} is empty; it needs at least a 'knobs' mapping (see docs/own-code.md)")
     if not isinstance(doc, dict):
         raise UsageError(f"{source} must be a mapping with the keys {', '.join(TOP_LEVEL)}, not {type(doc).__name__}")
     for k in doc:

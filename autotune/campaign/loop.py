@@ -23,6 +23,7 @@ from rich.progress import (
 
 from autotune.db.database import Database
 from autotune.db.queries import CampaignFigures
+from autotune.progress import NameColumn
 from autotune.runners.base import Runner, StreamingRunner
 from autotune.types import Candidate, Measurement, Task
 
@@ -198,14 +199,15 @@ class CampaignRun:
         """A progress bar of the campaign's measurements, its best and its errors (off where the campaign's
         is off)."""
         return Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+            NameColumn(self.c.console, others=80), BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(), TimeRemainingColumn(), console=self.c.console, disable=not self.c.progress,
             transient=False,
         )
 
     def info(self) -> str:
         assert self.measured >= 0 and self.looked_up >= 0, (self.measured, self.looked_up)
-        best = f"best {self.best.cost:.4g} s" if self.best else "best -"
+        unit = "" if self.task.kind == "function" else " s"  # a minimized function's value has no unit
+        best = f"best {self.best.cost:.4g}{unit}" if self.best else "best -"
         return f"{best}  errors {self.errors}  reused {self.looked_up}"
 
 

@@ -237,19 +237,21 @@ def report(result, as_json: bool, extra: dict | None = None) -> None:
         emit_json(summary)
         return
     from rich.console import Console
+    from rich.markup import escape
 
     c = Console()
-    c.print(f"[bold]campaign[/] {result.campaign} ({result.status}{', resumed' if result.resumed else ''})")
-    c.print(f"task {result.task.name} [{result.task.key}] on {result.device.name}")
+    # names, keys and configurations are the user's text: escaped, so that '[b3c1]' is not read as a style
+    c.print(f"[bold]campaign[/] {escape(result.campaign)} ({result.status}{', resumed' if result.resumed else ''})")
+    c.print(escape(f"task {result.task.name} [{result.task.key}] on {result.device.name}"))
     assert result.trials >= 0 and result.reused >= 0, (result.trials, result.reused)
     c.print(f"trials {result.trials} measured, {result.reused} reused (looked up, not measured), {result.errors} errors")
     if result.best is not None:
-        c.print(f"best {result.best.cost:.6g} s  config {json.dumps(result.best.candidate.payload)}")
+        c.print(escape(f"best {result.best.cost:.6g} s  config {json.dumps(result.best.candidate.payload)}"))
     else:
         c.print("no successful measurement")
     if result.best_including_reused is not None:
         better = result.best_including_reused
-        c.print(f"best including reused trials {better.cost:.6g} s  config {json.dumps(better.candidate.payload)}")
+        c.print(escape(f"best including reused trials {better.cost:.6g} s  config {json.dumps(better.candidate.payload)}"))
     c.print(f"simulated time {result.simulated_s:.1f} s, wall time {result.wall_s:.2f} s")
     for k, v in (extra or {}).items():
-        c.print(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}")
+        c.print(escape(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"))

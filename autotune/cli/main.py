@@ -18,6 +18,27 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 tune_app = typer.Typer(help="Run a tuning campaign.", no_args_is_help=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"autotune {version('autotune')}")
+        except PackageNotFoundError:  # run from a checkout that was not installed
+            typer.echo("autotune (not installed: no version recorded)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: bool = typer.Option(False, "--version", help="Print the installed version and exit.",
+                                      callback=_print_version, is_eager=True),
+) -> None:
+    """Search and autotuning for ML systems: tune kernels, replay recorded spaces, query tuning logs."""
+
+
 app.add_typer(tune_app, name="tune")
 
 # one module per command group; each defines register(app, tune_app)

@@ -19,7 +19,7 @@ from autotune.cli.common import (
     write_frame,
     write_pages,
 )
-from autotune.cli.tables import Col, config_text, device_text, number, relative_time, seconds, short_key
+from autotune.cli.tables import Col, PlainCost, config_text, device_text, number, relative_time, seconds, short_key
 
 FormatOption = Annotated[str, typer.Option("--format", "-f", help="table, csv or json")]
 TaskOption = Annotated[str | None, typer.Option("--task", help="Task key (or a unique prefix of it) or name")]
@@ -82,6 +82,34 @@ def _stdin_is_tty() -> bool:
     return sys.stdin is not None and sys.stdin.isatty()
 
 
+COST_COLUMNS = ("cost", "best_cost", "best_cost_including_reused")
+
+
+def plain_costs(database, frames, fmt: str):
+    """``frames`` with the costs of tasks whose cost is not a time (a minimized function's value) as
+    :class:`PlainCost`, which a table shows without a unit; csv and json keep the numbers as they are."""
+    if fmt != "table":
+        yield from frames
+        return
+    from sqlalchemy import select
+
+    from autotune.db.models import TaskRow
+
+    with database.session() as s:
+        keys = set(s.scalars(select(TaskRow.key).where(TaskRow.kind == "function")).all())
+    for df in frames:
+        plain = df["task_key"].isin(keys).tolist() if keys and "task_key" in df.columns else []
+        if any(plain):
+            import pandas as pd
+
+            df = df.copy()
+            for c in COST_COLUMNS:
+                if c in df.columns:  # a new object Series: assigning into one turns the values back into floats
+                    df[c] = pd.Series([PlainCost(v) if p and v == v and v is not None else v
+                                       for p, v in zip(plain, df[c].tolist())], dtype=object, index=df.index)
+        yield df
+
+
 def list_campaigns(db: str, format: str, include_reused: bool, wide: bool, task: str | None = None,
                    device: str | None = None) -> None:
     """Print the campaigns (optionally of one task and/or device)."""
@@ -105,7 +133,8 @@ def list_campaigns(db: str, format: str, include_reused: bool, wide: bool, task:
     if format == "table" and df.empty:
         typer.echo("no campaigns" + (" match" if task or device else " yet"), err=True)
         return
-    write_frame(df.reset_index(drop=True), format, columns=CAMPAIGN_COLUMNS, wide=wide)
+    df = next(plain_costs(database, [df.reset_index(drop=True)], format))
+    write_frame(df, format, columns=CAMPAIGN_COLUMNS, wide=wide)
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
@@ -236,7 +265,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         # measured elsewhere: the campaign column then names who measured each
         own = filters["campaign"] is not None and queries.lookups(database, filters["campaign"]) == 0
         drop = tuple(k for k, same in (("campaign", own), ("device", filters["device"] is not None)) if same)
-        shown = write_pages(pages, format, columns=_layout(TRIAL_COLUMNS, drop), wide=wide)
+        shown = write_pages(plain_costs(database, pages, format), format, columns=_layout(TRIAL_COLUMNS, drop),
+                            wide=wide)
         if not all_ and top is None and shown == limit:
             total = queries.count_trials(database, **filters)
             if total > shown:
@@ -286,6 +316,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             df = pd.DataFrame([res])[["task", "task_key", "device", "source", "from", "config"]]
         if df.empty:
             raise UsageError("no successful trial matches" + (f" task {task!r}" if task else "") + (f" device {device!r}" if device else ""))
+        df = next(plain_costs(database, [df], format))
         write_frame(df, format, columns=_layout(BEST_COLUMNS, () if k > 1 else ("rank",)), wide=wide)
 
     @app.command("algorithms")

@@ -57,10 +57,17 @@ def number(v) -> str:
 _UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 
 
+class PlainCost(float):
+    """A cost that is not a time (the value a minimized function returned): shown without a unit."""
+
+
 def seconds(v) -> str:
-    """A time in seconds to 4 significant digits with a unit: '1.234 ms', '12.5 µs', '3.2 s'."""
+    """A time in seconds to 4 significant digits with a unit: '1.234 ms', '12.5 µs', '3.2 s'; a
+    :class:`PlainCost` as the number alone ('2.5')."""
     if _missing(v):
         return ""
+    if isinstance(v, PlainCost):
+        return f"{float(v):.4g}"
     x = float(v)
     if not math.isfinite(x):
         return str(x)

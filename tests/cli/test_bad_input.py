@@ -51,6 +51,13 @@ def test_malformed_caches_exit_2_with_one_sentence(tmp_path, url, what):
     assert message in r.output and r.output.startswith("error:") and len(r.output.strip().splitlines()) == 1
 
 
+def test_a_cache_folder_is_named_a_folder(tmp_path, url):
+    r = cli.invoke(app, ["tune", "replay", "--cache", str(tmp_path), "--db", url, "--no-progress"])
+    assert r.exit_code == 2 and "is a folder, not a file" in r.output, r.output
+    r = cli.invoke(app, ["tune", "replay", "--cache", str(tmp_path / "none.json"), "--db", url, "--no-progress"])
+    assert r.exit_code == 2 and "does not exist" in r.output, r.output
+
+
 def test_output_paths_are_checked_before_the_work(tmp_path, url):
     missing = tmp_path / "no-such-folder" / "out"
     r = cli.invoke(app, ["tune", "replay", "--cache", "example:pnpoly-rtx3090", "--trials", 5, "--db", url,

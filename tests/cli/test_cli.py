@@ -107,12 +107,29 @@ def test_read_commands_refuse_a_missing_database_file_and_create_none(args, tmp_
     assert not missing.exists()
 
 
+@pytest.mark.parametrize("args", [["campaigns"], ["tune", "replay", "--cache", EXAMPLE, "--trials", 2, "--no-progress"]])
+def test_a_file_that_is_not_a_database_is_one_line(args, tmp_path):
+    other = tmp_path / "notes.db"
+    other.write_text("not a database\n")
+    r = run(*args, "--db", f"sqlite:///{other}")
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip() == f"error: cannot open database sqlite:///{other}: file is not a database"
+    assert other.read_text() == "not a database\n"
+
+
 def test_every_command_has_help():
     for cmd in (["tune", "replay"], ["campaigns"], ["trials"], ["best"], ["import-kt"], ["export"], ["import"],
                 ["plot", "convergence"], ["algorithms"], ["db", "upgrade"]):
         r = run(*cmd, "--help")
         assert r.exit_code == 0 and "Usage" in r.output, cmd
     assert "random" in run("algorithms").stdout
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    r = run("--version")
+    assert r.exit_code == 0 and r.stdout.strip() == f"autotune {version('autotune')}"
 
 
 def test_cost_model_campaign_stores_models_and_predict_ranks(url):
@@ -150,3 +167,20 @@ def test_algorithms_lists_every_option_of_the_model_guided_search():
     out = CliRunner().invoke(app, ["algorithms"], env={"COLUMNS": "400"}).stdout
     missing = [k for k in ModelGuided.options if f"{k}=" not in out]
     assert not missing, missing
+
+
+def test_summary_shows_keys_and_names_that_look_like_markup(capsys):
+    from types import SimpleNamespace
+
+    from autotune.cli.common import report
+
+    best = SimpleNamespace(cost=0.5, candidate=SimpleNamespace(payload={"layout": "[bold]"}))
+    result = SimpleNamespace(
+        summary=dict, campaign="c[red]", status="finished", resumed=False, trials=3, reused=0, errors=0,
+        task=SimpleNamespace(name="gemm", key="abcdef0123456789"), device=SimpleNamespace(name="cpu[x]"),
+        best=best, best_including_reused=None, simulated_s=0.0, wall_s=0.1)
+    report(result, as_json=False)
+    out = capsys.readouterr().out
+    assert "campaign c[red] (finished)" in out
+    assert "task gemm [abcdef0123456789] on cpu[x]" in out
+    assert '{"layout": "[bold]"}' in out

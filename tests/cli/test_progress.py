@@ -187,6 +187,20 @@ def test_parallelize_draws_the_campaigns_bar_and_a_summary(tmp_path):
     assert json.loads(out_json)["simulations"] == n
 
 
+def test_a_long_campaign_name_keeps_its_end_and_the_bar_one_line_on_a_narrow_terminal(tmp_path):
+    from autotune.drivers.parallel import parallelize, warmup
+
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=True, color_system=None)
+    bar = Progress("work", force=True, console=console)
+    name = "a-long-campaign-name-[that]-goes-on-and-on-" * 2 + "evolutionary+xgb-seed0"
+    r = parallelize("rnnlm", "p100-4x4", trials=5, db=f"sqlite:///{tmp_path / 'p.db'}", campaign=name, progress=bar)
+    n = len(warmup(r.space)) + 5
+    done = [line for line in frames(out) if f"{n}/{n}" in line]
+    assert done and all(len(line) <= 100 for line in done)
+    assert done[-1].startswith("…") and done[-1].split()[0].endswith("xgb-seed0")
+
+
 VADD = "void vadd(float *c, const float *a, int n) { for (int i = 0; i < n; i++) c[i] = a[i] * k; }"
 
 

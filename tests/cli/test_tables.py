@@ -54,6 +54,23 @@ def test_seconds_have_4_significant_digits_and_a_unit():
     assert seconds(float("inf")) == "inf"
 
 
+def test_a_minimized_functions_cost_has_no_unit_in_tables_and_stays_a_number_in_csv(tmp_path):
+    from autotune import minimize
+
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    minimize(lambda c: (c["x"] - 3) ** 2 + 2.5, {"x": list(range(8))}, trials=8, db=url, campaign="bowl")
+    import_kt(open_database(url), "example:pnpoly-rtx3090")  # a task whose cost is a time, beside it
+    best = run("best", "--db", url).stdout
+    bowl = next(line for line in best.splitlines() if "python-function" in line)
+    assert bowl.split()[-2] == "2.5" and " s " not in bowl, best
+    assert any("RTX 3090" in line and " ms " in line for line in best.splitlines()), best
+    trials = run("trials", "--campaign", "bowl", "--db", url).stdout
+    assert " s " not in trials and "2.5" in trials, trials
+    assert "2.5" in run("campaigns", "--db", url).stdout.split("bowl")[-1].split("\n")[0]
+    rows = json.loads(run("best", "--db", url, "--format", "json").stdout)
+    assert {r["cost"] for r in rows if r["device"] == "python-function"} == {2.5}
+
+
 def test_relative_times_then_the_date_beyond_a_week():
     assert relative_time(NOW - timedelta(seconds=20), now=NOW) == "just now"
     assert relative_time(NOW - timedelta(minutes=3, seconds=10), now=NOW) == "3 min ago"

@@ -123,6 +123,9 @@ def test_bad_json_and_missing_files(tmp_path):
         load_space_file(tmp_path / "missing.yaml")
     with pytest.raises(UsageError, match="is a folder"):
         load_space_file(tmp_path)
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    with pytest.raises(UsageError, match="is empty; it needs at least a 'knobs' mapping"):
+        load_space_file(tmp_path / "empty.yaml")
     (tmp_path / "latin1.yaml").write_bytes(b"knobs: {x: ['\xe9']}\n")
     with pytest.raises(UsageError, match="not UTF-8"):
         load_space_file(tmp_path / "latin1.yaml")
