@@ -19,7 +19,16 @@ from autotune.cli.common import (
     write_frame,
     write_pages,
 )
-from autotune.cli.tables import Col, PlainCost, config_text, device_text, number, relative_time, seconds, short_key
+from autotune.cli.tables import (
+    Col,
+    PlainCost,
+    config_text,
+    device_text,
+    number,
+    relative_time,
+    seconds,
+    short_key,
+)
 
 FormatOption = Annotated[str, typer.Option("--format", "-f", help="table, csv or json")]
 TaskOption = Annotated[str | None, typer.Option("--task", help="Task key (or a unique prefix of it) or name")]
@@ -105,7 +114,7 @@ def plain_costs(database, frames, fmt: str):
             df = df.copy()
             for c in COST_COLUMNS:
                 if c in df.columns:  # a new object Series: assigning into one turns the values back into floats
-                    df[c] = pd.Series([PlainCost(v) if p and v == v and v is not None else v
+                    df[c] = pd.Series([PlainCost(v) if p and pd.notna(v) else v
                                        for p, v in zip(plain, df[c].tolist())], dtype=object, index=df.index)
         yield df
 
