@@ -225,6 +225,15 @@ class Database(CampaignWorkers, StoredModels, CampaignAdmin):
             )
         return row, not created
 
+    def campaign_is_for(self, name: str, task: Task, device: Device) -> bool | None:
+        """Whether the campaign ``name`` is of ``task`` on ``device``; None when there is no such campaign."""
+        with self.session() as s:
+            keys = s.execute(
+                select(TaskRow.key, DeviceRow.key).select_from(CampaignRow)
+                .join(TaskRow, TaskRow.id == CampaignRow.task_id).join(DeviceRow, DeviceRow.id == CampaignRow.device_id)
+                .where(CampaignRow.name == name)).first()
+        return None if keys is None else tuple(keys) == (task.key, device.key)
+
     def campaign(self, name: str) -> CampaignRow:
         with self.session() as s:
             row = s.scalar(select(CampaignRow).where(CampaignRow.name == name))

@@ -117,6 +117,19 @@ class Campaign:
             options["recipe"] = self.recipe
         return options
 
+    def _check_same_sources(self, stored_options: dict | None) -> None:
+        """A warm-started campaign resumes from the sources it started from: its search state and the
+        results it was told came from them (a recipe without ``transfer_from`` was stored before it was kept)."""
+        stored = ((stored_options or {}).get("recipe") or {}).get("args") or {}
+        if self.recipe is None or "transfer_from" not in stored:
+            return
+        new = (self.recipe.get("args") or {}).get("transfer_from")
+        if new != stored["transfer_from"]:
+            raise UsageError(
+                f"campaign {self.name!r} was warm-started with --transfer-from {stored['transfer_from']!r}, not "
+                f"{new!r}; resume it with the same sources, start it afresh (--fresh), or choose another "
+                "--campaign name")
+
     def _start_afresh(self) -> None:
         """Delete the campaign of this name, if there is one (refused while it has live workers); its
         trials stay (campaign NULL), to be reused."""
@@ -131,6 +144,8 @@ class Campaign:
         if self.fresh:
             self._start_afresh()
         row, resumed = self.db.open_campaign(self.name, task, device, self.algorithm.name or "custom", self._options())
+        if resumed:
+            self._check_same_sources(row.options)
         cid = row.id
         try:  # reloading a long history (and retraining a model on it) may be interrupted too
             history = self.db.campaign_history(cid)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL
+from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, DEFAULT_TRANSFER_TOP
 from autotune.db.database import Database
 
 #: how each recipe kind is run from the command line: (command, positional arguments, options)
@@ -13,18 +13,20 @@ _COMMANDS = {
     "replay": ("autotune tune replay", (), {
         "cache": "--cache", "algorithm": "--algorithm", "cost_model": "--cost-model", "trials": "--trials",
         "time_budget": "--time-budget", "simulated_budget": "--simulated-budget", "seed": "--seed", "batch": "--batch",
-        "measure_delay": "--measure-delay"}),
+        "measure_delay": "--measure-delay", "transfer_from": "--transfer-from", "transfer_top": "--transfer-top"}),
     "kernel": ("autotune tune kernel", ("name",), {
         "shape": "--shape", "target": "--target", "algorithm": "--algorithm", "cost_model": "--cost-model",
         "trials": "--trials", "time_budget": "--time-budget", "seed": "--seed", "batch": "--batch",
-        "threads": "--threads", "device_index": "--device", "backend": "--backend"}),
+        "threads": "--threads", "device_index": "--device", "backend": "--backend", "transfer_from": "--transfer-from",
+        "transfer_top": "--transfer-top"}),
     "command": ("autotune tune command", (), {
         "space_file": "--space", "algorithm": "--algorithm", "cost_model": "--cost-model", "trials": "--trials",
         "time_budget": "--time-budget", "seed": "--seed", "batch": "--batch", "timeout_s": "--timeout"}),
 }
 #: values the command line gives when an option is left out (not repeated in a resume command)
 _CLI_DEFAULTS = {"algorithm": DEFAULT_ALGORITHM, "cost_model": DEFAULT_COST_MODEL, "seed": 0, "batch": 8,
-                 "measure_delay": 0.0, "target": "cpu", "device_index": 0, "backend": "auto"}
+                 "measure_delay": 0.0, "target": "cpu", "device_index": 0, "backend": "auto",
+                 "transfer_top": DEFAULT_TRANSFER_TOP}
 DEFAULT_DB_URL = "sqlite:///autotune.db"
 
 

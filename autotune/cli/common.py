@@ -239,7 +239,7 @@ def report(result, as_json: bool, extra: dict | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    c = Console()
+    c = Console(soft_wrap=True)  # one line per item when piped, however long (rich wraps at 80 columns otherwise)
     # names, keys and configurations are the user's text: escaped, so that '[b3c1]' is not read as a style
     c.print(f"[bold]campaign[/] {escape(result.campaign)} ({result.status}{', resumed' if result.resumed else ''})")
     c.print(escape(f"task {result.task.name} [{result.task.key}] on {result.device.name}"))

@@ -118,6 +118,8 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
         "device_index": device_index, "backend": backend}}
     if options:
         recipe["args"]["options"] = options
+    if transfer_from:  # a worker joining the campaign, and its resume command, warm-start from the same sources
+        recipe["args"].update(transfer_from=transfer_from, transfer_top=transfer_top)
     label = "x".join(str(v) for v in template.shape.values())
     database = open_database(db)
     if transfer_from:

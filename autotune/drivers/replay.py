@@ -58,6 +58,8 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
         "simulated_budget": simulated_budget, "seed": seed, "batch": batch, "measure_delay": measure_delay}}
     if options:
         recipe["args"]["options"] = options
+    if transfer_from:  # a worker joining the campaign, and its resume command, warm-start from the same sources
+        recipe["args"].update(transfer_from=transfer_from, transfer_top=transfer_top)
     database = open_database(db)
     try:
         if transfer_from:
@@ -69,6 +71,9 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
             print("warm start from: " + (", ".join(s.device.name for s in sources)
                                          or "no similar device measured this task; ordinary search"), file=sys.stderr)
         name = campaign or f"replay-{cache_label(cache)}-{algo.name}-seed{seed}"
+        if campaign is None and database.campaign_is_for(name, space.task, runner.device) is False:
+            # another kernel's recording of a GPU of the same file name (gemm/RTX_Titan, convolution/RTX_Titan)
+            name = f"replay-{space.task.name}-{cache_label(cache)}-{algo.name}-seed{seed}"
         return Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget,
                         simulated_budget=simulated_budget, batch=batch, seed=seed, progress=progress,
                         recipe=recipe, fresh=fresh).run()

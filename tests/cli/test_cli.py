@@ -169,12 +169,13 @@ def test_algorithms_lists_every_option_of_the_model_guided_search():
     assert not missing, missing
 
 
-def test_summary_shows_keys_and_names_that_look_like_markup(capsys):
+def test_summary_shows_keys_and_names_that_look_like_markup_on_one_line_each(capsys):
     from types import SimpleNamespace
 
     from autotune.cli.common import report
 
-    best = SimpleNamespace(cost=0.5, candidate=SimpleNamespace(payload={"layout": "[bold]"}))
+    payload = {"layout": "[bold]", **{f"knob_{i}": i for i in range(20)}}  # longer than 80 columns
+    best = SimpleNamespace(cost=0.5, candidate=SimpleNamespace(payload=payload))
     result = SimpleNamespace(
         summary=dict, campaign="c[red]", status="finished", resumed=False, trials=3, reused=0, errors=0,
         task=SimpleNamespace(name="gemm", key="abcdef0123456789"), device=SimpleNamespace(name="cpu[x]"),
@@ -183,4 +184,4 @@ def test_summary_shows_keys_and_names_that_look_like_markup(capsys):
     out = capsys.readouterr().out
     assert "campaign c[red] (finished)" in out
     assert "task gemm [abcdef0123456789] on cpu[x]" in out
-    assert '{"layout": "[bold]"}' in out
+    assert f"best 0.5 s  config {json.dumps(payload)}\n" in out  # one line, however long, when piped

@@ -16,6 +16,8 @@ from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache
 from autotune.transfer.export import c_header, export_configs, fallback_config, macro_name
 from autotune.types import Candidate, Measurement, Status
 
+cli = CliRunner()
+
 
 @pytest.fixture
 def recorded(tmp_path):
@@ -65,7 +67,6 @@ def test_c_header_compiles_and_matches_the_database_best(recorded):
 
 def test_cli_export_devices_best_and_tune_with_transfer(recorded):
     db, url, task, tmp = recorded
-    cli = CliRunner()
     res = cli.invoke(app, ["export-configs", "--task", task.name, "--format", "json", "--db", url])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
@@ -95,3 +96,40 @@ def test_cli_export_devices_best_and_tune_with_transfer(recorded):
     res = cli.invoke(app, ["tune", "replay", "--cache", cache, "--transfer-from", "No Such GPU", "--trials", "2",
                            "--no-progress", "--db", url])
     assert res.exit_code == 2 and "no successful measurement" in res.output
+
+
+def test_a_warm_started_campaign_keeps_its_sources_for_workers_and_resumes(recorded):
+    from autotune.campaign.resume import resume_command
+    from autotune.drivers.scale import join_campaign
+
+    db, url, _, tmp = recorded
+    cache = write_cache(tmp / "ti.json.gz", NAMES["turing2"], lambda a, b, c: 2 * turing_time(a, b, c))
+    args = ["tune", "replay", "--cache", cache, "--trials", "4", "--batch", "2", "--no-progress", "--db", url,
+            "--campaign", "warm"]
+    assert cli.invoke(app, [*args, "--transfer-from", "auto"]).exit_code == 0
+    recipe = db.campaign("warm").options["recipe"]
+    assert recipe["args"]["transfer_from"] == "auto" and recipe["args"]["transfer_top"] == 8
+    assert "--transfer-from auto --campaign warm" in resume_command("warm", recipe, db)
+    out = join_campaign("warm", url)  # a worker warm-starts from the same sources: the same algorithm
+    assert out["trials"] == 4 and out["measured_here"] == 0
+    res = cli.invoke(app, [*args, "--transfer-from", NAMES["turing"]])
+    assert res.exit_code == 2 and "was warm-started with --transfer-from 'auto'" in res.output, res.output
+    res = cli.invoke(app, [*args, "--trials", "6", "--transfer-from", "auto"])
+    assert res.exit_code == 0 and db.campaign("warm").status == "finished"
+    assert len(queries.trials(db, campaign="warm")) == 6
+
+
+def test_replay_default_names_of_two_kernels_recorded_on_one_gpu_do_not_collide(tmp_path):
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = write_cache(tmp_path / "a" / "RTX_Titan.json.gz", NAMES["turing"], turing_time)
+    other = write_cache(tmp_path / "b" / "RTX_Titan.json.gz", NAMES["turing"], turing_time, kernel="other_kernel")
+    names = []
+    for cache in (first, other, other):
+        res = cli.invoke(app, ["tune", "replay", "--cache", cache, "--trials", "3", "--no-progress", "--json",
+                               "--db", url])
+        assert res.exit_code == 0, res.output
+        names.append(json.loads(res.stdout.strip().splitlines()[-1])["campaign"])
+    assert names[0] == "replay-RTX_Titan-evolutionary+xgb-seed0"
+    assert names[1] == names[2] == "replay-other_kernel-RTX_Titan-evolutionary+xgb-seed0"  # and resumes
