@@ -49,13 +49,29 @@ from rich.progress import Progress as _RichProgress
 from rich.progress import Task as _Task
 from rich.text import Text
 
-__all__ = ["NameColumn", "Phase", "Progress", "make_progress", "stderr_is_terminal"]
+__all__ = ["NameColumn", "Phase", "Progress", "make_progress", "shorten", "stderr_is_terminal"]
 
 
 def stderr_is_terminal(console: Console | None = None) -> bool:
     """Whether bars can be drawn on ``console`` (default: standard error): a terminal or a notebook."""
     c = console or Console(stderr=True)
     return bool(c.is_terminal or c.is_jupyter)
+
+
+def shorten(s: str, width: int, cut: str = "end") -> str:
+    """``s`` in at most ``width`` terminal cells, with '…' where text was cut."""
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(s) <= width:
+        return s
+    if width <= 1:
+        return "…"[:width]
+    if cut == "start":
+        return "…" + set_cell_size(s[::-1], width - 1)[::-1]
+    if cut == "middle" and width >= 5:
+        head = width // 2
+        return set_cell_size(s, head) + "…" + set_cell_size(s[::-1], width - 1 - head)[::-1]
+    return set_cell_size(s, width - 1) + "…"
 
 
 class NameColumn(ProgressColumn):
@@ -69,13 +85,8 @@ class NameColumn(ProgressColumn):
         self.console, self.others, self.cells = console, others, cells
 
     def render(self, task: _Task) -> Text:
-        from rich.cells import cell_len, set_cell_size
-
-        name = str(task.description)
         cells = max(8, min(self.cells, self.console.width - self.others))
-        if cell_len(name) > cells:
-            name = "…" + set_cell_size(name[::-1], cells - 1)[::-1]
-        return Text(name, style="bold", no_wrap=True)
+        return Text(shorten(str(task.description), cells, "start"), style="bold", no_wrap=True)
 
 
 class _TimeLeft(TimeRemainingColumn):

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.progress import shorten
+
 #: the width default tables are laid out for; a wider terminal gives the flexible columns more room,
 #: output that is not a terminal (a pipe, a file) gets this width unless COLUMNS says otherwise
 TABLE_WIDTH = 100
@@ -184,22 +186,6 @@ class Col:
     cut: str = "end"
     optional: bool = False  # left out when no row has a value (an error column of successful trials)
     least: int | None = None  # cells kept when the table must be narrowed (default: 6, 8 if flex)
-
-
-def shorten(s: str, width: int, cut: str = "end") -> str:
-    """``s`` in at most ``width`` terminal cells, with '…' where text was cut."""
-    from rich.cells import cell_len, set_cell_size
-
-    if cell_len(s) <= width:
-        return s
-    if width <= 1:
-        return "…"[:width]
-    if cut == "start":
-        return "…" + set_cell_size(s[::-1], width - 1)[::-1]
-    if cut == "middle" and width >= 5:
-        head = width // 2
-        return set_cell_size(s, head) + "…" + set_cell_size(s[::-1], width - 1 - head)[::-1]
-    return set_cell_size(s, width - 1) + "…"
 
 
 def table_console(width: int | None = None):
