@@ -12,6 +12,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from typing import NamedTuple
 
 import orjson
@@ -84,6 +85,11 @@ _WIRE_TRIALS = Table(
     Column("build_s", Float), Column("run_s", Float), Column("simulated_s", Float), Column("meta", _JSONText),
     Column("created", DateTime), Column("worker", Text),
 )
+
+
+class CampaignGone(UsageError):
+    """The campaign a run stores into was deleted while it ran (``autotune campaigns delete --force``, or a
+    ``--fresh`` run that went ahead)."""
 
 
 class Stored(NamedTuple):
@@ -245,9 +251,17 @@ class Database(CampaignWorkers, StoredModels, CampaignAdmin):
         return row
 
     def set_campaign_status(self, campaign_id: int, status: str) -> None:
+        """Set a campaign's status (nothing when it was deleted meanwhile)."""
         with self.session() as s:
             row = s.get(CampaignRow, campaign_id)
-            row.status, row.updated = status, utcnow()
+            if row is not None:
+                row.status, row.updated = status, utcnow()
+
+    def campaign_created(self, campaign_id: int) -> datetime | None:
+        """When the campaign of this id was created (None: there is none): with the id, what names one
+        campaign for its whole life, where SQLite may give a deleted campaign's id to the next."""
+        with self.session() as s:
+            return s.scalar(select(CampaignRow.created).where(CampaignRow.id == campaign_id))
 
     def load_state(self, campaign_id: int) -> dict | None:
         with self.session() as s:
@@ -302,15 +316,24 @@ class Database(CampaignWorkers, StoredModels, CampaignAdmin):
     def record_batch(
         self, task_id: int, device_id: int, campaign_id: int | None, measured: list[Measurement],
         reused: list[Measurement] = (), state: dict | None = None, worker: str | None = None,
-        claim_next: tuple[int, int | None] | None = None, in_flight: int = 0,
+        claim_next: tuple[int, int | None] | None = None, in_flight: int = 0, created: datetime | None = None,
     ) -> Stored:
         """Store one batch in one transaction: new trials, the campaign's links to every evaluation
         in order, and the algorithm state. The stored candidates leave the worker's reservations, and
         its claim on the trial budget is set to ``in_flight`` (its measurements still running) plus
         what it is granted next: with ``claim_next=(n, budget)`` up to ``n`` more, never more than
         ``budget`` (None: no trial budget) less the stored trials and the other live workers' claims.
-        The grant first takes over candidates that dead workers reserved and did not store."""
+        The grant first takes over candidates that dead workers reserved and did not store.
+
+        ``created``: when the campaign this run opened was created. A campaign deleted meanwhile (and,
+        on SQLite, its id perhaps given to a new one) no longer matches: the measurements are stored
+        without a campaign, as a deleted campaign's are, and CampaignGone is raised."""
         worker = worker or worker_id()
+        if campaign_id is not None and created is not None and self.campaign_created(campaign_id) != created:
+            self.record_batch(task_id, device_id, None, measured, worker=worker)
+            raise CampaignGone(f"the campaign was deleted while this run measured it; its last {len(measured)} "
+                               "measurements are stored without a campaign (reused by the next campaign of the "
+                               "task and device)")
         with self.session() as s:
             if campaign_id is not None and self.dialect == "postgresql":
                 # one batch of a campaign at a time: workers storing the same candidates would otherwise

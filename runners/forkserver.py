@@ -43,6 +43,7 @@ def _on_parent_death(signum, frame) -> None:  # noqa: ANN001
 def _child(request: bytes, w: int) -> None:
     try:
         os.setpgid(0, 0)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # the candidate runs with Python's usual disposition
         die_with_parent(signal.SIGKILL)
         os.dup2(2, 1)  # a kernel that prints must not corrupt the message stream
         try:
@@ -83,6 +84,9 @@ def serve(inp: int, out: int) -> None:
 
 
 if __name__ == "__main__":
+    # Ctrl-C on a terminal signals the whole foreground group, this server too: the parent handles it
+    # (stores what was measured, then closes or kills the server), so here it is no error to report
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_parent_death)
     die_with_parent(signal.SIGTERM)
     if os.getppid() == 1:  # the parent died before the request above took effect

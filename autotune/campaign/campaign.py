@@ -23,7 +23,7 @@ from autotune.algorithms.registry import make_algorithm
 from autotune.campaign.loop import CampaignRun, Heartbeat
 from autotune.campaign.result import CampaignResult, campaign_result
 from autotune.campaign.resume import resume_command
-from autotune.db.database import Database
+from autotune.db.database import CampaignGone, Database
 from autotune.db.models import CampaignRow
 from autotune.db.queries import campaign_figures
 from autotune.db.workers import worker_id
@@ -147,7 +147,14 @@ class Campaign:
         if resumed:
             self._check_same_sources(row.options)
         cid = row.id
-        try:  # reloading a long history (and retraining a model on it) may be interrupted too
+        worker = worker_id(run=True)
+        joining = any(w["alive"] for w in self.db.campaign_workers(cid))
+        # this run is a live worker from now on, before its history loads: a --fresh or a delete of the
+        # campaign started meanwhile is refused rather than pulling the campaign from under it
+        heartbeat = Heartbeat(self.db, cid, worker)
+        run = None
+        interrupted = failed = False
+        try:
             history = self.db.campaign_history(cid)
             figures = campaign_figures(self.db, cid)
 
@@ -161,26 +168,25 @@ class Campaign:
             state = self.db.load_state(cid)
             if state:
                 self.algorithm.load_state_dict(state)
-        except KeyboardInterrupt:
-            self._interrupted(cid)
-            raise
-        worker = worker_id(run=True)
-        if any(w["alive"] for w in self.db.campaign_workers(cid)) and self.algorithm.rng is not None:
-            # joining workers that run now: the shared state would make it propose what they propose
-            mix = np.random.default_rng([self.seed, zlib.crc32(worker.encode())])
-            self.algorithm.rng.bit_generator.state = mix.bit_generator.state
-        self.db.set_campaign_status(cid, "running")
-        run = CampaignRun(self, cid, worker, figures, {m.candidate.key for m, _ in history}, start)
-        progress = run.progress()
-        heartbeat = Heartbeat(self.db, cid, worker)
-        interrupted = False
-        try:
+            if joining and self.algorithm.rng is not None:
+                # joining workers that run now: the shared state would make it propose what they propose
+                mix = np.random.default_rng([self.seed, zlib.crc32(worker.encode())])
+                self.algorithm.rng.bit_generator.state = mix.bit_generator.state
+            self.db.set_campaign_status(cid, "running")
+            run = CampaignRun(self, cid, worker, figures, {m.candidate.key for m, _ in history}, start)
+            progress = run.progress()
             with progress:
                 bar = progress.add_task(self.name, total=self.trials, completed=run.measured, info="")
                 status = run.loop(lambda: progress.update(bar, completed=run.measured, info=run.info()))
         except KeyboardInterrupt:
             interrupted = True
-            run.store_unstored()
+            if run is not None:
+                run.store_unstored()
+            raise
+        except CampaignGone:
+            raise  # its id may be another campaign's now: nothing more is written under it
+        except Exception:
+            failed = True  # what was stored stays; the campaign no longer says "running" for good
             raise
         finally:
             heartbeat.stop()
@@ -189,13 +195,21 @@ class Campaign:
             self.db.release_claim(cid, worker)
             if interrupted:
                 self._interrupted(cid)
+            elif failed and not self._others_alive(cid):
+                self.db.set_campaign_status(cid, "failed")
         self.db.set_campaign_status(cid, status)
         return campaign_result(self.name, task, device, status, campaign_figures(self.db, cid),
                                time.perf_counter() - start, resumed, run.measured_here)
 
+    def _others_alive(self, campaign_id: int) -> bool:
+        """Whether other workers still run the campaign (this one has given its claim back)."""
+        return any(w["alive"] for w in self.db.campaign_workers(campaign_id))
+
     def _interrupted(self, campaign_id: int) -> None:
-        """Mark the campaign interrupted and say how to resume it (what was stored stays)."""
-        self.db.set_campaign_status(campaign_id, "interrupted")
+        """Mark the campaign interrupted, unless other workers still run it, and say how to resume it (what
+        was stored stays)."""
+        if not self._others_alive(campaign_id):
+            self.db.set_campaign_status(campaign_id, "interrupted")
         stored = campaign_figures(self.db, campaign_id).trials
         print(f"interrupted: {stored} trials stored; resume with: {self.resume_command()}", file=sys.stderr)
 

@@ -43,6 +43,7 @@ class CampaignRun:
         self.cid, self.worker, self.start = campaign_id, worker, start
         self.task = campaign.space.task
         self.tid, self.did = self.db.task_id(self.task), self.db.device_id(campaign.runner.device)
+        self.created = self.db.campaign_created(campaign_id)  # every store checks the campaign is still this one
         runner = campaign.runner
         self.dispatch = runner if isinstance(runner, StreamingRunner) else _Batches(runner)
         self.slots = runner.slots if isinstance(runner, StreamingRunner) else campaign.batch
@@ -69,6 +70,7 @@ class CampaignRun:
         ``show()`` is called whenever the counts change."""
         show()
         while True:
+            seen = len(self.seen)
             free = self.slots - len(self.in_flight)
             if self.stopping is None and free > 0:
                 self.stopping = self._stop_reason()
@@ -88,7 +90,9 @@ class CampaignRun:
                 show()
             if time.perf_counter() >= self.next_sync:
                 self._sync()
-            self.stalled = 0 if results else self.stalled + 1
+            # a round that measured nothing and met no new point (it looked up stored ones) is a stall: the
+            # search only proposes what it has seen; one that looked up new points moves on
+            self.stalled = 0 if results or len(self.seen) > seen else self.stalled + 1
             if self.stopping is not None and not self.in_flight:
                 return self.stopping
 
@@ -122,7 +126,8 @@ class CampaignRun:
             # previous results' commit), so workers never measure more than the budget
             if self.grant is None:
                 got = self.db.record_batch(self.tid, self.did, self.cid, [], worker=self.worker,
-                                           in_flight=len(self.in_flight), claim_next=(free, self.c.trials))
+                                           in_flight=len(self.in_flight), claim_next=(free, self.c.trials),
+                                           created=self.created)
                 self.measured, self.grant, self.adopted = got.total, got.granted, got.adopted
             n, self.grant = min(self.grant, free), None
             if n == 0 and not self.in_flight:
@@ -162,7 +167,8 @@ class CampaignRun:
         from the budget, which is the campaign's, shared by every worker running it."""
         want = self.slots - len(self.in_flight) if self.stopping is None else 0
         got = self.db.record_batch(self.tid, self.did, self.cid, results, self.reused, state=self.algorithm.state_dict(),
-                                   worker=self.worker, claim_next=(want, self.c.trials), in_flight=len(self.in_flight))
+                                   worker=self.worker, claim_next=(want, self.c.trials), in_flight=len(self.in_flight),
+                                   created=self.created)
         self.measured, self.grant, self.adopted = got.total, got.granted, got.adopted
         self.unstored = []
         self.looked_up += len(self.reused)
@@ -193,7 +199,7 @@ class CampaignRun:
         if self.unstored or self.reused:
             self.db.record_batch(self.tid, self.did, self.cid, self.unstored, self.reused,
                                  state=self.algorithm.state_dict() if self.told else None,
-                                 worker=self.worker, claim_next=(0, self.c.trials))
+                                 worker=self.worker, claim_next=(0, self.c.trials), created=self.created)
 
     def progress(self) -> Progress:
         """A progress bar of the campaign's measurements, its best and its errors (off where the campaign's

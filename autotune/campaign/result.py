@@ -18,7 +18,7 @@ class CampaignResult:
     campaign: str
     task: Task
     device: Device
-    status: str  # finished, exhausted, time-budget, simulated-budget, interrupted
+    status: str  # finished, exhausted, time-budget, simulated-budget, interrupted (failed: stored, not returned)
     trials: int  # the campaign's own measurements (all runs and workers)
     evaluations: int  # trials + reused
     errors: int  # own measurements that failed

@@ -8,7 +8,7 @@ import json
 import shlex
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from autotune.algorithms.registry import make_algorithm
@@ -16,6 +16,7 @@ from autotune.campaign import Campaign, resume_command
 from autotune.cli.main import app
 from autotune.db import open_database, queries
 from autotune.db.models import TrialRow
+from autotune.errors import UsageError
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace
 
@@ -38,6 +39,16 @@ class FakeInterruptingRunner(ReplayRunner):
         if self.calls > self.after:
             raise KeyboardInterrupt
         return super().measure(task, candidates)
+
+
+class FakeFailingRunner(FakeInterruptingRunner):
+    """The same, raising an error of the runner's own instead (a fake: for unit tests only)."""
+
+    def measure(self, task, candidates):
+        try:
+            return super().measure(task, candidates)
+        except KeyboardInterrupt:
+            raise RuntimeError("planted runner failure") from None
 
 
 def _keys(db, name):
@@ -130,3 +141,73 @@ def test_resume_commands_of_each_kind():
     assert resume_command("g", {"kind": "graph", "args": {}}) == (
         "rerun the same command with --campaign g (or: autotune worker --campaign g)")
     assert resume_command("s", None) == "rerun the same command with --campaign s"
+
+
+def test_an_error_out_of_the_runner_marks_the_campaign_failed_and_a_rerun_finishes(db_url):
+    space = ReplaySpace(CACHE)
+    db = open_database(db_url)
+    with pytest.raises(RuntimeError, match="planted"):
+        Campaign("f", space, "random", FakeFailingRunner(space.cache, after=2), db, trials=40, batch=8, seed=4).run()
+    row = db.campaign("f")
+    assert row.status == "failed" and len(_keys(db, "f")) == 16  # not "running" for good; what was stored stays
+    assert db.campaign_workers(row.id) == []
+    res = Campaign("f", space, "random", ReplayRunner(space.cache), db, trials=40, batch=8, seed=4).run()
+    assert res.resumed and res.status == "finished" and res.trials == 40
+
+
+class FakeDeletingRunner(ReplayRunner):
+    """A replay runner that, before its measure call number ``after + 1``, deletes the campaign and opens
+    a new one of the same name, as `autotune campaigns delete --force` and a rerun would while it measures
+    (a fake: for unit tests only)."""
+
+    def __init__(self, cache, after: int, db, space):
+        super().__init__(cache)
+        self.after, self.calls, self.db, self.space = after, 0, db, space
+
+    def measure(self, task, candidates):
+        self.calls += 1
+        if self.calls == self.after + 1:
+            self.db.delete_campaign("d", with_trials=False, force=True)
+            self.db.open_campaign("d", self.space.task, self.device, "random", {})
+        return super().measure(task, candidates)
+
+
+def test_a_run_whose_campaign_is_deleted_stops_and_writes_nothing_into_the_next_of_that_name(db_url):
+    space = ReplaySpace(CACHE)
+    db = open_database(db_url)
+    with pytest.raises(UsageError, match="deleted while this run measured it; its last 8 measurements are stored "
+                                         "without a campaign"):
+        Campaign("d", space, "random", FakeDeletingRunner(space.cache, 2, db, space), db, trials=40, batch=8,
+                 seed=4).run()
+    new = db.campaign("d")
+    assert new.status == "running" and _keys(db, "d") == [] and db.campaign_workers(new.id) == []
+    with db.session() as s:  # the 16 stored before the deletion and the 8 measured after it: none lost
+        assert s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id.is_(None))) == 24
+
+
+def test_a_fresh_start_is_refused_while_another_run_loads_the_campaign(sqlite_url):
+    space = ReplaySpace(CACHE)
+    db = open_database(sqlite_url)
+    Campaign("s", space, "random", ReplayRunner(space.cache), db, trials=16, batch=8, seed=4).run()
+    algorithm = make_algorithm("random")
+    refused = []
+
+    def bind(*args, **kwargs):  # while the history loads, another process starts the campaign afresh
+        with pytest.raises(UsageError, match="live worker") as exc:
+            Campaign("s", space, "random", ReplayRunner(space.cache), db, trials=8, fresh=True).run()
+        refused.append(str(exc.value))
+        return type(algorithm).bind(algorithm, *args, **kwargs)
+
+    algorithm.bind = bind
+    res = Campaign("s", space, algorithm, ReplayRunner(space.cache), db, trials=24, batch=8, seed=4).run()
+    assert refused and res.resumed and res.status == "finished" and res.trials == 24
+
+
+def test_looking_up_stored_points_is_progress_not_a_stall(sqlite_url):
+    """A new campaign over a task whose first hundreds of points are stored looks them up, then measures
+    its budget: it does not stop as exhausted after 50 rounds of look-ups."""
+    space = ReplaySpace(CACHE)
+    db = open_database(sqlite_url)
+    Campaign("first", space, "random", ReplayRunner(space.cache), db, trials=450, batch=8, seed=0).run()
+    res = Campaign("second", space, "random", ReplayRunner(space.cache), db, trials=100, batch=8, seed=0).run()
+    assert res.status == "finished" and res.trials == 100 and res.reused >= 400

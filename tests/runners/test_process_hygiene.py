@@ -123,3 +123,18 @@ def test_build_folders_are_removed_at_exit_and_after_a_kill(tmp_path):
     private_workdir(prefix)  # ...so the next runner removes it
     assert not left.exists()
     assert sweep_stale(prefix) == 0
+
+
+def test_ctrl_c_to_the_foreground_group_leaves_the_fork_server_serving_in_silence(tmp_path):
+    """A terminal's Ctrl-C signals every process of the foreground group, the fork server too: the
+    parent decides what happens (it stores what was measured and closes the server), so the server
+    neither dies nor prints a traceback."""
+    worker = IsolatedWorker()
+    try:
+        assert worker.call(fake.allocate, (1024,), timeout_s=30).kind == "ok"
+        worker.proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        assert worker.proc.poll() is None
+        assert worker.call(fake.allocate, (2048,), timeout_s=30).payload == 2048
+    finally:
+        worker.close()
