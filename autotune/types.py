@@ -34,6 +34,54 @@ def stable_key(value: Any, length: int = KEY_LENGTH) -> str:
     return text_key(canonical_json(value), length)
 
 
+def _code_digest(code, h) -> None:
+    """Feed a code object's bytecode, constants (nested functions' too) and names to ``h``; memory
+    addresses and set ordering, which change from run to run, are left out."""
+    h.update(code.co_code)
+    h.update(repr(code.co_names).encode())
+    for c in code.co_consts:
+        if hasattr(c, "co_code"):
+            _code_digest(c, h)
+        elif isinstance(c, frozenset):
+            h.update(repr(sorted(map(repr, c))).encode())
+        else:
+            h.update(repr(c).encode())
+
+
+def _simple(values) -> list:
+    """The plain values (numbers, strings, None) among ``values``, as text; others are left out."""
+    return [repr(v) for v in values if v is None or isinstance(v, (bool, int, float, str))]
+
+
+def callable_identity(fn) -> str:
+    """A function as its qualified name and a digest of its code (with its plain default and closure
+    values): the same function in a rerun gives the same text; a changed body, another lambda or a
+    closure over other numbers gives another. (A task names the code it measures by this where its
+    name alone does not say which code it is.)"""
+    name = (f"{getattr(fn, '__module__', None) or ''}."
+            f"{getattr(fn, '__qualname__', None) or type(fn).__qualname__}")
+    fn = getattr(fn, "__func__", fn)  # a bound method's function
+    if getattr(fn, "__code__", None) is None:  # a callable object: its class's __call__
+        fn = getattr(type(fn), "__call__", None)  # noqa: B004 - the method itself, for its code
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return name
+    h = hashlib.sha1()
+    _code_digest(code, h)
+    cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if _has_contents(c)]
+    defaults = [*(getattr(fn, "__defaults__", None) or ()), *(getattr(fn, "__kwdefaults__", None) or {}).values()]
+    h.update(repr(_simple([*defaults, *cells])).encode())
+    return f"{name}:{h.hexdigest()[:16]}"
+
+
+def _has_contents(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
 class Status(str, enum.Enum):
     """Outcome of one measurement. Errors are data: a runner never raises for one candidate."""
 

@@ -72,7 +72,7 @@ def _fields(arg: str) -> Iterable[tuple[str, str, str | None]]:
         parsed = list(string.Formatter().parse(arg))
     except ValueError as exc:
         raise UsageError(f"the argument {arg[:80]!r} is not a valid template ({exc}); write {{name}} for a knob's "
-                         "value and {{{{ or }}}} for a literal brace") from None
+                         "value and {{ or }} for a literal brace") from None
     for _literal, field, spec, conv in parsed:
         if field is None:
             continue

@@ -75,17 +75,43 @@ def to_measurement(candidate: Candidate, value, wall_s: float) -> Measurement:
         m = replace(value, candidate=candidate)
         if not m.run_s:
             m.run_s = wall_s
-        return m
+        why = _unfit(m)
+        return m if why is None else Measurement(candidate, Status.RUNTIME_ERROR, error=why, run_s=m.run_s)
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        cost = float(value)
+        cost = _as_float(value)
         if math.isfinite(cost) and cost >= 0:
             return Measurement(candidate, Status.OK, times=[cost], cost=cost, run_s=wall_s)
-        why = f"the objective returned {cost!r}; a cost must be a finite number >= 0"
+        why = f"the objective returned {_shown(value)}; a cost must be a finite number >= 0"
     else:
         shown = repr(value)
         why = (f"the objective returned {shown[:100]} ({type(value).__name__}); it must return a number "
                "(the cost) or a Measurement")
     return Measurement(candidate, Status.RUNTIME_ERROR, error=why, run_s=wall_s)
+
+
+def _as_float(v) -> float:
+    try:
+        return float(v)
+    except (OverflowError, TypeError, ValueError):  # 10**400, or a Real float() cannot take
+        return math.nan
+
+
+def _shown(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _unfit(m: Measurement) -> str | None:
+    """Why a Measurement the objective returned cannot be stored as it is (None: it can). A successful one
+    needs a cost (given, or the median of its times) that is a finite number >= 0, and times that are too."""
+    if not m.ok:
+        return None if m.status is not Status.OK else "the objective returned a Measurement with status OK but no cost or times"
+    bad = [t for t in [m.cost, *m.times] if isinstance(t, bool) or not isinstance(t, numbers.Real)
+           or not (math.isfinite(_as_float(t)) and _as_float(t) >= 0)]
+    if bad:
+        return (f"the objective returned a Measurement with cost or times {_shown(bad[0])}; "
+                "each must be a finite number >= 0")
+    return None
 
 
 def _load_main(path: str) -> None:

@@ -14,6 +14,7 @@ by zero, log2 of 0, a power too large) raises UsageError naming the expression a
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 import warnings
@@ -153,10 +154,43 @@ class Constraint:
         raise self._reject(node, f"{ast.unparse(node)!r} ({type(node).__name__})")
 
 
+def describe_callable(fn: Callable) -> str:
+    """A callable as a user would recognise it: its name, and where it is defined when Python knows
+    ("'<lambda>' (tune.py line 12)")."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    code = getattr(fn, "__code__", None)
+    where = f" ({code.co_filename.replace(chr(92), '/').rsplit('/', 1)[-1]} line {code.co_firstlineno})" if code else ""
+    return f"{name!r}{where}"
+
+
+def guarded(fn: Callable, call: Callable[[Mapping], object] | None = None,
+            what: str = "constraint") -> Callable[[Mapping], bool]:
+    """``call`` (default ``fn``: the user's function applied to the configuration dict) whose failure is a
+    UsageError naming the function and the configuration, worded as an expression's (Constraint.__call__):
+    the user's function raising is bad input, not an error of autotune. It keeps ``fn``'s name
+    (functools.wraps), which a task's identity reads."""
+    call = fn if call is None else call
+
+    @functools.wraps(fn)
+    def check(cfg: Mapping) -> bool:
+        try:
+            return bool(call(cfg))
+        except UsageError:
+            raise  # already says which constraint and where (a guarded or expression constraint inside)
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's function is reported the same way
+            point = ", ".join(f"{n}={v!r}" for n, v in cfg.items())
+            raise UsageError(f"{what} {describe_callable(fn)} cannot be evaluated{' at ' + point if point else ''}: "
+                             f"{exc.__class__.__name__}: {str(exc)[:100]}") from None
+    check.guarded = True
+    return check
+
+
 def make_constraint(spec: str | Callable, names: set[str]) -> Callable[[Env], bool]:
     """A constraint from an expression string (parsed safely) or a callable taking the knob dict."""
     if isinstance(spec, str):
         return Constraint(spec, names)
+    if isinstance(spec, Constraint) or getattr(spec, "guarded", False):
+        return spec  # already reports its own failures
     if callable(spec):
-        return spec
+        return guarded(spec)
     raise UsageError(f"a constraint must be an expression string or a callable, not {type(spec).__name__}")

@@ -8,7 +8,8 @@ compact array of value indices. Spaces too large to enumerate (more than
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -28,6 +29,23 @@ def _is_power_of_two_list(values: Sequence) -> bool:
     )
 
 
+def _knob_values(name: str, raw) -> list:
+    """A knob's values as a list of plain values (numpy scalars as Python numbers); UsageError for a single
+    value or a string where a list belongs, and for a value JSON cannot hold (NaN, infinity, an object):
+    every configuration is stored as JSON."""
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, Iterable):
+        raise UsageError(f"knob {name!r} must be a list of values, not {raw!r} ({type(raw).__name__}); "
+                         f"e.g. {{{name!r}: [{raw!r}]}}"[:300])
+    vals = [v.item() if isinstance(v, np.generic) else v for v in raw]
+    for v in vals:
+        try:
+            json.dumps(v, allow_nan=False)
+        except (TypeError, ValueError):
+            raise UsageError(f"knob {name!r} has the value {v!r} ({type(v).__name__}); a value must be a finite "
+                             "number, a string, a boolean, None or a list of them (it is stored as JSON)"[:300]) from None
+    return vals
+
+
 class KnobSpace(Space):
     """Knobs (each a list of allowed values) and constraints (expressions or callables on the knob dict)."""
 
@@ -44,7 +62,7 @@ class KnobSpace(Space):
         self.names: list[str] = list(knobs)
         self.values: list[list] = []
         for name in self.names:
-            vals = list(knobs[name])
+            vals = _knob_values(name, knobs[name])
             if not vals:
                 raise UsageError(f"knob {name!r} has no values")
             if len(set(map(repr, vals))) != len(vals):

@@ -33,6 +33,9 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
     running ``argv`` with its ``{knob}`` placeholders filled in. Without a budget: 100 trials.
     ``fresh``: delete a campaign of that name first (its trials stay, reused as look-ups).
     ``options``: the algorithm's options, and the cost-model guidance's (``autotune algorithms``)."""
+    if isinstance(argv, (str, bytes)):  # one string would be run as its characters
+        raise UsageError(f"argv must be a list of the program and its arguments, not one string: "
+                         f"{str(argv)[:80]!r}; e.g. shlex.split({str(argv)[:40]!r})")
     argv = [str(a) for a in argv]
     if not argv:
         raise UsageError("the command is empty; give the program to run after --, e.g. autotune tune command --space space.yaml "

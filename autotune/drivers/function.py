@@ -16,6 +16,7 @@ qualified name plus the space, so another function or another space is another c
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 from collections.abc import Callable, Mapping
 
@@ -28,7 +29,7 @@ from autotune.runners.function import FunctionRunner
 from autotune.search_spaces.constraints import Constraint
 from autotune.search_spaces.knobs import KnobSpace
 from autotune.search_spaces.space_file import load_space_file
-from autotune.types import Task
+from autotune.types import Task, callable_identity
 
 DEFAULT_TRIALS = 100
 
@@ -46,13 +47,16 @@ def as_knob_space(space) -> KnobSpace:
 
 
 def constraint_texts(space: KnobSpace) -> list[str]:
-    """The constraints as text (an expression, or a callable's qualified name) for the task's identity."""
+    """The constraints as text (an expression, or a callable's qualified name, with a digest of its code for
+    a lambda or a nested function) for the task's identity."""
     out = []
     for c in space.constraints:
         if isinstance(c, Constraint):
             out.append(c.text)
         else:
-            out.append(f"{getattr(c, '__module__', '?')}.{getattr(c, '__qualname__', type(c).__qualname__)}")
+            name = f"{getattr(c, '__module__', '?')}.{getattr(c, '__qualname__', type(c).__qualname__)}"
+            # a lambda's name does not say which code it is: its code's digest does
+            out.append(callable_identity(inspect.unwrap(c)) if "<" in name else name)
     return out
 
 
@@ -91,7 +95,10 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
     algo = make_search(algorithm, cost_model, **options)  # validates the names before anything is written
     runner = FunctionRunner(objective, isolate=isolate, timeout_s=timeout_s, memory_limit=memory_limit)
     try:
-        knobs = with_task(as_knob_space(space), "function", runner.name, {"function": runner.name})
+        params = {"function": runner.name}
+        if "<" in runner.name:  # a lambda or a function defined in another: its name does not say which code it is
+            params["code"] = callable_identity(objective).rsplit(":", 1)[-1]
+        knobs = with_task(as_knob_space(space), "function", runner.name, params)
         name = campaign or f"{runner.name}-{knobs.task.key[:8]}-{algo.name}-seed{seed}"
         database = open_database(db)
         try:

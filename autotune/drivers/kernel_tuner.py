@@ -12,6 +12,7 @@ model. Semantics, supported options and differences from Kernel Tuner: docs/kern
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
@@ -27,7 +28,7 @@ from autotune.db import open_database
 from autotune.errors import UsageError
 from autotune.progress import Progress, make_progress, stderr_is_terminal
 from autotune.runners.timing import Protocol
-from autotune.search_spaces.kernels.user import LANGS, UserKernel, check_answer
+from autotune.search_spaces.kernels.user import LANGS, UserKernel, check_answer, kernel_name_in_source
 from autotune.search_spaces.replay import write_cache
 from autotune.types import Measurement, Status
 
@@ -162,6 +163,40 @@ def _check_options(options: dict) -> tuple[dict, int, int | None]:
     return dict(so), int(device), options.get("smem_args")
 
 
+def _positive_seconds(value, name: str, default: float) -> float:
+    """``value`` as a positive, finite number of seconds (None: ``default``), or UsageError naming ``name``."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise UsageError(f"{name} must be a positive number of seconds, not {type(value).__name__} {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{name} must be a positive number of seconds, not {value!r}")
+    return float(value)
+
+
+def _check_atol(atol) -> float:
+    """``atol`` as a non-negative, finite float, or UsageError."""
+    if isinstance(atol, bool) or not isinstance(atol, (int, float, np.integer, np.floating)):
+        raise UsageError(f"atol must be a non-negative number (numpy.allclose's absolute tolerance), not "
+                         f"{type(atol).__name__} {atol!r}")
+    if not math.isfinite(atol) or atol < 0:
+        raise UsageError(f"atol must be a non-negative number (numpy.allclose's absolute tolerance), not {atol!r}")
+    return float(atol)
+
+
+def _check_cache_path(cache) -> None:
+    """A cache file name whose folder exists (the file is written after the search: a bad path must fail
+    before it, not throw the measurements' record away after), or UsageError."""
+    if not isinstance(cache, (str, os.PathLike)) or not str(cache).strip():
+        raise UsageError(f"cache must be a file name, not {type(cache).__name__} {cache!r}")
+    path = Path(cache)
+    if path.is_dir():
+        raise UsageError(f"cache {str(path)!r} is a directory; give a file name such as {str(path / 'cache.json')!r}")
+    if not path.parent.is_dir():
+        raise UsageError(f"cache {str(path)!r}: the directory {str(path.parent)!r} does not exist; create it or "
+                         "name a file in an existing one")
+
+
 def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, tune_params: dict, *,
                 grid_div_x=None, grid_div_y=None, grid_div_z=None, restrictions=None, answer=None, atol: float = 1e-6,
                 verify: Callable | None = None, lang: str | None = None, compiler_options: list[str] | None = None,
@@ -183,6 +218,13 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
     or an :class:`autotune.progress.Progress`; default: on when standard error is a terminal or with
     ``verbose``, off with ``quiet``; the bars themselves are drawn only on a terminal)."""
     strategy_options, device_index, smem_args = _check_options(ignored_kt_options)
+    # arguments that are only used late (by the runners, or after the search) are checked first
+    run_timeout = _positive_seconds(ignored_kt_options.get("run_timeout"), "run_timeout", 60.0)
+    atol = _check_atol(atol)
+    if verify is not None and not callable(verify):
+        raise UsageError(f"verify must be a function verify(answer, results, atol=...), not {type(verify).__name__}")
+    if cache is not None:
+        _check_cache_path(cache)
     if progress is None:
         progress = not quiet and (verbose or stderr_is_terminal())
     bar = make_progress(progress, "tune_kernel")
@@ -191,6 +233,8 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
             warnings.warn(f"tune_kernel ignores the Kernel Tuner option {name!r}", stacklevel=2)
     code, source_file = read_source(kernel_source)
     lang = detect_language(code, lang)
+    if not isinstance(kernel_name, str) or not kernel_name.strip():
+        raise UsageError("kernel_name must be the name of the kernel function, a non-empty string")
     if not isinstance(iterations, (int, np.integer)) or iterations < 1:
         raise UsageError(f"iterations must be a positive integer, not {iterations!r}")
     if compiler_options is None:
@@ -209,14 +253,20 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
     answer = check_answer(answer, arguments)
     include = [f"-I{Path.cwd()}"] + ([f"-I{source_file.parent}"] if source_file else [])
     options = [*include, *compiler_options]
+    defines = ignored_kt_options.get("defines")
+    # a misspelt kernel_name would fail every configuration only when the compiled function is looked up;
+    # the name may also come from an included file, a -D option or a define
+    include_dirs = [o[2:] if len(o) > 2 else nxt for o, nxt in zip(options, [*options[1:], ""]) if o.startswith("-I")]
+    define_text = [f"{k} {v}" for k, v in defines.items()] if isinstance(defines, Mapping) else []
+    kernel_name_in_source(kernel_name, code, [d for d in include_dirs if d], extra=[*compiler_options, *define_text])
     compiler = ignored_kt_options.get("compiler") or (os.environ.get("CXX") or "g++")
     protocol = Protocol(warmup=0, min_repeats=int(iterations), max_repeats=int(iterations), min_time_s=0.0,
                         budget_s=5.0)
-    run_timeout = float(ignored_kt_options.get("run_timeout") or 60.0)
     grid_div = (grid_div_x, grid_div_y, grid_div_z)
     common = {"restrictions": restrictions, "grid_div": grid_div, "block_size_names": block_size_names,
-              "defines": ignored_kt_options.get("defines"), "smem_args": smem_args,
-              "source_name": str(source_file) if source_file else None}
+              "defines": defines, "smem_args": smem_args,
+              "source_name": str(source_file) if source_file else None, "answer": answer, "atol": atol,
+              "verify": verify}
     if lang == "C":
         from autotune.runners.c import UserCRunner
 
@@ -272,7 +322,8 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
         "compiler_options": list(compiler_options), "strategy": strategy, "algorithm": search.name,
         "campaign": cname, "status": result.status, "trials": result.trials, "resumed": result.resumed,
         "task_key": kernel.task.key, "device_key": device.key, "db": database.safe_url, "failed": failed,
-        "best_config": dict(result.best.candidate.payload) if result.best else None,
+        # the best of everything the campaign holds, trials it reused from earlier campaigns included
+        "best_config": dict(best.candidate.payload) if (best := result.best_evaluated) is not None else None,
     }
     if lang == "C":
         env["c_timing"] = runner.timing

@@ -9,7 +9,7 @@ import inspect
 from collections.abc import Callable, Mapping
 
 from autotune.errors import UsageError
-from autotune.search_spaces.constraints import Constraint
+from autotune.search_spaces.constraints import Constraint, guarded
 
 
 def _keyword_restriction(fn: Callable, names: list[str]) -> Callable[[Mapping], bool]:
@@ -18,11 +18,11 @@ def _keyword_restriction(fn: Callable, names: list[str]) -> Callable[[Mapping], 
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
-        return lambda cfg: bool(fn(**cfg))
+        return guarded(fn, lambda cfg: fn(**cfg), "restriction")
     ps = list(sig.parameters.values())
     positional = [p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(ps) == 1 and positional and positional[0].name not in names:
-        return lambda cfg: bool(fn(dict(cfg)))
+        return guarded(fn, lambda cfg: fn(dict(cfg)), "restriction")
     takes_all = any(p.kind is p.VAR_KEYWORD for p in ps)
     wanted = [p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     unknown = [n for n in wanted if n not in names and sig.parameters[n].default is inspect.Parameter.empty]
@@ -30,8 +30,8 @@ def _keyword_restriction(fn: Callable, names: list[str]) -> Callable[[Mapping], 
         raise UsageError(f"restriction {getattr(fn, '__name__', fn)!r} takes unknown parameter(s) "
                          f"{', '.join(unknown)}; tunable parameters are {', '.join(names)}")
     if takes_all:
-        return lambda cfg: bool(fn(**cfg))
-    return lambda cfg: bool(fn(**{n: cfg[n] for n in wanted if n in cfg}))
+        return guarded(fn, lambda cfg: fn(**cfg), "restriction")
+    return guarded(fn, lambda cfg: fn(**{n: cfg[n] for n in wanted if n in cfg}), "restriction")
 
 
 def make_restrictions(restrictions, names: list[str]) -> list:
@@ -41,7 +41,7 @@ def make_restrictions(restrictions, names: list[str]) -> list:
         return []
     if callable(restrictions):
         fn = restrictions
-        return [lambda cfg: bool(fn(dict(cfg)))]
+        return [guarded(fn, lambda cfg: fn(dict(cfg)), "restriction")]
     if isinstance(restrictions, str):
         restrictions = [restrictions]
     if not isinstance(restrictions, (list, tuple)):
@@ -61,7 +61,7 @@ def make_restrictions(restrictions, names: list[str]) -> list:
             if unknown := [n for n in used if n not in known]:
                 raise UsageError(f"restriction {getattr(fn, '__name__', fn)!r} names unknown parameter(s) "
                                  f"{', '.join(map(str, unknown))}; the tunable parameters are {', '.join(names)}")
-            out.append(lambda cfg, fn=fn, used=tuple(used): bool(fn(**{n: cfg[n] for n in used})))
+            out.append(guarded(fn, lambda cfg, fn=fn, used=tuple(used): fn(**{n: cfg[n] for n in used}), "restriction"))
         elif callable(r):
             out.append(_keyword_restriction(r, names))
         else:

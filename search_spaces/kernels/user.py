@@ -26,15 +26,17 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
-from autotune.errors import UsageError
+from autotune.errors import UsageError, did_you_mean
 from autotune.search_spaces.constraints import Constraint
 from autotune.search_spaces.kernels.restrictions import make_restrictions
 from autotune.search_spaces.knobs import KnobSpace
-from autotune.types import Task
+from autotune.types import Task, callable_identity
 
 LANGS = ("C", "CUDA")
 DEFAULT_BLOCK_SIZE_NAMES = ("block_size_x", "block_size_y", "block_size_z")
@@ -99,6 +101,62 @@ def check_answer(answer: Sequence | None, arguments: Sequence) -> list | None:
     return out
 
 
+def _answer_digest(answer: Sequence) -> str:
+    """A digest of the reference outputs: each entry's dtype, shape and bytes (None where not checked)."""
+    h = hashlib.sha1()
+    for a in answer:
+        if a is None:
+            h.update(b"none;")
+            continue
+        arr = np.ascontiguousarray(a)
+        h.update(f"{arr.dtype.str}{arr.shape};".encode())
+        h.update(arr.reshape(-1).view(np.uint8))
+    return h.hexdigest()
+
+
+def check_identity(answer: Sequence | None, atol: float, verify: Callable | None) -> dict | None:
+    """How outputs are checked, as task parameters (None when nothing is checked): a digest of ``answer``,
+    ``atol``, and the verify function's name and code digest. Results checked one way are no evidence
+    for another, so a different check is a different task; the same check in a rerun is the same task."""
+    if answer is None:
+        return None
+    return {"answer_sha1": _answer_digest(answer), "atol": float(atol),
+            "verify": callable_identity(verify) if verify is not None else None}
+
+
+def kernel_name_in_source(kernel_name: str, code: str, include_dirs: Sequence = (), extra: Sequence[str] = ()) -> None:
+    """UsageError unless ``kernel_name`` (without template arguments or namespace) occurs as an identifier
+    in ``code``, in a file it #includes from ``include_dirs``, or in ``extra`` (the text of compiler
+    options and defines, which can spell a name for a macro): a misspelt name is refused before any
+    compilation rather than failing every configuration when the function is looked up."""
+    base = kernel_name.split("<", 1)[0].strip().rsplit("::", 1)[-1].strip()
+    if not base.isidentifier():
+        raise UsageError(f"kernel_name {kernel_name!r} is not the name of a function (a C identifier, optionally "
+                         "with template arguments)")
+    pattern = re.compile(r"(?<![A-Za-z0-9_])" + re.escape(base) + r"(?![A-Za-z0-9_])")
+    include = re.compile(r'^\s*#\s*include\s*["<]([^">]+)[">]', re.MULTILINE)
+    seen: set = set()
+    todo, texts = [*extra, code], 0
+    while todo and texts < 64 + len(extra):  # the source and up to 63 included files of the user's own
+        text = todo.pop()
+        texts += 1
+        if pattern.search(text):
+            return
+        for rel in include.findall(text):
+            for d in include_dirs:
+                path = Path(d) / rel
+                if path.is_file() and path.resolve() not in seen:
+                    seen.add(path.resolve())
+                    try:
+                        todo.append(path.read_text(errors="replace"))
+                    except OSError:
+                        pass
+                    break
+    names = sorted(set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code)))
+    raise UsageError(f"kernel_name {kernel_name!r} does not occur in the kernel source{did_you_mean(base, names)}; "
+                     "give the name of the kernel function the source defines")
+
+
 def _expr_value(text: str, params: Mapping, what: str) -> float:
     """A Kernel Tuner size expression ("block_size_x * tile", "n") evaluated at ``params`` safely."""
     c = Constraint(text, set(params))
@@ -151,7 +209,8 @@ class UserKernel:
                  tune_params: Mapping[str, Sequence], *, restrictions=None, grid_div=(None, None, None),
                  block_size_names: Sequence[str] | None = None, defines: Mapping | None = None,
                  smem_args: Mapping | None = None, max_threads: int = 1024, compiler: str = "g++",
-                 timing: str | None = None, source_name: str | None = None):
+                 timing: str | None = None, source_name: str | None = None, answer: Sequence | None = None,
+                 atol: float = 1e-6, verify: Callable | None = None):
         if not isinstance(kernel_name, str) or not kernel_name.strip():
             raise UsageError("kernel_name must be the name of the kernel function, a non-empty string")
         if lang not in LANGS:
@@ -208,6 +267,12 @@ class UserKernel:
             params.update(grid_div=_describe(list(self.grid_div)), block_size_names=list(self.block_size_names))
         if self.defines is not None:
             params["defines"] = {k: _describe(v) for k, v in self.defines.items()}
+        # how outputs are checked is part of the task: trials checked against another answer, tolerance or
+        # verify function are not reused (a corrected reference measures afresh); with no answer nothing is
+        # checked and the parameters are as they always were
+        check = check_identity(answer, atol, verify)
+        if check is not None:
+            params["check"] = check
         self.task = Task("user-kernel", self.kernel_name, params)
         self._space: KnobSpace | None = None
 

@@ -124,8 +124,10 @@ def test_usage_errors_before_the_campaign_opens(bench):
         tune_command([sys.executable, "bench.py", "--a", "{a}", "--b", "{blok}"], space, db=url)
     with pytest.raises(UsageError, match="placeholder"):
         tune_command([sys.executable, "{a.__class__}"], space, db=url)
-    with pytest.raises(UsageError, match="not a valid template"):
+    with pytest.raises(UsageError, match=r"not a valid template .* and \{\{ or \}\} for a literal brace$"):
         tune_command([sys.executable, "{a"], space, db=url)
+    with pytest.raises(UsageError, match="argv must be a list .* not one string"):
+        tune_command(f"{sys.executable} bench.py --a {{a}}", space, db=url)
     with pytest.raises(UsageError, match="timeout"):
         tune_command(_argv(bench), space, db=url, timeout_s=-1)
     with pytest.raises(UsageError, match="empty"):

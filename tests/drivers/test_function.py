@@ -69,6 +69,29 @@ def test_another_function_is_not_mixed_into_a_campaign(tmp_path):
         minimize(other, KNOBS, trials=5, db=url, campaign="c", cost_model=None, algorithm="random")
 
 
+def test_lambdas_and_closures_are_told_apart_by_their_code(tmp_path):
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    space = {"a": [1, 2, 3]}
+    first = minimize(lambda c: c["a"], space, db=url, algorithm="grid", cost_model=None)
+    second = minimize(lambda c: 10 - c["a"], space, db=url, algorithm="grid", cost_model=None)
+    assert first.best.candidate.payload == {"a": 1} and second.best.candidate.payload == {"a": 3}
+    assert second.trials == 3 and first.task.key != second.task.key  # measured, not looked up
+
+    def distance_to(k):
+        return lambda c: abs(c["a"] - k)
+
+    near = [minimize(distance_to(k), space, db=url, algorithm="grid", cost_model=None) for k in (2, 3, 3)]
+    assert [r.best.candidate.payload["a"] for r in near] == [2, 3, 3]
+    assert near[2].task.key == near[1].task.key and near[2].resumed and near[2].measured_here == 0
+    assert "code" in first.task.params and "code" not in minimize(bowl, KNOBS, trials=1, db=url).task.params
+    from autotune.search_spaces.knobs import KnobSpace
+
+    above, below = (minimize(bowl, KnobSpace(KNOBS, constraints=[c]), db=url, algorithm="grid", cost_model=None)
+                    for c in (lambda c: c["x"] > 6, lambda c: c["x"] < 6))
+    assert above.task.key != below.task.key and above.best.candidate.payload["x"] == 7
+    assert below.best.candidate.payload["x"] == 5  # measured under its own constraint, nothing looked up
+
+
 def planted(config: dict) -> float:
     if config["x"] == 2:
         raise ValueError("planted failure at x=2")
@@ -93,6 +116,22 @@ def test_errors_are_failed_trials_and_the_campaign_goes_on(tmp_path):
     assert df.loc[4, "status"] == "RUNTIME_ERROR" and "'fast'" in df.loc[4, "error"]
     assert df.loc[5, "status"] == "OK" and df.loc[5, "cost"] == 0.5  # a returned Measurement is kept
     assert res.best.cost == 0.5 and (df.loc[[0, 1, 6, 7], "cost"] == [1.0, 2.0, 7.0, 8.0]).all()
+
+
+@pytest.mark.parametrize("value,needle", [
+    (Measurement(Candidate({}), Status.OK, times=[-1.0]), "-1.0"),
+    (Measurement(Candidate({}), Status.OK, cost=float("inf")), "inf"),
+    (Measurement(Candidate({}), Status.OK, cost=float("nan")), "nan"),
+    (Measurement(Candidate({}), Status.OK), "no cost or times"),
+    (Measurement(Candidate({}), Status.OK, cost="fast"), "'fast'"),
+    (10**400, "a cost must be a finite number"),
+])
+def test_a_returned_value_that_is_no_cost_is_a_failed_trial(tmp_path, value, needle):
+    res = minimize(lambda c: value, {"x": [0, 1]}, db=f"sqlite:///{tmp_path / 'f.db'}", algorithm="grid",
+                   cost_model=None)
+    assert res.status == "exhausted" and res.trials == 2 and res.errors == 2 and res.best is None
+    df = queries.trials(open_database(f"sqlite:///{tmp_path / 'f.db'}"))
+    assert (df["status"] == "RUNTIME_ERROR").all() and df["error"].str.contains(needle, regex=False).all()
 
 
 def test_usage_errors_before_anything_runs(tmp_path):

@@ -119,3 +119,14 @@ def test_softmax_reference_and_check():
     assert "differ" in t.check(bad, ref)
     bad[0, 0] = np.nan
     assert "not finite" in t.check(bad, ref)
+
+
+@pytest.mark.parametrize("name", list(TEMPLATES))
+def test_cpu_defaults_are_single_threaded(name):
+    """The default is the baseline of speedup_over_default (docs/kernels.md): one thread for every template,
+    whatever the core count; a pinned thread count is the only one there is."""
+    _, t = kernel_problem(name, SHAPES[name], "cpu", CPU_PROPS)
+    assert t.space().values[t.space().names.index("threads")][-1] == CPU_PROPS["cores"]
+    assert t.default_config()["threads"] == 1
+    _, pinned = kernel_problem(name, SHAPES[name], "cpu", CPU_PROPS, threads=3)
+    assert pinned.default_config()["threads"] == 3

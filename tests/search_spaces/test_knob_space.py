@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import pytest
@@ -157,3 +158,27 @@ def test_a_space_that_builds_its_own_candidates_keeps_them():
     points = list(Tagged({"x": [1, 2], "y": [3]}).enumerate())
     assert [c.payload for c in points] == [{"x": 1, "y": 3, "tag": 1}, {"x": 2, "y": 3, "tag": 1}]
     assert all(c.key == Candidate(c.payload).key for c in points)
+
+
+def test_knob_values_are_plain_json_values_or_refused_by_name():
+    space = KnobSpace({"a": np.arange(3), "b": [np.float32(0.5), "x y", None, True]})
+    assert space.values == [[0, 1, 2], [0.5, "x y", None, True]]
+    assert all(type(v) is int for v in space.values[0])  # numpy integers as Python ones, as the JSON stores them
+    for knobs, needle in (({"a": "abc"}, "must be a list of values, not 'abc' (str)"),
+                          ({"a": 5}, "must be a list of values, not 5 (int)"),
+                          ({"a": [1.0, float("nan")]}, "has the value nan"),
+                          ({"a": [1.0, np.inf]}, "has the value inf"),
+                          ({"a": [object()]}, "(object)")):
+        with pytest.raises(UsageError, match=f"^knob 'a' .*{re.escape(needle)}"):
+            KnobSpace(knobs)
+
+
+def test_a_callable_constraint_that_raises_is_named_with_the_point():
+    def odd(c):
+        return 1 / (c["a"] - 2) > 0
+
+    space = KnobSpace({"a": [1, 2, 3]}, constraints=[odd])
+    with pytest.raises(UsageError, match=r"^constraint 'test_a_callable.*odd' \(test_knob_space.py line \d+\) "
+                                         r"cannot be evaluated at a=2: ZeroDivisionError"):
+        list(space.enumerate())
+    assert space.constraints[0].__name__ == "odd"  # the wrapper keeps the name a task's identity reads
