@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -57,11 +58,28 @@ def export_lines(db: Database, campaign: str | None = None, task: str | None = N
 
 
 def export_file(db: Database, path: str | Path, **filters) -> int:
+    """Write the matching trials to ``path`` as JSON lines; returns how many. A regular file is written
+    beside and renamed over ``path`` once complete, so an error or an interrupt part-way leaves the file
+    that was there as it was; anything else (a pipe, /dev/stdout) is written in place."""
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        with open(path, "w") as f:
+            return _write_lines(f, export_lines(db, **filters))
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        with open(part, "w") as f:
+            n = _write_lines(f, export_lines(db, **filters))
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    return n
+
+
+def _write_lines(f, lines) -> int:
     n = 0
-    with open(path, "w") as f:
-        for line in export_lines(db, **filters):
-            f.write(line + "\n")
-            n += 1
+    for line in lines:
+        f.write(line + "\n")
+        n += 1
     return n
 
 

@@ -185,13 +185,16 @@ def lookups(db: Database, campaign: str) -> int:
 
 def trial_pages(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
                 status: str | None = None, page: int = 10_000) -> Iterator[pd.DataFrame]:
-    """Every matching trial, oldest first, as DataFrames of at most ``page`` rows (memory stays bounded)."""
+    """Every matching trial, oldest first, as DataFrames of at most ``page`` rows (memory stays bounded); one
+    empty frame, with every column, when none matches (a CSV of no trials still has its header)."""
     where = _trial_query(db, campaign, task, device, status)
     last = 0
     while True:
         with db.session() as s:
             rows = s.execute(_trial_select(and_(where, TrialRow.id > last)).order_by(TrialRow.id).limit(page)).all()
         if not rows:
+            if not last:
+                yield _trial_frame(rows)
             return
         yield _trial_frame(rows)
         last = rows[-1][0].id

@@ -125,6 +125,22 @@ def _cell(v) -> str:
 
 WideOption = Annotated[bool, typer.Option("--wide", help="Every column in full (the default table shows the main columns, shortened to fit 100 columns)")]
 
+TABLE_FORMATS = ("table", "csv", "json")
+
+
+def check_format(fmt: str) -> None:
+    """A command's first step: an unknown --format is one line, before a model loads or a query runs."""
+    from autotune.errors import check_choice
+
+    check_choice("format", fmt, TABLE_FORMATS)
+
+
+def _lower(value: str) -> str:
+    return value.lower()
+
+
+FormatOption = Annotated[str, typer.Option("--format", "-f", callback=_lower, help="table, csv or json (any case)")]
+
 
 def print_table(df, title: str = "", max_width: int = 60, columns: list[Col] | None = None, console=None,
                 wide: bool = False) -> None:
@@ -191,9 +207,27 @@ def _csv_ready(df):
     """A copy of ``df`` whose dict and list cells are JSON text, as CSV holds them."""
     out = df.copy()
     for col in out.columns:
-        if out[col].map(lambda v: isinstance(v, (dict, list))).any():
+        if out[col].dtype == object and out[col].map(lambda v: isinstance(v, (dict, list))).any():
             out[col] = out[col].map(lambda v: json.dumps(v, sort_keys=True))
     return out
+
+
+def _json_value(v):
+    """A cell json cannot write itself: a timestamp as ISO 8601 text (to the microsecond), a numpy scalar as its
+    Python value."""
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    if hasattr(v, "item"):
+        return v.item()
+    return str(v)
+
+
+def _json_rows(df) -> str:
+    """``df`` as a JSON array of objects, raw: floats to the last digit (pandas' to_json rounds them to 10
+    decimal places, which turns 1.0799999814e-05 into 1.08e-05 and makes distinct costs tie), missing cells
+    null."""
+    rows = df.astype(object).where(df.notna(), None).to_dict(orient="records")
+    return json.dumps(rows, default=_json_value, separators=(",", ":"))
 
 
 def write_frame(df, fmt: str, max_width: int = 300, columns: list[Col] | None = None, title: str = "",
@@ -206,13 +240,21 @@ def write_frame(df, fmt: str, max_width: int = 300, columns: list[Col] | None = 
     elif fmt == "csv":
         typer.echo(_csv_ready(df).to_csv(index=False), nl=False)
     elif fmt == "json":
-        typer.echo(df.to_json(orient="records", date_format="iso"))
+        typer.echo(_json_rows(df))
     else:
         raise typer.BadParameter(f"unknown format {fmt!r}; valid: table, csv, json")
 
 
 def write_pages(frames, fmt: str, max_width: int = 300, columns: list[Col] | None = None, wide: bool = False) -> int:
-    """Write DataFrames one after another as one table, CSV (one header) or JSON array; returns the rows."""
+    """Write DataFrames one after another as one table, CSV (one header) or JSON array; returns the rows.
+    A table is laid out once, over every page, so its columns and widths do not change part-way."""
+    if fmt == "table":
+        import pandas as pd
+
+        frames = list(frames)
+        df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0] if frames else pd.DataFrame()
+        write_frame(df, fmt, max_width, columns=columns, wide=wide)
+        return len(df)
     rows = 0
     if fmt == "json":
         typer.echo("[", nl=False)
@@ -221,7 +263,7 @@ def write_pages(frames, fmt: str, max_width: int = 300, columns: list[Col] | Non
             typer.echo(_csv_ready(df).to_csv(index=False, header=False), nl=False)
         elif fmt == "json":
             if len(df):
-                typer.echo(("," if rows else "") + df.to_json(orient="records", date_format="iso")[1:-1], nl=False)
+                typer.echo(("," if rows else "") + _json_rows(df)[1:-1], nl=False)
         else:
             write_frame(df, fmt, max_width, columns=columns, wide=wide)
         rows += len(df)

@@ -12,6 +12,7 @@ from autotune.cli.common import (
     BatchOption,
     CampaignOption,
     DbOption,
+    FormatOption,
     FreshOption,
     JsonOption,
     OldBudgetOption,
@@ -19,6 +20,7 @@ from autotune.cli.common import (
     ProgressOption,
     SeedOption,
     WideOption,
+    check_format,
     emit_json,
     handle_errors,
     open_db,
@@ -34,7 +36,6 @@ from autotune.progress import Progress
 RULE_STATUSES = ("hand-written", "proved", "tested")
 #: provenances of stored rules (generated ones are "generated:DOMAIN"; --provenance matches a prefix)
 RULE_PROVENANCES = ("builtin", "generated")
-LIST_FORMATS = ("table", "csv", "json")
 
 GraphTrialsOption = Annotated[int | None, typer.Option(
     "--trials", "-n", help="Graphs to evaluate (over all runs of the campaign); with no budget given, 3000 and a 45 s time budget")]
@@ -183,7 +184,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     def list_cmd(
         status: Annotated[str | None, typer.Option(help="hand-written, proved or tested")] = None,
         provenance: Annotated[str | None, typer.Option(help="builtin or generated (prefix)")] = None,
-        format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json")] = "table",
+        format: FormatOption = "table",
         wide: WideOption = False,
         db: DbOption = DEFAULT_DB,
     ):
@@ -192,7 +193,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         if status is not None:
             check_choice("status", status, RULE_STATUSES)
-        check_choice("format", format, LIST_FORMATS)
+        check_format(format)
         database = open_db(db, existing=True)
         try:
             df = rules_query(database, status=status, provenance=provenance)

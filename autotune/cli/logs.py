@@ -45,7 +45,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @app.command("export")
     @handle_errors
     def export_cmd(
-        output: Annotated[Path, typer.Option("--output", "-o", help="JSONL file to write")],
+        output: Annotated[Path, typer.Option("--output", "-o", help="JSONL file to write ('-': standard output)")],
         campaign: Annotated[str | None, typer.Option("--campaign", help="Only trials measured by this campaign")] = None,
         task: Annotated[str | None, typer.Option("--task", help="Task key or name")] = None,
         device: Annotated[str | None, typer.Option("--device", help="Device name or key")] = None,
@@ -53,14 +53,21 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         db: DbOption = DEFAULT_DB,
     ) -> None:
         """Write trials (with their task, device and campaign) as JSON lines, losslessly."""
-        from autotune.db.logs import export_file
+        from autotune.db.logs import export_file, export_lines
         from autotune.db.queries import resolve_filters
 
-        writable_output(output, "the export file")
+        to_stdout = str(output) == "-"
+        if not to_stdout:
+            writable_output(output, "the export file")
         database = open_db(db, existing=True)
         names = resolve_filters(database, campaign=campaign, task=task, device=device)  # unknown: closest names
-        n = export_file(database, output, **names, status=status)
-        typer.echo(f"wrote {n} trials to {output}")
+        if to_stdout:
+            n = 0
+            for n, line in enumerate(export_lines(database, **names, status=status), 1):
+                typer.echo(line)
+        else:
+            n = export_file(database, output, **names, status=status)
+        typer.echo(f"wrote {n} trials to {'standard output' if to_stdout else output}", err=True)
 
     @app.command("import")
     @handle_errors

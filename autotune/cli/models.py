@@ -12,7 +12,9 @@ import typer
 from autotune.cli.common import (
     DEFAULT_DB,
     DbOption,
+    FormatOption,
     WideOption,
+    check_format,
     handle_errors,
     open_db,
     parse_json_arg,
@@ -64,7 +66,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         latest: Annotated[bool, typer.Option("--latest", help="Only the latest model of each campaign (of each task, device and model kind for models outside a campaign)")] = False,
         pin: Annotated[list[int] | None, typer.Option("--pin", metavar="ID", help="Keep this model (its weights are never pruned as superseded); repeatable")] = None,
         unpin: Annotated[list[int] | None, typer.Option("--unpin", metavar="ID", help="No longer keep this model; repeatable")] = None,
-        format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json")] = "table",
+        format: FormatOption = "table",
         wide: WideOption = False,
         db: DbOption = DEFAULT_DB,
     ) -> None:
@@ -73,8 +75,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         from autotune.db.queries import cost_models, resolve_filters
         from autotune.errors import UsageError
 
-        if format not in ("table", "csv", "json"):
-            raise UsageError(f"unknown format {format!r}; valid: table, csv, json")
+        check_format(format)
         database = open_db(db, existing=True)
         if pin or unpin:
             both = set(pin or ()) & set(unpin or ())
@@ -107,18 +108,20 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         campaign: Annotated[str | None, typer.Option("--campaign", help="Use this campaign's latest model")] = None,
         config: Annotated[list[str] | None, typer.Option("--config", help="A configuration as JSON (repeatable)")] = None,
         configs: Annotated[Path | None, typer.Option("--configs", help="JSONL file of configurations ('-' for stdin)")] = None,
-        top: Annotated[int, typer.Option("--top", min=1, help="How many to show; without configurations, the top of the whole space")] = 10,
-        format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json")] = "table",
+        top: Annotated[int | None, typer.Option("--top", min=1, help="How many to show, best first (default: every given configuration, or the best 10 of the whole space)")] = None,
+        format: FormatOption = "table",
         db: DbOption = DEFAULT_DB,
     ) -> None:
         """Rank configurations (given, or every point of the task's space) with a stored cost model."""
         import numpy as np
         import pandas as pd
 
-        from autotune.db.queries import load_cost_model
+        from autotune.db.queries import load_cost_model, resolve_filters
         from autotune.errors import UsageError
 
+        check_format(format)
         database = open_db(db, existing=True)
+        campaign = resolve_filters(database, campaign=campaign)["campaign"]
         cost_model, task, info = load_cost_model(database, model_id=model, campaign=campaign)
         space = space_for_task(task, info["device_properties"])
         given = [parse_json_arg(c, "--config") for c in (config or [])]
@@ -135,7 +138,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         except json.JSONDecodeError as exc:
             raise UsageError(f"a configuration is not valid JSON: {exc}") from None
         scores = cost_model.predict(space.features(cands))
-        order = np.argsort(-scores, kind="stable")[: (len(cands) if given else top)]
+        order = np.argsort(-scores, kind="stable")[: top or (len(cands) if given else 10)]
         df = pd.DataFrame({"rank": np.arange(1, len(order) + 1), "score": scores[order],
                            "config": [cands[i].payload for i in order]})
         if format == "table":

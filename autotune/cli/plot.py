@@ -52,7 +52,11 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        series = convergence_series(open_db(db, existing=True), campaign, include_reused)
+        from autotune.db.queries import resolve_filters
+
+        database = open_db(db, existing=True)
+        campaign = [resolve_filters(database, campaign=name)["campaign"] for name in campaign]  # as `trials` names them
+        series = convergence_series(database, campaign, include_reused)
         with_sim = any(s["simulated_s"] and max(s["simulated_s"]) > 0 for s in series)
         fig, axes = plt.subplots(1, 2 if with_sim else 1, figsize=(11 if with_sim else 6, 4), squeeze=False)
         for s in series:

@@ -10,8 +10,10 @@ import typer
 from autotune.cli.common import (
     DEFAULT_DB,
     DbOption,
+    FormatOption,
     IncludeReusedOption,
     WideOption,
+    check_format,
     device_or_known_gpu,
     handle_errors,
     open_db,
@@ -30,7 +32,6 @@ from autotune.cli.tables import (
     short_key,
 )
 
-FormatOption = Annotated[str, typer.Option("--format", "-f", help="table, csv or json")]
 TaskOption = Annotated[str | None, typer.Option("--task", help="Task key (or a unique prefix of it) or name")]
 DeviceOption = Annotated[str | None, typer.Option("--device", help="Device name or key (or a unique prefix of it)")]
 CampaignFilter = Annotated[str | None, typer.Option("--campaign", help="Campaign name")]
@@ -67,13 +68,6 @@ BEST_COLUMNS = [
     Col("from", flex=True, optional=True),
     Col("config", render=config_text, flex=True),
 ]
-
-
-def _check_format(fmt: str) -> None:
-    from autotune.errors import UsageError
-
-    if fmt not in ("table", "csv", "json"):
-        raise UsageError(f"unknown format {fmt!r}; valid: table, csv, json")
 
 
 def _layout(columns: list[Col], drop: tuple[str, ...] = ()) -> list[Col]:
@@ -124,7 +118,7 @@ def list_campaigns(db: str, format: str, include_reused: bool, wide: bool, task:
     """Print the campaigns (optionally of one task and/or device)."""
     from autotune.db import queries
 
-    _check_format(format)
+    check_format(format)
     database = open_db(db, existing=True)
     names = queries.resolve_filters(database, task=task, device=device)
     df = queries.campaigns(database, include_reused=include_reused)
@@ -260,8 +254,12 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         --campaign evaluated (with those it looked up rather than measured, which name the campaign that
         measured them), else the first 50 unless --limit, --top or --all says otherwise."""
         from autotune.db import queries
+        from autotune.errors import UsageError
 
-        _check_format(format)
+        check_format(format)
+        if top is not None and (limit is not None or all_):
+            raise UsageError(f"--top {top} lists the {top} fastest trials; it does not go with "
+                             f"{'--limit' if limit is not None else '--all'}")
         database = open_db(db, existing=True)
         filters = {**queries.resolve_filters(database, campaign=campaign, task=task, device=device), "status": status}
         all_ = all_ or (campaign is not None and limit is None)
@@ -297,7 +295,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         from autotune.db import queries
         from autotune.errors import UsageError
 
-        _check_format(format)
+        check_format(format)
         if k <= 0:
             raise UsageError(f"--k must be positive, not {k}")
         database = open_db(db, existing=True)

@@ -91,6 +91,9 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         database = open_db(db, existing=True)
         try:
+            from autotune.db.queries import resolve_filters
+
+            campaign = resolve_filters(database, campaign=campaign)["campaign"]
             rows = database.campaign_workers(database.campaign(campaign).id)
         finally:
             database.close()

@@ -58,6 +58,11 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         from autotune.transfer.dispatch import as_device
         from autotune.transfer.similarity import rank_similar
 
+        if task is not None and similar_to is None:
+            from autotune.errors import UsageError
+
+            raise UsageError("--task goes with --similar-to: it names the task whose measured times compare devices")
+
         database = open_db(db, existing=True)
         try:
             devs = store.devices(database)
@@ -113,9 +118,13 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         if format not in ("json", "c-header"):
             raise UsageError(f"unknown format {format!r}; valid: json, c-header")
+        from autotune.db.queries import resolve_filters
+
         names = [n.strip() for d in (devices or []) for n in d.split(",") if n.strip()] or None
         database = open_db(db, existing=True)
-        try:
+        try:  # names as `trials` takes them: any case, or a key prefix
+            task = resolve_filters(database, task=task)["task"]
+            names = names and [resolve_filters(database, device=n)["device"] for n in names]
             doc = export_configs(database, task, names)
         finally:
             database.close()

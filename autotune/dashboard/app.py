@@ -25,7 +25,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from autotune.dashboard.data import DashboardData, open_dashboard_db
-from autotune.dashboard.rows import NotFound
+from autotune.dashboard.rows import Ambiguous, NotFound
 from autotune.db import Database
 from autotune.errors import DatabaseError, UsageError
 
@@ -152,6 +152,9 @@ def create_app(db_url_or_database: str | Database, warm: bool = True) -> Starlet
     async def bad_request(request: Request, exc: UsageError) -> Response:
         return _error(400, str(exc))
 
+    async def ambiguous(request: Request, exc: Ambiguous) -> Response:
+        return _error(400, str(exc), candidates=exc.candidates)
+
     async def database_error(request: Request, exc: DatabaseError) -> Response:
         return _error(503, str(exc))
 
@@ -189,8 +192,8 @@ def create_app(db_url_or_database: str | Database, warm: bool = True) -> Starlet
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(GZipMiddleware, minimum_size=2048)],
-                    exception_handlers={NotFound: not_found, UsageError: bad_request, DatabaseError: database_error,
-                                        SQLAlchemyError: sql_error})
+                    exception_handlers={NotFound: not_found, Ambiguous: ambiguous, UsageError: bad_request,
+                                        DatabaseError: database_error, SQLAlchemyError: sql_error})
     app.state.data = data
     return app
 

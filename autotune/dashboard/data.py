@@ -20,7 +20,6 @@ trials of its history are *reused* look-ups of measurements made elsewhere, coun
 
 from __future__ import annotations
 
-import difflib
 import random
 import threading
 from collections import OrderedDict
@@ -31,12 +30,13 @@ from sqlalchemy import func, or_, select
 from autotune.dashboard.analysis import dimensions, flatten, main_effects, transfer_of
 from autotune.dashboard.domains import DomainReads
 from autotune.dashboard.paging import decode_cursor, encode_cursor, text_filter, trial_page
-from autotune.dashboard.rows import NotFound
+from autotune.dashboard.rows import NotFound, resolve_stored
 from autotune.dashboard.rows import json_value as _json
 from autotune.dashboard.summary import Series, Summary, as_text, seconds_between
 from autotune.db import Database, open_existing_database
 from autotune.db.models import CampaignRow, CampaignTrialRow, DeviceRow, TaskRow, TrialRow
 from autotune.errors import UsageError
+from autotune.types import Status
 
 #: a text-filtered count is exact up to this many trials in the campaign (None above)
 COUNT_LIMIT = 200_000
@@ -70,15 +70,21 @@ class DashboardData(DomainReads):
 
     # campaigns and their figures
     def _campaign_row(self, name: str):
+        """(campaign, task, device) rows of the campaign ``name`` stands for: the stored name, else the
+        one the command line would resolve it to (a case-only difference); NotFound with the closest
+        names, or a UsageError for an ambiguous name."""
+        found = self._campaign_by_name(name)
+        if found is None:
+            found = self._campaign_by_name(resolve_stored(self.db, "campaign", name))
+        if found is None:  # deleted between the two reads
+            raise NotFound("campaign", name, [])
+        return found
+
+    def _campaign_by_name(self, name: str):
         with self.db.session() as s:
-            found = s.execute(
+            return s.execute(
                 select(CampaignRow, TaskRow, DeviceRow).join(TaskRow, TaskRow.id == CampaignRow.task_id)
                 .join(DeviceRow, DeviceRow.id == CampaignRow.device_id).where(CampaignRow.name == name)).first()
-            if found is None:
-                names = s.scalars(select(CampaignRow.name).order_by(CampaignRow.id.desc()).limit(20_000)).all()
-        if found is None:
-            raise NotFound("campaign", name, difflib.get_close_matches(name, names, n=5, cutoff=0.4))
-        return found
 
     def summary_of(self, campaign_id: int, wait: bool = True) -> tuple[Summary, bool]:
         """(the campaign's summary, whether it is complete), brought up to date first (a deleted and
@@ -196,13 +202,15 @@ class DashboardData(DomainReads):
         the end); ``partial`` says the page stopped after SCAN_LIMIT trials without filling up."""
         if sort not in ("id", "-id", "cost", "-cost"):
             raise UsageError(f"unknown sort {sort!r}; valid: id, -id, cost, -cost")
+        if status:  # any case; an unknown status is a UsageError naming the valid ones
+            status = Status.parse(status).value
         limit = max(1, min(int(limit), PAGE_MAX))
         c, task, device = self._campaign_row(name)
         summ, complete = self.summary_of(c.id, wait=False)
         cursor = decode_cursor(after) or {}
         filters = []
         if status:
-            filters.append(T.c.status == status.upper())
+            filters.append(T.c.status == status)
         if q.strip():
             filters.append(text_filter(q.strip()))
         with self.db.engine.connect() as conn:

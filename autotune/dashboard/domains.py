@@ -7,13 +7,12 @@ A mixin of :class:`autotune.dashboard.data.DashboardData`, which provides ``db``
 
 from __future__ import annotations
 
-import difflib
 from collections import Counter
 
 from sqlalchemy import Text, cast, func, or_, select
 
 from autotune.dashboard.analysis import strategy_layout, transfer_of
-from autotune.dashboard.rows import NotFound
+from autotune.dashboard.rows import Ambiguous, NotFound, resolve_stored
 from autotune.dashboard.rows import json_value as _json
 from autotune.dashboard.summary import as_text
 from autotune.db.models import CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, TaskRow, TrialRow
@@ -114,17 +113,32 @@ class DomainReads:
 
     def task(self, key: str) -> dict:
         """A task (by key, or by name when one task has it): the devices that measured it compared by
-        best cost, and its campaigns with what each transferred from other devices."""
+        best cost, and its campaigns with what each transferred from other devices. ``key`` is resolved
+        as the command line resolves ``--task``: a key, a name, a case-only difference of a name or a
+        unique key prefix of 6+ characters; NotFound (404) with the closest names when nothing matches,
+        and Ambiguous (400) naming the keys when several tasks share the name."""
+        wanted = key
+        rows = self._tasks_named(wanted)
+        if not rows:
+            wanted = resolve_stored(self.db, "task", key)
+            rows = self._tasks_named(wanted)
+            if not rows:  # deleted between the two reads
+                raise NotFound("task", key, [])
+        exact = [t for t in rows if t.key == wanted]
+        if not exact and len(rows) > 1:  # the wording of autotune.db.transfer.resolve_task
+            listed = ", ".join(f"{t.key} ({t.kind})" for t in rows)
+            raise Ambiguous(f"task name {key!r} matches several tasks ({listed}); give the task key",
+                            [t.key for t in rows])
+        task = (exact or rows)[0]
         with self.db.session() as s:
-            rows = s.execute(select(TaskRow).where(or_(TaskRow.key == key, TaskRow.name == key))
-                             .order_by(TaskRow.id)).scalars().all()
-            if not rows:
-                names = s.execute(select(TaskRow.key, TaskRow.name).limit(20_000)).all()
-                close = difflib.get_close_matches(key, [n for _, n in names] + [k for k, _ in names], n=5, cutoff=0.4)
-                raise NotFound("task", key, close)
-            task = next((t for t in rows if t.key == key), rows[0])
             max_trial = s.scalar(select(func.max(T.c.id))) or 0  # any new trial may change the comparison
         return self._cached(("task", task.id), max_trial, lambda: self._task(task))
+
+    def _tasks_named(self, key: str) -> list:
+        """The tasks whose key or name is ``key``, oldest first."""
+        with self.db.session() as s:
+            return list(s.execute(select(TaskRow).where(or_(TaskRow.key == key, TaskRow.name == key))
+                                  .order_by(TaskRow.id)).scalars().all())
 
     def _task(self, task: TaskRow) -> dict:
         with self.db.session() as s:

@@ -1,19 +1,44 @@
-"""What the dashboard makes of what it reads: JSON column values, and names that are not in the database."""
+"""What the dashboard makes of what it reads: JSON column values, and the names a request gives,
+resolved as the command line resolves them (autotune.db.names)."""
 
 from __future__ import annotations
 
 import orjson
 
+from autotune.db.names import close_matches, stored_names, unknown_name
+from autotune.db.queries import resolve_filters
 from autotune.errors import UsageError
 
 
 class NotFound(UsageError):
     """A campaign or task that is not in the database; ``suggestions`` holds the closest names."""
 
-    def __init__(self, what: str, name: str, suggestions: list[str]):
+    def __init__(self, what: str, name: str, suggestions: list[str], message: str | None = None):
         hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
-        super().__init__(f"unknown {what} {name!r}{hint}")
+        super().__init__(message or f"unknown {what} {name!r}{hint}")
         self.suggestions = suggestions
+
+
+class Ambiguous(UsageError):
+    """A name that stands for several stored rows; ``candidates`` holds what tells them apart (keys)."""
+
+    def __init__(self, message: str, candidates: list[str]):
+        super().__init__(message)
+        self.candidates = candidates
+
+
+def resolve_stored(db, kind: str, given: str) -> str:
+    """The stored name (or key) a requested ``kind`` name stands for, by the command line's rules
+    (:func:`autotune.db.queries.resolve_filters`): exact, case-insensitive, or a unique key prefix of
+    6+ characters. A name matching nothing is NotFound with the closest stored names (404); an
+    ambiguous one (names differing only in case, a prefix of several keys) stays a UsageError (400)."""
+    try:
+        return resolve_filters(db, **{kind: given})[kind]
+    except UsageError as exc:
+        names, _ = stored_names(db, kind)
+        if str(exc) != str(unknown_name(kind, given, names)):  # not unknown: ambiguous
+            raise
+        raise NotFound(kind, given, close_matches(given, names), message=str(exc)) from None
 
 
 def json_value(v):

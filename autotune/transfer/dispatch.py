@@ -77,12 +77,17 @@ def best_config(task: Task | str, device: Device | str, db=None, sources: int = 
     """The best configuration for ``task`` on ``device``; ``db`` a Database or URL (default sqlite:///autotune.db).
 
     Without measurements of its own, the device borrows from the most similar tuned devices:
-    the most similar one and any within ``margin`` of its similarity (at most ``sources``)."""
+    the most similar one and any within ``margin`` of its similarity (at most ``sources``). A device of
+    another kind (a CPU for a GPU) has similarity 0 and is never borrowed from."""
+    if isinstance(sources, bool) or not isinstance(sources, int) or sources < 1:
+        raise UsageError(f"sources must be a whole number of at least 1, not {sources!r}")
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < math.inf:
+        raise UsageError(f"margin must be a finite number of at least 0, not {margin!r}")
     own = db is None or isinstance(db, str)
     if own:
-        from autotune.db import open_database
+        from autotune.db import open_existing_database
 
-        db = open_database(db or "sqlite:///autotune.db")
+        db = open_existing_database(db or "sqlite:///autotune.db")  # a query: a missing file is not created
     try:
         task = store.resolve_task(db, task)
         device = as_device(db, device)
@@ -94,13 +99,20 @@ def best_config(task: Task | str, device: Device | str, db=None, sources: int = 
         tuned = {k: v for k, v in trials.items() if k != device.key and _best(v[1]) is not None}
         if tuned:
             ranked = rank_similar(device, [d for d, _ in tuned.values()], {k: v[1] for k, v in tuned.items()}, mine)
-            top = [s for s in ranked if s.score >= ranked[0].score - margin][: max(1, sources)]
-            picked = consensus([(tuned[s.device.key][1], s.score) for s in top])
+            # a device of another kind (similarity 0) says nothing about this one; a name of no known kind
+            # (not stored, not in the GPU table) is compared with every device alike
+            usable = [s for s in ranked if s.score > 0 or device.kind == "unknown"]
+            top = [s for s in usable if s.score >= usable[0].score - margin][:sources] if usable else []
+            picked = consensus([(tuned[s.device.key][1], s.score) for s in top]) if top else None
             if picked is not None:
                 return BestConfig(task, device, dict(picked[0]), "transfer",
                                   from_devices=[s.to_json() for s in top])
         if default is not None:
             return BestConfig(task, device, dict(default), "default")
+        if tuned:
+            kinds = ", ".join(sorted({d.kind for d, _ in tuned.values()}))
+            raise UsageError(f"no device like {device.name!r} ({device.kind}) has a successful measurement of task "
+                             f"{task.name!r} (only devices of kind {kinds}) and no default configuration was given")
         raise UsageError(f"no device has a successful measurement of task {task.name!r} ({task.key}) and no "
                          "default configuration was given")
     finally:

@@ -59,7 +59,8 @@ def fallback_config(per_device: dict[str, list]) -> dict | None:
 
 
 def export_configs(db, task: Task | str, devices: list[str] | None = None) -> dict:
-    """{"task", "task_key", "devices": [{"device", "key", "config", "cost"}], "fallback": {...}}."""
+    """{"task", "task_key", "cost_unit", "devices": [{"device", "key", "config", "cost"}], "fallback": {...}}:
+    ``cost_unit`` is "s" for a measured time, "" for a minimized function's value."""
     task = store.resolve_task(db, task)
     trials = store.task_trials(db, task)
     if devices:
@@ -80,7 +81,8 @@ def export_configs(db, task: Task | str, devices: list[str] | None = None) -> di
         rows.append({"device": dev.name, "key": key, "config": best.candidate.payload, "cost": best.cost})
     if not rows:
         raise UsageError(f"no device has a successful measurement of task {task.name!r} ({task.key})")
-    return {"task": task.name, "task_key": task.key, "devices": rows, "fallback": fallback_config(per_device)}
+    return {"task": task.name, "task_key": task.key, "cost_unit": "" if task.kind == "function" else "s",
+            "devices": rows, "fallback": fallback_config(per_device)}
 
 
 def c_string(text) -> str:
@@ -128,12 +130,13 @@ def c_header(doc: dict, prefix: str | None = None) -> str:
         if dev in seen:
             continue
         seen.add(dev)
-        lines.append(f"#{'if' if i == 0 else 'elif'} defined({dev})  /* best measured cost {float(row['cost']):.6g} s */")
+        unit = "" if doc.get("cost_unit") == "" else " s"
+        lines.append(f"#{'if' if i == 0 else 'elif'} defined({dev})  /* best measured cost {float(row['cost']):.6g}{unit} */")
         lines += _block(prefix, row["config"], row["device"])
     fb = doc.get("fallback")
     if fb is not None:
-        lines.append(f"#else  /* fallback: {c_comment_text(fb['basis'])}; worst ratio to each device's best "
-                     f"{c_comment_text(fb['worst_ratio'])} */")
+        worst = "" if fb["worst_ratio"] is None else f"; worst ratio to each device's best {fb['worst_ratio']}"
+        lines.append(f"#else  /* fallback: {c_comment_text(fb['basis'])}{worst} */")
         lines += _block(prefix, fb["config"], "fallback")
     lines += ["#endif", "", f"#endif  /* {guard} */", ""]
     return "\n".join(lines)

@@ -155,6 +155,9 @@ def test_cost_model_campaign_stores_models_and_predict_ranks(url):
     again = json.loads(r.stdout)
     assert again[0]["score"] == pytest.approx(ranked[0]["score"]) and again[0]["score"] >= again[1]["score"]
     assert again[0]["config"] == ranked[0]["config"] or again[1]["score"] == pytest.approx(again[0]["score"])
+    r = run("predict", "--campaign", name.upper(), "--top", 1, "--config", given[0], "--config", given[1],
+            "--format", "JSON", "--db", url)  # --top cuts given configurations too; names and formats in any case
+    assert r.exit_code == 0 and json.loads(r.stdout) == again[:1], r.output
     r = run("predict", "--campaign", name, "--config", '{"between_method": 99}', "--db", url)
     assert r.exit_code == 2 and "does not match the knobs" in r.stderr
     r = run("tune", "replay", "--cache", EXAMPLE, "--cost-model", "nope", "--db", url)

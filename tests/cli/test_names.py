@@ -136,3 +136,67 @@ def test_resolve_against_a_database(recorded):
             resolve(db, "device", "a100")
     finally:
         db.close()
+
+
+def test_every_command_taking_a_name_resolves_it_as_trials_does(recorded, tmp_path):
+    url, task = recorded
+    exact = run("export-configs", "--task", "toy_kernel", "--devices", NAMES["turing"], "--db", url)
+    assert exact.exit_code == 0, exact.output
+    for args in (["--task", "TOY_KERNEL", "--devices", NAMES["turing"].lower()],
+                 ["--task", task.key[:6], "--devices", NAMES["turing"]]):
+        r = run("export-configs", *args, "--db", url)
+        assert r.exit_code == 0 and r.stdout == exact.stdout, r.output
+    r = run("plot", "convergence", "--campaign", "TOY-3090-RANDOM", "-o", tmp_path / "c.png", "--db", url)
+    assert r.exit_code == 0 and (tmp_path / "c.png").stat().st_size > 0, r.output
+    r = run("plot", "convergence", "--campaign", "toy-3090-randon", "-o", tmp_path / "d.png", "--db", url)
+    assert r.exit_code == 2 and "closest: toy-3090-random" in r.stderr
+    r = run("devices", "--task", "toy_kernel", "--db", url)  # --task only means something beside --similar-to
+    assert r.exit_code == 2 and "--task goes with --similar-to" in r.stderr
+
+
+def test_a_filter_that_matches_nothing_gives_an_empty_result_in_every_format(recorded):
+    url, _ = recorded
+    # both names exist, the pair does not: the A100 measured another kernel only
+    args = ("--task", "toy_kernel", "--device", "NVIDIA A100-PCIE-40GB", "--db", url)
+    r = run("campaigns", *args, "--format", "csv")
+    assert r.exit_code == 0 and r.stdout.splitlines()[0].startswith("campaign,") and len(r.stdout.splitlines()) == 1
+    assert json.loads(run("campaigns", *args, "--format", "json").stdout) == []
+    r = run("trials", "--campaign", "toy-3090-random", "--status", "TIMEOUT", "--format", "csv", "--db", url)
+    assert r.exit_code == 0 and r.stdout.splitlines() == [r.stdout.splitlines()[0]] and r.stdout.startswith("id,")
+    r = run("campaigns", *args, "--format", "CSV")  # a format in any case
+    assert r.exit_code == 0 and r.stdout.startswith("campaign,")
+
+
+def test_json_keeps_every_digit_of_a_cost_and_the_microseconds(recorded):
+    url, _ = recorded
+    rows = json.loads(run("trials", "--all", "--format", "json", "--db", url).stdout)
+    csv_rows = run("trials", "--all", "--format", "csv", "--db", url).stdout.splitlines()
+    import csv as csv_module
+
+    by_id = {int(r["id"]): r for r in csv_module.DictReader(csv_rows)}
+    assert len(rows) == len(by_id) > 0
+    for r in rows:
+        if r["cost"] is not None:
+            assert r["cost"] == float(by_id[r["id"]]["cost"])  # the same float, to the last digit
+        assert r["created"] == by_id[r["id"]]["created"].replace(" ", "T")
+
+
+def test_top_does_not_go_with_limit_or_all(recorded):
+    url, _ = recorded
+    for extra in (["--limit", 1], ["--all"]):
+        r = run("trials", "--top", 3, *extra, "--db", url)
+        assert r.exit_code == 2 and "--top 3" in r.stderr, r.output
+    assert len(json.loads(run("trials", "--top", 3, "--format", "json", "--db", url).stdout)) == 3
+
+
+def test_export_to_stdout_and_a_failed_export_keeps_the_file_there(recorded, tmp_path):
+    url, _ = recorded
+    out = tmp_path / "keep.jsonl"
+    r = run("export", "-o", out, "--device", NAMES["ampere"], "--db", url)
+    assert r.exit_code == 0 and "wrote 32 trials" in r.stderr and r.stdout == ""
+    before = out.read_bytes()
+    r = run("export", "-o", out, "--device", NAMES["ampere"], "--status", "FAILED", "--db", url)
+    assert r.exit_code == 2 and out.read_bytes() == before  # the unknown status leaves the old export whole
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
+    r = run("export", "-o", "-", "--device", NAMES["ampere"], "--db", url)
+    assert r.exit_code == 0 and r.stdout.encode() == before and not (tmp_path / "-").exists()

@@ -265,3 +265,19 @@ def test_csv_and_json_keep_every_column_raw(tuned):
     models = json.loads(run("models", "--format", "json", "--db", tuned).stdout)
     assert set(models[0]) == {"id", "model", "task", "device", "campaign", "n_samples", "bytes", "created", "pinned",
                               "spearman", "top_k_recall"}
+
+
+def test_json_and_csv_output_keep_raw_values(capsys):
+    from autotune.cli.common import write_frame, write_pages
+
+    df = pd.DataFrame({"cost": [1.0799999814e-05, float("nan")], "config": [{"a": 1}, {"a": 2}],
+                       "created": pd.to_datetime(["2026-01-02 03:04:05.123456", None])})
+    write_frame(df, "json")
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["cost"] == 1.0799999814e-05 and rows[1]["cost"] is None  # every digit; NaN as null
+    assert rows[0]["created"] == "2026-01-02T03:04:05.123456" and rows[1]["created"] is None
+    assert rows[0]["config"] == {"a": 1}
+    empty = df.iloc[:0]
+    for fmt in ("csv", "json"):  # an empty frame with a datetime column is still written
+        write_pages(iter([empty]), fmt)
+    assert capsys.readouterr().out == "cost,config,created\n[]\n"

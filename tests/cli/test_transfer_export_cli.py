@@ -38,6 +38,17 @@ def test_fallback_minimises_the_worst_ratio():
     assert fb["config"] == {"v": 2} and fb["worst_ratio"] == 1.5
 
 
+def test_c_header_comments_say_only_what_is_known():
+    doc = {"task": "f", "task_key": "k", "cost_unit": "", "devices": [{"device": "cpu", "config": {"v": 1}, "cost": 2.5}],
+           "fallback": {"config": {"v": 1}, "worst_ratio": None, "basis": "no configuration measured on all devices"}}
+    text = c_header(doc)
+    assert "best measured cost 2.5 */" in text  # a minimized function's value has no unit
+    assert "None" not in text and "worst ratio" not in text
+    doc.update(cost_unit="s", fallback={**doc["fallback"], "worst_ratio": 1.25, "basis": "measured on all 1 devices"})
+    text = c_header(doc)
+    assert "best measured cost 2.5 s */" in text and "worst ratio to each device's best 1.25 */" in text
+
+
 def test_c_header_compiles_and_matches_the_database_best(recorded):
     db, _, task, tmp = recorded
     if shutil.which("gcc") is None:

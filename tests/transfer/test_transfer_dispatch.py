@@ -82,6 +82,20 @@ def test_best_config_measured_transfer_and_default(tmp_path, db):
 def test_best_config_default_and_errors(tmp_path, db):
     with pytest.raises(UsageError, match="unknown task"):
         best_config("nothing", "x", db=db)
+    task, *_ = import_kt(db, write_cache(tmp_path / "titan.json.gz", NAMES["turing"], turing_time))
+    for bad in ({"margin": -1}, {"margin": float("nan")}, {"sources": 0}, {"sources": 1.5}):
+        with pytest.raises(UsageError, match=f"^{next(iter(bad))} must be"):
+            best_config(task, NAMES["turing2"], db=db, **bad)
+    # a CPU never answers for the GPU's task (similarity 0): the default, or an error that says why
+    cpu = Device("my laptop", "cpu", {})
+    assert best_config(task, cpu, db=db, default={"a": 1, "b": 16, "c": 0}).source == "default"
+    with pytest.raises(UsageError, match=r"no device like 'my laptop' \(cpu\).*only devices of kind cuda"):
+        best_config(task, cpu, db=db)
+    # a name of no known kind is compared with every device alike
+    assert best_config(task, "Some Unknown Accelerator", db=db).source == "transfer"
+    with pytest.raises(UsageError, match="no database file"):  # a query creates no database
+        best_config(task, cpu, db=f"sqlite:///{tmp_path / 'missing.db'}")
+    assert not (tmp_path / "missing.db").exists()
 
 
 def test_measurements_of_the_target_override_properties(tmp_path, db):

@@ -30,6 +30,7 @@ class ApiError extends Error {
     super((body && body.error) || `HTTP ${status}`);
     this.status = status;
     this.suggestions = (body && body.suggestions) || [];
+    this.candidates = (body && body.candidates) || [];  // the keys of the tasks an ambiguous name stands for
   }
 }
 
@@ -100,6 +101,9 @@ function showError(target, err) {
   if (err.suggestions && err.suggestions.length) {
     const link = /^unknown task/.test(err.message) ? (s) => taskLink(s) : campaignLink;
     box.append(el("div", {}, "Closest: ", ...err.suggestions.map((s, i) => [i ? ", " : "", link(s)])));
+  }
+  if (err.candidates && err.candidates.length) {
+    box.append(el("div", {}, "One of: ", ...err.candidates.map((k, i) => [i ? ", " : "", taskLink(k)])));
   }
   target.replaceChildren(box);
 }
