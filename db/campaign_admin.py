@@ -1,7 +1,9 @@
-"""Database methods that change a campaign as a whole (mixed into Database): delete it, with or without
-the trials it measured, and rename it."""
+"""Database methods that change a campaign as a whole (mixed into Database): its status, delete it, with or
+without the trials it measured, and rename it."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -14,6 +16,7 @@ from autotune.db.models import (
     CampaignTrialRow,
     CostModelRow,
     TrialRow,
+    utcnow,
 )
 from autotune.errors import UsageError
 
@@ -21,6 +24,19 @@ from autotune.errors import UsageError
 class CampaignAdmin:
     """Campaign administration methods of the Database facade (which provides session, dialect and
     refuse_live_workers)."""
+
+    def set_campaign_status(self, campaign_id: int, status: str) -> None:
+        """Set a campaign's status (nothing when it was deleted meanwhile)."""
+        with self.session() as s:
+            row = s.get(CampaignRow, campaign_id)
+            if row is not None:
+                row.status, row.updated = status, utcnow()
+
+    def campaign_created(self, campaign_id: int) -> datetime | None:
+        """When the campaign of this id was created (None: there is none): with the id, what names one
+        campaign for its whole life, where SQLite may give a deleted campaign's id to the next."""
+        with self.session() as s:
+            return s.scalar(select(CampaignRow.created).where(CampaignRow.id == campaign_id))
 
     def _campaign_id_for_change(self, s: Session, name: str) -> int:
         """The id of the campaign named exactly ``name``, its row locked on PostgreSQL (as record_batch

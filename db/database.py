@@ -250,19 +250,6 @@ class Database(CampaignWorkers, StoredModels, CampaignAdmin):
             raise UsageError(f"unknown campaign {name!r}; campaigns in {self.safe_url}: {known}")
         return row
 
-    def set_campaign_status(self, campaign_id: int, status: str) -> None:
-        """Set a campaign's status (nothing when it was deleted meanwhile)."""
-        with self.session() as s:
-            row = s.get(CampaignRow, campaign_id)
-            if row is not None:
-                row.status, row.updated = status, utcnow()
-
-    def campaign_created(self, campaign_id: int) -> datetime | None:
-        """When the campaign of this id was created (None: there is none): with the id, what names one
-        campaign for its whole life, where SQLite may give a deleted campaign's id to the next."""
-        with self.session() as s:
-            return s.scalar(select(CampaignRow.created).where(CampaignRow.id == campaign_id))
-
     def load_state(self, campaign_id: int) -> dict | None:
         with self.session() as s:
             row = s.get(AlgorithmStateRow, campaign_id)
@@ -329,40 +316,54 @@ class Database(CampaignWorkers, StoredModels, CampaignAdmin):
         on SQLite, its id perhaps given to a new one) no longer matches: the measurements are stored
         without a campaign, as a deleted campaign's are, and CampaignGone is raised."""
         worker = worker or worker_id()
-        if campaign_id is not None and created is not None and self.campaign_created(campaign_id) != created:
-            self.record_batch(task_id, device_id, None, measured, worker=worker)
+        gone = False
+        with self.session() as s:
+            if campaign_id is not None:
+                # on PostgreSQL one batch of a campaign at a time: workers storing the same candidates would
+                # otherwise wait on each other's unique-key locks in opposite orders (SQLite serialises writers)
+                row = select(CampaignRow.created).where(CampaignRow.id == campaign_id)
+                now_created = s.scalar(row.with_for_update() if self.dialect == "postgresql" else row)
+                gone = created is not None and now_created != created
+            own = None if gone else campaign_id  # a deleted campaign's measurements stay, without a campaign
+            inserted = self.insert_rows(s, [measurement_row(m, task_id, device_id, own, worker) for m in measured])
+            if own is None:
+                stored = Stored(inserted, 0, 0, [])
+            else:
+                total, granted, adopted = self._record_in_campaign(s, own, task_id, device_id, measured, reused,
+                                                                   state, worker, claim_next, in_flight)
+                stored = Stored(inserted, total, granted, adopted)
+        if gone:
             raise CampaignGone(f"the campaign was deleted while this run measured it; its last {len(measured)} "
                                "measurements are stored without a campaign (reused by the next campaign of the "
                                "task and device)")
-        with self.session() as s:
-            if campaign_id is not None and self.dialect == "postgresql":
-                # one batch of a campaign at a time: workers storing the same candidates would otherwise
-                # wait on each other's unique-key locks in opposite orders (SQLite serialises writers itself)
-                s.execute(select(CampaignRow.id).where(CampaignRow.id == campaign_id).with_for_update())
-            inserted = self.insert_rows(s, [measurement_row(m, task_id, device_id, campaign_id, worker) for m in measured])
-            if campaign_id is None:
-                return Stored(inserted, 0, 0, [])
-            order = [(m.candidate.key, False) for m in measured] + [(m.candidate.key, True) for m in reused]
-            if order:
-                ids = self.trial_ids(s, task_id, device_id, [k for k, _ in order])
-                kept = [(ids[k], r) for k, r in order if k in ids]
-                self.link(s, campaign_id, [t for t, _ in kept], [r for _, r in kept])
-            if measured:
-                pending = CampaignPendingRow.__table__
-                keys = [m.candidate.key for m in measured]
-                for i in range(0, len(keys), CHUNK):
-                    s.execute(pending.delete().where(pending.c.campaign_id == campaign_id,
-                                                     pending.c.candidate_key.in_(keys[i:i + CHUNK])))
-            now = utcnow()
-            if state is not None:
-                states = AlgorithmStateRow.__table__
-                s.execute(self._insert(states).values(campaign_id=campaign_id, state=state, updated=now)
-                          .on_conflict_do_update(index_elements=["campaign_id"], set_={"state": state, "updated": now}))
-            s.execute(update(CampaignRow.__table__).where(CampaignRow.__table__.c.id == campaign_id).values(updated=now))
-            total = s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
-            want, budget = claim_next or (0, 0)
-            granted, adopted = self._claim_in(s, campaign_id, worker, want, budget, total, in_flight, now)
-        return Stored(inserted, total, granted, adopted)
+        return stored
+
+    def _record_in_campaign(self, s: Session, campaign_id: int, task_id: int, device_id: int,
+                            measured: list[Measurement], reused: list[Measurement], state: dict | None, worker: str,
+                            claim_next: tuple[int, int | None] | None, in_flight: int) -> tuple[int, int, list]:
+        """record_batch's part in the campaign, in its transaction once the trials are inserted: the links,
+        the reservations ended, the state, the claim. Returns (trials stored, granted, adopted)."""
+        order = [(m.candidate.key, False) for m in measured] + [(m.candidate.key, True) for m in reused]
+        if order:
+            ids = self.trial_ids(s, task_id, device_id, [k for k, _ in order])
+            kept = [(ids[k], r) for k, r in order if k in ids]
+            self.link(s, campaign_id, [t for t, _ in kept], [r for _, r in kept])
+        if measured:
+            pending = CampaignPendingRow.__table__
+            keys = [m.candidate.key for m in measured]
+            for i in range(0, len(keys), CHUNK):
+                s.execute(pending.delete().where(pending.c.campaign_id == campaign_id,
+                                                 pending.c.candidate_key.in_(keys[i:i + CHUNK])))
+        now = utcnow()
+        if state is not None:
+            states = AlgorithmStateRow.__table__
+            s.execute(self._insert(states).values(campaign_id=campaign_id, state=state, updated=now)
+                      .on_conflict_do_update(index_elements=["campaign_id"], set_={"state": state, "updated": now}))
+        s.execute(update(CampaignRow.__table__).where(CampaignRow.__table__.c.id == campaign_id).values(updated=now))
+        total = s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
+        want, budget = claim_next or (0, 0)
+        granted, adopted = self._claim_in(s, campaign_id, worker, want, budget, total, in_flight, now)
+        return total, granted, adopted
 
     def insert_rows(self, s: Session, rows: list[dict]) -> int:
         """Insert trial rows, skipping any (task, device, candidate) already stored; returns how many were new.
