@@ -83,17 +83,25 @@ def resolve_name(kind: str, given: str, known_names: Iterable[str], keys: Iterab
     raise unknown_name(kind, given, known)
 
 
-def unknown_name(kind: str, given: str, known: Iterable[str]) -> UsageError:
+class UnknownName(UsageError):
+    """A name the database does not have (not an ambiguous one); ``closest`` holds the closest stored names."""
+
+    def __init__(self, message: str, closest: list[str]):
+        super().__init__(message)
+        self.closest = closest
+
+
+def unknown_name(kind: str, given: str, known: Iterable[str]) -> UnknownName:
     """The error for a name the database does not have: the closest stored names, else the stored
     names (or that there are none)."""
     known = list(dict.fromkeys(known))
     closest = close_matches(given, known)
     if closest:
-        return UsageError(f"unknown {kind} {given!r}; closest: {', '.join(closest)}")
+        return UnknownName(f"unknown {kind} {given!r}; closest: {', '.join(closest)}", closest)
     plural = PLURAL.get(kind, kind + "s")
     if known:
-        return UsageError(f"unknown {kind} {given!r}; {plural} in the database: {_listing(sorted(known))}")
-    return UsageError(f"unknown {kind} {given!r}; there are no {plural} in the database yet")
+        return UnknownName(f"unknown {kind} {given!r}; {plural} in the database: {_listing(sorted(known))}", [])
+    return UnknownName(f"unknown {kind} {given!r}; there are no {plural} in the database yet", [])
 
 
 def stored_names(db, kind: str) -> tuple[list[str], list[str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from autotune.db.names import close_matches, stored_names, unknown_name
+from autotune.db.names import UnknownName
 from autotune.db.queries import resolve_filters
 from autotune.errors import UsageError
 
@@ -34,11 +34,8 @@ def resolve_stored(db, kind: str, given: str) -> str:
     ambiguous one (names differing only in case, a prefix of several keys) stays a UsageError (400)."""
     try:
         return resolve_filters(db, **{kind: given})[kind]
-    except UsageError as exc:
-        names, _ = stored_names(db, kind)
-        if str(exc) != str(unknown_name(kind, given, names)):  # not unknown: ambiguous
-            raise
-        raise NotFound(kind, given, close_matches(given, names), message=str(exc)) from None
+    except UnknownName as exc:
+        raise NotFound(kind, given, exc.closest, message=str(exc)) from None
 
 
 def json_value(v):
