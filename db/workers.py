@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from datetime import timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from autotune.db.models import CHUNK, CampaignClaimRow, CampaignPendingRow, CampaignRow, TrialRow, utcnow
@@ -77,11 +78,15 @@ class CampaignWorkers:
                       .on_conflict_do_update(index_elements=["campaign_id", "worker"], set_={"n": n, "heartbeat": now}))
         return granted, adopted
 
-    def reserve(self, campaign_id: int, worker: str, candidates: list[Candidate], limit: int | None = None
-                ) -> list[Candidate]:
+    def reserve(self, campaign_id: int, worker: str, candidates: list[Candidate], limit: int | None = None,
+                elsewhere: list[Candidate] | None = None) -> list[Candidate]:
         """Reserve candidates for ``worker`` to measure, in order, until ``limit`` are reserved; returns
         those it got: no other worker of the campaign has them reserved, and none is stored yet (a
-        worker that stored one after this worker looked it up has also ended its reservation)."""
+        worker that stored one after this worker looked it up has also ended its reservation).
+
+        ``elsewhere``, a list: a candidate that another campaign of the task and device reserved first is
+        not reserved either, and is appended to it (that campaign stores it; this one looks it up later
+        instead of measuring it again and losing the race to store it)."""
         if not candidates or limit is not None and limit <= 0:
             return []
         pending, now = CampaignPendingRow.__table__, utcnow()
@@ -89,6 +94,12 @@ class CampaignWorkers:
                  "claimed": now} for c in {c.key: c for c in candidates}.values()]
         got: set[str] = set()
         with self.session() as s:
+            tid, did = s.execute(select(CampaignRow.task_id, CampaignRow.device_id)
+                                 .where(CampaignRow.id == campaign_id)).one()
+            if elsewhere is not None and self.dialect == "postgresql":
+                # reservations of one task and device in turn, so each sees the campaigns' reservations before
+                # it (SQLite serialises writers itself); the two-key form, apart from the schema's one-key lock
+                s.execute(text("SELECT pg_advisory_xact_lock(:t, :d)"), {"t": tid, "d": did})
             for i in range(0, len(rows), CHUNK):
                 stmt = self._insert(pending).on_conflict_do_nothing(index_elements=["campaign_id", "candidate_key"])
                 for row in rows[i:i + CHUNK]:  # RETURNING with executemany is not portable: one row at a time
@@ -96,15 +107,37 @@ class CampaignWorkers:
                     if limit is not None and len(got) >= limit:
                         break
             if got:
-                tid, did = s.execute(select(CampaignRow.task_id, CampaignRow.device_id)
-                                     .where(CampaignRow.id == campaign_id)).one()
                 done = {k for (k,) in self._rows_for_keys(s.connection(), [TrialRow.__table__.c.candidate_key],
                                                           tid, did, got)}
+                if elsewhere is not None:
+                    first = self._reserved_first_elsewhere(s, campaign_id, tid, did, got - done)
+                    elsewhere += [c for c in candidates if c.key in first]
+                    done |= first
                 if done:
                     s.execute(pending.delete().where(pending.c.campaign_id == campaign_id, pending.c.worker == worker,
                                                      pending.c.candidate_key.in_(done)))
                     got -= done
         return [c for c in candidates if c.key in got]
+
+    def _reserved_first_elsewhere(self, s: Session, campaign_id: int, task_id: int, device_id: int,
+                                  keys: set[str]) -> set[str]:
+        """Which of ``keys``, reserved by this campaign, a live worker of *another* campaign of the same task
+        and device reserved first (the lower reservation id): it is measuring them, and a trial is stored
+        once per task, device and configuration."""
+        pending, claims, camps = CampaignPendingRow.__table__, CampaignClaimRow.__table__, CampaignRow.__table__
+        ours = pending.alias("ours")
+        since = utcnow() - timedelta(seconds=self.CLAIM_GRACE_S)
+        keys, found = list(keys), set()
+        for i in range(0, len(keys), CHUNK):
+            found.update(s.scalars(
+                select(pending.c.candidate_key)
+                .join(camps, camps.c.id == pending.c.campaign_id)
+                .join(claims, (claims.c.campaign_id == pending.c.campaign_id) & (claims.c.worker == pending.c.worker))
+                .join(ours, (ours.c.campaign_id == campaign_id) & (ours.c.candidate_key == pending.c.candidate_key)
+                      & (ours.c.id > pending.c.id))
+                .where(camps.c.task_id == task_id, camps.c.device_id == device_id, camps.c.id != campaign_id,
+                       claims.c.heartbeat > since, pending.c.candidate_key.in_(keys[i:i + CHUNK]))).all())
+        return found
 
     def heartbeat(self, campaign_id: int, worker: str) -> None:
         """Tell the other workers that ``worker`` is alive (creates its claim row, holding nothing, if none)."""

@@ -55,6 +55,7 @@ class CampaignRun:
         self.seen = seen
         self.warmup = [c for c in campaign.warmup if c.key not in seen]
         self.in_flight: dict[str, Candidate] = {}
+        self.elsewhere: dict[str, Candidate] = {}  # asked, being measured by another campaign: looked up later
         self.reused: list[Measurement] = []  # told, to be linked to the campaign with the next stored batch
         self.grant: int | None = None  # measurements granted by the last claim, not yet started
         self.adopted: list[Candidate] = []  # a dead worker's reserved candidates, granted to this one
@@ -147,9 +148,17 @@ class CampaignRun:
             if not asked and not start_now and not self.in_flight:
                 self.stopping = "exhausted"
         taken = {c.key for c in start_now}
-        known = self.db.lookup(self.tid, self.did, [c.key for c in asked])
+        waiting = [c for c in self.elsewhere.values() if c.key not in taken]
+        known = self.db.lookup(self.tid, self.did, [c.key for c in asked + waiting])
+        for c in waiting:  # stored by the other campaign since: a look-up now
+            if c.key in known:
+                asked.append(self.elsewhere.pop(c.key))
+        # a point another campaign of the task and device reserved first is being measured there: it is stored
+        # once, so this campaign looks it up later rather than measure it again (and lose the race to store it)
+        busy: list[Candidate] = []
         fresh = self.db.reserve(self.cid, self.worker, [c for c in asked if c.key not in known and c.key not in taken],
-                                limit=None if warmup_round else n - len(start_now))
+                                limit=None if warmup_round else n - len(start_now), elsewhere=busy)
+        self.elsewhere.update((c.key, c) for c in busy)
         now_reused = [known[c.key] for c in asked if c.key in known]
         if now_reused:
             self.algorithm.tell(now_reused)

@@ -205,3 +205,30 @@ def test_a_candidate_stored_since_it_was_looked_up_is_not_reserved(db_url, repla
     assert db.reserve(cid, "host:1", [a]) == [a]
     db.record_batch(tid, did, cid, runner.measure(space.task, [a]), worker="host:1")
     assert db.reserve(cid, "host:2", [a, b]) == [b] and db.pending_keys(cid) == {b.key: "host:2"}
+
+
+def test_two_campaigns_of_one_task_and_device_never_measure_a_point_twice(db_url, replay):
+    """Two campaigns (not two workers of one) over the same task and device, proposing the same points
+    (the same seed): a point the other campaign is measuring is looked up once stored, not measured again
+    and lost to the other's stored row; each stays within its budget, and every measurement is stored."""
+    import threading
+
+    space, _ = replay
+    results = {}
+
+    def work(name):
+        results[name] = Campaign(name, space, "random", ReplayRunner(space.cache, delay_s=0.01),
+                                 open_database(db_url), trials=40, batch=8, seed=3).run()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert set(results) == {"a", "b"}
+    for r in results.values():
+        assert r.status == "finished" and r.trials == 40 and r.measured_here == 40  # each its own budget, exactly
+    db = open_database(db_url)
+    own = [db.campaign_history(db.campaign(n).id) for n in ("a", "b")]
+    measured = [m.candidate.key for h in own for m, reused in h if not reused]
+    assert len(measured) == len(set(measured)) == 80  # no point measured by both
