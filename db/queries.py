@@ -86,7 +86,8 @@ def campaign_figures(db: Database, campaign_id: int) -> CampaignFigures:
 
 
 def campaigns(db: Database, include_reused: bool = False) -> pd.DataFrame:
-    """One row per campaign: its task, device, algorithm, status, its own measured ``trials``, the
+    """One row per campaign: its task, device, algorithm, status ("stopped" for one stored as running whose
+    workers are all gone: Database.running_status), its own measured ``trials``, the
     ``reused`` trials it looked up (measured elsewhere), and the ``best_cost`` and ``simulated_s`` of
     its own trials (:class:`CampaignFigures`). ``include_reused`` adds ``evaluations`` (trials +
     reused) and ``best_cost_including_reused``."""
@@ -105,13 +106,16 @@ def campaigns(db: Database, include_reused: bool = False) -> pd.DataFrame:
         rows = s.execute(
             select(CampaignRow.name, TaskRow.name, TaskRow.key, DeviceRow.name, CampaignRow.algorithm, CampaignRow.status,
                    own.c.trials, looked_up.c.reused, own.c.best_cost, looked_up.c.reused_best, own.c.simulated_s,
-                   CampaignRow.created, CampaignRow.updated)
+                   CampaignRow.created, CampaignRow.updated, CampaignRow.id)
             .join(TaskRow, TaskRow.id == CampaignRow.task_id).join(DeviceRow, DeviceRow.id == CampaignRow.device_id)
             .outerjoin(own, own.c.campaign_id == CampaignRow.id)
             .outerjoin(looked_up, looked_up.c.campaign_id == CampaignRow.id).order_by(CampaignRow.id)
         ).all()
     df = pd.DataFrame(rows, columns=["campaign", "task", "task_key", "device", "algorithm", "status", "trials",
-                                     "reused", "best_cost", "reused_best", "simulated_s", "created", "updated"])
+                                     "reused", "best_cost", "reused_best", "simulated_s", "created", "updated", "id"])
+    shown = db.running_status(list(zip(df["id"].tolist(), df["status"].tolist())))  # "running" and no worker: stopped
+    df["status"] = df["id"].map(shown)
+    df = df.drop(columns=["id"])
     for col in ("trials", "reused"):
         df[col] = df[col].fillna(0).astype(int)
     assert (df["trials"] >= 0).all() and (df["reused"] >= 0).all()

@@ -153,6 +153,20 @@ class CampaignWorkers:
             s.execute(pending.delete().where(pending.c.campaign_id == campaign_id, pending.c.worker == worker))
             s.execute(claims.delete().where(claims.c.campaign_id == campaign_id, claims.c.worker == worker))
 
+    def running_status(self, rows: list[tuple[int, str]]) -> dict[int, str]:
+        """The status to show for each (campaign id, stored status): a campaign stored as "running" with no
+        worker heard of within CLAIM_GRACE_S is "stopped" (killed: SIGKILL or a lost machine leave no word;
+        rerunning it resumes it)."""
+        running = [cid for cid, status in rows if status == "running"]
+        live: set[int] = set()
+        if running:
+            claims, since = CampaignClaimRow.__table__, utcnow() - timedelta(seconds=self.CLAIM_GRACE_S)
+            with self.engine.connect() as conn:
+                for i in range(0, len(running), CHUNK):
+                    live.update(conn.execute(select(claims.c.campaign_id).where(
+                        claims.c.campaign_id.in_(running[i:i + CHUNK]), claims.c.heartbeat > since)).scalars())
+        return {cid: "stopped" if status == "running" and cid not in live else status for cid, status in rows}
+
     def campaign_workers(self, campaign_id: int) -> list[dict]:
         """The campaign's workers: name, claimed measurements, reserved candidates, last heartbeat, alive."""
         claims, pending, now = CampaignClaimRow.__table__, CampaignPendingRow.__table__, utcnow()

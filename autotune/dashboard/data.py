@@ -121,13 +121,13 @@ class DashboardData(DomainReads):
                 self._cache.popitem(last=False)
         return value
 
-    @staticmethod
-    def _campaign_json(c: CampaignRow, task: TaskRow, device: DeviceRow, summ: Summary, complete: bool = True) -> dict:
+    def _campaign_json(self, c: CampaignRow, task: TaskRow, device: DeviceRow, summ: Summary,
+                       complete: bool = True) -> dict:
         statuses = dict(summ.statuses)  # a copy: another thread may be reading the history into it
         return {
             "name": c.name, "id": c.id, "task": task.name, "task_key": task.key, "task_kind": task.kind,
             "device": device.name, "device_key": device.key, "device_kind": device.kind, "algorithm": c.algorithm,
-            "status": c.status, "measured": summ.own.n, "reused": summ.all.n - summ.own.n, "evaluations": summ.all.n,
+            "status": self.db.running_status([(c.id, c.status)])[c.id], "measured": summ.own.n, "reused": summ.all.n - summ.own.n, "evaluations": summ.all.n,
             "errors": sum(n for s, n in statuses.items() if s != "OK"), "best_cost": summ.own.best,
             "best_cost_including_reused": summ.all.best, "simulated_s": summ.own.simulated_s,
             "created": as_text(c.created), "updated": as_text(c.updated), "complete": complete,

@@ -232,3 +232,24 @@ def test_two_campaigns_of_one_task_and_device_never_measure_a_point_twice(db_url
     own = [db.campaign_history(db.campaign(n).id) for n in ("a", "b")]
     measured = [m.candidate.key for h in own for m, reused in h if not reused]
     assert len(measured) == len(set(measured)) == 80  # no point measured by both
+
+
+def test_a_running_campaign_whose_workers_are_gone_shows_as_stopped(db_url, replay, monkeypatch):
+    """SIGKILL leaves a campaign stored as running: with no worker heard of within the grace it is shown
+    as stopped (rerunning it resumes it); a live worker's heartbeat shows it as running."""
+    from autotune.db import queries
+
+    space, runner = replay
+    db = open_database(db_url)
+    cid, _, _ = _open(db, space, runner, "killed")
+
+    def status():
+        return queries.campaigns(db).set_index("campaign").loc["killed", "status"]
+
+    assert db.campaign("killed").status == "running" and status() == "stopped"
+    db.heartbeat(cid, "host:1")
+    assert status() == "running"
+    monkeypatch.setattr(db, "CLAIM_GRACE_S", 0.0)  # the same heartbeat, long ago
+    assert status() == "stopped"
+    db.set_campaign_status(cid, "finished")
+    assert status() == "finished"
