@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+
+from sqlalchemy.engine import make_url
 
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, DEFAULT_TRANSFER_TOP
 from autotune.db.database import Database
@@ -30,13 +33,29 @@ _CLI_DEFAULTS = {"algorithm": DEFAULT_ALGORITHM, "cost_model": DEFAULT_COST_MODE
 DEFAULT_DB_URL = "sqlite:///autotune.db"
 
 
+def _db_arg(db: Database | None) -> list[str]:
+    """The --db words of a resume command: none for the default database or the one AUTOTUNE_DB names
+    (the variable names it again); a URL with a password as "$AUTOTUNE_DB", since the password is never
+    printed (the command then runs once the variable holds the URL)."""
+    if db is None or db.url in (DEFAULT_DB_URL, os.environ.get("AUTOTUNE_DB")):
+        return []
+    if make_url(db.url).password is not None:
+        return ["--db", "$AUTOTUNE_DB"]
+    return ["--db", db.url]
+
+
+def _shell(words: list[str]) -> str:
+    """``words`` quoted for a POSIX shell, "$AUTOTUNE_DB" left for the shell to expand."""
+    return shlex.join(words).replace("'$AUTOTUNE_DB'", '"$AUTOTUNE_DB"')
+
+
 def resume_command(name: str, recipe: dict | None, db: Database | None = None) -> str:
     """``autotune tune KIND ... --campaign NAME`` rebuilt from a campaign's recipe; for a recipe the
     command line cannot spell, or none, what to run instead."""
-    db_arg = [] if db is None or db.url == DEFAULT_DB_URL else ["--db", db.safe_url]
+    db_arg = _db_arg(db)
     kind, args = (recipe or {}).get("kind"), dict((recipe or {}).get("args") or {})
     if kind not in _COMMANDS:
-        worker = shlex.join(["autotune", "worker", "--campaign", name, *db_arg])
+        worker = _shell(["autotune", "worker", "--campaign", name, *db_arg])
         return (f"rerun the same command with --campaign {shlex.quote(name)}"
                 + (f" (or: {worker})" if recipe else ""))
     command, positional, flags = _COMMANDS[kind]
@@ -53,4 +72,4 @@ def resume_command(name: str, recipe: dict | None, db: Database | None = None) -
     words += ["--campaign", name, *db_arg]
     if kind == "command":
         words += ["--", *[str(a) for a in args.get("argv") or []]]
-    return " ".join([command, shlex.join(words)])
+    return " ".join([command, _shell(words)])

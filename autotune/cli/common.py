@@ -18,7 +18,7 @@ DEFAULT_DB = "sqlite:///autotune.db"
 
 DbOption = Annotated[
     str,
-    typer.Option("--db", help="Database URL: sqlite:///FILE (default, in the working directory) or postgresql+psycopg://..."),
+    typer.Option("--db", envvar="AUTOTUNE_DB", help="Database URL: sqlite:///FILE (default, in the working directory) or postgresql+psycopg://...; the AUTOTUNE_DB environment variable sets it for every command (a URL with a password stays out of the shell's history and of printed resume commands)"),
 ]
 
 # Options shared by the tuning commands: one vocabulary for budgets (--trials, --time-budget) everywhere.

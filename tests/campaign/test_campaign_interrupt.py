@@ -143,6 +143,29 @@ def test_resume_commands_of_each_kind():
     assert resume_command("s", None) == "rerun the same command with --campaign s"
 
 
+def test_a_resume_command_never_prints_a_password_and_runs_with_autotune_db(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    replay = {"kind": "replay", "args": {"cache": CACHE, "trials": 60}}
+    secret = SimpleNamespace(url="postgresql+psycopg://me:s3cret@db.example/tuning")
+    monkeypatch.delenv("AUTOTUNE_DB", raising=False)
+    line = resume_command("r", replay, secret)
+    assert "s3cret" not in line and line.endswith('--campaign r --db "$AUTOTUNE_DB"')
+    assert resume_command("r", None, secret) == 'rerun the same command with --campaign r'
+    assert resume_command("g", {"kind": "graph"}, secret).endswith('--campaign g --db "$AUTOTUNE_DB")')
+    plain = SimpleNamespace(url="postgresql+psycopg://me@db.example/tuning")
+    assert resume_command("r", replay, plain).endswith("--campaign r --db postgresql+psycopg://me@db.example/tuning")
+    monkeypatch.setenv("AUTOTUNE_DB", secret.url)  # the variable names the database again: no --db at all
+    assert resume_command("r", replay, secret).endswith("--campaign r")
+    # and every command reads it
+    url = f"sqlite:///{tmp_path / 'env.db'}"
+    monkeypatch.setenv("AUTOTUNE_DB", url)
+    r = CliRunner().invoke(app, ["tune", "replay", "--cache", CACHE, "--trials", "8", "--cost-model", "none",
+                                 "--campaign", "e", "--no-progress"])
+    assert r.exit_code == 0 and (tmp_path / "env.db").exists(), r.output
+    assert CliRunner().invoke(app, ["campaigns", "--format", "csv"]).stdout.splitlines()[1].startswith("e,")
+
+
 def test_an_error_out_of_the_runner_marks_the_campaign_failed_and_a_rerun_finishes(db_url):
     space = ReplaySpace(CACHE)
     db = open_database(db_url)
