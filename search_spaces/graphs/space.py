@@ -46,8 +46,12 @@ class GraphSpace(Space):
         self.cache_size = cache_size
         self._apps: dict[str, list] = {}
         rules_key = stable_key([[r.name, getattr(r, "key", "")] for r in self.rules])  # pattern rules: content
-        self.task = Task("graph", name or graph.name, {"graph": graph.content_hash(), "rules": rules_key,
-                                                       "n_rules": len(self.rules)})
+        # the input shapes and types too: the same model at another batch (an --input-shape, a re-export) is
+        # another measurement, not the campaign of the first resumed
+        inputs = {k: [[d if d is None or isinstance(d, str) else int(d) for d in shape], str(dtype)]
+                  for k, (shape, dtype) in sorted(graph.inputs.items())}
+        self.task = Task("graph", name or graph.name, {"graph": graph.content_hash(), "inputs": inputs,
+                                                       "rules": rules_key, "n_rules": len(self.rules)})
         self._remember(self._path([]), graph)
 
     # -- graphs -------------------------------------------------------------------

@@ -56,6 +56,12 @@ def test_task_identifies_the_model_and_the_rules():
     assert GraphSpace(other, name="my-model").task.key != space.task.key
     with pytest.raises(UsageError, match="given twice: fold_conv_bn"):
         GraphSpace(g, space.rules + [space.by_name["fold_conv_bn"]])
+    # the same model at another input shape (an --input-shape, a re-export at another batch) is another task
+    (name, (shape, dtype)), = g.inputs.items()
+    batch8 = Graph(g.nodes, {name: ((8, *shape[1:]), dtype)}, g.outputs, g.weights, g.name)
+    assert batch8.structural_hash() == g.structural_hash() and batch8.content_hash() == g.content_hash()
+    assert GraphSpace(batch8, name="my-model").task.key != space.task.key
+    assert GraphSpace(small_graph("resnet50"), name="my-model").task.key == space.task.key  # the same: resumed
 
 
 def test_op_costs_measure_each_op_key_once_and_use_the_cache():
