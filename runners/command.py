@@ -242,10 +242,14 @@ class CommandRunner(Runner):
         return Measurement(c, Status.OK, times=[cost], cost=cost, run_s=wall, meta=meta)
 
     def _parse(self, stdout: bytes, stderr: bytes) -> tuple[float | None, str]:
-        text = stdout.decode("utf-8", errors="replace") + "\n" + stderr.decode("utf-8", errors="replace")
+        """The cost: the last match in standard output, else the last in standard error (a program's report
+        is its output; a warning on stderr that happens to match does not override it)."""
         last = None
-        for last in self._regex.finditer(text):
-            pass
+        for stream in (stdout, stderr):
+            for last in self._regex.finditer(stream.decode("utf-8", errors="replace")):
+                pass
+            if last is not None:
+                break
         if last is None:
             return None, f"no match of the objective regex {self.objective.regex!r} in the program's output"
         raw = last.group(1)

@@ -220,17 +220,52 @@ def space_from_dict(doc, source: str = "the space", default_name: str = "space")
     return space, objective
 
 
+class _DuplicateKey(ValueError):
+    """A mapping that names one key twice: JSON and YAML parsers keep the last silently."""
+
+
+def _unique_pairs(pairs) -> dict:
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(f"the key {k!r} is given twice in one mapping (the first would be lost)")
+        out[k] = v
+    return out
+
+
+def _yaml_loader():
+    """PyYAML's safe loader refusing a key given twice in one mapping (merge keys, ``<<``, still merge)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            self.flatten_mapping(node)
+            keys = [self.construct_object(k, deep=deep) for k, _ in node.value]
+            if len(keys) != len({repr(k) for k in keys}):
+                seen: set = set()
+                twice = next(k for k in keys if repr(k) in seen or seen.add(repr(k)))
+                raise _DuplicateKey(f"the key {twice!r} is given twice in one mapping (the first would be lost)")
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
 def _parse(text: str, path: Path):
-    """The file's document: JSON for .json, YAML (a superset) otherwise."""
+    """The file's document: JSON for .json, YAML (a superset) otherwise; a key given twice in one mapping
+    is an error rather than the last one silently kept."""
     if path.suffix.lower() == ".json":
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_unique_pairs)
+        except _DuplicateKey as exc:
+            raise UsageError(f"space file {str(path)[:200]!r}: {exc}") from None
         except (ValueError, RecursionError) as exc:
             raise UsageError(f"space file {str(path)[:200]!r} is not valid JSON ({str(exc)[:100]})") from None
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_yaml_loader())  # a SafeLoader subclass
+    except _DuplicateKey as exc:
+        raise UsageError(f"space file {str(path)[:200]!r}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - the parser's own errors (YAMLError, ValueError, RecursionError...)
         why = " ".join(str(exc).split())[:150]
         raise UsageError(f"space file {str(path)[:200]!r} is not valid YAML ({type(exc).__name__}: {why})") from None

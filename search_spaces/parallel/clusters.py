@@ -17,7 +17,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 
-from autotune.errors import MissingDependencyError, UsageError
+from autotune.errors import MissingDependencyError, UsageError, did_you_mean
 
 
 @dataclass
@@ -106,6 +106,9 @@ class Cluster:
         missing = [k for k in ("name", "nodes", "per_node", "device", "intra_bw", "inter_bw") if k not in d]
         if missing:
             raise UsageError(f"the cluster description lacks {', '.join(missing)}")
+        if unknown := sorted(map(str, set(d) - CLUSTER_KEYS)):  # a misspelt key would silently keep the default
+            raise UsageError(f"unknown key(s) {', '.join(map(repr, unknown))} in the cluster description"
+                             f"{did_you_mean(unknown[0], sorted(CLUSTER_KEYS))}; valid: {', '.join(sorted(CLUSTER_KEYS))}")
         dev = d["device"]
         if isinstance(dev, str):
             if dev not in DEVICES:
@@ -154,6 +157,10 @@ class Cluster:
 
 
 MAX_DEVICES = 1 << 20
+#: every key a cluster description may have
+CLUSTER_KEYS = frozenset({"name", "nodes", "per_node", "device", "intra_bw", "intra_latency", "inter_bw",
+                          "inter_latency", "op_times", "collectives", "link", "bus_efficiency", "latency_scale",
+                          "net_efficiency"})
 
 
 def _quantity(v, what: str, zero: bool = False, most: float | None = None) -> float:
@@ -273,6 +280,9 @@ def get_cluster(spec: str) -> Cluster:
             return Cluster(spec, fixed, per, DEVICES[dev], ibw, ilat, nbw, nlat, **nccl)
         m = re.fullmatch(re.escape(pattern[:-1]) + r"(\d+)", spec) if fixed is None else None
         if m and int(m.group(1)) >= 1:
+            if int(m.group(1)) * per > MAX_DEVICES:
+                raise UsageError(f"cluster {spec!r} has {int(m.group(1)) * per:,} devices; at most "
+                                 f"{MAX_DEVICES:,} are modelled")
             return Cluster(spec, int(m.group(1)), per, DEVICES[dev], ibw, ilat, nbw, nlat, **nccl)
     raise UsageError(f"unknown cluster {spec!r}; valid: {', '.join(PRESETS)} (N = number of nodes) "
                      "or a .json/.yaml file")

@@ -111,6 +111,21 @@ def test_wall_time_objective_and_format_specs(tmp_path):
     assert substitute("{t:.2f}|{{t}}|{t!r}", {"t": 0.5}) == "0.50|{t}|0.5"
 
 
+def test_standard_output_is_read_before_standard_error(tmp_path):
+    (tmp_path / "s.yaml").write_text('knobs:\n  t: [1, 2, 3]\nobjective: {regex: "time: ([0-9.]+)"}\n')
+    program = ("import sys; t = sys.argv[1]; print(f'time: 0.{t}'); print('warning: time: 99', file=sys.stderr);"
+               " sys.exit(0)")
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    tune_command([sys.executable, "-c", program, "{t}"], tmp_path / "s.yaml", campaign="o", db=url, algorithm="grid",
+                 cost_model=None)
+    costs = sorted(queries.trials(open_database(url), campaign="o")["cost"])
+    assert costs == [0.1, 0.2, 0.3]  # stdout's numbers, not the warning's 99
+    only_stderr = "import sys; print('time: 0.5', file=sys.stderr)"
+    tune_command([sys.executable, "-c", only_stderr, "{t}"], tmp_path / "s.yaml", campaign="e", db=url,
+                 algorithm="grid", cost_model=None)
+    assert set(queries.trials(open_database(url), campaign="e")["cost"]) == {0.5}  # stderr when stdout has none
+
+
 def test_usage_errors_before_the_campaign_opens(bench):
     url = f"sqlite:///{bench / 't.db'}"
     space = bench / "space.yaml"

@@ -135,3 +135,20 @@ def test_constraints_that_exclude_everything_say_so(tmp_path):
     space, _ = load_space_file(_write(tmp_path, {"knobs": {"x": [1, 2]}, "constraints": ["x > 5"]}))
     with pytest.raises(UsageError, match="no valid point"):
         space.size()
+
+
+@pytest.mark.parametrize("name,text", [
+    ("d.yaml", "knobs:\n  a: [1, 2]\n  a: [3, 4, 5]\n"),
+    ("t.yaml", "knobs:\n  a: [1, 2]\nknobs:\n  b: [3]\n"),
+    ("d.json", '{"knobs": {"a": [1, 2], "a": [3, 4, 5]}}'),
+])
+def test_a_key_given_twice_is_refused_not_silently_dropped(tmp_path, name, text):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(UsageError, match=r"the key '(a|knobs)' is given twice in one mapping"):
+        load_space_file(tmp_path / name)
+
+
+def test_yaml_merge_keys_still_merge(tmp_path):
+    (tmp_path / "m.yaml").write_text("knobs:\n  <<: {x: [1, 2]}\n  y: [1]\n")
+    space, _ = load_space_file(tmp_path / "m.yaml")
+    assert space.names == ["x", "y"] and space.values == [[1, 2], [1]]
