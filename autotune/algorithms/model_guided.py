@@ -89,7 +89,7 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
     description = "any algorithm searching against a cost model; the best unmeasured candidates are measured"
     no_repeats = True
     options = {
-        "init": Option(8, "points measured before the model is used (see design)"),
+        "init": Option(8, "points measured before the model is used (see design)", low=1),
         "epsilon": Option(0.1, "share of each batch given to exploration (random points, or local moves)", high=1),
         "local": Option(0.0, "share of the exploration slots that are unseen neighbors of the best measured point", high=1),
         "design": Option("maximin", "how the points before the model are drawn: 'random', or 'maximin' (each the "

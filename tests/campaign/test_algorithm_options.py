@@ -79,6 +79,7 @@ def test_tune_replay_option_is_stored_with_the_campaign(tmp_path):
     ("population=-4", "none", "option population must be a whole number >= 1, not -4"),
     ("mutation_rate=5", "none", "option mutation_rate must be a number in [0, 1], not 5.0"),
     ("epsilon=1.5", "xgb", "option epsilon must be a number in [0, 1]"),
+    ("init=0", "xgb", "option init must be a whole number >= 1, not 0"),  # a model fitted on nothing
 ])
 def test_a_bad_option_exits_2_before_anything_is_written(tmp_path, option, cost_model, needle):
     url = f"sqlite:///{tmp_path / 'bad.db'}"
