@@ -240,11 +240,7 @@ def _yaml_loader():
     class UniqueKeyLoader(yaml.SafeLoader):
         def construct_mapping(self, node, deep=False):
             self.flatten_mapping(node)
-            keys = [self.construct_object(k, deep=deep) for k, _ in node.value]
-            if len(keys) != len({repr(k) for k in keys}):
-                seen: set = set()
-                twice = next(k for k in keys if repr(k) in seen or seen.add(repr(k)))
-                raise _DuplicateKey(f"the key {twice!r} is given twice in one mapping (the first would be lost)")
+            _unique_pairs((self.construct_object(k, deep=deep), None) for k, _ in node.value)
             return super().construct_mapping(node, deep=deep)
 
     return UniqueKeyLoader
