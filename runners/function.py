@@ -78,22 +78,24 @@ def to_measurement(candidate: Candidate, value, wall_s: float) -> Measurement:
         why = _unfit(m)
         return m if why is None else Measurement(candidate, Status.RUNTIME_ERROR, error=why, run_s=m.run_s)
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        cost = _as_float(value)
-        if math.isfinite(cost) and cost >= 0:
-            return Measurement(candidate, Status.OK, times=[cost], cost=cost, run_s=wall_s)
+        if _is_cost(value):
+            return Measurement(candidate, Status.OK, times=[float(value)], cost=float(value), run_s=wall_s)
         why = f"the objective returned {_shown(value)}; a cost must be a finite number >= 0"
     else:
-        shown = repr(value)
-        why = (f"the objective returned {shown[:100]} ({type(value).__name__}); it must return a number "
+        why = (f"the objective returned {_shown(value)} ({type(value).__name__}); it must return a number "
                "(the cost) or a Measurement")
     return Measurement(candidate, Status.RUNTIME_ERROR, error=why, run_s=wall_s)
 
 
-def _as_float(v) -> float:
+def _is_cost(v) -> bool:
+    """Whether ``v`` is a cost: a real number (not a bool) that is finite and >= 0 as a float."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        return False
     try:
-        return float(v)
+        f = float(v)
     except (OverflowError, TypeError, ValueError):  # 10**400, or a Real float() cannot take
-        return math.nan
+        return False
+    return math.isfinite(f) and f >= 0
 
 
 def _shown(v) -> str:
@@ -106,8 +108,7 @@ def _unfit(m: Measurement) -> str | None:
     needs a cost (given, or the median of its times) that is a finite number >= 0, and times that are too."""
     if not m.ok:
         return None if m.status is not Status.OK else "the objective returned a Measurement with status OK but no cost or times"
-    bad = [t for t in [m.cost, *m.times] if isinstance(t, bool) or not isinstance(t, numbers.Real)
-           or not (math.isfinite(_as_float(t)) and _as_float(t) >= 0)]
+    bad = [t for t in [m.cost, *m.times] if not _is_cost(t)]
     if bad:
         return (f"the objective returned a Measurement with cost or times {_shown(bad[0])}; "
                 "each must be a finite number >= 0")

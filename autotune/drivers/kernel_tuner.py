@@ -163,25 +163,14 @@ def _check_options(options: dict) -> tuple[dict, int, int | None]:
     return dict(so), int(device), options.get("smem_args")
 
 
-def _positive_seconds(value, name: str, default: float) -> float:
-    """``value`` as a positive, finite number of seconds (None: ``default``), or UsageError naming ``name``."""
-    if value is None:
-        return default
+def _finite_number(value, what: str, positive: bool) -> float:
+    """``value`` as a finite float, > 0 when ``positive`` else >= 0; UsageError "``what`` must be ..., not ..."."""
+    bound = "positive" if positive else "non-negative"
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise UsageError(f"{name} must be a positive number of seconds, not {type(value).__name__} {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{name} must be a positive number of seconds, not {value!r}")
+        raise UsageError(f"{what.format(bound)}, not {type(value).__name__} {value!r}")
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise UsageError(f"{what.format(bound)}, not {value!r}")
     return float(value)
-
-
-def _check_atol(atol) -> float:
-    """``atol`` as a non-negative, finite float, or UsageError."""
-    if isinstance(atol, bool) or not isinstance(atol, (int, float, np.integer, np.floating)):
-        raise UsageError(f"atol must be a non-negative number (numpy.allclose's absolute tolerance), not "
-                         f"{type(atol).__name__} {atol!r}")
-    if not math.isfinite(atol) or atol < 0:
-        raise UsageError(f"atol must be a non-negative number (numpy.allclose's absolute tolerance), not {atol!r}")
-    return float(atol)
 
 
 def _check_cache_path(cache) -> None:
@@ -219,8 +208,10 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
     ``verbose``, off with ``quiet``; the bars themselves are drawn only on a terminal)."""
     strategy_options, device_index, smem_args = _check_options(ignored_kt_options)
     # arguments that are only used late (by the runners, or after the search) are checked first
-    run_timeout = _positive_seconds(ignored_kt_options.get("run_timeout"), "run_timeout", 60.0)
-    atol = _check_atol(atol)
+    run_timeout = ignored_kt_options.get("run_timeout")
+    run_timeout = 60.0 if run_timeout is None else _finite_number(
+        run_timeout, "run_timeout must be a {} number of seconds", positive=True)
+    atol = _finite_number(atol, "atol must be a {} number (numpy.allclose's absolute tolerance)", positive=False)
     if verify is not None and not callable(verify):
         raise UsageError(f"verify must be a function verify(answer, results, atol=...), not {type(verify).__name__}")
     if cache is not None:
