@@ -2,13 +2,41 @@
 
 ``UsageError`` is bad input from a user (a file, a name, a URL, a number): the CLI
 prints its message as one sentence and exits with status 2, never a traceback.
+
+A message that names one of the caller's inputs names it with :func:`argument`, which carries both
+spellings: the Python API's (the keyword argument, ``microbatches``) and the command line's (its flag,
+``--microbatches``). ``str(error)`` shows the first, so a script calling the library reads the name it
+passed; the command line prints :meth:`AutotuneError.command_line_message`, which shows the second.
 """
 
+import re
 import sys
+
+_ARGUMENT = re.compile("\x02([^\x02\x03\x1f]*)\x1f([^\x02\x03\x1f]*)\x03")
+
+
+def argument(api: str, flag: str | None = None) -> str:
+    """An input of the caller, named in an error message both ways: ``api`` as the Python API spells it
+    (a keyword argument, ``transfer_from``, or an expression, ``device='cpu'``) and ``flag`` as the
+    command line does (default: ``--`` and ``api`` with ``-`` for ``_``, ``--transfer-from``). Only for
+    the messages of :class:`AutotuneError` and its subclasses, which render it."""
+    flag = "--" + api.replace("_", "-") if flag is None else flag
+    return f"\x02{api}\x1f{flag}\x03"
 
 
 class AutotuneError(Exception):
     """Base class of every error autotune raises on purpose."""
+
+    def __str__(self) -> str:
+        """The message as the Python API's caller reads it: each :func:`argument` by its API name."""
+        return _ARGUMENT.sub(lambda m: m[1], super().__str__())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+    def command_line_message(self) -> str:
+        """The message as the command line prints it: each :func:`argument` by its flag."""
+        return _ARGUMENT.sub(lambda m: m[2], super().__str__())
 
 
 class UsageError(AutotuneError, ValueError):
@@ -39,13 +67,14 @@ def check_choice(what: str, value: str, valid) -> str:
     raise UsageError(f"unknown {what} {value!r}; valid: {', '.join(map(str, valid))}{did_you_mean(value, valid)}")
 
 
-def run_script(main) -> None:
+def run_script(main, flags: bool = False) -> None:
     """Exit with ``main()``'s status, as the entry point of the CLI and of every script: bad input
     (:class:`AutotuneError`: a missing cache file, an unknown option) is one line on stderr and status 2,
-    not a traceback."""
+    not a traceback. ``flags``: the message names the inputs by the CLI's flags (a script's own options
+    differ: it names them as the Python API does)."""
     try:
         code = main()
     except AutotuneError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e.command_line_message() if flags else e}", file=sys.stderr)
         code = 2
     sys.exit(code)

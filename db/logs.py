@@ -41,7 +41,7 @@ def _line(t: TrialRow, task: TaskRow, dev: DeviceRow, camp: CampaignRow | None) 
 
 def export_lines(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
                  status: str | None = None) -> Iterator[str]:
-    conds = [_task_filter(task), _device_filter(device)]
+    conds = [_task_filter(db, task), _device_filter(device)]
     if status:
         conds.append(TrialRow.status == Status.parse(status).value)
     if campaign:

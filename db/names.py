@@ -3,16 +3,19 @@
 A name is taken as given when the database has it exactly (a task or device also by its key, or a
 unique prefix of its key of at least 6 characters, as the tables show keys shortened); a name that
 differs from one stored name only in case resolves to that name. Anything else is a usage error
-naming the closest stored names (difflib), never a silent guess and never an empty answer.
+naming the closest stored names (difflib), never a silent guess and never an empty answer. A task name
+that several tasks share (one kernel tuned at two shapes, a graph at two input shapes) stands for none of
+them: it is refused (Ambiguous) naming their keys, never answered with their trials merged.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Iterable
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from autotune.db.models import CampaignRow, DeviceRow, TaskRow
 from autotune.errors import UsageError
@@ -90,6 +93,61 @@ class UnknownName(UsageError):
         super().__init__(message)
         self.closest = closest
 
+    def __reduce__(self):  # pickled whole (a Ray task's error comes back so)
+        return type(self), (self.args[0], self.closest)
+
+
+class Ambiguous(UsageError):
+    """A name that stands for several stored rows (a task name that tasks of other parameters share);
+    ``candidates`` holds what tells them apart (their keys)."""
+
+    def __init__(self, message: str, candidates: list[str]):
+        super().__init__(message)
+        self.candidates = candidates
+
+    def __reduce__(self):  # pickled whole (a Ray task's error comes back so)
+        return type(self), (self.args[0], self.candidates)
+
+
+def _differing(rows: list) -> list[str]:
+    """The parameters whose values are not the same in every task of ``rows`` (at most 3), in order."""
+    params = [r.params if isinstance(r.params, dict) else {} for r in rows]
+    names = list(dict.fromkeys(k for p in params for k in p))
+    return [k for k in names if len({json.dumps(p.get(k), sort_keys=True, default=str) for p in params}) > 1][:3]
+
+
+def ambiguous_task(given: str, rows: list) -> Ambiguous:
+    """The error for a task name that the tasks ``rows`` (TaskRow) share: each one's key, with its kind
+    and the parameters that tell the tasks apart."""
+    differ = _differing(rows)
+
+    def label(r) -> str:
+        params = r.params if isinstance(r.params, dict) else {}
+        shown = [f"{k}={json.dumps(params.get(k), default=str)}" for k in differ]
+        shown = [v if len(v) <= 40 else v[:39] + "…" for v in shown]
+        return f"{r.key} ({', '.join([r.kind, *shown])})"
+
+    listed = "; ".join(label(r) for r in rows[:8]) + (f"; and {len(rows) - 8} more" if len(rows) > 8 else "")
+    return Ambiguous(f"task name {given!r} matches several tasks ({listed}); give the task key",
+                     [r.key for r in rows])
+
+
+def tasks_named(db, given: str) -> list:
+    """The tasks (TaskRow) whose key or name is ``given``, oldest first."""
+    with db.session() as s:
+        return list(s.scalars(select(TaskRow).where(or_(TaskRow.key == given, TaskRow.name == given))
+                              .order_by(TaskRow.id)).all())
+
+
+def one_task(db, given: str):
+    """The one task (TaskRow) whose key or name is ``given``: None when there is none, Ambiguous naming
+    the keys when several tasks share the name (a key, being unique, always stands for one)."""
+    rows = tasks_named(db, given)
+    exact = [r for r in rows if r.key == given]
+    if not exact and len(rows) > 1:
+        raise ambiguous_task(given, rows)
+    return (exact or rows or [None])[0]
+
 
 def unknown_name(kind: str, given: str, known: Iterable[str]) -> UnknownName:
     """The error for a name the database does not have: the closest stored names, else the stored
@@ -124,12 +182,17 @@ def is_stored(db, kind: str, given: str) -> bool:
 
 
 def resolve(db, kind: str, given: str | None) -> str | None:
-    """``given`` resolved against the database's names of this kind (None stays None); see resolve_name."""
+    """``given`` resolved against the database's names of this kind (None stays None); see resolve_name.
+    A task name that several tasks share is Ambiguous, naming their keys."""
     if given is None:
         return None
     if kind not in KINDS:
         raise ValueError(f"unknown kind of name {kind!r}; valid: {', '.join(KINDS)}")
     if is_stored(db, kind, given):
-        return given
-    names, keys = stored_names(db, kind)
-    return resolve_name(kind, given, names, keys)
+        resolved = given
+    else:
+        names, keys = stored_names(db, kind)
+        resolved = resolve_name(kind, given, names, keys)
+    if kind == "task":
+        one_task(db, resolved)  # refuses a name several tasks share
+    return resolved

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, false, func, or_, select
 
 from autotune.db.database import Database, row_to_measurement
 from autotune.db.models import (
@@ -19,8 +19,8 @@ from autotune.db.models import (
     TaskRow,
     TrialRow,
 )
-from autotune.db.names import resolve, resolve_name  # noqa: F401 - resolve_name: the public helper
-from autotune.errors import UsageError
+from autotune.db.names import one_task, resolve, resolve_name  # noqa: F401 - resolve_name: the public helper
+from autotune.errors import UsageError, argument
 from autotune.types import Measurement, Status
 
 TRIAL_COLUMNS = [
@@ -29,8 +29,13 @@ TRIAL_COLUMNS = [
 ]
 
 
-def _task_filter(task: str | None):
-    return or_(TaskRow.key == task, TaskRow.name == task) if task else True
+def _task_filter(db: Database, task: str | None):
+    """Rows of the one task ``task`` (a key or a name) stands for: a name that several tasks share is
+    Ambiguous (naming their keys), never their rows merged; one that no task has matches nothing."""
+    if not task:
+        return True
+    row = one_task(db, task)
+    return TaskRow.id == row.id if row is not None else false()
 
 
 def _device_filter(device: str | None):
@@ -128,7 +133,7 @@ def campaigns(db: Database, include_reused: bool = False) -> pd.DataFrame:
 
 
 def _trial_query(db: Database, campaign, task, device, status):
-    conds = [_task_filter(task), _device_filter(device)]
+    conds = [_task_filter(db, task), _device_filter(device)]
     if status:
         conds.append(TrialRow.status == Status.parse(status).value)
     if campaign:
@@ -156,10 +161,10 @@ def _trial_select(where):
 
 def trials(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
            status: str | None = None, top: int | None = None, limit: int | None = None) -> pd.DataFrame:
-    """Trials filtered by campaign name, task key or name, device name or key, and status, oldest first
-    (at most ``limit``); ``top`` keeps the k fastest OK trials, fastest first. ``config`` holds the
-    candidate's JSON."""
-    for name, v in (("--top", top), ("--limit", limit)):
+    """Trials filtered by campaign name, task key or name (a name several tasks share is Ambiguous, naming
+    their keys), device name or key, and status, oldest first (at most ``limit``); ``top`` keeps the k
+    fastest OK trials, fastest first. ``config`` holds the candidate's JSON."""
+    for name, v in ((argument("top"), top), (argument("limit"), limit)):
         if v is not None and v <= 0:
             raise UsageError(f"{name} must be a positive number of trials, not {v}")
     query = _trial_select(_trial_query(db, campaign, task, device, status))
@@ -216,7 +221,7 @@ def best(db: Database, task: str | None = None, device: str | None = None, k: in
             select(TaskRow.name, TaskRow.key, DeviceRow.name, ranked.c.rank, TrialRow.cost, TrialRow.candidate, TrialRow.candidate_key)
             .join(ranked, ranked.c.id == TrialRow.id)
             .join(TaskRow, TaskRow.id == TrialRow.task_id).join(DeviceRow, DeviceRow.id == TrialRow.device_id)
-            .where(ranked.c.rank <= k, _task_filter(task), _device_filter(device))
+            .where(ranked.c.rank <= k, _task_filter(db, task), _device_filter(device))
             .order_by(TaskRow.name, DeviceRow.name, ranked.c.rank)
         ).all()
     return pd.DataFrame(rows, columns=["task", "task_key", "device", "rank", "cost", "config", "candidate_key"])
@@ -253,7 +258,7 @@ def cost_models(db: Database, task: str | None = None, device: str | None = None
     """Stored cost models: what they were trained for, on how many samples, their held-out quality and
     whether they are pinned (kept on purpose). ``latest`` keeps the latest model of each campaign, and
     of each (task, device, model name) among models stored outside a campaign."""
-    conds = [_task_filter(task), _device_filter(device)]
+    conds = [_task_filter(db, task), _device_filter(device)]
     if campaign:
         conds.append(CampaignRow.name == campaign)
     if latest:
@@ -296,7 +301,8 @@ def load_cost_model(db: Database, model_id: int | None = None, campaign: str | N
     from autotune.types import Task
 
     if (model_id is None) == (campaign is None):
-        raise UsageError("name a stored model with exactly one of --model ID or --campaign NAME")
+        raise UsageError(f"name a stored model with exactly one of {argument('model_id', '--model ID')} or "
+                         f"{argument('campaign', '--campaign NAME')}")
     query = (select(CostModelRow, TaskRow, DeviceRow).outerjoin(TaskRow, TaskRow.id == CostModelRow.task_id)
              .outerjoin(DeviceRow, DeviceRow.id == CostModelRow.device_id))
     if model_id is not None:
@@ -308,7 +314,8 @@ def load_cost_model(db: Database, model_id: int | None = None, campaign: str | N
         found = s.execute(query).first()
     if found is None:
         what = f"model {model_id}" if model_id is not None else f"model of campaign {campaign!r}"
-        raise UsageError(f"no stored {what}; `autotune models` lists them (campaigns run with --cost-model store one)")
+        raise UsageError(f"no stored {what}; `autotune models` lists them (campaigns guided by a cost model, "
+                         f"{argument('cost_model')}, store one)")
     row, task_row, device_row = found
     if not row.data:
         raise UsageError(f"model {row.id} was superseded and its weights were not kept (only the latest model of "

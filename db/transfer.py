@@ -6,6 +6,7 @@ from sqlalchemy import or_, select
 
 from autotune.db.database import Database
 from autotune.db.models import DeviceRow, TaskRow, TrialRow
+from autotune.db.names import one_task
 from autotune.errors import UsageError
 from autotune.types import Candidate, Device, Measurement, Task
 
@@ -29,15 +30,11 @@ def resolve_task(db: Database, task: Task | str) -> Task:
     """A Task object as is, else the task with that key or name (one name for several tasks is an error)."""
     if isinstance(task, Task):
         return task
-    with db.session() as s:
-        rows = s.execute(select(TaskRow).where(or_(TaskRow.key == task, TaskRow.name == task))).scalars().all()
-        known = [] if rows else s.execute(select(TaskRow.name).distinct().limit(20)).scalars().all()
-    if not rows:
+    r = one_task(db, task)  # a name several tasks share: Ambiguous, naming their keys
+    if r is None:
+        with db.session() as s:
+            known = s.execute(select(TaskRow.name).distinct().limit(20)).scalars().all()
         raise UsageError(f"unknown task {task!r}; tasks in the database: {', '.join(known) or 'none yet'}")
-    if len(rows) > 1:
-        keys = ", ".join(f"{r.key} ({r.kind})" for r in rows)
-        raise UsageError(f"task name {task!r} matches several tasks ({keys}); give the task key")
-    r = rows[0]
     return Task(r.kind, r.name, dict(r.params or {}))
 
 

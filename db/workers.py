@@ -19,9 +19,13 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from autotune.db.models import CHUNK, CampaignClaimRow, CampaignPendingRow, CampaignRow, TrialRow, utcnow
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 from autotune.runners.processes import process_alive
 from autotune.types import Candidate
+
+
+#: how a campaign with live workers is deleted anyway
+FORCE = argument("Database.delete_campaign(name, force=True)", "`autotune campaigns delete --force`")
 
 
 def worker_id(run: bool = False) -> str:
@@ -184,7 +188,7 @@ class CampaignWorkers:
         if live:
             who = ", ".join(live[:3]) + (f" and {len(live) - 3} more" if len(live) > 3 else "")
             raise UsageError(f"campaign {name!r} has {len(live)} live worker(s) ({who}); stop them first, "
-                             "or delete it anyway with `autotune campaigns delete --force`")
+                             f"or delete it anyway with {FORCE}")
 
     def pending_keys(self, campaign_id: int) -> dict[str, str]:
         """Reserved candidates of the campaign not yet stored: candidate key -> worker."""

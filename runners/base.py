@@ -2,10 +2,14 @@
 
 A runner never raises for one bad candidate: every outcome is a Measurement with
 a Status. It raises only when it cannot run at all (no device, bad task).
+
+``measure_until`` measures a batch but starts no candidate past a deadline (a campaign's time
+budget): the budget then holds within about one measurement, not one batch.
 """
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +36,20 @@ class Runner(ABC):
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
         """One Measurement per candidate, in the same order."""
 
+    def measure_until(self, task: Task, candidates: list[Candidate], deadline: float | None) -> list[Measurement]:
+        """Measure the candidates in order, starting none once ``time.perf_counter()`` has reached
+        ``deadline`` (None: all of them): the Measurements of those started, a prefix of ``candidates``.
+        A started measurement is never cut short. Runners that prepare a batch together (compile it in
+        parallel) override this to prepare it at once and run its candidates while time is left."""
+        if deadline is None:
+            return self.measure(task, candidates)
+        out: list[Measurement] = []
+        for c in candidates:
+            if time.perf_counter() >= deadline:
+                break
+            out += self.measure(task, [c])
+        return out
+
     def build_stage(self) -> Callable[[Task, Candidate], Built] | None:
         """A picklable function that builds one candidate on any machine, without the device (compiling
         it), when the runner's work splits into a build and a run; None when it does not."""
@@ -49,6 +67,18 @@ class Runner(ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def runs_until(deadline: float | None, candidates: list[Candidate], prepared: list,
+               run: Callable[[Candidate, object], Measurement]) -> list[Measurement]:
+    """``run(candidate, prepared)`` for each candidate in order, starting none once ``time.perf_counter()``
+    has reached ``deadline`` (None: all): the batch-preparing runners' ``measure_until``."""
+    out: list[Measurement] = []
+    for c, p in zip(candidates, prepared):
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+        out.append(run(c, p))
+    return out
 
 
 class StreamingRunner(Runner):

@@ -27,13 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from autotune.errors import MissingDependencyError, UsageError
-from autotune.runners.base import Built, Runner
+from autotune.runners.base import Built, Runner, runs_until
 from autotune.runners.child import run_shared_object, run_user_function
 from autotune.runners.processes import physical_memory, private_workdir
 from autotune.runners.timing import Protocol
 from autotune.runners.workers import IsolatedWorker
 from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props
-from autotune.search_spaces.kernels.user import detect_c_timing, verify_outputs
+from autotune.search_spaces.kernels.user_arguments import verify_outputs
+from autotune.search_spaces.kernels.user_kernel import detect_c_timing
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
 DEFAULT_FLAGS = ("-O3", "-march=native", "-fopenmp", "-std=gnu11", "-shared", "-fPIC")
@@ -182,6 +183,9 @@ class CRunner(Runner):
         return _build(self.cc, self.flags, source, self.workdir, self.compile_timeout_s)
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
+        return self.measure_until(task, candidates, None)
+
+    def measure_until(self, task: Task, candidates: list[Candidate], deadline: float | None) -> list[Measurement]:
         if task.key != self.template.task.key:
             raise UsageError(f"this runner measures {self.template.task.name} {self.template.task.params}, "
                              f"not {task.name} {task.params}")
@@ -190,7 +194,7 @@ class CRunner(Runner):
         futures = [self._pool.submit(self.build, dict(c.payload)) if ok else None
                    for c, ok in zip(candidates, valid)]
         builds = [f.result() if f is not None else None for f in futures]  # build all, then time: quiet cores
-        return [self._run(c, b) for c, b in zip(candidates, builds)]
+        return runs_until(deadline, candidates, builds, self._run)
 
     def build_stage(self) -> CBuildStage:
         return CBuildStage(self.template, tuple(self.cc), resolve_native(self.cc, self.flags), self.compile_timeout_s)
@@ -244,7 +248,7 @@ class CRunner(Runner):
 class UserCRunner(Runner):
     """Compile and time a user's own C function (Kernel Tuner's C backend convention) on this CPU.
 
-    Each configuration is the user's source with its defines (search_spaces/kernels/user.py), built as a
+    Each configuration is the user's source with its defines (search_spaces/kernels/user_kernel.py), built as a
     shared object by ``compiler`` (g++ by default, as Kernel Tuner) with DEFAULT_FLAGS and the user's
     options after them; it is called through ctypes in a fresh worker process (a segfault is a
     RUNTIME_ERROR, a hang a TIMEOUT) with the user's arguments, copied afresh for every configuration.
@@ -282,12 +286,15 @@ class UserCRunner(Runner):
         return _build(self.cc, self.flags, source, self.workdir, self.compile_timeout_s)
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
+        return self.measure_until(task, candidates, None)
+
+    def measure_until(self, task: Task, candidates: list[Candidate], deadline: float | None) -> list[Measurement]:
         if task.key != self.kernel.task.key:
             raise UsageError(f"this runner measures {self.kernel.task.name}, not {task.name} {task.params}")
         space = self.kernel.space()
         futures = [self._pool.submit(self.build, dict(c.payload)) if space.contains(c) else None for c in candidates]
         builds = [f.result() if f is not None else None for f in futures]  # build all, then time: quiet cores
-        return [self._run(c, b) for c, b in zip(candidates, builds)]
+        return runs_until(deadline, candidates, builds, self._run)
 
     def _run(self, cand: Candidate, build: tuple | None) -> Measurement:
         meta = {"protocol": self.protocol.to_json(), "backend": "ctypes", "runner": "user-c", "timing": self.timing,

@@ -2,10 +2,11 @@
 
 Each argument of the command is a template: ``{name}`` is replaced by the knob's value (``{{`` and
 ``}}`` are literal braces; a format spec such as ``{x:.3f}`` is applied). The program runs without
-a shell (an argument list: a value such as ``; rm -rf ~`` arrives as one literal argument), in its
-own process group, killed with the whole group when it times out and once it has exited (so
-whatever it started does not outlive it). On Linux it also dies with this process (a small
-launcher sets PR_SET_PDEATHSIG before it executes the program).
+a shell (an argument list: a value such as ``; rm -rf ~`` arrives as one literal argument), in a
+session of its own. When it times out, on Ctrl-C, and once it has exited, every process it started
+is killed: on Linux a small launcher (runners/command_launcher.py) runs it as a child subreaper, so
+that even a process that left the session (``setsid``, a daemon's double fork) stays within reach,
+and dies with this process; elsewhere the program's process group is killed.
 
 The cost is read from its output with the space file's objective (the number in the regular
 expression's group, from the last match in standard output then standard error, times ``scale``) or
@@ -25,9 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 from autotune.runners.base import Runner
 from autotune.runners.function import host_device
 from autotune.search_spaces.space_file import Objective
@@ -36,25 +37,9 @@ from autotune.types import Candidate, Measurement, Status, Task
 TAIL_CHARS = 2000
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024  # of each output, read from its end, for the objective's regex
 
-# Run with `python -S -c`: die with the parent (Linux), note when the program starts, then become it.
-_LAUNCHER = r"""
-import os, sys, time
-try:
-    import ctypes
-    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
-except Exception:
-    pass
-if os.getppid() != int(sys.argv[2]):
-    os._exit(137)
-fd = int(sys.argv[1])
-os.write(fd, repr(time.monotonic()).encode())
-os.close(fd)
-try:
-    os.execv(sys.argv[3], sys.argv[3:])
-except OSError as exc:
-    sys.stderr.write("cannot run %s: %s\n" % (sys.argv[3], exc.strerror or exc))
-    os._exit(127)
-"""
+# Linux: the process between this one and the program (runners/command_launcher.py, standard library only)
+_LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "command_launcher.py")
+STOP_GRACE_S = 10.0  # how long the launcher may take to kill the run's processes before it is killed itself
 
 
 def placeholders(argv: Sequence[str]) -> list[str]:
@@ -81,7 +66,21 @@ def _fields(arg: str) -> Iterable[tuple[str, str, str | None]]:
                              "a knob name in braces, such as {block}")
         if spec and ("{" in spec or "}" in spec):
             raise UsageError(f"the argument {arg[:80]!r} nests placeholders in a format spec; not supported")
+        if conv not in (None, "r", "s", "a"):
+            raise UsageError(f"the argument {arg[:80]!r} has the placeholder {{{field}!{conv}}}; a conversion is "
+                             "!r, !s or !a")
         yield field, spec or "", conv
+
+
+def _fill(value, spec: str, conv: str | None) -> str:
+    """One knob value as a placeholder ``{name!conv:spec}`` writes it."""
+    if conv == "r":
+        value = repr(value)
+    elif conv == "a":
+        value = ascii(value)
+    elif conv == "s":
+        value = str(value)
+    return format(value, spec) if spec else str(value)
 
 
 def substitute(arg: str, config: dict) -> str:
@@ -89,30 +88,47 @@ def substitute(arg: str, config: dict) -> str:
     out = []
     for literal, field, spec, conv in string.Formatter().parse(arg):
         out.append(literal)
-        if field is None:
-            continue
-        value = config[field]
-        if conv == "r":
-            value = repr(value)
-        elif conv == "a":
-            value = ascii(value)
-        out.append(format(value, spec) if spec else str(value))
+        if field is not None:
+            out.append(_fill(config[field], spec, conv))
     return "".join(out)
 
 
-def check_template(argv: Sequence[str], knobs: Iterable[str]) -> None:
-    """UsageError when an argument names a placeholder that is not a knob (before anything runs)."""
-    knobs = list(knobs)
-    unknown = [n for n in placeholders(argv) if n not in knobs]
+def check_template(argv: Sequence[str], knobs: Iterable[str] | Mapping[str, Sequence]) -> None:
+    """UsageError when an argument names a placeholder that is not a knob, or (``knobs`` a mapping of each
+    knob's values) has a format spec or conversion that cannot write one of the knob's values, such as
+    ``{layout:.3f}`` for a knob of strings (before anything runs)."""
+    names = list(knobs)
+    unknown = [n for n in placeholders(argv) if n not in names]
     if unknown:
         raise UsageError(f"the command uses the placeholder(s) {', '.join('{' + n + '}' for n in unknown)}, which "
-                         f"are not knobs of the space; knobs: {', '.join(knobs)}")
+                         f"are not knobs of the space; knobs: {', '.join(names)}")
+    if not isinstance(knobs, Mapping):
+        return
+    for arg in argv:
+        for field, spec, conv in _fields(arg):
+            if not spec and conv is None:
+                continue  # str() writes any value
+            for value in knobs[field]:
+                try:
+                    _fill(value, spec, conv)
+                except (ValueError, TypeError) as exc:
+                    shown = "{" + field + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+                    raise UsageError(f"the placeholder {shown} in the argument {arg[:80]!r} cannot write the value "
+                                     f"{value!r} ({type(value).__name__}) of the knob {field!r}: {exc}; a format "
+                                     "spec must suit every value of its knob (e.g. {x:.3f} for numbers only, "
+                                     f"{{{field}}} for any value)"[:600]) from None
+
+
+#: an empty argv (the words after -- on the command line)
+EMPTY_COMMAND = "the command is empty; " + argument(
+    "give argv as a list of the program and its arguments, e.g. ['./bench', '--block', '{block}']",
+    "give the program to run after --, e.g. -- ./bench --block {block}")
 
 
 def resolve_program(program: str) -> str:
     """The program's path (searched on PATH when it has no folder), or UsageError saying why it cannot run."""
     if not program or "\0" in program:
-        raise UsageError("the command is empty; give the program to run after --, e.g. -- ./bench --block {block}")
+        raise UsageError(EMPTY_COMMAND)
     shown = program if len(program) <= 200 else program[:197] + "..."
     try:
         found = shutil.which(program)
@@ -146,14 +162,37 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def _stop(proc: subprocess.Popen, linux: bool) -> int:
+    """End a run before the program exits (a timeout, Ctrl-C); its exit status. On Linux the launcher is
+    asked (SIGTERM) and kills every process of the run; else, or if it does not end, the group is killed."""
+    if linux:
+        try:
+            proc.send_signal(signal.SIGTERM)
+            return proc.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+    _kill_group(proc.pid)
+    return proc.wait()
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class CommandRunner(Runner):
-    """Run ``argv`` (templates over the knobs) for each candidate and read its cost."""
+    """Run ``argv`` (templates over the knobs) for each candidate and read its cost. ``knobs``: the knob
+    names, or each knob's values (then every format spec is also tried on every value), checked against
+    the placeholders before anything runs."""
 
     def __init__(self, argv: Sequence[str], objective: Objective | None = None, timeout_s: float | None = None,
-                 knobs: Iterable[str] | None = None, env: dict | None = None, cwd: str | None = None):
+                 knobs: Iterable[str] | Mapping[str, Sequence] | None = None, env: dict | None = None,
+                 cwd: str | None = None):
         argv = [str(a) for a in argv]
         if not argv:
-            raise UsageError("the command is empty; give the program to run after --, e.g. -- ./bench --block {block}")
+            raise UsageError(EMPTY_COMMAND)
         if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool)
                                           and math.isfinite(timeout_s) and timeout_s > 0):
             raise UsageError(f"the timeout must be a positive number of seconds, not {timeout_s!r}")
@@ -187,12 +226,13 @@ class CommandRunner(Runner):
         return self._run(c, program, argv)
 
     def _run(self, c: Candidate, program: str, argv: list[str]) -> Measurement:
+        linux = sys.platform.startswith("linux")
         r, w = os.pipe()
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             t0 = time.monotonic()
             try:
-                if sys.platform.startswith("linux"):
-                    cmd = [sys.executable, "-S", "-c", _LAUNCHER, str(w), str(os.getpid()), program, *argv[1:]]
+                if linux:
+                    cmd = [sys.executable, "-S", _LAUNCHER, str(w), str(os.getpid()), program, *argv[1:]]
                     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(w,),
                                             start_new_session=True, env=self.env, cwd=self.cwd)
                 else:
@@ -205,19 +245,25 @@ class CommandRunner(Runner):
             os.close(w)
             timed_out = False
             try:
-                code = proc.wait(self.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc.pid)
-                code = proc.wait()
+                try:
+                    code = proc.wait(self.timeout_s)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    code = _stop(proc, linux)
+            except BaseException:  # Ctrl-C (KeyboardInterrupt) while the program runs: its processes go too
+                _stop(proc, linux)
+                os.close(r)
+                raise
             t1 = time.monotonic()
-            _kill_group(proc.pid)  # whatever the program left running
-            started = os.read(r, 64)
+            _kill_group(proc.pid)  # whatever is left in the group (a launcher that was killed, or not Linux)
+            report = _read_all(r).split()
             os.close(r)
-            try:
-                t0 = max(t0, float(started)) if started else t0
-            except ValueError:
-                pass
+            if linux and len(report) in (2, 3):  # [the program's start,] its end and its wait status
+                try:
+                    t0, t1 = max(t0, float(report[0])) if len(report) == 3 else t0, float(report[-2])
+                    code = os.waitstatus_to_exitcode(int(report[-1]))
+                except ValueError:
+                    pass
             wall = t1 - t0
             stdout, stderr = _read_end(out), _read_end(err)
         tails = self._tails(stdout, stderr)

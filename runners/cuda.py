@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 
 from autotune.errors import MissingDependencyError, UsageError
-from autotune.runners.base import Built, Runner
+from autotune.runners.base import Built, Runner, runs_until
 from autotune.runners.processes import private_workdir
 from autotune.runners.timing import Protocol
 from autotune.runners.workers import read_frame, write_frame
@@ -241,13 +241,16 @@ class CudaRunner(Runner):
         self.worker.setup(self.inputs, template.output_shape())
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
+        return self.measure_until(task, candidates, None)
+
+    def measure_until(self, task: Task, candidates: list[Candidate], deadline: float | None) -> list[Measurement]:
         if task.key != self.template.task.key:
             raise UsageError(f"this runner measures {self.template.task.name} {self.template.task.params}, "
                              f"not {task.name} {task.params}")
         space = self.template.space()
         sources = [self.template.source(c.payload) if space.contains(c) else None for c in candidates]
         builds = self.builder.build_many(sources)
-        return [self._run(c, b) for c, b in zip(candidates, builds)]
+        return runs_until(deadline, candidates, builds, self._run)
 
     def build_stage(self) -> CudaBuildStage:
         return CudaBuildStage(self.template, self.builder.arch, self.builder.timeout_s)

@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable
 
-from autotune.errors import MissingDependencyError, UsageError
+from autotune.errors import MissingDependencyError, UsageError, argument
 from autotune.runners.base import Built, Runner, StreamingRunner
 from autotune.types import Candidate, Measurement, Status, Task
 
@@ -29,7 +29,7 @@ def _ray():
     try:
         import ray
     except ImportError:
-        raise MissingDependencyError("--ray needs the package 'ray'; pip install 'autotune[ray]'") from None
+        raise MissingDependencyError(f"{argument('ray')} needs the package 'ray'; pip install 'autotune[ray]'") from None
     return ray
 
 
@@ -78,9 +78,9 @@ def _build(stage, task: Task, candidate: Candidate) -> Built:
 def check_ray_args(ray: str | None, actors: int | None) -> None:
     """UsageError for a number of actors without a cluster to run them on, or fewer than one."""
     if actors is not None and ray is None:
-        raise UsageError("--ray-actors needs --ray (the address of the Ray cluster to measure on)")
+        raise UsageError(f"{argument('ray_actors')} needs {argument('ray')} (the address of the Ray cluster to measure on)")
     if actors is not None and actors < 1:
-        raise UsageError(f"--ray-actors must be at least 1, not {actors}")
+        raise UsageError(f"{argument('ray_actors')} must be at least 1, not {actors}")
 
 
 class RayRunner(StreamingRunner):

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from autotune.errors import MissingDependencyError, UsageError
+from autotune.errors import MissingDependencyError, UsageError, argument
 from autotune.runners.base import Runner
 from autotune.runners.onnx_ops import output_errors
 from autotune.runners.timing import Protocol, interleaved, repeat
@@ -31,12 +31,15 @@ class UnsupportedOp(UsageError):
     """The torch backend has no mapping for an op."""
 
 
+CUDA, CPU = argument("device='cuda'", "--device cuda"), argument("device='cpu'", "--device cpu")
+
+
 def _torch():
     try:
         import torch
     except ImportError as exc:
         raise MissingDependencyError("the torch backend needs 'torch'; install it with pip install "
-                                     "'autotune[torch]' (a CUDA build of torch for --device cuda)") from exc
+                                     f"'autotune[torch]' (a CUDA build of torch for {CUDA})") from exc
     return torch
 
 
@@ -46,9 +49,9 @@ def resolve_device(device: str):
     if device not in ("cuda", "cpu"):
         raise UsageError(f"unknown torch device {device!r}; valid: cuda, cpu")
     if device == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"--device cuda needs a CUDA GPU, but torch {torch.__version__} sees none "
+        raise UsageError(f"{CUDA} needs a CUDA GPU, but torch {torch.__version__} sees none "
                          "(torch.cuda.is_available() is false); install a CUDA build of torch on a machine "
-                         "with an NVIDIA GPU, or use --device cpu")
+                         f"with an NVIDIA GPU, or use {CPU}")
     return torch.device(device)
 
 

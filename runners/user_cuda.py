@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 
 from autotune.errors import UsageError
-from autotune.runners.base import Runner
+from autotune.runners.base import Runner, runs_until
 from autotune.runners.cuda import NVCC_FLAGS, CudaBuilder, GpuWorker, run_on_worker
 from autotune.runners.timing import Protocol
-from autotune.search_spaces.kernels.user import verify_outputs
+from autotune.search_spaces.kernels.user_arguments import verify_outputs
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
 
@@ -71,7 +71,7 @@ def find_kernel_symbol(image: bytes, kernel_name: str) -> tuple[str | None, str]
 class UserCudaRunner(Runner):
     """Compile a user's own CUDA kernel with nvcc and time it on one GPU (Kernel Tuner's convention).
 
-    Each configuration is the user's source with its defines (search_spaces/kernels/user.py), compiled
+    Each configuration is the user's source with its defines (search_spaces/kernels/user_kernel.py), compiled
     to a cubin; the kernel is found by its name in the cubin's symbols (plain or C++-mangled, see
     ``find_kernel_symbol``) and launched with the grid and block of the configuration and the user's
     arguments (arrays as device pointers, numpy scalars by value), reset from the host copies before each
@@ -100,6 +100,9 @@ class UserCudaRunner(Runner):
             raise
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
+        return self.measure_until(task, candidates, None)
+
+    def measure_until(self, task: Task, candidates: list[Candidate], deadline: float | None) -> list[Measurement]:
         if task.key != self.kernel.task.key:
             raise UsageError(f"this runner measures {self.kernel.task.name}, not {task.name} {task.params}")
         space = self.kernel.space()
@@ -110,7 +113,7 @@ class UserCudaRunner(Runner):
             except (UsageError, KeyError, ValueError, TypeError):
                 sources.append(None)
         builds = self.builder.build_many(sources)
-        return [self._run(c, b) for c, b in zip(candidates, builds)]
+        return runs_until(deadline, candidates, builds, self._run)
 
     def _run(self, cand: Candidate, build) -> Measurement:
         meta = {"protocol": self.protocol.to_json(), "backend": self.worker.props.get("backend"),

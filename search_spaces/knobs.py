@@ -3,12 +3,15 @@
 The valid points are enumerated once, lazily, by a depth-first walk that checks
 each expression constraint as soon as all of its knobs are fixed, and kept as a
 compact array of value indices. Spaces too large to enumerate (more than
-``enumerate_limit`` valid points) fall back to rejection sampling.
+``enumerate_limit`` valid points, or a walk that would try more than ``check_limit``
+knob values: a tight constraint over knobs of huge ranges, whose product the walk
+would go through) fall back to rejection sampling; ``too_large_by`` says which.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -19,6 +22,12 @@ from autotune.search_spaces.constraints import Constraint, make_constraint
 from autotune.types import Candidate, Task, canonical_json, text_key
 
 MEMO = 250_000  # points a space remembers for its moves (about 650 bytes each with ten knobs); then it starts again
+PROGRESS_EVERY = 1 << 16  # knob values the walk tries between two progress reports
+CHECK_LIMIT = 20_000_000  # knob values the walk may try before it gives up counting (about 10-20 s)
+
+
+class _TooManyChecks(Exception):
+    """The walk reached its check_limit."""
 
 
 def _is_power_of_two_list(values: Sequence) -> bool:
@@ -56,6 +65,7 @@ class KnobSpace(Space):
         task: Task | None = None,
         default: Mapping | None = None,
         enumerate_limit: int = 5_000_000,
+        check_limit: int | None = None,
     ):
         if not knobs:
             raise UsageError("a knob space needs at least one knob")
@@ -80,9 +90,12 @@ class KnobSpace(Space):
             self._checks_at[level].append(c)
         self._pow2 = [_is_power_of_two_list(v) for v in self.values]
         self._numeric = [all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) for v in self.values]
-        self.enumerate_limit = enumerate_limit
+        self.enumerate_limit, self.check_limit = enumerate_limit, CHECK_LIMIT if check_limit is None else check_limit
         self._rows: np.ndarray | None = None
         self._too_large = False
+        #: "points" (more valid points than enumerate_limit) or "checks" (the walk would try more knob values
+        #: than check_limit) when the space was too large to enumerate; None until then
+        self.too_large_by: str | None = None
         self._prefixes: dict[int, set[tuple]] = {}
         self._default = dict(default) if default is not None else None
         # the points the moves reached, by value indices (None: breaks a constraint), and each one's indices by
@@ -169,37 +182,85 @@ class KnobSpace(Space):
         return isinstance(c.payload, Mapping) and len(c.payload) == len(self.names) and self.is_valid(c.payload)
 
     # -- enumeration -----------------------------------------------------------------
-    def _walk(self) -> Iterator[tuple[int, ...]]:
+    def combinations(self) -> int:
+        """The number of combinations of knob values, valid or not (the product of the knobs' sizes)."""
+        return math.prod(len(v) for v in self.values)
+
+    def _walk(self, limit: int | None = None, progress: Callable[[float], None] | None = None) -> Iterator[tuple[int, ...]]:
+        """The valid points' value indices in order. ``limit``: raise _TooManyChecks once more knob values
+        than that were tried; ``progress(fraction)``: told now and then how far the walk is (through the
+        combinations, or towards the limit where that is nearer)."""
         names, values, checks, n = self.names, self.values, self._checks_at, len(self.names)
         env: dict = {}
         idx = [0] * n
+        sizes = [len(v) for v in values]
+        tried, next_report = 0, PROGRESS_EVERY
 
         def rec(level: int) -> Iterator[tuple[int, ...]]:
-            name = names[level]
+            nonlocal tried, next_report
+            tried += sizes[level]  # counted a level at a time: the loop below is the walk's hot path
+            if tried >= next_report:
+                next_report = tried + PROGRESS_EVERY
+                if limit is not None and tried > limit:
+                    raise _TooManyChecks
+                if progress is not None:  # how far through the combinations, or towards the limit if nearer
+                    done, scale = 0.0, 1.0
+                    for k in range(level):
+                        scale *= sizes[k]
+                        done += idx[k] / scale
+                    progress(min(1.0, max(done, tried / limit if limit else 0.0)))
+            name, here, last = names[level], checks[level], level == n - 1
+            one = here[0] if len(here) == 1 else None
             for i, v in enumerate(values[level]):
                 env[name] = v
+                if one is not None:
+                    if not one(env):
+                        continue
+                elif here and not all(c(env) for c in here):
+                    continue
                 idx[level] = i
-                if all(c(env) for c in checks[level]):
-                    if level == n - 1:
-                        yield tuple(idx)
-                    else:
-                        yield from rec(level + 1)
+                if last:
+                    yield tuple(idx)
+                else:
+                    yield from rec(level + 1)
             env.pop(name, None)
 
         yield from rec(0)
 
-    def _table(self) -> np.ndarray | None:
+    def _table(self, progress: Callable[[float], None] | None = None) -> np.ndarray | None:
         if self._rows is None and not self._too_large:
             rows = []
-            for t in self._walk():
-                rows.append(t)
-                if len(rows) > self.enumerate_limit:
-                    self._too_large = True
-                    return None
+            try:
+                for t in self._walk(self.check_limit, progress):
+                    rows.append(t)
+                    if len(rows) > self.enumerate_limit:
+                        self._too_large, self.too_large_by = True, "points"
+                        return None
+            except _TooManyChecks:
+                self._too_large, self.too_large_by = True, "checks"
+                return None
             if not rows:
                 raise UsageError("the knob space has no valid point: its constraints exclude every combination")
             self._rows = np.asarray(rows, dtype=np.int32)
         return self._rows
+
+    def count(self, progress: Callable[[float], None] | None = None) -> int | None:
+        """The number of valid points, as ``size()``; ``progress(fraction)`` is told how far the count is
+        while it walks the combinations (the first time only: the points are kept)."""
+        table = self._table(progress)
+        return None if table is None else len(table)
+
+    def estimate_valid(self, samples: int = 100_000, seed: int = 0) -> int:
+        """How many of ``samples`` random combinations of knob values meet the constraints (with the
+        combinations' number, an estimate of the size of a space too large to count)."""
+        rng = np.random.default_rng(seed)
+        picks = [rng.integers(len(vals), size=samples) for vals in self.values]
+        found = 0
+        for row in zip(*(p.tolist() for p in picks)):
+            config = self._config(row)
+            if all(c(config) for c in self.constraints):
+                found += 1
+        return found
 
     def enumerate(self) -> Iterator[Candidate]:
         table = self._table()

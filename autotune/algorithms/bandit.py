@@ -9,6 +9,12 @@ improves the best cost found so far, and AUC weights recent credits more (OpenTu
 ``AUCBanditMetaTechnique``). A proposal another arm already made is asked again (a few tries),
 an arm with nothing left is skipped. The window of (arm, credit) pairs, the total credit of
 each arm, the owner of each pending proposal, and every arm's own state are in ``state_dict``.
+
+Arms named in ``algorithms`` must all fit the space (binding refuses one that does not). Left at
+its default, ``algorithms`` is those of the default arms that can search the space (on a graph or
+parallelization space, whose points are not knob values, evolutionary, mcmc and random without
+optuna-tpe); the option is then set to them when the bandit is checked against the space, so
+the options a campaign stores, the arms its state names and the arms that run are the same.
 """
 
 from __future__ import annotations
@@ -17,38 +23,73 @@ import math
 
 import numpy as np
 
-from autotune.algorithms.base import Option, SearchAlgorithm, union_moves
+from autotune.algorithms.base import Option, SearchAlgorithm, offered_moves, union_moves
 from autotune.errors import UsageError
+from autotune.search_spaces.base import Space
 from autotune.types import Candidate, Measurement
+
+DEFAULT_ARMS = "evolutionary,mcmc,optuna-tpe,random"
 
 
 class AUCBandit(SearchAlgorithm):
     name = "bandit"
     description = "OpenTuner's AUC bandit over sub-algorithms, credit = new bests"
     no_repeats = True
-    #: the moves of the default arms; ``required_moves`` gives those of the arms configured
-    needs = ("sample", "neighbor", "crossover")
+    #: its own; ``required_moves`` adds those of its arms
+    needs = ("sample",)
     options = {
-        "algorithms": Option("evolutionary,mcmc,optuna-tpe,random", "comma-separated sub-algorithms (registered names)"),
+        "algorithms": Option(DEFAULT_ARMS, "comma-separated sub-algorithms (registered names); by default those of "
+                                           "evolutionary, mcmc, optuna-tpe and random that can search the space"),
         "window": Option(50, "recent proposals the credit is computed on", low=1),
         "c": Option(0.05, "exploration constant"),
     }
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.default_arms = "algorithms" not in kwargs  # the arms are then those of the defaults that fit the space
+
     def _arm_names(self) -> list[str]:
-        names = [n.strip() for n in str(self.config["algorithms"]).split(",") if n.strip()]
+        listed = DEFAULT_ARMS if self.default_arms else str(self.config["algorithms"])
+        names = [n.strip() for n in listed.split(",") if n.strip()]
         if not names or "bandit" in names or len(set(names)) != len(names):
             raise UsageError("bandit needs a comma-separated list of distinct other algorithms, e.g. 'evolutionary,mcmc,random'")
         return names
 
-    def required_moves(self) -> tuple[str, ...]:
+    def arms_for(self, space: Space | None = None) -> list[str]:
+        """The arms this bandit runs on ``space``: those named in ``algorithms``; left at the default, those of
+        the default arms whose moves ``space`` offers (all of them when none does, or without a space)."""
         from autotune.algorithms.registry import make_algorithm
 
-        return union_moves(("sample",), *(make_algorithm(n).required_moves() for n in self._arm_names()))
+        names = self._arm_names()
+        if space is None or not self.default_arms:
+            return names
+        offered = set(offered_moves(space))
+        fit = [n for n in names if set(make_algorithm(n).required_moves(space)) <= offered]
+        return fit or names
+
+    def required_moves(self, space: Space | None = None) -> tuple[str, ...]:
+        from autotune.algorithms.registry import make_algorithm
+
+        return union_moves(self.needs, *(make_algorithm(n).required_moves(space) for n in self.arms_for(space)))
+
+    def guidance_refusal(self) -> str | None:
+        from autotune.algorithms.registry import make_algorithm
+
+        for n in self._arm_names():
+            reason = make_algorithm(n).guidance_refusal()
+            if reason:
+                return f"its arm {n!r} cannot be: {reason}"
+        return None
+
+    def check_space(self, space: Space) -> None:
+        """As every algorithm's, and the ``algorithms`` option is set to the arms it runs on ``space``."""
+        super().check_space(space)
+        self.config["algorithms"] = ",".join(self.arms_for(space))
 
     def setup(self) -> None:
         from autotune.algorithms.registry import make_algorithm
 
-        names = self._arm_names()
+        names = self.arms_for(self.space)
         self.arm_names = names
         self.arms = [make_algorithm(n).bind(self.space, np.random.default_rng(int(self.rng.integers(2**63))), [])
                      for n in names]

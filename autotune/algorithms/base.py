@@ -6,7 +6,13 @@ arguments against it, and ``autotune algorithms`` lists them.
 
 The space moves an algorithm uses are declared in ``needs`` and checked when it is bound
 to a space (:meth:`SearchAlgorithm.check_space`), so a search that cannot work on a space
-is refused before anything is measured instead of failing half-way.
+is refused before anything is measured instead of failing half-way, naming the kinds of space
+it can search (``SPACE_KINDS``). Besides the moves (methods a space overrides), ``needs`` may
+name what a space is (``TRAITS``): ``rewrites``, children that are complete points (a graph
+space), and ``knobs``, a point being one listed value per named knob (a knob space).
+
+An algorithm that cannot be the inner search of a cost-model-guided search says why in
+``unguided``; :func:`check_guidable` refuses it there.
 """
 
 from __future__ import annotations
@@ -20,20 +26,66 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
+from autotune.lazy import load
 from autotune.search_spaces.base import Space
+from autotune.search_spaces.knobs import KnobSpace
 from autotune.types import Candidate, Measurement
 
 #: the optional moves of :class:`Space`: a space offers one when its class overrides Space's
 #: method (whose default raises NotImplementedError); ``sample`` every space offers
 OPTIONAL_MOVES = ("neighbor", "crossover", "children", "enumerate", "saturate")
-MOVES = ("sample", *OPTIONAL_MOVES)
+#: what a space is, beyond its moves, with the words a refusal explains it in: ``rewrites`` when it
+#: offers ``children`` and every point is complete (it keeps Space's ``is_complete``), so a child is a
+#: rewrite of its parent (a graph space; a knob space's children are the partial points of a tree);
+#: ``knobs`` when a point is one value of each named knob (``names`` and ``values``: a KnobSpace)
+TRAITS = {"rewrites": "children that are complete points", "knobs": "named knobs with listed values"}
+MOVES = ("sample", *OPTIONAL_MOVES, *TRAITS)
+#: the kinds of space the tuning commands build ("module:Class", loaded when a refusal names them)
+SPACE_KINDS = {
+    "knob spaces (tune replay, tune kernel, tune command)": "autotune.search_spaces.knobs:KnobSpace",
+    "graph spaces (tune graph)": "autotune.search_spaces.graphs.space:GraphSpace",
+    "parallelization strategies (tune parallel)": "autotune.search_spaces.parallel.space:StrategySpace",
+}
 
 
-def offered_moves(space: Space) -> tuple[str, ...]:
-    """The moves ``space`` offers, in the order of ``MOVES``."""
-    return ("sample",) + tuple(m for m in OPTIONAL_MOVES
-                               if getattr(type(space), m, None) not in (None, getattr(Space, m)))
+def _overrides(cls: type, method: str) -> bool:
+    return getattr(cls, method, None) not in (None, getattr(Space, method))
+
+
+def offered_moves(space: Space | type[Space]) -> tuple[str, ...]:
+    """The moves ``space`` (a space, or a Space class) offers and its traits, in the order of ``MOVES``."""
+    cls = space if isinstance(space, type) else type(space)
+    out = ["sample", *(m for m in OPTIONAL_MOVES if _overrides(cls, m))]
+    if "children" in out and not _overrides(cls, "is_complete"):
+        out.append("rewrites")
+    if issubclass(cls, KnobSpace) or (cls is not space and hasattr(space, "names") and hasattr(space, "values")):
+        out.append("knobs")
+    return tuple(out)
+
+
+def searchable_kinds(moves: Iterable[str]) -> list[str]:
+    """The kinds of ``SPACE_KINDS`` that offer every one of ``moves`` (a kind whose module cannot be
+    imported here is left out)."""
+    wanted, out = set(moves), []
+    for kind in SPACE_KINDS:
+        try:
+            cls = load(SPACE_KINDS, "space", kind)
+        except ImportError:
+            continue
+        if wanted <= set(offered_moves(cls)):
+            out.append(kind)
+    return out
+
+
+def check_guidable(inner: SearchAlgorithm, model: str) -> None:
+    """UsageError when ``inner`` (or an algorithm it runs) cannot be the inner search of a search guided
+    by the cost model named ``model`` (its ``guidance_refusal``)."""
+    reason = inner.guidance_refusal()
+    if reason:
+        alone = argument("cost_model=None", "--cost-model none")
+        raise UsageError(f"algorithm {inner.name!r} cannot be guided by the {model} cost model: {reason}; "
+                         f"run it without a cost model ({alone}) or guide another algorithm")
 
 
 def union_moves(*groups: Iterable[str]) -> tuple[str, ...]:
@@ -88,9 +140,12 @@ class SearchAlgorithm(ABC):
     options: ClassVar[dict[str, Option]] = {}
     #: whether ``ask`` never proposes a candidate twice (checked by the conformance suite)
     no_repeats: ClassVar[bool] = False
-    #: the Space moves this algorithm needs ("sample", "neighbor", "crossover", "children", "enumerate");
-    #: an algorithm wrapping others adds theirs in ``required_moves``
+    #: the Space moves this algorithm needs ("sample", "neighbor", "crossover", "children", "enumerate",
+    #: "saturate") and the traits ("rewrites", "knobs"); an algorithm wrapping others adds theirs in
+    #: ``required_moves``
     needs: ClassVar[tuple[str, ...]] = ("sample",)
+    #: why this algorithm cannot be the inner search of a cost-model-guided search (None: it can)
+    unguided: ClassVar[str | None] = None
 
     #: called as ``on_retrain(metrics, model_bytes)`` after every retrain of the algorithm's cost
     #: model, with the model's quality on results it had not seen and the serialised model; set
@@ -112,17 +167,31 @@ class SearchAlgorithm(ABC):
         self.space: Space | None = None
         self.rng: np.random.Generator | None = None
 
-    def required_moves(self) -> tuple[str, ...]:
-        """The space moves this algorithm uses: ``needs``, plus those of the algorithms it wraps."""
+    def required_moves(self, space: Space | None = None) -> tuple[str, ...]:
+        """The space moves this algorithm uses (on ``space``, where that changes them): ``needs``, plus those
+        of the algorithms it wraps."""
         return union_moves(self.needs)
 
+    def guidance_refusal(self) -> str | None:
+        """Why this algorithm, or one it runs, cannot be the inner search of a cost-model-guided search;
+        None when it can."""
+        return self.unguided
+
     def check_space(self, space: Space) -> None:
-        """Raise UsageError, naming the missing moves, when ``space`` lacks a move this algorithm needs."""
+        """Raise UsageError when ``space`` lacks a move this algorithm needs, naming the missing moves, the
+        kinds of space it can search and what ``space`` offers. An algorithm whose choices depend on the
+        space settles them here (bandit: its default arms), so that what a campaign stores is what runs."""
         offered = offered_moves(space)
-        missing = [m for m in self.required_moves() if m not in offered]
+        needed = self.required_moves(space)
+        missing = [m for m in needed if m not in offered]
         if missing:
             name = self.name or type(self).__name__
-            raise UsageError(f"algorithm {name!r} needs a space with {' and '.join(missing)}; "
+            kinds = searchable_kinds(needed)
+            where = (f"searches {kinds[0].replace(' (', ' only (', 1)}" if len(kinds) == 1 else
+                     f"searches {', '.join(kinds[:-1])} and {kinds[-1]}" if kinds else
+                     "searches no kind of space the tuning commands build")
+            what = " and ".join(f"{m} ({TRAITS[m]})" if m in TRAITS else m for m in missing)
+            raise UsageError(f"algorithm {name!r} {where}: it needs a space with {what}, and "
                              f"{type(space).__name__} offers {', '.join(offered)}")
 
     def bind(self, space: Space, rng: np.random.Generator, history: list[Measurement] = ()) -> SearchAlgorithm:

@@ -61,7 +61,8 @@ history given to ``bind`` (its first ``trained_on`` results), so a resumed campa
 model again before the first batch and continues the same search.
 
 The moves it needs (checked at ``bind``) are random samples, the inner algorithm's moves, and
-neighbor moves when ``local`` > 0.
+neighbor moves when ``local`` > 0. An inner algorithm that cannot search a model's predictions
+(``unguided``: Optuna's GP sampler, a cost model of its own) is refused when the search is made.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.algorithms.base import Option, SearchAlgorithm, union_moves
+from autotune.algorithms.base import Option, SearchAlgorithm, check_guidable, union_moves
 from autotune.algorithms.batch_choice import round_robin
 from autotune.algorithms.listing import ListedCandidates
 from autotune.algorithms.registry import cost_model_class, make_algorithm
@@ -125,6 +126,7 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
             if str(self.config[key]) not in allowed:
                 raise UsageError(f"model-guided option {key} must be one of {', '.join(allowed)}, "
                                  f"not {self.config[key]!r}")
+        check_guidable(inner, cost_model.name or "given")
         self.inner = inner
         self.cost_model = cost_model
         self.name = f"{inner.name}+{cost_model.name or 'model'}"
@@ -135,10 +137,15 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
         self.last_metrics: dict | None = None
         self.predicted: dict[str, float] = {}  # score of each candidate the model chose
 
-    def required_moves(self) -> tuple[str, ...]:
+    def required_moves(self, space=None) -> tuple[str, ...]:
         """Random samples, the inner algorithm's moves, and neighbor walks when ``local`` > 0."""
         local = ("neighbor",) if float(self.config["local"]) > 0 else ()
-        return union_moves(self.needs, self.inner.required_moves(), local)
+        return union_moves(self.needs, self.inner.required_moves(space), local)
+
+    def check_space(self, space) -> None:
+        """As every algorithm's; the inner algorithm then settles what it runs on ``space`` (a bandit's arms)."""
+        super().check_space(space)
+        self.inner.check_space(space)
 
     def setup(self) -> None:
         self.history: list[Measurement] = []
@@ -233,7 +240,9 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
             if scored is not None and str(self.config["large"]) == "both" and len(self._all) < (self.space.size() or 0):
                 more, more_scores = self._scored_by_inner()  # beside the sample: the points near the best measured
                 keep = [j for j, c in enumerate(more) if c.key not in self._all_index]
-                if keep:
+                if keep and not cands:  # every point of the sample was seen: the inner search's alone
+                    cands, scores = [more[j] for j in keep], more_scores[:, keep]
+                elif keep:
                     cands = cands + [more[j] for j in keep]
                     scores = np.hstack([scores, more_scores[:, keep]])
             cands, scores = self._likely_to_run(cands, scores)

@@ -10,8 +10,9 @@ Optuna's study state is not JSON, so ``state_dict`` keeps the sequence of asks a
 the rng state before the study was created); ``load_state_dict`` replays them against the
 results told since ``bind`` (the history a resumed campaign passes), which rebuilds the study
 exactly (CMA-ES's optimiser and GP's caches included), so a resumed search continues the same
-way. Needs a space with ``names`` and ``values`` (KnobSpace); CMA-ES needs the ``cmaes``
-package and GP needs ``torch``.
+way. Needs a knob space (``knobs``: ``names`` and ``values``, checked when it is bound); CMA-ES
+needs the ``cmaes`` package and GP needs ``torch``. The GP sampler is not a model-guided search's
+inner search (``unguided``): its Gaussian process is a cost model of its own.
 """
 
 from __future__ import annotations
@@ -22,26 +23,30 @@ from typing import ClassVar
 
 from autotune.algorithms.base import Option, SearchAlgorithm
 from autotune.algorithms.support import exhausted, fresh_sample
-from autotune.errors import MissingDependencyError, UsageError
+from autotune.errors import MissingDependencyError
 from autotune.types import Candidate, Measurement
 
 
 class _OptunaBase(SearchAlgorithm):
     no_repeats = True
+    needs = ("sample", "knobs")
     requires: ClassVar[tuple[str, ...]] = ()
     options = {"n_startup_trials": Option(10, "random trials before the sampler's model is used")}
 
     def _sampler(self, seed: int):  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def setup(self) -> None:
-        import optuna
-
+    def check_space(self, space) -> None:
+        """As every algorithm's, and a package the sampler needs must be installed (checked with the space, so
+        a campaign refuses before it stores anything)."""
+        super().check_space(space)
         for module in self.requires:
             if importlib.util.find_spec(module) is None:
                 raise MissingDependencyError(f"algorithm {self.name!r} needs the package {module!r}; pip install {module}")
-        if not hasattr(self.space, "names") or not hasattr(self.space, "values"):
-            raise UsageError(f"algorithm {self.name!r} works on knob spaces only (it needs names and values)")
+
+    def setup(self) -> None:
+        import optuna
+
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.rng0 = self.rng.bit_generator.state
         self.ops: list = []
@@ -195,6 +200,9 @@ class OptunaGP(_OptunaBase):
     name = "optuna-gp"
     description = "Optuna's Gaussian-process sampler (ask-and-tell; needs torch)"
     requires = ("torch",)
+    unguided = ("its Gaussian process is a cost model of its own, left nothing to search on a space the model "
+                "scores whole (at most score_all points) and refitted for each of the model's pool evaluations per "
+                "batch on a larger one (over 10 minutes a batch)")
 
     def _sampler(self, seed: int):
         import optuna

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from autotune.cost_models.registry import COST_MODELS, cost_model_class
-from autotune.errors import UsageError, did_you_mean
+from autotune.errors import UsageError, argument, did_you_mean
 from autotune.lazy import load
 
 ALGORITHMS: dict[str, str] = {
@@ -97,7 +97,8 @@ def _checked(key: str, value: Any, default: Any) -> Any:
         ok = isinstance(value, type(default))
     if not ok:
         shown = value if isinstance(value, str) else json.dumps(value)
-        raise UsageError(f"--option {key}={shown}: {key} must be {_type_name(default)} (default "
+        given = argument(f"options[{key!r}]={value!r}", f"--option {key}={shown}")
+        raise UsageError(f"{given}: {key} must be {_type_name(default)} (default "
                          f"{json.dumps(default)}), not {_type_name(value)}")
     return value
 

@@ -6,11 +6,11 @@ candidate whose cost is below ``alpha`` times the best so far (alpha > 1 lets th
 pass through slightly worse graphs, e.g. enlarging a kernel before a merge). The search
 starts from ``space.initial()`` and ends (``ask`` returns []) when the queue is empty.
 
-It works on spaces where ``children`` of a point are complete points (graph rewrites);
-children that are not complete (the partial points of a tree search over knobs) are
-skipped: use ``backtracking`` there. Compared with ``backtracking``, it makes no rollouts
-and keeps no frontier limit, which on graph spaces evaluates several times more graphs per
-second.
+It needs a space whose ``children`` of a point are complete points (``rewrites``: graph
+rewrites); a knob space, whose children are the partial points of a tree, is refused when
+the search is bound to it (``backtracking`` searches that tree). Compared with
+``backtracking``, it makes no rollouts and keeps no frontier limit, which on graph spaces
+evaluates several times more graphs per second.
 
 State: what ``tell`` rebuilds from the history (the queue, the best cost) is not stored;
 the state holds which queue entries were popped (by their push number), the children of
@@ -31,7 +31,7 @@ from autotune.types import Candidate, Measurement
 class TasoQueue(SearchAlgorithm):
     name = "taso-queue"
     description = "TASO's cost-ordered queue of rewrites with alpha relaxation (spaces whose children are complete points)"
-    needs = ("children",)
+    needs = ("rewrites",)
     no_repeats = True
     options: ClassVar[dict[str, Option]] = {
         "alpha": Option(1.05, "queue candidates costing less than alpha x the best so far", low=1)}

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autotune.algorithms.base import Option, SearchAlgorithm, union_moves
+from autotune.algorithms.base import Option, SearchAlgorithm, check_guidable, union_moves
 from autotune.algorithms.model_guided import ModelGuided
 from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
 from autotune.algorithms.retraining import retrain_together
@@ -111,6 +111,7 @@ class WarmStart(SearchAlgorithm):
     def __init__(self, inner: SearchAlgorithm, sources: list[SourceData], target_device: Device | None = None,
                  **kwargs):
         super().__init__(**kwargs)
+        check_guidable(inner, "xgb")  # both arms are model-guided searches around it
         self.target_device = target_device
         self.inner = inner
         self.sources = list(sources)
@@ -143,8 +144,13 @@ class WarmStart(SearchAlgorithm):
             out.update(arm.predicted)
         return out
 
-    def required_moves(self) -> tuple[str, ...]:
-        return union_moves(self.needs, self.inner.required_moves())
+    def required_moves(self, space=None) -> tuple[str, ...]:
+        return union_moves(self.needs, self.inner.required_moves(space))
+
+    def check_space(self, space) -> None:
+        """As every algorithm's; the inner algorithm then settles what it runs on ``space`` (a bandit's arms)."""
+        super().check_space(space)
+        self.inner.check_space(space)
 
     # -- set-up ----------------------------------------------------------------------
     def setup(self) -> None:

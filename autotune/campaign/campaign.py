@@ -27,7 +27,7 @@ from autotune.db.database import CampaignGone, Database
 from autotune.db.models import CampaignRow
 from autotune.db.queries import campaign_figures
 from autotune.db.workers import worker_id
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 from autotune.runners.base import Runner
 from autotune.search_spaces.base import Space
 from autotune.types import Candidate
@@ -126,9 +126,9 @@ class Campaign:
         new = (self.recipe.get("args") or {}).get("transfer_from")
         if new != stored["transfer_from"]:
             raise UsageError(
-                f"campaign {self.name!r} was warm-started with --transfer-from {stored['transfer_from']!r}, not "
-                f"{new!r}; resume it with the same sources, start it afresh (--fresh), or choose another "
-                "--campaign name")
+                f"campaign {self.name!r} was warm-started with {argument('transfer_from')} {stored['transfer_from']!r}, "
+                f"not {new!r}; resume it with the same sources, start it afresh ({argument('fresh=True', '--fresh')}), "
+                f"or choose another {argument('campaign')} name")
 
     def _start_afresh(self) -> None:
         """Delete the campaign of this name, if there is one (refused while it has live workers); its

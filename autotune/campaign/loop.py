@@ -4,6 +4,10 @@ A run keeps ``slots`` candidates in flight. Each round it starts new ones where 
 the algorithm, looked up in the database, reserved, submitted), collects what finished, tells the
 algorithm, and stores the results in one transaction with the algorithm's state and the next claim on
 the shared trial budget; now and then it reads what other workers of the campaign stored.
+
+The time budget holds within about one measurement: no slot starts once it is spent, and a plain
+runner's batch starts none of its candidates past it (``Runner.measure_until``; those are given back
+unmeasured). Measurements already running finish and are stored.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from autotune.types import Candidate, Measurement, Task
 
 #: stop when this many consecutive batches brought nothing new (the algorithm only revisits known points)
 STALL_BATCHES = 50
-WARMUP_CHUNK = 8  # optional warm-up points measured per batch (the time budget is checked between batches)
+WARMUP_CHUNK = 8  # optional warm-up points measured per batch
 
 
 class CampaignRun:
@@ -78,6 +82,7 @@ class CampaignRun:
             if self.stopping is None and free > 0 and not self._start(free):
                 continue  # nothing could start: the budget is claimed by others, or the next round stops
             results = self.dispatch.collect() if self.in_flight else []
+            self._drop()
             self.unstored, self.told = results, False
             predicted = self.algorithm.predicted  # the model's score, where one chose the candidate
             for m in results:
@@ -96,6 +101,16 @@ class CampaignRun:
             self.stalled = 0 if results or len(self.seen) > seen else self.stalled + 1
             if self.stopping is not None and not self.in_flight:
                 return self.stopping
+
+    def _drop(self) -> None:
+        """Candidates of a batch that the time budget left unstarted: no longer in flight nor seen (their
+        reservations go back with the run's claim, when it ends at the time budget next round)."""
+        dropped = getattr(self.dispatch, "dropped", None)
+        if dropped:
+            self.dispatch.dropped = []
+            for c in dropped:
+                self.in_flight.pop(c.key, None)
+                self.seen.discard(c.key)
 
     def _stop_reason(self) -> str | None:
         c = self.c
@@ -168,6 +183,10 @@ class CampaignRun:
         self.seen.update(c.key for c in start_now)
         self.in_flight.update((c.key, c) for c in start_now)
         if start_now:
+            if isinstance(self.dispatch, _Batches):  # required reference points are measured whatever the budget
+                required = warmup_round and any(c.key in self.c.required for c in start_now)
+                budget = self.c.time_budget
+                self.dispatch.deadline = None if budget is None or required else self.start + budget
             self.dispatch.submit(self.task, start_now)
         return True
 
@@ -227,10 +246,14 @@ class CampaignRun:
 
 
 class _Batches:
-    """A plain runner seen as a streaming one: what is submitted is measured as one batch by collect."""
+    """A plain runner seen as a streaming one: what is submitted is measured as one batch by collect, which
+    starts no candidate past ``deadline`` (a perf_counter time; None: no limit). The candidates it did not
+    start are ``dropped`` (not measured, to be given back)."""
 
     def __init__(self, runner: Runner):
         self.runner, self.queue, self.task = runner, [], None
+        self.deadline: float | None = None
+        self.dropped: list[Candidate] = []
 
     def submit(self, task: Task, candidates: list[Candidate]) -> None:
         self.task = task
@@ -238,7 +261,14 @@ class _Batches:
 
     def collect(self) -> list[Measurement]:
         batch, self.queue = self.queue, []
-        return self.runner.measure(self.task, batch) if batch else []
+        if not batch:
+            return []
+        if self.deadline is None:
+            return self.runner.measure(self.task, batch)
+        results = self.runner.measure_until(self.task, batch, self.deadline)
+        done = {m.candidate.key for m in results}
+        self.dropped += [c for c in batch if c.key not in done]
+        return results
 
 
 class Heartbeat:

@@ -25,11 +25,30 @@ _COMMANDS = {
     "command": ("autotune tune command", (), {
         "space_file": "--space", "algorithm": "--algorithm", "cost_model": "--cost-model", "trials": "--trials",
         "time_budget": "--time-budget", "seed": "--seed", "batch": "--batch", "timeout_s": "--timeout"}),
+    "graph": ("autotune tune graph", ("model",), {
+        "device": "--device", "algorithm": "--algorithm", "alpha": "--alpha", "trials": "--trials",
+        "time_budget": "--time-budget", "seed": "--seed", "batch": "--batch", "rules_file": "--rules",
+        "max_measure": "--max-measure", "rounds": "--rounds", "start_from": "--start-from"}),
+    "parallel": ("autotune tune parallel", (), {
+        "model": "--model", "cluster": "--cluster", "batch": "--batch", "microbatches": "--microbatches",
+        "optimizer": "--optimizer", "recompute": "--recompute", "algorithm": "--algorithm", "trials": "--trials",
+        "time_budget": "--time-budget", "seed": "--seed", "measured_db": "--measured-db",
+        "measured_device": "--measured-device"}),
 }
 #: values the command line gives when an option is left out (not repeated in a resume command)
 _CLI_DEFAULTS = {"algorithm": DEFAULT_ALGORITHM, "cost_model": DEFAULT_COST_MODEL, "seed": 0, "batch": 8,
                  "measure_delay": 0.0, "target": "cpu", "device_index": 0, "backend": "auto",
                  "transfer_top": DEFAULT_TRANSFER_TOP}
+#: a kind's own defaults where they differ from those above
+_KIND_DEFAULTS = {"graph": {"algorithm": "taso-queue", "batch": 16, "device": "cpu", "max_measure": 400, "rounds": 25},
+                  "parallel": {"algorithm": "mcmc", "batch": None, "microbatches": 1, "optimizer": "megatron"}}
+#: arguments a kind's command line needs to be spelled (the output model of ``tune graph``: its ``-o``)
+_REQUIRED = {"graph": ("model", "output"), "parallel": ("model", "cluster")}
+#: the files a command writes its result to (kept in the recipe's "files", not passed to the driver)
+_FILES = {"graph": {"output": "-o"}, "parallel": {"output": "-o", "timeline": "--timeline"}}
+#: driver arguments no command-line option sets, with the value the command line runs with: a recipe
+#: that sets another cannot be resumed by a command line (its campaign is resumed by ``autotune worker``)
+_UNSPELLED = {"graph": {"threads": 1, "fusion": None, "tolerance": 1e-3}}
 DEFAULT_DB_URL = "sqlite:///autotune.db"
 
 
@@ -49,24 +68,39 @@ def _shell(words: list[str]) -> str:
     return shlex.join(words).replace("'$AUTOTUNE_DB'", '"$AUTOTUNE_DB"')
 
 
+def _spelled(kind: str, args: dict, files: dict) -> bool:
+    """Whether a command line can run a recipe of ``kind``: it has what the command needs, and every
+    argument no option sets has the value the command line runs with."""
+    have = {**args, **files}
+    return (all(have.get(k) is not None for k in _REQUIRED.get(kind, ()))
+            and all(args.get(k, v) == v for k, v in _UNSPELLED.get(kind, {}).items()))
+
+
 def resume_command(name: str, recipe: dict | None, db: Database | None = None) -> str:
     """``autotune tune KIND ... --campaign NAME`` rebuilt from a campaign's recipe; for a recipe the
     command line cannot spell, or none, what to run instead."""
     db_arg = _db_arg(db)
     kind, args = (recipe or {}).get("kind"), dict((recipe or {}).get("args") or {})
-    if kind not in _COMMANDS:
+    files = {k: v for k, v in ((recipe or {}).get("files") or {}).items() if v}
+    if kind not in _COMMANDS or not _spelled(kind, args, files):
         worker = _shell(["autotune", "worker", "--campaign", name, *db_arg])
         return (f"rerun the same command with --campaign {shlex.quote(name)}"
                 + (f" (or: {worker})" if recipe else ""))
     command, positional, flags = _COMMANDS[kind]
+    defaults = {**_CLI_DEFAULTS, **_KIND_DEFAULTS.get(kind, {})}
     words = [str(args.get(p)) for p in positional]
     for key, flag in flags.items():
         value = args.get(key)
         if key == "cost_model" and value in (None, "", "none"):
             value = "none"
-        if value is None or (key in _CLI_DEFAULTS and value == _CLI_DEFAULTS[key]):
+        if value is None or (key in defaults and value == defaults[key]):
             continue
         words += [flag, str(value)]
+    for key, flag in _FILES.get(kind, {}).items():
+        if key in files:
+            words += [flag, str(files[key])]
+    for key, shape in (args.get("input_shapes") or {}).items():
+        words += ["--input-shape", f"{key}={'x'.join(str(int(d)) for d in shape)}"]
     for key, value in (args.get("options") or {}).items():
         words += ["--option", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
     words += ["--campaign", name, *db_arg]

@@ -38,6 +38,7 @@ RayActorsOption = Annotated[int | None, typer.Option("--ray-actors", min=1, help
 ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars with the time left (drawn only on a terminal) and a closing summary line, on standard error")]
 FreshOption = Annotated[bool, typer.Option("--fresh", help="Start the campaign afresh: an existing campaign of this name is deleted first (its measured trials stay in the database and are reused as look-ups)")]
 AlgorithmOptionsOption = Annotated[list[str] | None, typer.Option("--option", metavar="KEY=VALUE", help="An option of the algorithm, or of the cost-model guidance (see `autotune algorithms`); VALUE is read as JSON when it parses (numbers, true/false, lists), else as text. Repeat for several")]
+InputShapeOption = Annotated[list[str] | None, typer.Option("--input-shape", metavar="NAME=DIMS", help="Static shape of an ONNX model's input with dynamic axes, e.g. input_ids=1x128 (repeat for several inputs)")]
 IncludeReusedOption = Annotated[bool, typer.Option("--include-reused", help="Also count the trials the campaign looked up (measured by another campaign, an import or a deleted campaign), not only its own measurements")]
 
 OldBudgetOption = Annotated[int | None, typer.Option("--budget", hidden=True, help="Deprecated: --trials")]
@@ -53,7 +54,8 @@ def with_old_budget_names(trials, time_budget, budget, time_limit):
 
 
 def handle_errors(fn):
-    """Turn the project's own errors into one sentence on stderr and exit status 2 (no traceback); a command
+    """Turn the project's own errors into one sentence on stderr, naming the inputs by their flags
+    (:meth:`AutotuneError.command_line_message`), and exit status 2 (no traceback); a command
     asked for ``--json`` also prints the error as a JSON object on standard output, so that a script
     reading the output gets one either way."""
 
@@ -62,9 +64,10 @@ def handle_errors(fn):
         try:
             return fn(*args, **kwargs)
         except AutotuneError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            message = exc.command_line_message()  # the library's inputs named by their flags
+            typer.echo(f"error: {message}", err=True)
             if kwargs.get("json") is True or kwargs.get("json_out") is True:
-                emit_json({"error": str(exc), "kind": type(exc).__name__, "exit_code": 2})
+                emit_json({"error": message, "kind": type(exc).__name__, "exit_code": 2})
             raise typer.Exit(2) from None
 
     return wrapper

@@ -14,6 +14,7 @@ from autotune.cli.common import (
     DbOption,
     FormatOption,
     FreshOption,
+    InputShapeOption,
     JsonOption,
     OldBudgetOption,
     OldTimeLimitOption,
@@ -32,10 +33,12 @@ from autotune.cli.tables import Col, relative_time, short_key
 from autotune.errors import UsageError, check_choice
 from autotune.progress import Progress
 
-#: the verification statuses a stored rule can have (builtin rules are hand-written; generated ones proved or tested)
-RULE_STATUSES = ("hand-written", "proved", "tested")
-#: provenances of stored rules (generated ones are "generated:DOMAIN"; --provenance matches a prefix)
-RULE_PROVENANCES = ("builtin", "generated")
+#: the verification statuses a stored rule can have (builtin rules are hand-written; generated ones proved or
+#: tested; those read from a --rules file unverified)
+RULE_STATUSES = ("hand-written", "proved", "tested", "unverified")
+#: provenances of stored rules (generated ones are "generated:DOMAIN", those of a --rules file "file:PATH";
+#: --provenance matches a prefix)
+RULE_PROVENANCES = ("builtin", "generated", "file")
 
 GraphTrialsOption = Annotated[int | None, typer.Option(
     "--trials", "-n", help="Graphs to evaluate (over all runs of the campaign); with no budget given, 3000 and a 45 s time budget")]
@@ -90,11 +93,11 @@ def tune_graph(
     campaign: CampaignOption = None,
     fresh: FreshOption = False,
     option: AlgorithmOptionsOption = None,
-    rules: Annotated[str | None, typer.Option("--rules", help="Extra rules JSON (e.g. from `autotune rules generate`)")] = None,
-    max_measure: Annotated[int, typer.Option("--max-measure", help="Distinct ops timed during the search; the rest are predicted by the op-cost model, and those the result relies on are timed at the end")] = 400,
+    rules: Annotated[str | None, typer.Option("--rules", help="Extra rules JSON (e.g. from `autotune rules generate -o`); stored as provenance file:PATH, status unverified, unless the database holds them already")] = None,
+    max_measure: Annotated[int, typer.Option("--max-measure", help="Distinct ops timed during the search (at least 1); the rest are predicted by the op-cost model, and those the result relies on are timed at the end")] = 400,
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="Interleaved end-to-end timing rounds of the final check")] = 25,
     start_from: Annotated[str | None, typer.Option("--start-from", help="Search from a peer optimizer's output, as a user chains tools: onnxruntime (its offline optimizer, extended level), ort-transformers (onnxruntime.transformers.optimizer, on transformers), onnxsim (pip install 'autotune[bench]') or best (the fastest of those faster than the input beyond noise, else the input); the model kept is the fastest of the original, the peer's and ours")] = None,
-    input_shape: Annotated[list[str] | None, typer.Option("--input-shape", metavar="NAME=DIMS", help="Static shape of an input with dynamic axes, e.g. input_ids=1x128 (repeat for several inputs)")] = None,
+    input_shape: InputShapeOption = None,
     json_out: JsonOption = False,
     progress: ProgressOption = True,
     db: DbOption = DEFAULT_DB,
@@ -182,8 +185,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @rules_app.command("list")
     @handle_errors
     def list_cmd(
-        status: Annotated[str | None, typer.Option(help="hand-written, proved or tested")] = None,
-        provenance: Annotated[str | None, typer.Option(help="builtin or generated (prefix)")] = None,
+        status: Annotated[str | None, typer.Option(help="hand-written, proved, tested or unverified (read from a --rules file)")] = None,
+        provenance: Annotated[str | None, typer.Option(help="builtin, generated or file (prefix)")] = None,
         format: FormatOption = "table",
         wide: WideOption = False,
         db: DbOption = DEFAULT_DB,

@@ -22,8 +22,9 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     ) -> None:
         """Store Kernel Tuner caches' measurements as trials of their task and device.
 
-        On a terminal, a bar on standard error counts each cache's records as they are stored, and a
-        summary line ends the run (--no-progress: neither)."""
+        Each cache gets one line: its new and stored trials, its task and device. On a terminal, a bar on
+        standard error counts each cache's records as they are stored; with several caches, a summary
+        line of their totals ends the run (--no-progress: neither)."""
         from autotune.db.logs import import_kt
 
         bar = Progress("import-kt", enabled=progress)
@@ -39,8 +40,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                            f"({n / dt:,.0f} trials/s)")
         finally:
             database.close()
-        bar.summary(f"{new:,} new of {total:,} trials from {len(files)} cache file{'s' * (len(files) != 1)} "
-                    f"in {bar.elapsed_s:.1f} s")
+        if len(files) > 1:  # one cache's line says it all already
+            bar.summary(f"{new:,} new of {total:,} trials from {len(files)} cache files in {bar.elapsed_s:.1f} s")
 
     @app.command("export")
     @handle_errors
@@ -78,8 +79,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     ) -> None:
         """Import trials exported from another database; trials already present are kept.
 
-        On a terminal, a bar on standard error counts the file's lines, and a summary line ends the run
-        (--no-progress: neither)."""
+        One line says how many trials were read and how many were new. On a terminal, a bar on standard
+        error counts the file's lines as they are read (--no-progress: no bar)."""
         from autotune.db.logs import import_file
 
         bar = Progress("import", enabled=progress)
@@ -88,8 +89,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             read, added = import_file(database, file, progress=bar)
         finally:
             database.close()
-        typer.echo(f"read {read} trials from {file}, {added} new")
-        bar.summary(f"{added:,} new of {read:,} trials in {bar.elapsed_s:.1f} s")
+        typer.echo(f"read {read} trials from {file}, {added} new")  # the summary: not repeated on standard error
 
     db_app = typer.Typer(help="Database schema management.", no_args_is_help=True)
     app.add_typer(db_app, name="db")

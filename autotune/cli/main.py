@@ -66,7 +66,7 @@ def main() -> None:
     # Ctrl-C inside a command exits 130 (typer turns KeyboardInterrupt into that status); a campaign first
     # stores what it measured, marks itself "interrupted" and says how to resume (autotune.campaign)
     try:
-        run_script(app)  # the project's own errors: one line on stderr, status 2
+        run_script(app, flags=True)  # the project's own errors: one line on stderr naming the flags, status 2
     except KeyboardInterrupt:
         typer.echo("interrupted; everything already stored stays in the database (rerun a campaign with the "
                    "same --campaign NAME to resume it)", err=True)

@@ -14,6 +14,7 @@ from autotune.cli.common import (
     CampaignOption,
     DbOption,
     FreshOption,
+    InputShapeOption,
     JsonOption,
     OldBudgetOption,
     OldTimeLimitOption,
@@ -57,6 +58,7 @@ def tune_parallel(
     json: JsonOption = False,
     list_: Annotated[bool, typer.Option("--list", help="List the built-in models and cluster presets")] = False,
     measured_db: Annotated[str | None, typer.Option("--measured-db", help="Database URL whose measured op and collective times override the estimates")] = None,
+    input_shape: InputShapeOption = None,
     measured_device: Annotated[str | None, typer.Option("--measured-device", help="Use measurements of devices whose name contains this (default: the cluster's device, e.g. A100)")] = None,
     db: DbOption = DEFAULT_DB,
     campaign: CampaignOption = None,
@@ -102,12 +104,18 @@ def tune_parallel(
         check_algorithm,
         check_cluster,
         check_model,
+        data_parallel_label,
         parallelize,
         summary_text,
     )
 
     check_model(model)  # before the database is opened: a typo creates nothing
     check_cluster(cluster)
+    from autotune.search_spaces.graphs.onnx_prepare import parse_input_shapes
+
+    input_shapes = parse_input_shapes(input_shape) or None
+    if input_shapes and not model.endswith(".onnx"):
+        raise UsageError(f"--input-shape applies to ONNX models, not {model!r}")
     if recompute is not None:
         from autotune.search_spaces.parallel.models import recompute_mode
 
@@ -130,7 +138,8 @@ def tune_parallel(
                                     "trials": trials, "seed": seed, "time_budget": time_budget, "db": db,
                                     "campaign": campaign, "microbatches": microbatches, "measured_db": measured_db,
                                     "measured_device": measured_device, "options": parse_options(option) or None,
-                                    "fresh": fresh, "recompute": recompute, "optimizer": optimizer}, ray)
+                                    "fresh": fresh, "recompute": recompute, "optimizer": optimizer,
+                                    "input_shapes": input_shapes}, ray)
         bar.summary(summary_text(r))
     else:
         database = open_db(db)
@@ -138,7 +147,8 @@ def tune_parallel(
             r = parallelize(model, cluster, batch, algorithm, trials, seed, time_budget, db=database, campaign=campaign,
                             progress=bar, microbatches=microbatches, measured_db=measured_db,
                             measured_device=measured_device, options=parse_options(option) or None, fresh=fresh,
-                            recompute=recompute, optimizer=optimizer)
+                            recompute=recompute, optimizer=optimizer, input_shapes=input_shapes,
+                            command_files={"output": output, "timeline": timeline})
         finally:
             database.close()
     out = r.to_json()
@@ -165,7 +175,7 @@ def tune_parallel(
         typer.echo(f"  {name:22s}{_fmt(s)}")
     dp = out["baselines"]["data-parallel"]["iteration_s"]
     if dp and out["best"]["iteration_s"]:
-        typer.echo(f"  speed-up over data parallelism: {dp / out['best']['iteration_s']:.2f}x")
+        typer.echo(f"  speed-up over {data_parallel_label(r, long=True)}: {dp / out['best']['iteration_s']:.2f}x")
     typer.echo(f"  search: {r.simulations} simulations in {r.search_s:.2f} s ({algorithm}), "
                f"logged as campaign {r.campaign!r} in {db}")
     if r.measured is not None:

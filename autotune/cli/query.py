@@ -307,7 +307,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                 from autotune.gpus import gpu_properties
 
                 if "model" in gpu_properties(device):  # a known GPU that measured nothing: needs the task
-                    raise UsageError(f"{exc}; for a GPU without trials, name the --task too: the configuration "
+                    raise UsageError(f"{exc.command_line_message()}; for a GPU without trials, name the --task too: the configuration "
                                      "expected best comes from the devices most similar to it") from None
                 raise
         else:

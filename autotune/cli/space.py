@@ -1,12 +1,40 @@
-"""`autotune space check`: load a space file and describe it (size, knobs, constraints)."""
+"""`autotune space check`: load a space file and describe it (size, knobs, constraints).
+
+The valid points are counted by walking the combinations of knob values (with a progress bar on a
+terminal when that takes a while). A space whose walk would try more than the space's check limit
+(a tight constraint over knobs of huge ranges) is not counted: its size is estimated from random
+combinations, and it is refused when none of them is valid, since a search could not find a valid
+point either.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
 
 import typer
 
-from autotune.cli.common import JsonOption, emit_json, handle_errors
+from autotune.cli.common import JsonOption, ProgressOption, emit_json, handle_errors
+from autotune.errors import UsageError
+
+SAMPLES = 100_000  # random combinations that estimate the size of a space too large to count
+
+
+def _count(space, progress: bool) -> int | None:
+    """The space's valid points (None: too large), with a bar once the walk has taken a while."""
+    from autotune.progress import Progress
+
+    bar = Progress("space check", enabled=progress)
+    with contextlib.ExitStack() as stack:
+        def report(fraction: float) -> None:  # per cent of the walk, first told after some 65,000 values
+            if not bar.phases:
+                stack.enter_context(bar.phase("valid points %", total=100))
+            bar.update(completed=round(100 * fraction, 1))
+
+        size = space.count(report)
+        if bar.phases:
+            bar.update(completed=100)
+    return size
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
@@ -19,15 +47,24 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     def check_cmd(
         file: Annotated[str, typer.Argument(help="Space file (YAML or JSON)")],
         json: JsonOption = False,
+        progress: ProgressOption = True,
     ) -> None:
         """Check a space file: print its number of valid points, knobs and constraints (exit status 2 if bad)."""
         from autotune.search_spaces.space_file import load_space_file
 
         space, objective = load_space_file(file)
-        size = space.size()
-        combinations = 1
-        for values in space.values:
-            combinations *= len(values)
+        size = _count(space, progress)
+        combinations = space.combinations()
+        estimate = None
+        if size is None and space.too_large_by == "checks":
+            found = space.estimate_valid(SAMPLES)
+            if found == 0:
+                raise UsageError(
+                    f"space {space.task.name!r} has {combinations:,} combinations of knob values, too many to check "
+                    f"each against the constraints (the limit is {space.check_limit:,} knob values tried), and none "
+                    f"of {SAMPLES:,} random combinations meets them, so a search could not find a valid point "
+                    "either; narrow the knobs' ranges or loosen the constraints")
+            estimate = round(combinations * found / SAMPLES)
         info = {
             "name": space.task.name, "file": file, "size": size, "combinations": combinations,
             "knobs": dict(zip(space.names, space.values)),
@@ -35,11 +72,19 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             "default": space.initial().payload if space.initial() is not None else None,
             "objective": objective.to_json() if objective is not None else None,
         }
+        if estimate is not None:
+            info["estimated_size"] = estimate
         if json:
             emit_json(info)
             return
-        shown = f"{size:,}" if size is not None else f"more than {space.enumerate_limit:,}"
-        typer.echo(f"space {info['name']}: {shown} valid points of {combinations:,} combinations")
+        if size is not None:
+            typer.echo(f"space {info['name']}: {size:,} valid points of {combinations:,} combinations")
+        elif estimate is not None:
+            typer.echo(f"space {info['name']}: about {estimate:,} valid points of {combinations:,} combinations "
+                       f"(too many combinations to check each: estimated from {SAMPLES:,} random ones)")
+        else:
+            typer.echo(f"space {info['name']}: more than {space.enumerate_limit:,} valid points of "
+                       f"{combinations:,} combinations")
         typer.echo("knobs:")
         for name, values in info["knobs"].items():
             listed = ", ".join(map(str, values[:12])) + (f", ... ({len(values)} values)" if len(values) > 12 else "")

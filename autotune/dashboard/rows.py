@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from autotune.db.names import UnknownName
+from autotune.db.names import Ambiguous, UnknownName  # noqa: F401 - Ambiguous: the dashboard's 400 with candidates
 from autotune.db.queries import resolve_filters
 from autotune.errors import UsageError
 
@@ -19,19 +19,12 @@ class NotFound(UsageError):
         self.suggestions = suggestions
 
 
-class Ambiguous(UsageError):
-    """A name that stands for several stored rows; ``candidates`` holds what tells them apart (keys)."""
-
-    def __init__(self, message: str, candidates: list[str]):
-        super().__init__(message)
-        self.candidates = candidates
-
-
 def resolve_stored(db, kind: str, given: str) -> str:
     """The stored name (or key) a requested ``kind`` name stands for, by the command line's rules
     (:func:`autotune.db.queries.resolve_filters`): exact, case-insensitive, or a unique key prefix of
-    6+ characters. A name matching nothing is NotFound with the closest stored names (404); an
-    ambiguous one (names differing only in case, a prefix of several keys) stays a UsageError (400)."""
+    6+ characters. A name matching nothing is NotFound with the closest stored names (404); a task name
+    several tasks share is Ambiguous (400, with their keys as candidates); another ambiguous one (names
+    differing only in case, a prefix of several keys) stays a UsageError (400)."""
     try:
         return resolve_filters(db, **{kind: given})[kind]
     except UnknownName as exc:

@@ -4,8 +4,9 @@
 
 The space file (docs/own-code.md) gives the knobs, constraints and how the cost is read (a regular
 expression on the program's output, or its wall time). The program and its placeholders are
-checked before the campaign opens: a program that cannot be found or a placeholder that is not a
-knob is a UsageError. The task is the command template plus the space, so the same command on the
+checked before the campaign opens: a program that cannot be found, a placeholder that is not a
+knob, or a format spec that cannot write one of its knob's values (``{layout:.3f}`` for a knob of
+strings) is a UsageError. The task is the command template plus the space, so the same command on the
 same space resumes the same campaign.
 """
 
@@ -19,7 +20,7 @@ from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, 
 from autotune.campaign import Campaign, CampaignResult
 from autotune.db import open_database
 from autotune.drivers.function import budgets, with_task
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 from autotune.runners.command import CommandRunner
 from autotune.search_spaces.space_file import load_space_file
 
@@ -38,12 +39,13 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
                          f"{str(argv)[:80]!r}; e.g. shlex.split({str(argv)[:40]!r})")
     argv = [str(a) for a in argv]
     if not argv:
-        raise UsageError("the command is empty; give the program to run after --, e.g. autotune tune command --space space.yaml "
-                         "-- ./bench --block {block}")
+        raise UsageError("the command is empty; " + argument(
+            "give argv as a list of the program and its arguments, e.g. ['./bench', '--block', '{block}']",
+            "give the program to run after --, e.g. autotune tune command --space space.yaml -- ./bench --block {block}"))
     options = check_options(algorithm, options, cost_model)
     algo = make_search(algorithm, cost_model, **options)  # validates the names before anything is written
     space, objective = load_space_file(space_file)
-    runner = CommandRunner(argv, objective, timeout_s=timeout_s, knobs=space.names)
+    runner = CommandRunner(argv, objective, timeout_s=timeout_s, knobs=dict(zip(space.names, space.values)))
     try:
         program = os.path.basename(argv[0]) or "program"
         knobs = with_task(space, "command", program, {"argv": argv, "objective": runner.objective.to_json()})

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -33,7 +34,7 @@ from autotune.campaign import Campaign, checked_seed
 from autotune.db import open_database
 from autotune.db.database import Database
 from autotune.db.op_costs import DatabaseOpCostCache
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 from autotune.progress import Progress, make_progress
 from autotune.runners.graph import TORCH_DEVICES, GraphCostRunner, OpCosts, check_device, make_backend
 from autotune.runners.timing import faster_beyond_noise, summary
@@ -42,8 +43,8 @@ from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphSpace
 
 DEFAULT_ALGORITHM = "taso-queue"
-#: options for algorithms whose defaults do not fit graph spaces (the bandit's default arms include Optuna,
-#: which searches knob spaces only)
+#: options for algorithms whose defaults are not the best fit for graph spaces (the bandit's default arms that
+#: can search a graph are evolutionary, mcmc and random; here TASO's queue is one of its arms)
 GRAPH_OPTIONS = {"bandit": {"algorithms": "taso-queue,mcmc,evolutionary"}}
 DEFAULT_TRIALS, DEFAULT_TIME_BUDGET = 3000, 45.0  # when neither budget is given
 #: the numeric check's share of the end-to-end check's bar, in timing rounds: it runs both models on
@@ -56,23 +57,14 @@ __all__ = ["DEFAULT_ALGORITHM", "check_device", "faster_beyond_noise", "finalize
 
 # ---- the search algorithm ------------------------------------------------------
 
-def _offers(space: Space, move: str) -> bool:
-    return getattr(type(space), move, None) is not getattr(Space, move, None)
-
-
-def _fits(cls, space: Space) -> bool:
-    return all(_offers(space, m) for m in cls.needs)
-
-
 def graph_algorithms(space: Space) -> list[str]:
-    """The registered algorithms that can search ``space`` (those whose moves it offers and that bind to it)."""
+    """The registered algorithms that can search ``space`` (those that bind to it: ``bind`` checks the moves
+    and traits it needs, SearchAlgorithm.check_space)."""
     names = []
     for name in sorted(ALGORITHMS):
         try:
-            cls = algorithm_class(name)
-            if _fits(cls, space):
-                cls(**GRAPH_OPTIONS.get(name, {})).bind(space, np.random.default_rng(0))
-                names.append(name)
+            algorithm_class(name)(**GRAPH_OPTIONS.get(name, {})).bind(space, np.random.default_rng(0))
+            names.append(name)
         except (ImportError, NotImplementedError, UsageError):  # a missing optional package, or a knob-only search
             continue
     return names
@@ -80,14 +72,10 @@ def graph_algorithms(space: Space) -> list[str]:
 
 def graph_algorithm(name: str, space: Space, alpha: float | None = None, seed: int = 0,
                     options: dict | None = None) -> SearchAlgorithm:
-    """The registered algorithm ``name``, checked against the moves of ``space`` before anything is stored;
-    ``alpha`` goes to algorithms that have that option (taso-queue, backtracking); ``options`` are the
-    algorithm's options (checked: ``check_options``)."""
+    """The registered algorithm ``name``, checked against ``space`` (its moves and traits, by binding it) before
+    anything is stored; ``alpha`` goes to algorithms that have that option (taso-queue, backtracking);
+    ``options`` are the algorithm's options (checked: ``check_options``)."""
     cls = algorithm_class(name)
-    missing = [m for m in cls.needs if not _offers(space, m)]
-    if missing:
-        raise UsageError(f"algorithm {name!r} needs the move(s) {', '.join(missing)}, which graph spaces do not "
-                         f"offer; valid here: {', '.join(graph_algorithms(space))}")
     options = {**GRAPH_OPTIONS.get(name, {}), **check_options(name, options),
                **({} if alpha is None else {"alpha": alpha})}
     probe = cls(**options)
@@ -206,8 +194,8 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     (seconds of this run); with neither, 3000 graphs and 45 s. ``campaign`` names the campaign (a known
     name resumes it; default: derived from the model, device, algorithm and seed). ``db``: a database
     URL or :class:`Database`; None uses a throw-away SQLite file (nothing is kept). ``max_measure``:
-    distinct ops timed during the search, the rest estimated by the op-cost model (the ops the result
-    relies on are timed at the end). ``fusion``: count ops the runtime fuses into their producer as
+    distinct ops timed during the search (at least 1), the rest estimated by the op-cost model (the ops
+    the result relies on are timed at the end). ``fusion``: count ops the runtime fuses into their producer as
     free (default: on for onnxruntime, off for torch). ``progress``: bars on standard error for the
     search and the end-to-end check, and a closing summary line (True, False, None: when standard
     error is a terminal, or an :class:`autotune.progress.Progress`). ``fresh``: delete an existing
@@ -221,8 +209,10 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     bar = make_progress(progress, "optimize_graph")
     check_device(device)
     trials, time_budget = _budgets(trials, time_budget, batch)
-    if max_measure < 0:
-        raise UsageError(f"max_measure must be >= 0, not {max_measure}")
+    if max_measure < 1:  # with no op timed, every graph's cost is a guess at nominal rates, stored as its trial
+        raise UsageError(f"{argument('max_measure')} must be at least 1, not {max_measure}: the search costs graphs "
+                         "by the ops it times, and with none timed every cost it stores is a guess at nominal rates, "
+                         "which the timing of the result's ops at the end contradicts")
     if rounds < 1 or threads < 1:
         raise UsageError(f"rounds and threads must be at least 1, not {rounds} and {threads}")
     seed = checked_seed(seed)  # the algorithm is made with it before the campaign starts
@@ -232,11 +222,22 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     from autotune.search_spaces.graphs.onnx_prepare import with_input_shapes
     from autotune.search_spaces.graphs.rules import load_rules, rule_record
 
+    rules = builtin_rules()
+    if rules_file:  # a bad file is refused before any work
+        extra = load_rules(rules_file)
+        builtin = {r.name for r in rules}
+        clash = [r.name for r in extra if r.name in builtin]
+        if clash:
+            raise UsageError(f"rules file {str(rules_file)!r}: rule {clash[0]!r} has the name of a built-in rule "
+                             "(names identify rewrites); rename it")
+        rules += extra
     original = with_input_shapes(original, input_shapes or {})  # both models are checked at these shapes
     start, start_model, start_speedup = "original", original, 1.0
     if start_from is not None:
         if device != "cpu":
-            raise UsageError("starting from a peer optimizer's output is for --device cpu (onnxruntime)")
+            cpu = argument("device='cpu'", "--device cpu")
+            raise UsageError(f"starting from a peer optimizer's output ({argument('start_from')}) is for {cpu} "
+                             "(onnxruntime)")
         from autotune.drivers.graph_peers import fastest
 
         start, start_model, start_speedup = fastest(original, start_from, rounds, threads)
@@ -246,7 +247,6 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
 
         for n in graph.runtime_nodes():
             check_op(n.op, f" (node {n.outputs[0]!r})")
-    rules = builtin_rules() + (load_rules(rules_file) if rules_file else [])
     space = GraphSpace(graph, rules, name=name)
     algo = graph_algorithm(algorithm, space, alpha, seed, options)
     backend = make_backend(device, threads)
@@ -265,6 +265,8 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
                     "tolerance": tolerance, **({"options": options} if options else {}),
                     **({"input_shapes": {k: list(v) for k, v in input_shapes.items()}} if input_shapes else {}),
                     **({"start_from": start_from} if start_from else {})}}
+                if output:  # what the command printed to resume it (on Ctrl-C) writes; a worker writes nothing
+                    recipe["files"] = {"output": str(output)}
             return _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign,
                              trials, time_budget, seed, batch, max_measure, rounds, fusion, tolerance, bar,
                              t_start, [rule_record(r) for r in rules], recipe, fresh, (start, start_speedup))
@@ -277,7 +279,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
 def _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign, trials, time_budget,
               seed, batch, max_measure, rounds, fusion, tolerance, bar: Progress, t_start, records, recipe=None,
               fresh: bool = False, start: tuple[str, float] = ("original", 1.0)) -> dict:
-    database.save_rules(records)
+    _store_rules(database, records)
     op_device = backend.op_runner.device
     cache = DatabaseOpCostCache(database, op_device, backend.label)
     op_costs = OpCosts(backend.op_runner, cache, max_measure=max_measure, label=backend.label,
@@ -299,8 +301,21 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
                                  campaign_id[0], fmt="json")
 
     op_costs.on_retrain = store_model
-    result = Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget, batch=batch,
-                      seed=seed, progress=bar.shown, console=bar.console, recipe=recipe, fresh=fresh).run()
+    search = Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget, batch=batch,
+                      seed=seed, progress=bar.shown, console=bar.console, recipe=recipe, fresh=fresh)
+    result = search.run()  # Ctrl-C in the search: the campaign says how to resume it
+    try:
+        return _check_and_report(result, original, graph, space, algo, backend, op_costs, output, device, task,
+                                 op_device, measured_before, rules, rounds, tolerance, bar, t_start, start)
+    except KeyboardInterrupt:  # after the search: rerunning resumes the finished campaign, then checks again
+        print(f"interrupted: {result.trials} trials stored, the end-to-end check not done; resume with: "
+              f"{search.resume_command()}", file=sys.stderr)
+        raise
+
+
+def _check_and_report(result, original, graph, space, algo, backend, op_costs, output, device, task, op_device,
+                      measured_before, rules, rounds, tolerance, bar: Progress, t_start, start) -> dict:
+    """The end-to-end check of a finished search's best graph, the model kept written to ``output``, and the report."""
     # the best graph evaluated, own or looked up: a graph found by an earlier campaign is as good to keep
     best = result.best_evaluated.candidate if result.best_evaluated is not None else space.initial()
     best_graph = space.graph(best)
@@ -342,6 +357,21 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
     }
     bar.summary(summary_text(out))
     return out
+
+
+def _store_rules(database: Database, records: list[dict]) -> None:
+    """Store the rules of a search: the built-in ones as they are; those read from a file (status
+    ``FILE_STATUS``) only when the database does not hold them yet, so that a rule proved or tested by
+    `autotune rules generate`, or built in, keeps its provenance and status."""
+    from autotune.db.queries import rules as stored_rules
+    from autotune.search_spaces.graphs.rules import FILE_STATUS
+
+    own = [r for r in records if r["status"] != FILE_STATUS]
+    from_file = [r for r in records if r["status"] == FILE_STATUS]
+    if from_file:
+        known = set(stored_rules(database)["key"]) | {r["key"] for r in own}
+        own += [r for r in from_file if r["key"] not in known]
+    database.save_rules(own)
 
 
 def _campaign_history(database: Database, name: str) -> list:

@@ -19,10 +19,14 @@ from autotune.algorithms.registry import (
 )
 from autotune.campaign import Campaign, checked_seed
 from autotune.db import open_database
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 from autotune.search_spaces.kernels import TEMPLATES
 
 DEFAULT_SHAPES = {"gemm": "1024,1024,1024", "conv2d": "1,64,56,56,64,3,3,stride=1,pad=1", "softmax": "4096,4096"}
+
+
+#: the error of threads given for a GPU target
+THREADS_ON_CPU_ONLY = argument("threads") + " applies to " + argument("target='cpu'", "--target cpu") + " only"
 
 
 def make_runner(name: str, shape, target: str, threads: int | None = None, device_index: int = 0,
@@ -39,7 +43,7 @@ def make_runner(name: str, shape, target: str, threads: int | None = None, devic
         from autotune.runners.cuda import CudaRunner, probe_cuda_device
 
         if threads is not None:
-            raise UsageError("--threads applies to --target cpu only")
+            raise UsageError(THREADS_ON_CPU_ONLY)
         props = probe_cuda_device(device_index, backend)
         space, template = kernel_problem(name, shape, "cuda", device_props=props)
         return space, template, CudaRunner(template, device_index, backend, protocol=protocol, seed=seed)
@@ -56,7 +60,7 @@ def make_ray_runner(name: str, shape, target: str, threads: int | None, backend:
     if target not in ("cpu", "cuda"):
         raise UsageError(f"unknown target {target!r}; valid: cpu, cuda")
     if target == "cuda" and threads is not None:
-        raise UsageError("--threads applies to --target cpu only")
+        raise UsageError(THREADS_ON_CPU_ONLY)
     props = probe_device(target, backend, address)
     space, template = kernel_problem(name, shape, target, device_props=props, threads=threads)
     if target == "cpu":
@@ -105,7 +109,8 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
     seed = checked_seed(seed)  # the runner and the default's measurement use it before the campaign does
     options = check_options(algorithm, options, cost_model)
     if options and transfer_from:
-        raise UsageError("algorithm options (--option) apply to the ordinary search, not to a warm start (--transfer-from)")
+        raise UsageError(f"algorithm options ({argument('options', '--option')}) apply to the ordinary search, not to a "
+                         f"warm start ({argument('transfer_from')})")
     algo = make_search(algorithm, cost_model, **options)
     shape = shape or DEFAULT_SHAPES[name]
     if ray is not None:

@@ -28,7 +28,8 @@ from autotune.db import open_database
 from autotune.errors import UsageError
 from autotune.progress import Progress, make_progress, stderr_is_terminal
 from autotune.runners.timing import Protocol
-from autotune.search_spaces.kernels.user import LANGS, UserKernel, check_answer, kernel_name_in_source
+from autotune.search_spaces.kernels.user_arguments import check_answer
+from autotune.search_spaces.kernels.user_kernel import LANGS, UserKernel, kernel_name_in_source
 from autotune.search_spaces.replay import write_cache
 from autotune.types import Measurement, Status
 

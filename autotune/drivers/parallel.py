@@ -27,7 +27,7 @@ from autotune.algorithms.registry import ALGORITHMS, check_options, make_algorit
 from autotune.campaign import Campaign
 from autotune.db import open_database, open_existing_database, queries
 from autotune.db.calibration import measured
-from autotune.errors import UsageError, did_you_mean
+from autotune.errors import UsageError, argument, did_you_mean
 from autotune.progress import Progress, make_progress
 from autotune.runners.simulator import SimulatorRunner
 from autotune.runners.simulator.calibration import calibrated
@@ -78,6 +78,7 @@ class ParallelizeResult:
                "best": {**self.summary(self.best), "source": self.best_source,
                         "strategy": self.best.candidate.payload},
                "baselines": {n: self.summary(m) for n, m in self.baselines.items()},
+               "data_parallel_devices": data_parallel_devices(self),
                "search_s": self.search_s, "simulations": self.simulations, "campaign": self.campaign}
         if self.measured is not None:
             out["measured"] = self.measured
@@ -126,7 +127,7 @@ def check_cluster(spec: str) -> str:
 def micro_batch(model: str, batch: int | None, microbatches: int) -> int | None:
     """The batch of one micro-batch (a file model's own batch is taken as one micro-batch)."""
     if microbatches < 1:
-        raise UsageError(f"--microbatches must be >= 1, got {microbatches}")
+        raise UsageError(f"{argument('microbatches')} must be >= 1, got {microbatches}")
     if batch is None:
         batch = default_batch(model)
         if batch is None:
@@ -141,7 +142,7 @@ def calibrate(cluster: Cluster, db, device: str | None = None) -> tuple[Cluster,
     whose name contains ``device`` (default: the hardware name of the cluster's device, e.g. A100, also for
     the A100-DeepSpeed, whose measured times are an A100's); and the counts read.
     A ``device`` given that matches no device with measurements is a UsageError naming those devices."""
-    database = open_existing_database(db, "--measured-db") if isinstance(db, str) else db
+    database = open_existing_database(db, argument("measured_db")) if isinstance(db, str) else db
     try:
         ops, coll = measured(database, device or cluster.device.hardware_name)
         if device is not None and not ops and not coll:
@@ -171,7 +172,8 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                 options: dict | None = None, db=None, campaign: str | None = None,
                 progress: bool | Progress | None = False, microbatches: int = 1, measured_db=None,
                 measured_device: str | None = None, fresh: bool = False,
-                recompute: bool | str | None = None, optimizer: str = DEFAULT_OPTIMIZER) -> ParallelizeResult:
+                recompute: bool | str | None = None, optimizer: str = DEFAULT_OPTIMIZER,
+                input_shapes: dict | None = None, command_files: dict | None = None) -> ParallelizeResult:
     """Search a parallelization strategy for training ``model`` on ``cluster``, as a campaign.
 
     ``trials``: simulations of the search after the baselines, over every run of the campaign
@@ -186,7 +188,11 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     or "full" (only each layer's input kept), fixed for the search; default: searched with the strategy,
     starting from the model's own (none for the built-in ones); ``optimizer``: whose optimizer state layout ZeRO
     stage 1 follows (a key of ``models.OPTIMIZERS``: "megatron" shards the fp32 gradients with the rest,
-    "deepspeed-bf16" keeps them whole on every replica)."""
+    "deepspeed-bf16" keeps them whole on every replica); ``input_shapes``: {input name: static shape} for an
+    ONNX model's inputs with dynamic axes (as ``tune graph`` takes them; the search is then a task of its
+    own). ``command_files``: the files the command line writes the result to (``{"output": ...,
+    "timeline": ...}``), kept with the campaign's recipe so that the command printed to resume it
+    (on Ctrl-C) writes them too; this call writes nothing."""
     if trials is not None and trials < 0:
         raise UsageError(f"the trial budget must be >= 0 simulations after the baselines, not {trials}")
     if time_budget is not None and not time_budget > 0:
@@ -203,12 +209,13 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
         check_cluster(cluster)
     bar = make_progress(progress, "parallelize")
     t0 = time.perf_counter()
-    graph = model if isinstance(model, Graph) else get_model(model, micro_batch(model, batch, microbatches))
+    graph = model if isinstance(model, Graph) else get_model(model, micro_batch(model, batch, microbatches),
+                                                             input_shapes)
     mode = None if recompute is None else recompute_mode(recompute)
     if mode is not None:
         build = rebuild(graph, mode)
         if build is None:
-            raise UsageError(f"--recompute applies to transformer models; {graph.name!r} is not one")
+            raise UsageError(f"{argument('recompute')} applies to transformer models; {graph.name!r} is not one")
         graph = build(graph.batch)
     cl = cluster if isinstance(cluster, Cluster) else get_cluster(cluster)
     counts = None
@@ -218,7 +225,9 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     runner = SimulatorRunner(graph, cl, space, microbatches, whole_grads)
     name = campaign or (f"parallelize-{space.task.name}-b{space.task.params['batch']}"
                         f"{f'-m{microbatches}' if microbatches > 1 else ''}{'-rc-' + graph.meta['recompute'] if graph.meta.get('recompute', 'none') != 'none' else ''}"
-                        f"{'' if optimizer == DEFAULT_OPTIMIZER else '-' + optimizer}-{algorithm}-s{seed}-{runner.device.key[:6]}")
+                        f"{'' if optimizer == DEFAULT_OPTIMIZER else '-' + optimizer}"
+                        f"{'-i' + space.task.key[:6] if 'input_shapes' in space.task.params else ''}"
+                        f"-{algorithm}-s{seed}-{runner.device.key[:6]}")
     with tempfile.TemporaryDirectory(prefix="autotune-parallelize-") as tmp:
         if db is None:
             database = open_database(f"sqlite:///{os.path.join(tmp, 'search.db')}")
@@ -226,12 +235,17 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
             database = open_database(db) if isinstance(db, str) else db
         try:
             recipe = None
-            if isinstance(model, str) and isinstance(cluster, str) and measured_db is None:
+            if isinstance(model, str) and isinstance(cluster, str) and _storable_url(measured_db):
                 recipe = {"kind": "parallel", "args": {
                     "model": model, "cluster": cluster, "batch": batch, "algorithm": algorithm, "trials": trials,
                     "seed": seed, "time_budget": time_budget, "options": options, "microbatches": microbatches,
                     **({"recompute": mode} if mode is not None else {}),
-                    **({"optimizer": optimizer} if optimizer != DEFAULT_OPTIMIZER else {})}}
+                    **({"optimizer": optimizer} if optimizer != DEFAULT_OPTIMIZER else {}),
+                    **({"input_shapes": {k: list(v) for k, v in input_shapes.items()}} if input_shapes else {}),
+                    **({"measured_db": measured_db, "measured_device": measured_device} if measured_db else {})}}
+                files = {k: str(v) for k, v in (command_files or {}).items() if v}
+                if files:
+                    recipe["files"] = files
             result = _search(space, runner, database, algo, trials, seed, time_budget, name, bar, t0, recipe, fresh)
         finally:
             if database is not db:
@@ -241,15 +255,52 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     return result
 
 
+def _storable_url(url) -> bool:
+    """Whether ``url`` (a --measured-db) can be kept in a recipe: none, or a URL without a password (a
+    Database object or a password is never stored)."""
+    if url is None:
+        return True
+    if not isinstance(url, str):
+        return False
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).password is None
+    except Exception:  # noqa: BLE001 - calibrate() has already opened it; be safe
+        return False
+
+
 def summary_text(r: ParallelizeResult) -> str:
     """The closing line of a strategy search."""
     best = r.best
     if not best.ok:
         return f"{r.simulations:,} strategies simulated in {r.search_s:.1f} s; none fits in memory"
     dp = r.baselines.get("data-parallel")
-    over = f", {dp.cost / best.cost:.2f}x over data parallelism" if dp is not None and dp.ok else ""
+    over = f", {dp.cost / best.cost:.2f}x over {data_parallel_label(r)}" if dp is not None and dp.ok else ""
     return (f"{r.simulations:,} strategies simulated in {r.search_s:.1f} s, best {best.cost * 1e3:.3f} ms/iteration "
             f"({r.best_source}){over}")
+
+
+def data_parallel_devices(r: ParallelizeResult) -> int | None:
+    """The devices the data-parallel baseline splits the batch over: the cluster's, or fewer when the batch
+    (of one micro-batch) does not divide among them (the largest degree that divides both; 1: one device
+    runs the whole batch)."""
+    dp = r.baselines.get("data-parallel")
+    if dp is None:
+        return None
+    return max((cfg.parts for cfg in r.space.strategy(dp.candidate)), default=1)
+
+
+def data_parallel_label(r: ParallelizeResult, long: bool = False) -> str:
+    """What the data-parallel baseline is, for the speed-up over it: "data parallelism" when it splits the batch
+    over every device; else what it really runs (``long``: and why)."""
+    d, n = data_parallel_devices(r), r.cluster.devices
+    if d is None or d >= n:
+        return "data parallelism"
+    what = f"{'micro-batch' if r.space.microbatches > 1 else 'batch'} of {r.model.batch}"
+    if d == 1:
+        return "one device" + (f" (data parallelism cannot split a {what} over {n} devices)" if long else "")
+    return f"data parallelism on {d} of {n} devices" + (f" (a {what} does not split {n} ways)" if long else "")
 
 
 def strategy_space(graph: Graph, cluster: Cluster, microbatches: int = 1, search_recompute: bool = True) -> StrategySpace:

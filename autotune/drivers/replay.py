@@ -14,7 +14,7 @@ from autotune.algorithms.registry import (
 )
 from autotune.campaign import Campaign, CampaignResult
 from autotune.db import open_database
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace, cache_label
 
@@ -37,7 +37,8 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
     """
     options = check_options(algorithm, options, cost_model)
     if options and transfer_from:
-        raise UsageError("algorithm options (--option) apply to the ordinary search, not to a warm start (--transfer-from)")
+        raise UsageError(f"algorithm options ({argument('options', '--option')}) apply to the ordinary search, not to a "
+                         f"warm start ({argument('transfer_from')})")
     algo = make_search(algorithm, cost_model, **options)  # validates the names before anything is written
     if trials is None and time_budget is None and simulated_budget is None:
         trials = 100

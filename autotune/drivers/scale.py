@@ -25,8 +25,9 @@ KINDS = {
     "parallel": ("autotune.drivers.parallel", "parallelize"),
     "command": ("autotune.drivers.command", "tune_command"),
 }
-#: arguments a recipe may not set: where results go and how this process runs are the caller's
-RUN_ARGS = ("db", "campaign", "progress", "ray", "ray_actors")
+#: arguments a recipe may not set: where results go and how this process runs are the caller's (the files a
+#: command line writes, which its resume command names, too)
+RUN_ARGS = ("db", "campaign", "progress", "ray", "ray_actors", "command_files")
 
 
 def driver(kind: str) -> Callable:

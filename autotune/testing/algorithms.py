@@ -28,13 +28,14 @@ ARENAS = {"knobs": small_knob_space, "rewrites": FakeRewriteSpace}
 def arenas_for(moves) -> list[str]:
     """The ARENAS an algorithm using these ``moves`` (its ``required_moves()``) is checked on: the
     knob space when it offers them all, and the rewrite space too for tree searches (those that
-    use ``children``) and equality saturation (``saturate``). Which moves a space offers is what ``bind`` checks (``offered_moves``)."""
+    use ``children``, or need them to be ``rewrites``) and equality saturation (``saturate``). Which
+    moves a space offers is what ``bind`` checks (``offered_moves``)."""
     moves = set(moves)
     out = []
     for name, make in ARENAS.items():
         if not moves <= set(offered_moves(make())):
             continue
-        if name == "knobs" or moves & {"children", "saturate"}:
+        if name == "knobs" or moves & {"children", "rewrites", "saturate"}:
             out.append(name)
     return out
 

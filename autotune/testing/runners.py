@@ -190,7 +190,7 @@ def _user_c():
 
     from autotune.runners.c import UserCRunner
     from autotune.runners.timing import Protocol
-    from autotune.search_spaces.kernels.user import UserKernel
+    from autotune.search_spaces.kernels.user_kernel import UserKernel
 
     x, y = np.arange(64, dtype=np.float32), np.zeros(64, dtype=np.float32)
     args = [y, x, np.int32(64)]
@@ -211,7 +211,7 @@ def _user_cuda():
 
     from autotune.runners.timing import Protocol
     from autotune.runners.user_cuda import UserCudaRunner
-    from autotune.search_spaces.kernels.user import UserKernel
+    from autotune.search_spaces.kernels.user_kernel import UserKernel
 
     props = _gpu_props()
     src = ("__global__ void scale(float *y, const float *x, int n) {\n"

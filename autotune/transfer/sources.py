@@ -5,7 +5,7 @@ from __future__ import annotations
 from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
 from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.db import transfer as store
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 from autotune.transfer.similarity import Similar, rank_similar
 from autotune.types import Device, Task
 
@@ -29,7 +29,7 @@ def choose_sources(db, task: Task, target: Device, spec: str, max_auto: int = 2,
             hit = [s for s in ranked if n in (s.device.name, s.device.key)]
             if not hit:
                 have = ", ".join(sorted({s.device.name for s in ranked})) or "none"
-                raise UsageError(f"--transfer-from: device {n!r} has no successful measurement of task {task.name!r}; "
+                raise UsageError(f"{argument('transfer_from')}: device {n!r} has no successful measurement of task {task.name!r}; "
                                  f"devices with some: {have}")
             picked.append(hit[0])
     return [source_data(s, others[s.device.key][1]) for s in picked]

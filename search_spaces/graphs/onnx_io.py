@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from autotune.errors import MissingDependencyError, UsageError
+from autotune.errors import MissingDependencyError, UsageError, argument
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.ir import Graph, Node, TensorAttr
 from autotune.search_spaces.graphs.onnx_prepare import (
@@ -39,14 +39,18 @@ def _dtype(elem_type: int) -> str:
     from onnx import helper
     return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
 
+EXAMPLE_SHAPE = "input_shapes={'NAME': (1, 128)}"
+
 
 def _static_shape(vi, what: str) -> tuple[int, ...]:
     dims = vi.type.tensor_type.shape.dim
     out = []
     for d in dims:
         if not d.HasField("dim_value"):
-            hint = (f"give it with --input-shape {vi.name}={'x'.join(str(x.dim_value) if x.HasField('dim_value') else 'N' for x in dims)}"
-                    if what == "input" else "give every input a static shape (--input-shape NAME=1x128)")
+            shown = [str(x.dim_value) if x.HasField("dim_value") else "N" for x in dims]
+            api = "input_shapes={%r: (%s)}" % (vi.name, ", ".join(shown))
+            hint = (f"give it with {argument(api, f'--input-shape {vi.name}=' + 'x'.join(shown))}" if what == "input"
+                    else f"give every input a static shape ({argument(EXAMPLE_SHAPE, '--input-shape NAME=1x128')})")
             raise UsageError(f"{what} {vi.name!r} has a symbolic dimension {d.dim_param or '?'!r}; {hint}")
         if d.dim_value < 0:
             raise UsageError(f"{what} {vi.name!r} has a negative dimension {d.dim_value}")
@@ -112,6 +116,8 @@ def from_onnx(model, name: str | None = None, input_shapes: dict | None = None) 
     model = with_input_shapes(model, input_shapes or {})
     try:
         return _import(onnx, model, name)
+    except UsageError:
+        raise  # already names what is wrong (a ValueError too: not to be wrapped below)
     except (IndexError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"the ONNX model cannot be imported: {exc.__class__.__name__}: {str(exc)[:160]}") from None
 

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 from autotune.search_spaces.graphs import ops
 
 # The most elements a declared tensor may have (2^32: 16 GiB of fp32): a model file cannot make the
@@ -132,14 +132,16 @@ def with_input_shapes(model, shapes: dict[str, tuple[int, ...]]):
     inputs = {vi.name: vi for vi in out.graph.input if vi.name not in weights}
     for name, shape in shapes.items():
         if name not in inputs:
-            raise UsageError(f"--input-shape names {name!r}, which is not an input of the model; its inputs: "
+            raise UsageError(f"{argument('input_shapes', '--input-shape')} names {name!r}, which is not an input of "
+                             "the model; its inputs: "
                              f"{', '.join(inputs) or 'none'}")
         dims = inputs[name].type.tensor_type.shape.dim
+        given = argument(f"input_shapes[{name!r}]", f"--input-shape {name}")
         if len(dims) != len(shape):
-            raise UsageError(f"--input-shape {name}: the model's input has {len(dims)} dims, not {len(shape)}")
+            raise UsageError(f"{given}: the model's input has {len(dims)} dims, not {len(shape)}")
         for d, n in zip(dims, shape):
             if d.HasField("dim_value") and d.dim_value != n:
-                raise UsageError(f"--input-shape {name}: dim {d.dim_value} of the model is fixed, not {n}")
+                raise UsageError(f"{given}: dim {d.dim_value} of the model is fixed, not {n}")
             d.ClearField("dim_param")
             d.dim_value = n
     return out

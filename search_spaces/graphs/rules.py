@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autotune.errors import UsageError
+from autotune.errors import UsageError, did_you_mean
 from autotune.search_spaces.graphs.ir import Graph, Node
 
 
@@ -120,9 +120,10 @@ class Rule:
 
     @classmethod
     def from_json(cls, d: dict) -> Rule:
-        for c in d.get("conditions", []):
-            if c[0] not in PREDICATES:
-                raise UsageError(f"rule {d.get('name')!r}: unknown condition {c[0]!r}; valid: {', '.join(PREDICATES)}")
+        """The rule ``d`` describes; UsageError naming the rule and its first fault (:func:`rule_fault`)."""
+        fault = rule_fault(d)
+        if fault:
+            raise UsageError(f"rule {d.get('name') if isinstance(d, dict) else None!r}: {fault}")
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
     def to_json(self) -> dict:
@@ -278,13 +279,152 @@ def _frz(v):
     return tuple(v) if isinstance(v, list) else v
 
 
+#: the keys of a rule's JSON, of one op of its patterns, and those every rule must have
+RULE_KEYS = ("name", "source", "target", "outputs", "conditions", "provenance", "status", "neutral")
+NODE_KEYS = ("op", "in", "out", "attrs")
+REQUIRED_KEYS = ("name", "source", "target", "outputs")
+#: the status of rules read from a file: nothing this program did verified them (a rule the database
+#: already holds, proved or tested by `autotune rules generate` or built in, keeps its own row)
+FILE_STATUS = "unverified"
+
+
+def _onnx_op(op: str) -> bool:
+    """Whether ``op`` is a standard ONNX operator (a source pattern may match ops the IR keeps opaque)."""
+    try:
+        from onnx import defs
+    except ImportError:  # pragma: no cover - the graphs extra brings onnx
+        return True
+    return defs.has(op)
+
+
+def _known_ops() -> list[str]:
+    from autotune.search_spaces.graphs import ops
+
+    return sorted(ops.OPS)
+
+
+def _node_fault(part: str, j: int, pn) -> str | None:
+    """What is wrong with op pattern ``pn``, the ``j``-th of the rule's ``part`` (source or target), if anything."""
+    where = f"{part} op {j}"
+    if not isinstance(pn, dict):
+        return f"{where} is not a JSON object"
+    for k in pn:
+        if k not in NODE_KEYS:
+            return f"{where} has an unknown key {k!r}{did_you_mean(k, NODE_KEYS, n=1)}; valid: {', '.join(NODE_KEYS)}"
+    for k in ("op", "in", "out"):
+        if k not in pn:
+            return f"{where} has no {k!r}"
+    op = pn["op"]
+    if not isinstance(op, str) or not op:
+        return f"{where}: 'op' must be an operator name"
+    if not isinstance(pn["in"], list) or not all(isinstance(v, str) and v for v in pn["in"]):
+        return f"{where} ({op}): 'in' must be a list of variable names"
+    if not isinstance(pn["out"], list) or not pn["out"] or not all(isinstance(v, str) and v for v in pn["out"]):
+        return f"{where} ({op}): 'out' must be a non-empty list of variable names"
+    if not isinstance(pn.get("attrs", {}), (str, dict)):
+        return f"{where} ({op}): 'attrs' must be a variable name or an object"
+    known = _known_ops()
+    # a target op is built, so its shapes must be inferable; a source op may also be any ONNX op (kept opaque)
+    if op not in known and not _onnx_op(op):
+        return f"{where}: unknown op {op!r}{did_you_mean(op, known, n=1)}"
+    if op not in known and part == "target":
+        return f"{where}: {op!r} is not an op of the graph IR, which a target op must be (valid: {', '.join(known)})"
+    return None
+
+
+def rule_fault(d) -> str | None:
+    """The first thing wrong with rule JSON ``d`` (a missing or unknown key, an unknown op, condition or
+    function, a variable the target reads that nothing binds, an output that is no source output), or None."""
+    if not isinstance(d, dict):
+        return "a rule must be a JSON object"
+    for k in d:
+        if k not in RULE_KEYS:
+            return f"unknown key {k!r}{did_you_mean(k, RULE_KEYS, n=1)}; valid: {', '.join(RULE_KEYS)}"
+    for k in REQUIRED_KEYS:
+        if k not in d:
+            return f"missing key {k!r} (a rule has {', '.join(REQUIRED_KEYS)})"
+    if not isinstance(d["name"], str) or not d["name"]:
+        return "'name' must be a non-empty string"
+    for part in ("source", "target"):
+        if not isinstance(d[part], list) or (part == "source" and not d[part]):
+            return f"'{part}' must be a {'non-empty ' if part == 'source' else ''}list of op patterns"
+        for j, pn in enumerate(d[part], 1):
+            fault = _node_fault(part, j, pn)
+            if fault:
+                return fault
+    bound = {v for pn in d["source"] for v in pn["in"] + pn["out"]}
+    attr_vars = {pn["attrs"] for pn in d["source"] if isinstance(pn.get("attrs"), str)}
+    source_outs = {v for pn in d["source"] for v in pn["out"]}
+    made = set()
+    for j, pn in enumerate(d["target"], 1):
+        for v in pn["in"]:
+            if v not in bound and v not in made:
+                return f"target op {j} ({pn['op']}) reads {v!r}, which neither the source nor an earlier target op binds"
+        attrs = pn.get("attrs")
+        if isinstance(attrs, str) and attrs not in attr_vars:
+            return f"target op {j} ({pn['op']}): attrs {attrs!r} is no source op's attrs variable"
+        for k, v in (attrs.items() if isinstance(attrs, dict) else ()):
+            if isinstance(v, str) and "." in v and v.partition(".")[0] not in attr_vars:
+                return f"target op {j} ({pn['op']}): attribute {k!r} reads {v!r}, but no source op binds attrs {v.partition('.')[0]!r}"
+            if isinstance(v, dict) and v.get("fn") not in FUNCTIONS:
+                return (f"target op {j} ({pn['op']}): attribute {k!r} calls unknown function {v.get('fn')!r}; "
+                        f"valid: {', '.join(FUNCTIONS)}")
+            if isinstance(v, dict) and not isinstance(v.get("args", []), list):
+                return f"target op {j} ({pn['op']}): attribute {k!r}: 'args' must be a list"
+        made.update(pn["out"])
+    outputs = d["outputs"]
+    if not isinstance(outputs, dict) or not outputs:
+        return "'outputs' must map source outputs to target variables (an object, not empty)"
+    for src, tgt in outputs.items():
+        if src not in source_outs:
+            return f"outputs: {src!r} is not an output of a source op"
+        if not isinstance(tgt, str) or (tgt not in made and tgt not in bound):
+            return f"outputs: {src!r} maps to {tgt!r}, which neither the target nor the source binds"
+    conditions = d.get("conditions", [])
+    if not isinstance(conditions, list):
+        return "'conditions' must be a list"
+    for c in conditions:
+        if not isinstance(c, list) or not c or not isinstance(c[0], str):
+            return f"condition {c!r} must be a list: a predicate's name, then its arguments"
+        if c[0] not in PREDICATES:
+            return f"unknown condition {c[0]!r}; valid: {', '.join(PREDICATES)}"
+    return None
+
+
+def file_provenance(path: str) -> str:
+    """The provenance of rules read from the file ``path``: ``file:PATH`` (its end, within the 100 characters
+    the database keeps)."""
+    text = f"file:{path}"
+    return text if len(text) <= 100 else "file:..." + text[-92:]
+
+
 def load_rules(path: str) -> list[Rule]:
+    """The rules of a JSON file (a list of rules, or ``{"rules": [...]}`` as `autotune rules generate -o`
+    writes); UsageError naming the file, the rule and its fault. Their provenance is the file
+    (:func:`file_provenance`) and their status ``FILE_STATUS``, whatever the file says: a claim such as
+    "proved" in a file is not a proof."""
     try:
         with open(path) as f:
             data = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read rules file {path!r}: {exc}") from None
-    return [Rule.from_json(d) for d in (data["rules"] if isinstance(data, dict) else data)]
+    except OSError as exc:
+        raise UsageError(f"cannot read rules file {path!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"rules file {path!r} is not valid JSON: {exc}") from None
+    items = data.get("rules") if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise UsageError(f"rules file {path!r}: expected a list of rules or {{\"rules\": [...]}}")
+    out, names = [], set()
+    for i, d in enumerate(items, 1):
+        name = d.get("name") if isinstance(d, dict) else None
+        where = f"rules file {path!r}, rule {i}" + (f" ({name!r})" if isinstance(name, str) else "")
+        fault = rule_fault(d)
+        if fault is None and name in names:
+            fault = "its name is given twice (names identify rewrites)"
+        if fault:
+            raise UsageError(f"{where}: {fault}")
+        names.add(name)
+        out.append(Rule.from_json({**d, "provenance": file_provenance(path), "status": FILE_STATUS}))
+    return out
 
 
 def save_rules(rules, path: str) -> None:

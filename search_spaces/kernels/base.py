@@ -3,7 +3,9 @@
 A template is one kernel for one problem shape and one target ("cpu" or "cuda").
 It offers a knob space (``space()``), code generation from validated knob values
 (``source(config)``: plain C or CUDA C text), a numpy reference with its tolerance,
-FLOP and byte counts and a default configuration (the untuned baseline).
+FLOP and byte counts and a default configuration (the untuned baseline). Its inputs
+(``make_inputs``) are made only for a shape that fits in memory (``check_memory``): a
+larger one is a UsageError giving the memory it needs.
 
 Generated code only ever receives validated integers or enumerated choices: every
 configuration goes through ``self.validate`` (the knob space) before any text is made.
@@ -16,6 +18,7 @@ The calling convention, shared with the runners:
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import ClassVar
@@ -64,6 +67,24 @@ def parse_shape(shape: Mapping | str, names: tuple[str, ...], optional: Mapping[
             raise UsageError(f"shape value {n}={v} must be positive")
         result[n] = v
     return result
+
+
+def physical_memory() -> int | None:
+    """This machine's physical memory in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes in binary units: '512 B', '3.6 TiB'."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
 
 
 def _read(path: str) -> str:
@@ -187,7 +208,33 @@ class KernelTemplate:
         cfg = self.validate(config)
         return self.c_source(cfg) if self.target == "cpu" else self.cuda_source(cfg)
 
+    def memory_needed(self) -> dict[str, int]:
+        """Bytes a measurement of this shape holds at once: ``host`` (the float32 inputs and output, and
+        the float64 reference numpy computes from float64 copies of the inputs) and ``device`` (on a
+        GPU: the float32 inputs and output)."""
+        elements = sum(math.prod(s) for s in self.input_shapes()) + math.prod(self.output_shape())
+        return {"host": 4 * elements + 8 * elements, "device": 4 * elements}
+
+    def check_memory(self, host_bytes: int | None = None) -> None:
+        """UsageError, giving the memory the shape needs, when it is more than this machine's memory
+        (``host_bytes``, default: its physical memory) or, for CUDA, the GPU's (``memory_bytes`` of the
+        device properties)."""
+        need = self.memory_needed()
+        shape = ",".join(f"{k}={v}" for k, v in self.shape.items())
+        have = host_bytes if host_bytes is not None else physical_memory()
+        if have and need["host"] > have:
+            raise UsageError(f"the {self.name} shape {shape} needs {format_bytes(need['host'])} of memory (its float32 "
+                             f"inputs and output, {format_bytes(need['device'])}, and their float64 reference), more than "
+                             f"this machine's {format_bytes(have)}; choose a smaller shape")
+        gpu = self.props.get("memory_bytes") if self.target == "cuda" else None
+        if gpu and need["device"] > int(gpu):
+            raise UsageError(f"the {self.name} shape {shape} needs {format_bytes(need['device'])} of GPU memory for its "
+                             f"float32 inputs and output, more than the GPU's {format_bytes(int(gpu))}; choose a "
+                             "smaller shape")
+
     def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """The random float32 inputs (UsageError first when the shape does not fit in memory: check_memory)."""
+        self.check_memory()
         rng = np.random.default_rng(seed)
         return [rng.standard_normal(s, dtype=np.float32) for s in self.input_shapes()]
 

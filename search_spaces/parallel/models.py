@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 from autotune.search_spaces.parallel.flexflow_models import dlrm, inception_v3, mlp, nmt, resnet101, rnnlm
 from autotune.search_spaces.parallel.graph import Builder, Graph
 
@@ -292,7 +292,11 @@ def default_batch(name: str) -> int | None:
     return DEFAULT_BATCH.get(name.partition(":")[0], 32) if ":" in name else DEFAULT_BATCH.get(name)
 
 
-def get_model(name: str, batch: int | None = None) -> Graph:
+def get_model(name: str, batch: int | None = None, input_shapes: dict | None = None) -> Graph:
+    """The training graph of a built-in model, a shaped transformer, an ONNX file or a JSON graph file, at
+    ``batch`` (default: the model's); ``input_shapes``: static shapes of an ONNX model's dynamic inputs."""
+    if input_shapes and not name.endswith(".onnx"):
+        raise UsageError(f"{argument('input_shapes', '--input-shape')} applies to ONNX models, not {name!r}")
     if ":" in name and not name.endswith((".onnx", ".json")):
         b = default_batch(name) if batch is None else int(batch)
         if b < 1:
@@ -303,7 +307,7 @@ def get_model(name: str, batch: int | None = None) -> Graph:
             raise UsageError(f"model file {name!r} does not exist")
         from autotune.search_spaces.parallel.onnx_import import load_onnx
 
-        return load_onnx(name, batch)
+        return load_onnx(name, batch, input_shapes)
     if name.endswith(".json"):
         if not os.path.exists(name):
             raise UsageError(f"model file {name!r} does not exist")

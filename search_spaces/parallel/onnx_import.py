@@ -5,7 +5,8 @@ attribute and reduction dims; a MatMul of two activations (attention) splits alo
 batch and head axes; elementwise ops, pools and normalisations keep the axes of their
 output (the normalised axis whole); shape-changing ops (Reshape, Transpose, Gather...)
 keep only the batch axis partitionable. The leading axis of every activation carries the
-batch: ``batch`` rescales it (the ONNX file's own batch is the default).
+batch: ``batch`` rescales it (the ONNX file's own batch is the default). The file's batch is the first
+dimension of its first input that is not a scalar (:func:`batch_input`).
 """
 
 from __future__ import annotations
@@ -22,16 +23,34 @@ POOLS = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Resize
 LAST_AXIS = {"Softmax", "LayerNormalization", "LogSoftmax", "ReduceMean", "ReduceSum"}
 
 
-def load_onnx(path: str, batch: int | None = None) -> Graph:
+def batch_input(inputs: dict, path: str) -> tuple[str, int]:
+    """(name, batch) of the input that carries a model's batch: the first input that is not a scalar, whose
+    first dimension is the batch (scalar inputs, such as a temperature or a step, have none); UsageError
+    when every input is a scalar or that dimension is 0."""
+    name = next((k for k, (s, _) in inputs.items() if len(s) >= 1), None)
+    if name is None:
+        raise UsageError(f"cannot find the batch of ONNX model {path!r}: it has no input that is not a scalar "
+                         f"(the batch is the first dimension of such an input)")
+    b0 = int(inputs[name][0][0])
+    if b0 < 1:
+        raise UsageError(f"cannot find the batch of ONNX model {path!r}: the first dimension of its input "
+                         f"{name!r} is {b0}")
+    return name, b0
+
+
+def load_onnx(path: str, batch: int | None = None, input_shapes: dict | None = None) -> Graph:
+    """The training graph of the ONNX model at ``path`` at batch ``batch`` (default: the model's own, see
+    :func:`batch_input`); ``input_shapes``: static shapes of inputs with dynamic axes, as ``tune graph``
+    takes them (see :func:`autotune.search_spaces.graphs.onnx_prepare.with_input_shapes`)."""
     try:
         from autotune.search_spaces.graphs.onnx_io import from_onnx
     except ImportError as exc:  # pragma: no cover - depends on the graphs extra
         raise UsageError(f"ONNX models need the graphs extra (pip install 'autotune[graphs]'): {exc}") from None
-    ig = from_onnx(path)
+    ig = from_onnx(path, input_shapes=input_shapes)
     if not ig.inputs:
         raise UsageError(f"ONNX model {path!r} has no inputs")
-    b0 = next(iter(ig.inputs.values()))[0][0]
-    B = int(batch) if batch else int(b0)
+    _, b0 = batch_input(ig.inputs, path)
+    B = int(batch) if batch else b0
     if B < 1:
         raise UsageError(f"batch must be positive, got {B}")
 
@@ -70,7 +89,10 @@ def load_onnx(path: str, batch: int | None = None) -> Graph:
     for op in g.ops:
         op.inputs = [(op_of[src], axes) for src, axes in op.inputs]
     _mark_layers(g.ops)
-    return g.build()
+    graph = g.build()
+    if input_shapes:  # part of the task: the same model at other shapes is another search
+        graph.meta["input_shapes"] = {k: list(v) for k, v in sorted(input_shapes.items())}
+    return graph
 
 
 # a repeated block in the tensor names exporters write: GPT-2's "/h.0/", BERT's "/layer.0/", Llama's

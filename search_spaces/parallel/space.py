@@ -90,7 +90,9 @@ class StrategySpace(Space):
         self.task = Task("parallel", f"{graph.name}@{cluster.name}",
                          {"model": graph.name, "cluster": cluster.name, "batch": graph.batch * microbatches,
                           "devices": self.D, **({"microbatches": microbatches} if microbatches > 1 else {}),
-                          **({"recompute": self.recompute or "full"} if graph.recompute else {})})
+                          **({"recompute": self.recompute or "full"} if graph.recompute else {}),
+                          # an ONNX model at other input shapes is another task (never its campaign resumed)
+                          **({"input_shapes": graph.meta["input_shapes"]} if graph.meta.get("input_shapes") else {})})
         self.neighbors: list[list[int]] = [[] for _ in graph.ops]
         for p, c, _ in graph.edges:
             self.neighbors[p].append(c)

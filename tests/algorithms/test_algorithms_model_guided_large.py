@@ -117,3 +117,17 @@ def test_the_inner_search_is_told_the_first_members_scores_and_its_proposals_car
 
     assert follows(model.predict_members(X, slice(0, 1))[0])
     assert not follows(model.predict_members(X).mean(axis=0))  # the members' mean would order them otherwise
+
+
+@pytest.mark.parametrize("options", [{"score_all": 8}, {"score_all": 40, "sample": 8}])
+def test_a_sample_every_point_of_which_was_measured_leaves_the_inner_searchs_proposals(options):
+    """A sample smaller than the measurements (score_all or sample below the budget, e.g. 8): once every
+    sampled point was seen, the model's slots are the inner search's proposals alone and the search goes on
+    (the sample's empty scores were stacked beside the proposals' and the ask crashed)."""
+    space = small_knob_space()  # 57 points, above the sample
+    algo = make_guided("evolutionary", init=8, retrain_every=4, large="both", pool=32, inner_batch=8,
+                       cost_model_options={"min_samples": 4, "rounds": 5}, **options)
+    keys = drive(algo, space, FakeRunner(space), seed=0, steps=6, batch=8)
+    listed = {c.key for c in algo._all}
+    assert len(listed) == 8 and listed <= set(keys)  # the sample was used up...
+    assert len(keys) == 48 == len(set(keys))  # ...and every batch was still filled, never twice the same point

@@ -1,13 +1,14 @@
 """taso-queue beyond the parametrised conformance suite (tests/algorithms/test_conformance.py runs it on the
-knob space and the rewrite space, plain and model-guided): TASO's order, alpha, exhaustion, resume."""
+rewrite space, plain and model-guided): TASO's order, alpha, exhaustion, resume, and the refusal of a knob space."""
 
 import json
-import math
 
 import numpy as np
+import pytest
 
 from autotune.algorithms.registry import make_algorithm
 from autotune.algorithms.taso_queue import TasoQueue
+from autotune.errors import UsageError
 from autotune.testing.algorithms import drive
 from autotune.testing.fakes import FakeRewriteSpace, FakeRunner, small_knob_space
 
@@ -96,10 +97,13 @@ def drive_on(algo, space, runner, steps, batch):
     return keys
 
 
-def test_on_a_tree_space_it_skips_partial_children():
-    """On a knob space children are partial points: only complete points are ever proposed."""
-    space = small_knob_space()
-    algo = make_algorithm("taso-queue").bind(space, np.random.default_rng(0))
-    told = _run(algo, space, FakeRunner(space))
-    assert [m.candidate.key for m in told] == [space.initial().key]
-    assert all(space.contains(m.candidate) for m in told) and math.isfinite(told[0].objective)
+def test_a_knob_space_is_refused_naming_the_spaces_it_searches():
+    """A knob space's children are partial points of a tree, none a rewrite: the search would propose the
+    default point and stop, so binding refuses the space (before a campaign stores anything)."""
+    algo = make_algorithm("taso-queue")
+    with pytest.raises(UsageError) as err:
+        algo.bind(small_knob_space(), np.random.default_rng(0))
+    assert str(err.value) == ("algorithm 'taso-queue' searches graph spaces only (tune graph): it needs a space with "
+                              "rewrites (children that are complete points), and KnobSpace offers sample, neighbor, "
+                              "crossover, children, enumerate, knobs")
+    assert algo.space is None

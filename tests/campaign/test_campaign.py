@@ -111,6 +111,32 @@ def test_time_budget_stops_the_run(sqlite_url, replay):
     assert res.status == "time-budget" and 0 < res.trials <= 100 and res.wall_s >= 2.0
 
 
+class SlowFake(FakeRunner):
+    """A plain runner whose measurements take 0.3 s each, one after another."""
+
+    def measure(self, task, candidates):
+        out = []
+        for c in candidates:
+            time.sleep(0.3)
+            out += super().measure(task, [c])
+        return out
+
+
+def test_time_budget_holds_within_one_measurement_not_one_batch(sqlite_url):
+    """A batch of 8 slow measurements starts none past the budget; those made are all stored."""
+    space = small_knob_space()
+    db = open_database(sqlite_url)
+    t0 = time.perf_counter()
+    res = Campaign("tb", space, "random", SlowFake(space), db, time_budget=0.5, batch=8, seed=3).run()
+    elapsed = time.perf_counter() - t0
+    assert res.status == "time-budget" and 1 <= res.trials <= 3, res.trials  # not the whole batch of 8
+    assert elapsed < 0.5 + 0.3 + 1.0  # the budget, one measurement, and slack for a loaded machine
+    assert len(queries.trials(db, campaign="tb")) == res.trials
+    assert db.pending_keys(db.campaign("tb").id) == {}  # the batch's unstarted candidates are given back
+    again = Campaign("tb", space, "random", SlowFake(space), db, trials=res.trials + 2, batch=8, seed=3).run()
+    assert again.trials == res.trials + 2  # resumes, measuring what was left unstarted as any other point
+
+
 def test_simulated_budget(sqlite_url, replay):
     space, runner = replay
     res = Campaign("s", space, "random", runner, open_database(sqlite_url), simulated_budget=10.0, batch=1).run()

@@ -27,7 +27,8 @@ def test_an_algorithm_the_space_cannot_serve_is_refused_before_the_campaign_open
     space = StrategySpace(graph, cluster)
     runner = SimulatorRunner(graph, cluster, space)
     db = open_database(sqlite_url)
-    with pytest.raises(UsageError, match="'backtracking' needs a space with children; StrategySpace offers"):
+    with pytest.raises(UsageError, match="'backtracking' searches knob spaces .* and graph spaces .*: it needs a space with children, and "
+                                        "StrategySpace offers"):
         Campaign("tree", space, "backtracking", runner, db, trials=10)
     assert queries.campaigns(db).empty and runner.sim.simulations == 0
 

@@ -143,6 +143,31 @@ def test_resume_commands_of_each_kind():
     assert resume_command("s", None) == "rerun the same command with --campaign s"
 
 
+def test_resume_commands_of_graph_and_parallel_campaigns():
+    """`tune graph` and `tune parallel` are spelled with their own defaults left out, their input shapes and
+    the files they write; a recipe the command line cannot spell (no output model, a threads count) says
+    to rerun the command or run a worker."""
+    graph = {"kind": "graph", "args": {
+        "model": "my model.onnx", "device": "cpu", "algorithm": "mcmc", "alpha": None, "trials": 3000, "time_budget": 45,
+        "seed": 0, "batch": 8, "rules_file": "r.json", "max_measure": 400, "rounds": 25, "threads": 1, "fusion": None,
+        "tolerance": 1e-3, "options": {"t0": 0.2}, "input_shapes": {"input_ids": [1, 128]}},
+        "files": {"output": "out.onnx"}}
+    assert resume_command("g1", graph) == (
+        "autotune tune graph 'my model.onnx' --algorithm mcmc --trials 3000 --time-budget 45 --batch 8 --rules r.json "
+        "-o out.onnx --input-shape input_ids=1x128 --option t0=0.2 --campaign g1")
+    no_output = {**graph, "files": {}}
+    threads = {**graph, "args": {**graph["args"], "threads": 4}}
+    for recipe in (no_output, threads):
+        assert resume_command("g1", recipe) == "rerun the same command with --campaign g1 (or: autotune worker --campaign g1)"
+    parallel = {"kind": "parallel", "args": {
+        "model": "nmt", "cluster": "p100-4x4", "batch": 8, "algorithm": "mcmc", "trials": 1000, "seed": 0,
+        "time_budget": None, "options": {}, "microbatches": 1, "measured_db": "sqlite:///m.db", "measured_device": None},
+        "files": {"output": "s.json", "timeline": "t.png"}}
+    assert resume_command("p1", parallel) == (
+        "autotune tune parallel --model nmt --cluster p100-4x4 --batch 8 --trials 1000 --measured-db sqlite:///m.db "
+        "-o s.json --timeline t.png --campaign p1")
+
+
 def test_a_resume_command_never_prints_a_password_and_runs_with_autotune_db(monkeypatch, tmp_path):
     from types import SimpleNamespace
 

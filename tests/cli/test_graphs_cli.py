@@ -124,10 +124,10 @@ def test_optimize_graph_predicts_beyond_the_measurement_cap(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--status", "bogus"], "unknown status 'bogus'; valid: hand-written, proved, tested"),
-    (["--status", "prooved"], "unknown status 'prooved'; valid: hand-written, proved, tested (did you mean 'proved'?)"),
+    (["--status", "bogus"], "unknown status 'bogus'; valid: hand-written, proved, tested, unverified"),
+    (["--status", "prooved"], "unknown status 'prooved'; valid: hand-written, proved, tested, unverified (did you mean 'proved'?)"),
     (["--provenance", "bultin"], "(did you mean 'builtin'?)"),
-    (["--provenance", "nothing-like-it"], "unknown provenance 'nothing-like-it'; valid: builtin, generated"),
+    (["--provenance", "nothing-like-it"], "unknown provenance 'nothing-like-it'; valid: builtin, file, generated"),
     (["--format", "jsn"], "unknown format 'jsn'; valid: table, csv, json (did you mean 'json'?)"),
 ])
 def test_rules_list_refuses_unknown_choices_naming_the_closest(tmp_path, args, message):
@@ -209,3 +209,130 @@ def test_tune_graph_by_equality_saturation_is_logged_and_resumes(tmp_path, monke
     assert len(queries.trials(open_database(db), campaign=d["campaign"])) == 2
     d2 = json.loads(CliRunner().invoke(app, args).stdout)
     assert d2["resumed"] and d2["campaign"] == d["campaign"] and d2["best_config"] == d["best_config"]
+
+
+def test_ctrl_c_prints_a_command_that_resumes_the_campaign(tmp_path, monkeypatch):
+    """Ctrl-C mid-search: exit 130 and a `tune graph` command (its model, -o, rules file, input shape and options)
+    that, run as printed, resumes the same campaign to its budget and writes the output model."""
+    import re
+    import shlex
+
+    from autotune.db import open_database
+    from autotune.runners.graph import BACKENDS, GraphCostRunner
+    from autotune.testing.graphs import fake_backend
+
+    class Interrupting(GraphCostRunner):  # Ctrl-C at the 4th batch of graphs (a fake: for this test only)
+        calls = 0
+
+        def measure(self, task, candidates):
+            Interrupting.calls += 1
+            if Interrupting.calls > 3:
+                raise KeyboardInterrupt
+            return super().measure(task, candidates)
+
+    monkeypatch.setitem(BACKENDS, "fake", fake_backend)  # op costs as a fixed function of each op
+    src, out, url = tmp_path / "m.onnx", tmp_path / "out model.onnx", f"sqlite:///{tmp_path / 'g.db'}"
+    onnx.save(model_zoo.build("nasrnn", small=True), src)
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps([_RELU_TWICE]))
+    args = ["tune", "graph", str(src), "-o", str(out), "--device", "fake", "--trials", "40", "--batch", "8",
+            "--rounds", "3", "--rules", str(rules), "--input-shape", "x0=1x16", "--option", "alpha=1.1",
+            "--db", url, "--no-progress"]
+    with monkeypatch.context() as m:
+        m.setattr("autotune.drivers.graph.GraphCostRunner", Interrupting)
+        r = CliRunner().invoke(app, args)
+    assert r.exit_code == 130, r.output
+    line = [x for x in r.stderr.splitlines() if x.startswith("interrupted: ")][-1]
+    stored = int(re.match(r"interrupted: (\d+) trials stored; resume with: autotune tune graph ", line).group(1))
+    command = shlex.split(line.split("resume with: ", 1)[1])
+    assert command[3] == str(src) and command[command.index("-o") + 1] == str(out)
+    assert {"alpha=1.1", "x0=1x16", str(rules), "fake"} <= set(command)
+    name = command[command.index("--campaign") + 1]
+    db = open_database(url)
+    assert db.campaign(name).status == "interrupted" and 0 < stored < 40 and not out.exists()
+    d = json.loads(CliRunner().invoke(app, command[1:] + ["--json"]).stdout.splitlines()[-1])
+    assert d["campaign"] == name and d["resumed"] and d["trials"] == 40 and db.campaign(name).status == "finished"
+    assert out.exists()
+    db.close()
+
+
+def test_ctrl_c_in_the_end_to_end_check_prints_a_command_that_resumes_the_campaign(tmp_path, monkeypatch):
+    """Ctrl-C after the search, while the best graph is checked end to end: the search is stored, and the command
+    printed resumes the finished campaign (nothing more is searched), checks it and writes the output model."""
+    import shlex
+
+    from autotune.runners.graph import BACKENDS
+    from autotune.testing.graphs import fake_backend
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(BACKENDS, "fake", fake_backend)
+    src, out, url = tmp_path / "m.onnx", tmp_path / "o.onnx", f"sqlite:///{tmp_path / 'g.db'}"
+    onnx.save(model_zoo.build("nasrnn", small=True), src)
+    args = ["tune", "graph", str(src), "-o", str(out), "--device", "fake", "--trials", "16", "--batch", "8",
+            "--rounds", "3", "--db", url, "--no-progress"]
+    with monkeypatch.context() as m:
+        m.setattr("autotune.drivers.graph.finalize", interrupted)
+        r = CliRunner().invoke(app, args)
+    assert r.exit_code == 130, r.output
+    prefix = "interrupted: 16 trials stored, the end-to-end check not done; resume with: autotune tune graph "
+    line = [x for x in r.stderr.splitlines() if x.startswith("interrupted: ")][-1]
+    assert line.startswith(prefix) and not out.exists()
+    command = shlex.split(line.split("resume with: ", 1)[1])
+    d = json.loads(CliRunner().invoke(app, command[1:] + ["--json"]).stdout.splitlines()[-1])
+    assert d["resumed"] and d["trials"] == 16 and d["status"] == "finished" and out.exists()
+
+
+_RELU_TWICE = {"name": "relu_twice", "source": [{"op": "Relu", "in": ["x"], "out": ["a"]},
+                                               {"op": "Relu", "in": ["a"], "out": ["y"]}],
+               "target": [{"op": "Relu", "in": ["x"], "out": ["y2"]}], "outputs": {"y": "y2"}}
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"rules": [{"name": "r", "source": [', "is not valid JSON: "),
+    (json.dumps([{**_RELU_TWICE, "target": [{"op": "Reluu", "in": ["x"], "out": ["y2"]}]}]),
+     "rule 1 ('relu_twice'): target op 1: unknown op 'Reluu' (did you mean 'Relu'?)"),
+    (json.dumps({"rules": [{k: v for k, v in _RELU_TWICE.items() if k != "target"}]}),
+     "rule 1 ('relu_twice'): missing key 'target'"),
+])
+def test_a_bad_rules_file_exits_2_naming_the_file_and_the_fault(tmp_path, text, message):
+    src, rules = tmp_path / "m.onnx", tmp_path / "my rules.json"
+    onnx.save(model_zoo.build("nasrnn", small=True), src)
+    rules.write_text(text)
+    r = CliRunner().invoke(app, ["tune", "graph", str(src), "-o", str(tmp_path / "o.onnx"), "--rules", str(rules),
+                                 "--db", f"sqlite:///{tmp_path / 'g.db'}"])
+    assert r.exit_code == 2 and r.stdout == "" and len(r.stderr.splitlines()) == 1, r.output
+    assert r.stderr.startswith(f"error: rules file {str(rules)!r}") and message in r.stderr
+    assert not (tmp_path / "g.db").exists()  # refused before any work
+
+
+def test_rules_from_a_file_are_stored_as_the_files_and_unverified_whatever_it_claims(tmp_path):
+    """A file's rule that says it is built in and proved is stored with the file as its provenance, unverified;
+    a rule the database already holds (built in, or proved by `rules generate`) keeps its own row."""
+    from autotune.db import open_database, queries
+    from autotune.search_spaces.graphs.builtin_rules import builtin_rules
+    from autotune.search_spaces.graphs.rules import Rule
+
+    src, rules, db = tmp_path / "m.onnx", tmp_path / "rules.json", f"sqlite:///{tmp_path / 'g.db'}"
+    onnx.save(model_zoo.build("nasrnn", small=True), src)
+    proved_elsewhere = {**_RELU_TWICE, "name": "relu_thrice", "source": _RELU_TWICE["source"] + [
+        {"op": "Relu", "in": ["y"], "out": ["z"]}], "outputs": {"z": "y2"}}
+    database = open_database(db)
+    database.save_rules([{**proved_elsewhere, "provenance": "generated:elementwise", "status": "proved",
+                          "key": Rule.from_json(proved_elsewhere).key}])
+    builtin = next(r for r in builtin_rules() if hasattr(r, "source")).to_json()
+    claims = [{**_RELU_TWICE, "provenance": "builtin", "status": "proved"},
+              {**proved_elsewhere, "status": "proved"}, {**builtin, "name": "copy_of_a_builtin"}]
+    rules.write_text(json.dumps({"rules": claims}))
+    r = CliRunner().invoke(app, ["tune", "graph", str(src), "-o", str(tmp_path / "o.onnx"), "--rules", str(rules),
+                                 "--trials", "5", "--rounds", "3", "--db", db])
+    assert r.exit_code == 0, r.output
+    stored = queries.rules(database).set_index("name")
+    assert stored.loc["relu_twice", ["provenance", "status"]].tolist() == [f"file:{rules}", "unverified"]
+    assert stored.loc["relu_thrice", ["provenance", "status"]].tolist() == ["generated:elementwise", "proved"]
+    assert "copy_of_a_builtin" not in stored.index and stored.loc[builtin["name"], "provenance"] == "builtin"
+    r = CliRunner().invoke(app, ["rules", "list", "--status", "unverified", "--provenance", "file", "--format", "json",
+                                 "--db", db])
+    assert [x["name"] for x in json.loads(r.stdout)] == ["relu_twice"]
+    database.close()

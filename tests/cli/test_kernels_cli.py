@@ -51,6 +51,8 @@ def test_tune_kernel_json_resume_and_source(url, tmp_path):
     (("gemm", "--shape", "8,8,8", "--backend", "foo"), "unknown CUDA backend 'foo'"),
     (("gemm", "--shape", "8,8,8", "--ray-actors", 2), "--ray-actors needs --ray"),
     (("gemm", "--shape", "8,8,8", "--seed", -1), "seed must be a whole number >= 0"),
+    (("gemm", "--shape", "1000000,1000000,1000000"), "needs 32.7 TiB of memory"),
+    (("softmax", "--shape", "1000000,1000000"), "choose a smaller shape"),
 ])
 def test_bad_input_exits_2_with_one_sentence(url, args, word):
     r = run("tune", "kernel", *args, "--trials", 2, "--db", url, "--no-progress")

@@ -4,6 +4,7 @@ silent guess or an empty table; a case-only difference and a unique key prefix r
 from __future__ import annotations
 
 import json
+import pickle
 
 import pytest
 from typer.testing import CliRunner
@@ -200,3 +201,79 @@ def test_export_to_stdout_and_a_failed_export_keeps_the_file_there(recorded, tmp
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
     r = run("export", "-o", "-", "--device", NAMES["ampere"], "--db", url)
     assert r.exit_code == 0 and r.stdout.encode() == before and not (tmp_path / "-").exists()
+
+
+# -- a task name that several tasks share ---------------------------------------------------------
+
+@pytest.fixture
+def shared_name(tmp_path):
+    """Two tasks named 'scale' (one kernel tuned at n=1024 and at n=4096) on one device, each with a
+    campaign of 3 trials, and the costs of the 4096 one 4x the 1024 one's."""
+    from autotune.types import Candidate, Device, Measurement, Status, Task
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    db = open_database(url)
+    dev = Device("Synthetic GPU", "cuda", {"model": "Synthetic GPU"})
+    tasks = [Task("kernel", "scale", {"n": n, "dtype": "float32"}) for n in (1024, 4096)]
+    try:
+        for t in tasks:
+            row, _ = db.open_campaign(f"scale-{t.params['n']}", t, dev, "random", {})
+            ms = [Measurement(Candidate({"block": b}), Status.OK, times=[t.params["n"] * 1e-6 / b]) for b in (32, 64, 128)]
+            db.record_batch(db.task_id(t), db.device_id(dev), row.id, ms)
+    finally:
+        db.close()
+    return url, tasks
+
+
+@pytest.mark.parametrize("args", [
+    ["trials"], ["trials", "--all"], ["trials", "--top", "1"], ["campaigns"], ["campaigns", "list"], ["best"],
+    ["models"], ["export", "-o", "-"], ["export-configs"], ["devices", "--similar-to", "Synthetic GPU"],
+])
+@pytest.mark.parametrize("name", ["scale", "SCALE"])
+def test_a_task_name_several_tasks_share_is_refused_naming_their_keys(shared_name, args, name):
+    """Every command taking --task refuses a name two tasks share (a case-only spelling of it too), naming
+    their keys and what tells them apart, instead of answering for both at once."""
+    url, tasks = shared_name
+    r = run(*args, "--task", name, "--db", url)
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert r.stderr.strip() == (f"error: task name 'scale' matches several tasks ({tasks[0].key} (kernel, n=1024); "
+                                f"{tasks[1].key} (kernel, n=4096)); give the task key")
+
+
+def test_a_task_key_picks_one_of_the_tasks_that_share_a_name(shared_name):
+    url, tasks = shared_name
+    for t in tasks:
+        for given in (t.key, t.key[:8]):
+            rows = json.loads(run("trials", "--task", given, "--all", "--format", "json", "--db", url).stdout)
+            assert len(rows) == 3 and {r["task_key"] for r in rows} == {t.key}, given
+        rows = json.loads(run("campaigns", "--task", t.key, "--format", "json", "--db", url).stdout)
+        assert [c["campaign"] for c in rows] == [f"scale-{t.params['n']}"]
+        rows = json.loads(run("best", "--task", t.key, "--format", "json", "--db", url).stdout)
+        assert [r["task_key"] for r in rows] == [t.key]
+        lines = run("export", "-o", "-", "--task", t.key, "--db", url).stdout.splitlines()
+        assert len(lines) == 3 and {json.loads(x)["task"]["key"] for x in lines} == {t.key}
+
+
+def test_the_queries_refuse_a_shared_task_name_too(shared_name):
+    """The Python API's queries (autotune.queries) never merge two tasks' trials either."""
+    from autotune.db import queries
+    from autotune.db.logs import export_lines
+    from autotune.db.names import Ambiguous
+
+    url, tasks = shared_name
+    db = open_database(url)
+    try:
+        for call in (lambda: queries.trials(db, task="scale"), lambda: queries.count_trials(db, task="scale"),
+                     lambda: next(queries.trial_pages(db, task="scale")), lambda: queries.best(db, task="scale"),
+                     lambda: queries.cost_models(db, task="scale"), lambda: list(export_lines(db, task="scale")),
+                     lambda: resolve(db, "task", "Scale")):
+            with pytest.raises(Ambiguous) as err:
+                call()
+            assert err.value.candidates == [t.key for t in tasks]
+        again = pickle.loads(pickle.dumps(err.value))  # whole, as a Ray task hands it back
+        assert str(again) == str(err.value) and again.candidates == err.value.candidates
+        assert set(queries.trials(db, task=tasks[1].key)["task_key"]) == {tasks[1].key}
+        assert queries.count_trials(db, task=tasks[0].key) == 3
+        assert queries.trials(db, task="no such task").empty  # the Python API's unknown name: nothing, as before
+    finally:
+        db.close()

@@ -364,3 +364,97 @@ def test_the_deepspeed_preset_runs_and_predicts_longer_steps_than_the_megatron_l
     best = st.from_json(g, ds["best"]["strategy"], cl.devices)
     assert ds["best"]["iteration_s"] == pytest.approx(simulated(g, cl, best, m, z, pf), rel=1e-9)
     assert simulated(g, get_cluster("dgx-a100-x1"), best, m, z, pf) < ds["best"]["iteration_s"]
+
+
+def _onnx_model(path, x_shape, scalar_first=False):
+    """x (``x_shape``) through a MatMul and a Relu; with ``scalar_first`` a scalar input before x scales it."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
+    if scalar_first:
+        inputs.insert(0, helper.make_tensor_value_info("scale", TensorProto.FLOAT, []))
+        nodes[1:] = [helper.make_node("Mul", ["h", "scale"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    graph = helper.make_graph(nodes, "tiny", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_an_onnx_models_batch_is_its_first_non_scalar_inputs_and_input_shape_fixes_a_symbolic_one(tmp_path):
+    """A scalar first input crashes nothing: the batch is x's. A symbolic batch is refused naming the
+    --input-shape that fixes it (the option and parser of tune graph), and each shape is a campaign of its own."""
+    out = last_json(run("--model", _onnx_model(tmp_path / "s.onnx", [4, 16], scalar_first=True), "--cluster",
+                        "p100-4x4", "--trials", 3, "--json"))
+    assert out["batch"] == 4 and out["best"]["iteration_s"] > 0
+    dynamic = _onnx_model(tmp_path / "d.onnx", ["N", 16])
+    r = run("--model", dynamic, "--cluster", "p100-4x4", "--trials", 3)
+    assert r.exit_code == 2 and r.stderr == "error: input 'x' has a symbolic dimension 'N'; give it with --input-shape x=Nx16\n"
+    at8 = last_json(run("--model", dynamic, "--cluster", "p100-4x4", "--trials", 3, "--input-shape", "x=8x16", "--json"))
+    at16 = last_json(run("--model", dynamic, "--cluster", "p100-4x4", "--trials", 3, "--input-shape", "x=16x16", "--json"))
+    assert (at8["batch"], at16["batch"]) == (8, 16) and at8["campaign"] != at16["campaign"]
+    for args, msg in ((("--input-shape", "x=8"), "--input-shape x: the model's input has 2 dims, not 1"),
+                      (("--input-shape", "x=8by16"), "--input-shape 'x=8by16': give NAME=DIMS"),
+                      (("--input-shape", "y=8x16"), "--input-shape names 'y', which is not an input of the model")):
+        r = run("--model", dynamic, "--cluster", "p100-4x4", "--trials", 3, *args)
+        assert r.exit_code == 2 and r.stderr.startswith(f"error: {msg}") and len(r.stderr.splitlines()) == 1
+    r = run("--model", "nmt", "--cluster", "p100-4x4", "--input-shape", "x=8x16")
+    assert r.exit_code == 2 and r.stderr == "error: --input-shape applies to ONNX models, not 'nmt'\n"
+
+
+def test_a_batch_data_parallelism_cannot_split_is_compared_with_what_data_parallelism_runs():
+    """Batch 7 on 16 devices: data parallelism runs on one device, so the speed-up is over one device; batch 12
+    splits 4 ways; batch 64 over every device is the plain comparison."""
+    r = run("--model", "nmt", "--cluster", "p100-4x4", "--batch", 7, "--trials", 3)
+    assert r.exit_code == 0, r.output
+    assert "speed-up over one device (data parallelism cannot split a batch of 7 over 16 devices): " in r.stdout
+    assert "over data parallelism" not in r.output and "x over one device" in r.stderr
+    assert last_json(run("--model", "nmt", "--cluster", "p100-4x4", "--batch", 7, "--trials", 3, "--json"))[
+        "data_parallel_devices"] == 1
+    r = run("--model", "nmt", "--cluster", "p100-4x4", "--batch", 12, "--trials", 3)
+    assert "speed-up over data parallelism on 4 of 16 devices (a batch of 12 does not split 16 ways): " in r.stdout
+    r = run("--model", "nmt", "--cluster", "p100-4x4", "--batch", 64, "--trials", 3)
+    assert "  speed-up over data parallelism: " in r.stdout
+
+
+def test_ctrl_c_prints_a_command_that_resumes_the_campaign(tmp_path, monkeypatch):
+    """Ctrl-C while strategies are simulated: exit 130 and a `tune parallel` command that, run as printed,
+    resumes the same campaign to its budget and writes the strategy file the first command asked for."""
+    import shlex
+
+    from autotune.db import open_database
+    from autotune.runners.simulator import SimulatorRunner
+
+    class Interrupting(SimulatorRunner):  # Ctrl-C at the 10th simulation (a fake: for this test only)
+        calls = 0
+
+        def measure(self, task, candidates):
+            Interrupting.calls += 1
+            if Interrupting.calls > 9:
+                raise KeyboardInterrupt
+            return super().measure(task, candidates)
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    strategy = tmp_path / "best strategy.json"
+    args = ["tune", "parallel", "--model", "rnnlm", "--cluster", "p100-4x4", "--batch", "32", "--trials", "20",
+            "--seed", "3", "--option", "t0=0.2", "-o", str(strategy), "--db", url, "--no-progress"]
+    with monkeypatch.context() as m:
+        m.setattr("autotune.drivers.parallel.SimulatorRunner", Interrupting)
+        r = runner.invoke(app, args)
+    assert r.exit_code == 130, r.output
+    line = [x for x in r.stderr.splitlines() if x.startswith("interrupted: ")][-1]
+    stored = int(re.match(r"interrupted: (\d+) trials stored; resume with: autotune tune parallel ", line).group(1))
+    command = shlex.split(line.split("resume with: ", 1)[1])
+    name = command[command.index("--campaign") + 1]
+    assert command[command.index("-o") + 1] == str(strategy) and "t0=0.2" in command and "--seed" in command
+    db = open_database(url)
+    assert db.campaign(name).status == "interrupted" and not strategy.exists()
+    first = len(warmup(strategy_space(get_model("rnnlm", 32), get_cluster("p100-4x4"))))
+    assert 0 < stored < first + 20 and len(_trial_keys(url, name)) == stored
+    again = runner.invoke(app, command[1:] + ["--json"])
+    out = last_json(again)
+    assert out["campaign"] == name and out["simulations"] == first + 20 - stored  # the rest of the same campaign
+    assert db.campaign(name).status == "finished" and len(_trial_keys(url, name)) == first + 20
+    assert json.loads(strategy.read_text()) == out["best"]["strategy"]
+    db.close()

@@ -156,20 +156,29 @@ def test_imports_count_records_and_lines(tmp_path):
     assert read == added == lines and bar.phases == [Phase("importing t.jsonl", lines + 1, lines + 1)]
 
 
-def test_import_commands_end_with_a_summary_on_stderr_unless_no_progress(tmp_path):
+def test_import_commands_print_their_summary_once(tmp_path):
+    """A cache's line, or an import's, is its summary: not repeated on standard error. Several caches end
+    with one line of their totals (unless --no-progress)."""
     url = f"sqlite:///{tmp_path / 'k.db'}"
     r = cli.invoke(app, ["import-kt", "example:pnpoly-rtx3090", "--db", url])
     assert r.exit_code == 0, r.output
-    assert r.stdout.startswith("example:pnpoly-rtx3090: 4092 new of 4092 trials")
+    assert r.stdout.startswith("example:pnpoly-rtx3090: 4092 new of 4092 trials") and len(r.stdout.splitlines()) == 1
+    assert r.stderr == ""
+    from autotune.testing.caches import NAMES, turing_time, write_cache
+
+    other = write_cache(tmp_path / "toy.json.gz", NAMES["turing"], turing_time)
+    r = cli.invoke(app, ["import-kt", "example:pnpoly-rtx3090", other, "--db", url])
+    assert r.exit_code == 0 and "0 new of 4092" in r.stdout and "32 new of 32" in r.stdout, r.output
     summary = r.stderr.strip().splitlines()
-    assert len(summary) == 1 and summary[0].startswith("import-kt: 4,092 new of 4,092 trials from 1 cache file in ")
-    r = cli.invoke(app, ["import-kt", "example:pnpoly-rtx3090", "--db", url, "--no-progress"])
-    assert r.exit_code == 0 and "0 new of 4092" in r.stdout and r.stderr == ""
+    assert len(summary) == 1 and summary[0].startswith("import-kt: 32 new of 4,124 trials from 2 cache files in ")
+    r = cli.invoke(app, ["import-kt", "example:pnpoly-rtx3090", other, "--db", url, "--no-progress"])
+    assert r.exit_code == 0 and len(r.stdout.splitlines()) == 2 and r.stderr == ""
     path = tmp_path / "t.jsonl"
     assert cli.invoke(app, ["export", "-o", str(path), "--db", url]).exit_code == 0
-    r = cli.invoke(app, ["import", str(path), "--db", f"sqlite:///{tmp_path / 'o.db'}"])
-    assert r.exit_code == 0 and r.stdout == f"read 4092 trials from {path}, 4092 new\n"
-    assert r.stderr.startswith("import: 4,092 new of 4,092 trials in ") and len(r.stderr.splitlines()) == 1
+    for extra in ([], ["--no-progress"]):
+        r = cli.invoke(app, ["import", str(path), "--db", f"sqlite:///{tmp_path / 'o.db'}", *extra])
+        new = 4124 if not extra else 0
+        assert r.exit_code == 0 and r.stdout == f"read 4124 trials from {path}, {new} new\n" and r.stderr == ""
 
 
 # -- the parallel search and tune_kernel -------------------------------------------------------------

@@ -4,6 +4,7 @@ exit status 2 with one sentence on bad input."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import pytest
@@ -145,6 +146,24 @@ def test_space_check_prints_the_size_knobs_and_constraints(files):
     info = _last_json(r.output)
     assert info["size"] == 11 and info["knobs"] == {"block": [8, 16, 32, 64], "unroll": [1, 2, 4]}
     assert info["constraints"] == ["block * unroll <= 128"] and info["objective"]["scale"] == 0.001
+
+
+HUGE = "knobs:\n  x: {range: [1, 99999]}\n  y: {range: [1, 99999]}\nconstraints:\n  - %s\n"
+
+
+def test_space_check_answers_in_bounded_time_on_a_tight_constraint_over_huge_ranges(files, monkeypatch):
+    """10^10 combinations: no valid one among random ones is refused, a loose constraint is estimated."""
+    monkeypatch.setattr("autotune.search_spaces.knobs.CHECK_LIMIT", 500_000)
+    (files / "tight.yaml").write_text(HUGE % "x * y == 7")
+    error = _one_sentence_error(cli.invoke(app, ["space", "check", "tight.yaml"]))
+    assert "9,999,800,001 combinations" in error and "too many to check" in error and "narrow" in error
+    (files / "loose.yaml").write_text(HUGE % "x % 7 == y % 7")
+    r = cli.invoke(app, ["space", "check", "loose.yaml"])
+    assert r.exit_code == 0, r.output
+    assert re.search(r"about [0-9,]+ valid points of 9,999,800,001 combinations", r.output), r.output
+    r = cli.invoke(app, ["space", "check", "loose.yaml", "--json"])
+    info = _last_json(r.output)
+    assert info["size"] is None and abs(info["estimated_size"] / info["combinations"] - 1 / 7) < 0.01
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -150,6 +150,23 @@ def test_usage_errors_before_the_campaign_opens(bench):
     assert not (bench / "t.db").exists()
 
 
+def test_a_format_spec_that_cannot_write_a_knobs_value_is_refused_before_the_campaign_opens(bench):
+    """{b:.3f} with b a knob of strings would make every trial INVALID: refused up front, naming both."""
+    url = f"sqlite:///{bench / 'f.db'}"
+    space = bench / "space.yaml"  # a: 0..7, b: [x, y]
+    with pytest.raises(UsageError, match=r"placeholder \{b:\.3f\} .* value 'x' \(str\) of the knob 'b': "
+                                         r"Unknown format code 'f'"):
+        tune_command([sys.executable, str(bench / "bench.py"), "--a", "{a}", "--b", "{b:.3f}"], space, db=url)
+    with pytest.raises(UsageError, match=r"placeholder \{a!z\}.*conversion"):
+        tune_command([sys.executable, str(bench / "bench.py"), "--a", "{a!z}", "--b", "{b}"], space, db=url)
+    assert not (bench / "f.db").exists()
+    # specs that suit every value are accepted and applied
+    res = tune_command([sys.executable, str(bench / "bench.py"), "--a", "{a:d}", "--b", "{b!s:>1}"], space,
+                       campaign="f", db=url, trials=3, cost_model=None)
+    assert res.trials == 3 and res.errors == 0
+    assert substitute("{b!r:>5}|{a:03d}", {"a": 7, "b": "x"}) == "  'x'|007"
+
+
 def test_runner_kills_the_programs_process_group(tmp_path):
     """A program that starts a background child: the child dies when the program's run ends."""
     pidfile = tmp_path / "child.pid"
@@ -165,6 +182,103 @@ def test_runner_kills_the_programs_process_group(tmp_path):
         time.sleep(0.02)
     else:
         pytest.fail("the program's background child outlived its run")
+
+
+def test_time_budget_holds_within_one_run_not_one_batch(bench):
+    """Runs of 0.5 s in batches of 8 under a 1 s budget: no run starts past it, every finished run is stored."""
+    url = f"sqlite:///{bench / 'tb.db'}"
+    t0 = time.perf_counter()
+    res = tune_command(_argv(bench, "--sleep", "0.5"), bench / "space.yaml", campaign="tb", time_budget=1.0, batch=8,
+                       cost_model=None, db=url)
+    elapsed = time.perf_counter() - t0
+    assert res.status == "time-budget" and 1 <= res.trials <= 3, res.trials
+    assert elapsed < 1.0 + 0.5 + 2.0  # not 8 runs (4 s)
+    assert len(queries.trials(open_database(url), campaign="tb")) == res.trials
+
+
+# a program that starts three processes and notes their pids: a background child (in its group), a child
+# that calls setsid (out of the group), and a daemon (double fork, setsid: re-parented away from the program)
+SPAWNER = r"""
+import os, subprocess, sys, time
+notes = sys.argv[1]
+bg = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+own = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(60)"])
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        with open(notes + ".daemon", "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(60)
+    os._exit(0)
+while not os.path.exists(notes + ".daemon"):
+    time.sleep(0.01)
+with open(notes, "w") as f:
+    f.write("%d %d %s" % (bg.pid, own.pid, open(notes + ".daemon").read()))
+sys.stdout.write("time: 1\n")
+sys.stdout.flush()
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _spawned(notes, seconds=30.0) -> list[int]:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if notes.exists() and len(notes.read_text().split()) == 3:
+            return [int(p) for p in notes.read_text().split()]
+        time.sleep(0.02)
+    pytest.fail("the program did not start its processes")
+
+
+def _all_dead(pids, seconds=10.0) -> list[int]:
+    deadline = time.time() + seconds
+    while time.time() < deadline and any(process_alive(p) for p in pids):
+        time.sleep(0.02)
+    return [p for p in pids if process_alive(p)]
+
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the launcher's subreaper is Linux-only")
+
+
+@linux_only
+@pytest.mark.parametrize("sleep, status", [("0", Status.OK), ("60", Status.TIMEOUT)])
+def test_no_process_of_a_run_outlives_it_not_even_after_setsid(tmp_path, sleep, status):
+    """When the program exits, and when it times out, its children die: in its group, after setsid, a daemon."""
+    (tmp_path / "spawner.py").write_text(SPAWNER)
+    notes = tmp_path / "pids"
+    runner = CommandRunner([sys.executable, str(tmp_path / "spawner.py"), str(notes), sleep], Objective("time: (\\d+)"),
+                           timeout_s=None if status is Status.OK else 5)
+    [m] = runner.measure(Task("command", "spawner"), [Candidate({})])
+    assert m.status is status, m.error
+    assert _all_dead(_spawned(notes)) == []
+
+
+INTERRUPT_SCRIPT = """
+import sys
+from autotune.runners.command import CommandRunner
+from autotune.types import Candidate, Task
+CommandRunner([sys.executable, sys.argv[1], sys.argv[2], "60"]).measure(Task("command", "spawner"), [Candidate({})])
+"""
+
+
+@linux_only
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
+def test_no_process_of_a_run_outlives_autotune_interrupted_or_killed(tmp_path, sig):
+    """Ctrl-C while the program runs (KeyboardInterrupt), or autotune killed outright: its processes go too."""
+    (tmp_path / "spawner.py").write_text(SPAWNER)
+    notes = tmp_path / "pids"
+    proc = subprocess.Popen([sys.executable, "-c", INTERRUPT_SCRIPT, str(tmp_path / "spawner.py"), str(notes)],
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    try:
+        pids = _spawned(notes)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if sig == signal.SIGINT:
+        assert "KeyboardInterrupt" in err
+    assert _all_dead(pids) == []
 
 
 KILL_SCRIPT = '''

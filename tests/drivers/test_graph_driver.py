@@ -80,7 +80,7 @@ def test_registered_algorithms_search_graphs(fake, resnet, algorithm):
 
 def test_algorithms_that_cannot_search_graphs_are_refused_before_anything_is_stored(fake, resnet, tmp_path):
     db = tmp_path / "never.db"
-    with pytest.raises(UsageError, match="needs the move.*enumerate.*valid here: .*taso-queue"):
+    with pytest.raises(UsageError, match="grid. searches knob spaces only .*needs a space with enumerate.*valid here: .*taso-queue"):
         optimize_graph(resnet, device="fake", algorithm="grid", db=f"sqlite:///{db}")
     with pytest.raises(UsageError, match="knob spaces only.*valid here: backtracking, bandit, equality-saturation, evolutionary, mcmc, random, taso-queue$"):
         optimize_graph(resnet, device="fake", algorithm="optuna-tpe", db=f"sqlite:///{db}")
@@ -97,6 +97,17 @@ def test_algorithms_that_cannot_search_graphs_are_refused_before_anything_is_sto
     assert not db.exists()
     space = GraphSpace(onnx_io.from_onnx(onnx.load(resnet)))
     assert graph_algorithm("backtracking", space, alpha=1.2).config["alpha"] == 1.2
+
+
+def test_a_search_timing_no_op_is_refused_before_anything_is_stored(fake, resnet, tmp_path):
+    """With max_measure=0 every graph's stored cost was a guess at nominal rates (5x the timed cost on
+    nasrnn), which the report's timed costs contradicted and later campaigns reused as look-ups."""
+    db = tmp_path / "never.db"
+    with pytest.raises(UsageError) as err:
+        optimize_graph(resnet, device="fake", max_measure=0, db=f"sqlite:///{db}")
+    assert str(err.value).startswith("max_measure must be at least 1, not 0: ")
+    assert err.value.command_line_message().startswith("--max-measure must be at least 1, not 0: ")
+    assert not db.exists()
 
 
 def test_the_op_cost_model_is_trained_and_stored_with_the_campaign(fake, tmp_path):

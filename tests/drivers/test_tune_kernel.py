@@ -17,7 +17,8 @@ from autotune.drivers.kernel_tuner import choose_search, read_source, tune_kerne
 from autotune.errors import UsageError
 from autotune.runners.child import run_user_function
 from autotune.runners.timing import Protocol
-from autotune.search_spaces.kernels.user import UserKernel, check_answer, detect_c_timing, verify_outputs
+from autotune.search_spaces.kernels.user_arguments import check_answer, verify_outputs
+from autotune.search_spaces.kernels.user_kernel import UserKernel, detect_c_timing
 from autotune.search_spaces.replay import KTCache
 
 # A 1D stencil whose three parameters change the amount of work by fixed factors, so the optimum is

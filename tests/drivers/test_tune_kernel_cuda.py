@@ -15,7 +15,7 @@ from kernel_tuner_helpers import EXAMPLES, REPO, db_url, needs_nvcc, trials_of
 
 from autotune.drivers.kernel_tuner import tune_kernel
 from autotune.errors import MissingDependencyError, UsageError
-from autotune.search_spaces.kernels.user import UserKernel
+from autotune.search_spaces.kernels.user_kernel import UserKernel
 
 
 @needs_nvcc

@@ -174,3 +174,49 @@ def test_gelu_rule_needs_the_exact_constants():
     model.graph.initializer[2].CopyFrom(numpy_helper.from_array(np.array(0.45, np.float32), "c3"))  # not 0.5
     g = onnx_io.from_onnx(model)
     assert not [m for r in builtin_rules() if r.name.startswith("fuse_gelu_") for m in r.matches(g)]
+
+
+_RELU_TWICE = {"name": "relu_twice", "source": [{"op": "Relu", "in": ["x"], "out": ["a"]},
+                                               {"op": "Relu", "in": ["a"], "out": ["y"]}],
+               "target": [{"op": "Relu", "in": ["x"], "out": ["y2"]}], "outputs": {"y": "y2"}}
+
+
+def _with(**changes):
+    return {**_RELU_TWICE, **changes}
+
+
+@pytest.mark.parametrize("rules, fault", [
+    ([{k: v for k, v in _RELU_TWICE.items() if k != "outputs"}], "rule 1 ('relu_twice'): missing key 'outputs'"),
+    ([_with(condition=[["rank", "x", 2]])], "unknown key 'condition' (did you mean 'conditions'?)"),
+    ([_with(target=[{"op": "Reluu", "in": ["x"], "out": ["y2"]}])], "target op 1: unknown op 'Reluu' (did you mean 'Relu'?)"),
+    ([_with(source=[{"op": "Rleu", "in": ["x"], "out": ["y"]}])], "source op 1: unknown op 'Rleu'"),
+    ([_with(target=[{"op": "Erf", "in": ["x"], "out": ["y2"]}])], "target op 1: 'Erf' is not an op of the graph IR"),
+    ([_with(target=[{"op": "Relu", "in": ["z"], "out": ["y2"]}])], "target op 1 (Relu) reads 'z', which neither"),
+    ([_with(target=[{"op": "Relu", "in": ["x"]}])], "target op 1 has no 'out'"),
+    ([_with(outputs={"q": "y2"})], "outputs: 'q' is not an output of a source op"),
+    ([_with(conditions=[["rnak", "x", 2]])], "unknown condition 'rnak'"),
+    ([_with(target=[{"op": "Relu", "in": ["x"], "out": ["y2"], "attrs": {"k": {"fn": "nope", "args": []}}}])],
+     "calls unknown function 'nope'"),
+    ([_RELU_TWICE, _RELU_TWICE], "rule 2 ('relu_twice'): its name is given twice"),
+    ([3], "rule 1: a rule must be a JSON object"),
+    ({"rulez": []}, 'expected a list of rules or {"rules": [...]}'),
+])
+def test_a_bad_rules_file_is_refused_naming_the_file_the_rule_and_the_fault(tmp_path, rules, fault):
+    from autotune.errors import UsageError
+    from autotune.search_spaces.graphs.rules import load_rules
+
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps(rules))
+    with pytest.raises(UsageError) as info:
+        load_rules(str(path))
+    assert str(info.value).startswith(f"rules file {str(path)!r}") and fault in str(info.value)
+
+
+def test_rules_read_from_a_file_have_the_file_as_provenance_and_are_unverified(tmp_path):
+    from autotune.search_spaces.graphs.rules import load_rules
+
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps({"rules": [_with(provenance="builtin", status="proved")]}))
+    (rule,) = load_rules(str(path))
+    assert (rule.provenance, rule.status) == (f"file:{path}", "unverified")
+    assert rule.key == Rule.from_json(_RELU_TWICE).key  # the content, and so the search's task, is unchanged

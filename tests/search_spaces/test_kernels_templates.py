@@ -5,6 +5,7 @@ import pytest
 
 from autotune.errors import UsageError
 from autotune.search_spaces.kernels import TEMPLATES, Conv2d, Gemm, Softmax, kernel_problem
+from autotune.search_spaces.kernels.base import DEFAULT_CUDA_PROPS
 
 CPU_PROPS = {"cores": 4, "avx2": True, "avx512": True, "l1d_bytes": 48 * 1024, "l2_bytes": 1 << 20}
 SHAPES = {"gemm": "67,45,33", "conv2d": "2,5,9,11,6,3,3,stride=2,pad=1", "softmax": "7,50"}
@@ -130,3 +131,20 @@ def test_cpu_defaults_are_single_threaded(name):
     assert t.default_config()["threads"] == 1
     _, pinned = kernel_problem(name, SHAPES[name], "cpu", CPU_PROPS, threads=3)
     assert pinned.default_config()["threads"] == 3
+
+
+def test_a_shape_too_large_for_memory_is_refused_with_the_memory_it_needs():
+    """No numpy MemoryError: the inputs are not made for a shape that cannot fit, and the message says why."""
+    huge = Gemm("1000000,1000000,1000000", "cpu")
+    assert huge.memory_needed() == {"host": 12 * 3 * 10**12, "device": 4 * 3 * 10**12}
+    with pytest.raises(UsageError, match=r"gemm shape M=1000000,N=1000000,K=1000000 needs 32\.7 TiB of memory .*"
+                                         r"float32 inputs and output, 10\.9 TiB.*choose a smaller shape"):
+        huge.make_inputs()
+    small = Softmax("64,64", "cpu")
+    small.check_memory(host_bytes=12 * 2 * 64 * 64)  # exactly what it needs: accepted
+    with pytest.raises(UsageError, match=r"needs 96\.0 KiB of memory .* more than this machine's 95\.9 KiB"):
+        small.check_memory(host_bytes=12 * 2 * 64 * 64 - 100)
+    gpu = Softmax("8192,8192", "cuda", device_props={**DEFAULT_CUDA_PROPS, "memory_bytes": 256 * 2**20})
+    with pytest.raises(UsageError, match=r"needs 512\.0 MiB of GPU memory .* the GPU's 256\.0 MiB"):
+        gpu.check_memory()
+    assert len(small.make_inputs()) == 1

@@ -182,3 +182,23 @@ def test_a_callable_constraint_that_raises_is_named_with_the_point():
                                          r"cannot be evaluated at a=2: ZeroDivisionError"):
         list(space.enumerate())
     assert space.constraints[0].__name__ == "odd"  # the wrapper keeps the name a task's identity reads
+
+
+def test_a_tight_constraint_over_huge_ranges_stops_counting_at_the_check_limit():
+    """x, y in 1..99,999 with x * y == 7: 10^10 combinations; the walk gives up after the limit, not hours."""
+    import time
+
+    big = list(range(1, 100_000))
+    space = KnobSpace({"x": big, "y": big}, ["x * y == 7"], check_limit=1_000_000)
+    seen = []
+    t0 = time.perf_counter()
+    assert space.count(seen.append) is None and space.too_large_by == "checks"
+    assert time.perf_counter() - t0 < 30
+    assert seen and seen == sorted(seen) and 0 < seen[-1] <= 1.0  # progress, towards the limit
+    assert space.combinations() == 99_999 ** 2 and space.estimate_valid(10_000) == 0
+    # a walk that prunes early is counted whatever the product: x is fixed before y is tried
+    pruned = KnobSpace({"x": big, "y": big}, ["x == 7", "y * x <= 21"], check_limit=1_000_000)
+    assert pruned.count() == 3 and pruned.too_large_by is None
+    # too many valid points is told apart from too many checks
+    wide = KnobSpace({"x": list(range(100)), "y": list(range(100))}, enumerate_limit=50)
+    assert wide.size() is None and wide.too_large_by == "points"

@@ -69,3 +69,51 @@ def test_onnx_blocks_become_layers_that_pipelines_cut_between(tmp_path):
     # an encoder's and a decoder's block 0 are two layers
     t5 = get_model(_stack(tmp_path / "t5.onnx", ["/encoder/block.0", "/encoder/block.1", "/decoder/block.0"]), 8)
     assert sorted({op.layer for op in t5.ops if op.layer is not None}) == [0, 1, 2]
+
+
+def _scalar_then_matrix(path, inputs):
+    """A MatMul of ``x`` by a weight, scaled by every scalar input; ``inputs``: (name, shape) in the model's order."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
+    nodes, y = [helper.make_node("MatMul", ["x", "w"], ["h0"])], "h0"
+    for i, (name, shape) in enumerate(inputs):
+        if name != "x":
+            nodes.append(helper.make_node("Mul", [y, name], [f"h{i + 1}"]))
+            y = f"h{i + 1}"
+    nodes.append(helper.make_node("Relu", [y], ["y"]))
+    graph = helper.make_graph(nodes, "scaled", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_the_batch_is_the_first_dimension_of_the_first_input_that_is_not_a_scalar(tmp_path):
+    """A scalar input first (a temperature) has no batch: the batch is x's first dimension, 4; --batch rescales it."""
+    path = _scalar_then_matrix(tmp_path / "m.onnx", [("scale", []), ("x", [4, 16])])
+    g = get_model(path)
+    assert g.batch == 4 and next(op for op in g.ops if op.type == "linear").dims["a0"] == 4
+    g8 = get_model(path, 8)
+    assert g8.batch == 8 and next(op for op in g8.ops if op.type == "linear").dims["a0"] == 8
+
+
+def test_a_model_whose_batch_cannot_be_found_is_refused_naming_why(tmp_path):
+    from onnx import TensorProto, helper
+
+    from autotune.errors import UsageError
+
+    a, b = (helper.make_tensor_value_info(n, TensorProto.FLOAT, []) for n in "ab")
+    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "scalars", [a, b],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "s.onnx"))
+    with pytest.raises(UsageError, match="cannot find the batch of ONNX model .*s.onnx.*no input that is not a scalar"):
+        get_model(str(tmp_path / "s.onnx"))
+    # a symbolic batch: named with the input shapes that fix it (as tune graph takes them), and fixed by them
+    path = _scalar_then_matrix(tmp_path / "n.onnx", [("x", ["N", 16])])
+    with pytest.raises(UsageError, match=r"^input 'x' has a symbolic dimension 'N'; give it with input_shapes="):
+        get_model(path)
+    g = get_model(path, input_shapes={"x": (6, 16)})
+    assert g.batch == 6 and g.meta["input_shapes"] == {"x": [6, 16]}
+    with pytest.raises(UsageError, match="input_shapes applies to ONNX models, not 'nmt'"):
+        get_model("nmt", input_shapes={"x": (6, 16)})

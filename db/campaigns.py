@@ -1,0 +1,99 @@
+"""Database methods for a campaign's run (mixed into Database): open a campaign or resume the existing
+one of that name, and read back what a resumed run needs: its row, its algorithm state, its history of
+evaluations, and what the other workers stored since a worker last looked."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from autotune.db.models import (
+    AlgorithmStateRow,
+    CampaignRow,
+    CampaignTrialRow,
+    DeviceRow,
+    TaskRow,
+    TrialRow,
+    row_to_measurement,
+    utcnow,
+)
+from autotune.errors import UsageError, argument
+from autotune.types import Device, Measurement, Task
+
+
+class CampaignRuns:
+    """Campaign methods of the Database facade (which provides session, safe_url, _insert, task_id and device_id)."""
+
+    def open_campaign(self, name: str, task: Task, device: Device, algorithm: str, options: dict) -> tuple[CampaignRow, bool]:
+        """Create the campaign, or return the existing one of that name (resume). Returns (row, resumed)."""
+        tid, did = self.task_id(task), self.device_id(device)
+        with self.session() as s:
+            res = s.execute(
+                self._insert(CampaignRow)
+                .values(name=name, task_id=tid, device_id=did, algorithm=algorithm, options=options,
+                        status="running", created=utcnow(), updated=utcnow())
+                .on_conflict_do_nothing(index_elements=["name"]).returning(CampaignRow.id)
+            )
+            created = res.first() is not None
+            row = s.scalar(select(CampaignRow).where(CampaignRow.name == name))
+        if row.task_id != tid or row.device_id != did:
+            raise UsageError(
+                f"campaign {name!r} already exists for another task or device; resume it with the same "
+                f"task and device, or choose another {argument('campaign')} name"
+            )
+        if not created and row.algorithm != algorithm:  # its stored search state belongs to that algorithm
+            raise UsageError(
+                f"campaign {name!r} was run with algorithm {row.algorithm!r}, not {algorithm!r}; resume it with "
+                f"the same algorithm, start it afresh ({argument('fresh=True', '--fresh')}), or choose another "
+                f"{argument('campaign')} name"
+            )
+        return row, not created
+
+    def campaign_is_for(self, name: str, task: Task, device: Device) -> bool | None:
+        """Whether the campaign ``name`` is of ``task`` on ``device``; None when there is no such campaign."""
+        with self.session() as s:
+            keys = s.execute(
+                select(TaskRow.key, DeviceRow.key).select_from(CampaignRow)
+                .join(TaskRow, TaskRow.id == CampaignRow.task_id).join(DeviceRow, DeviceRow.id == CampaignRow.device_id)
+                .where(CampaignRow.name == name)).first()
+        return None if keys is None else tuple(keys) == (task.key, device.key)
+
+    def campaign(self, name: str) -> CampaignRow:
+        with self.session() as s:
+            row = s.scalar(select(CampaignRow).where(CampaignRow.name == name))
+            if row is None:
+                names = s.scalars(select(CampaignRow.name).order_by(CampaignRow.id.desc()).limit(10)).all()
+        if row is None:
+            known = ", ".join(names) if names else "none yet"
+            raise UsageError(f"unknown campaign {name!r}; campaigns in {self.safe_url}: {known}")
+        return row
+
+    def load_state(self, campaign_id: int) -> dict | None:
+        with self.session() as s:
+            row = s.get(AlgorithmStateRow, campaign_id)
+            return dict(row.state) if row else None
+
+    def campaign_history(self, campaign_id: int) -> list[tuple[Measurement, bool]]:
+        """Every evaluation of the campaign in order, with whether it was reused from the database."""
+        with self.session() as s:
+            rows = s.execute(
+                select(TrialRow, CampaignTrialRow.reused)
+                .join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id)
+                .where(CampaignTrialRow.campaign_id == campaign_id)
+                .order_by(CampaignTrialRow.id)
+            ).all()
+        return [(row_to_measurement(t), bool(reused)) for t, reused in rows]
+
+    def others_since(self, campaign_id: int, after: int | None, worker: str) -> tuple[list[Measurement], int]:
+        """Measurements other workers added to the campaign after link ``after`` (None: none, only the
+        position now), and the last link's id: what a worker has not been told yet."""
+        links = CampaignTrialRow.__table__
+        with self.session() as s:
+            last = s.scalar(select(func.max(links.c.id)).where(links.c.campaign_id == campaign_id)) or 0
+            if after is None or last <= after:
+                return [], max(last, after or 0)
+            rows = s.execute(
+                select(TrialRow).join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id)
+                .where(CampaignTrialRow.campaign_id == campaign_id, CampaignTrialRow.id > after,
+                       CampaignTrialRow.id <= last, CampaignTrialRow.reused.is_(False), TrialRow.worker != worker)
+                .order_by(CampaignTrialRow.id)).scalars().all()
+            return [row_to_measurement(t) for t in rows], last

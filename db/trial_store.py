@@ -1,0 +1,207 @@
+"""Database methods that store and look up trials (mixed into Database): a batch of measurements with
+the campaign's links to every evaluation, its algorithm state and its worker's claim, in one
+transaction; look-ups by candidate key; bulk inserts that skip trials already stored.
+
+Inserts use ON CONFLICT DO NOTHING on (task, device, candidate), so two workers racing on one
+campaign never write a trial twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import NamedTuple
+
+import orjson
+from sqlalchemy import JSON, Column, DateTime, Float, Integer, MetaData, Table, Text, TypeDecorator, func, select, update
+from sqlalchemy.orm import Session
+
+from autotune.db.models import (
+    CHUNK,
+    AlgorithmStateRow,
+    CampaignPendingRow,
+    CampaignRow,
+    CampaignTrialRow,
+    TrialRow,
+    measurement_row,
+    row_to_measurement,
+    utcnow,
+)
+from autotune.db.workers import worker_id
+from autotune.errors import UsageError
+from autotune.types import Candidate, Device, Measurement, Task
+
+
+class _JSONText(TypeDecorator):
+    """A JSON column whose values are already serialised: sent as they are (cast to JSON on PostgreSQL)."""
+
+    impl = JSON
+    cache_ok = True
+
+    def bind_processor(self, dialect):
+        return None
+
+
+_TRIAL_INSERT_COLUMNS = ("task_id", "device_id", "campaign_id", "candidate_key", "candidate", "status", "cost", "times",
+                         "predicted", "error", "build_s", "run_s", "simulated_s", "meta", "created", "worker")
+_SQLITE_INSERT_TRIAL = (f"INSERT INTO trials ({', '.join(_TRIAL_INSERT_COLUMNS)}) "
+                        f"VALUES ({', '.join('?' * len(_TRIAL_INSERT_COLUMNS))}) "
+                        "ON CONFLICT (task_id, device_id, candidate_key) DO NOTHING")
+
+# The trials table with JSON columns that insert_rows serialises itself.
+_WIRE_TRIALS = Table(
+    "trials", MetaData(), Column("id", Integer, primary_key=True), Column("task_id", Integer), Column("device_id", Integer),
+    Column("campaign_id", Integer), Column("candidate_key", Text), Column("candidate", _JSONText), Column("status", Text),
+    Column("cost", Float), Column("times", _JSONText), Column("predicted", Float), Column("error", Text),
+    Column("build_s", Float), Column("run_s", Float), Column("simulated_s", Float), Column("meta", _JSONText),
+    Column("created", DateTime), Column("worker", Text),
+)
+
+
+class CampaignGone(UsageError):
+    """The campaign a run stores into was deleted while it ran (``autotune campaigns delete --force``, or a
+    ``--fresh`` run that went ahead)."""
+
+
+class Stored(NamedTuple):
+    """What Database.record_batch did: trials that were new, trials the campaign has now (every
+    worker's), measurements granted to the worker next, and candidates it took over from dead workers
+    (to measure first; they are part of the grant)."""
+
+    inserted: int
+    total: int
+    granted: int
+    adopted: list[Candidate]
+
+
+class TrialStore:
+    """Trial storage methods of the Database facade (which provides session, engine, dialect, _insert,
+    task_id, device_id and the workers' _claim_in)."""
+
+    def lookup(self, task_id: int, device_id: int, keys: Iterable[str]) -> dict[str, Measurement]:
+        """Known measurements of these candidate keys on this task and device."""
+        with self.engine.connect() as conn:
+            rows = self._rows_for_keys(conn, [TrialRow.__table__], task_id, device_id, keys)
+            return {r.candidate_key: row_to_measurement(r) for r in rows}
+
+    @staticmethod
+    def _rows_for_keys(conn, columns: list, task_id: int, device_id: int, keys: Iterable[str]) -> list:
+        """Rows (of ``columns``) of the trials with these candidate keys on one task and device, in chunks."""
+        table = TrialRow.__table__
+        uniq = list(dict.fromkeys(keys))
+        out = []
+        for i in range(0, len(uniq), CHUNK):
+            out.extend(conn.execute(select(*columns).where(
+                table.c.task_id == task_id, table.c.device_id == device_id,
+                table.c.candidate_key.in_(uniq[i:i + CHUNK]))).all())
+        return out
+
+    def record_batch(
+        self, task_id: int, device_id: int, campaign_id: int | None, measured: list[Measurement],
+        reused: list[Measurement] = (), state: dict | None = None, worker: str | None = None,
+        claim_next: tuple[int, int | None] | None = None, in_flight: int = 0, created: datetime | None = None,
+    ) -> Stored:
+        """Store one batch in one transaction: new trials, the campaign's links to every evaluation
+        in order, and the algorithm state. The stored candidates leave the worker's reservations, and
+        its claim on the trial budget is set to ``in_flight`` (its measurements still running) plus
+        what it is granted next: with ``claim_next=(n, budget)`` up to ``n`` more, never more than
+        ``budget`` (None: no trial budget) less the stored trials and the other live workers' claims.
+        The grant first takes over candidates that dead workers reserved and did not store.
+
+        ``created``: when the campaign this run opened was created. A campaign deleted meanwhile (and,
+        on SQLite, its id perhaps given to a new one) no longer matches: the measurements are stored
+        without a campaign, as a deleted campaign's are, and CampaignGone is raised."""
+        worker = worker or worker_id()
+        gone = False
+        with self.session() as s:
+            if campaign_id is not None:
+                # on PostgreSQL one batch of a campaign at a time: workers storing the same candidates would
+                # otherwise wait on each other's unique-key locks in opposite orders (SQLite serialises writers)
+                row = select(CampaignRow.created).where(CampaignRow.id == campaign_id)
+                now_created = s.scalar(row.with_for_update() if self.dialect == "postgresql" else row)
+                gone = created is not None and now_created != created
+            own = None if gone else campaign_id  # a deleted campaign's measurements stay, without a campaign
+            inserted = self.insert_rows(s, [measurement_row(m, task_id, device_id, own, worker) for m in measured])
+            if own is None:
+                stored = Stored(inserted, 0, 0, [])
+            else:
+                total, granted, adopted = self._record_in_campaign(s, own, task_id, device_id, measured, reused,
+                                                                   state, worker, claim_next, in_flight)
+                stored = Stored(inserted, total, granted, adopted)
+        if gone:
+            raise CampaignGone(f"the campaign was deleted while this run measured it; its last {len(measured)} "
+                               "measurements are stored without a campaign (reused by the next campaign of the "
+                               "task and device)")
+        return stored
+
+    def _record_in_campaign(self, s: Session, campaign_id: int, task_id: int, device_id: int,
+                            measured: list[Measurement], reused: list[Measurement], state: dict | None, worker: str,
+                            claim_next: tuple[int, int | None] | None, in_flight: int) -> tuple[int, int, list]:
+        """record_batch's part in the campaign, in its transaction once the trials are inserted: the links,
+        the reservations ended, the state, the claim. Returns (trials stored, granted, adopted)."""
+        order = [(m.candidate.key, False) for m in measured] + [(m.candidate.key, True) for m in reused]
+        if order:
+            ids = self.trial_ids(s, task_id, device_id, [k for k, _ in order])
+            kept = [(ids[k], r) for k, r in order if k in ids]
+            self.link(s, campaign_id, [t for t, _ in kept], [r for _, r in kept])
+        if measured:
+            pending = CampaignPendingRow.__table__
+            keys = [m.candidate.key for m in measured]
+            for i in range(0, len(keys), CHUNK):
+                s.execute(pending.delete().where(pending.c.campaign_id == campaign_id,
+                                                 pending.c.candidate_key.in_(keys[i:i + CHUNK])))
+        now = utcnow()
+        if state is not None:
+            states = AlgorithmStateRow.__table__
+            s.execute(self._insert(states).values(campaign_id=campaign_id, state=state, updated=now)
+                      .on_conflict_do_update(index_elements=["campaign_id"], set_={"state": state, "updated": now}))
+        s.execute(update(CampaignRow.__table__).where(CampaignRow.__table__.c.id == campaign_id).values(updated=now))
+        total = s.scalar(select(func.count(TrialRow.id)).where(TrialRow.campaign_id == campaign_id))
+        want, budget = claim_next or (0, 0)
+        granted, adopted = self._claim_in(s, campaign_id, worker, want, budget, total, in_flight, now)
+        return total, granted, adopted
+
+    def insert_rows(self, s: Session, rows: list[dict]) -> int:
+        """Insert trial rows, skipping any (task, device, candidate) already stored; returns how many were new.
+
+        The JSON columns are serialised here. On SQLite the rows go straight to the driver's
+        executemany (imports of millions of rows are bound by this); on PostgreSQL through a plain
+        view of the table (_WIRE_TRIALS), one executemany with no per-value processing."""
+        if not rows:
+            return 0
+        enc, opt = orjson.dumps, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+        if self.dialect == "sqlite":  # executemany's row count is the number inserted
+            params = [(r["task_id"], r["device_id"], r["campaign_id"], r["candidate_key"],
+                       enc(r["candidate"], option=opt).decode(), r["status"], r["cost"],
+                       enc(r["times"], option=opt).decode(), r["predicted"], r["error"], r["build_s"], r["run_s"],
+                       r["simulated_s"], enc(r["meta"] or {}, option=opt).decode(),
+                       r["created"].isoformat(" ", "microseconds"), r["worker"]) for r in rows]
+            return s.connection().exec_driver_sql(_SQLITE_INSERT_TRIAL, params).rowcount
+
+        def dumps(v) -> str:
+            return enc(v, option=opt).decode()
+
+        wire = [{**r, "candidate": dumps(r["candidate"]), "times": dumps(r["times"]), "meta": dumps(r["meta"] or {})}
+                for r in rows]
+        stmt = self._insert(_WIRE_TRIALS).on_conflict_do_nothing(index_elements=["task_id", "device_id", "candidate_key"])
+        return len(s.execute(stmt.returning(_WIRE_TRIALS.c.id), wire).all())  # psycopg reports no count for batches
+
+    def link(self, s: Session, campaign_id: int, trial_ids: list[int], reused: list[bool]) -> None:
+        """Append evaluations to a campaign's ordered history (each trial at most once)."""
+        links = [{"campaign_id": campaign_id, "trial_id": t, "reused": r} for t, r in zip(trial_ids, reused)]
+        if links:
+            table = CampaignTrialRow.__table__
+            s.execute(self._insert(table).on_conflict_do_nothing(index_elements=["campaign_id", "trial_id"]), links)
+
+    def trial_ids(self, s: Session, task_id: int, device_id: int, keys: list[str]) -> dict[str, int]:
+        table = TrialRow.__table__
+        return dict(self._rows_for_keys(s, [table.c.candidate_key, table.c.id], task_id, device_id, keys))
+
+    def add_trials(self, task: Task, device: Device, measured: list[Measurement], campaign_id: int | None = None,
+                   worker: str | None = None) -> int:
+        """Store measurements outside any campaign loop (imports, op costs). Returns how many were new."""
+        return self.record_batch(self.task_id(task), self.device_id(device), campaign_id, measured, worker=worker)[0]
+
+    def count_trials(self) -> int:
+        with self.session() as s:
+            return s.scalar(select(func.count(TrialRow.id)))
