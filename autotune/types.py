@@ -53,6 +53,12 @@ def _simple(values) -> list:
     return [repr(v) for v in values if v is None or isinstance(v, (bool, int, float, str))]
 
 
+def names_its_code(qualified_name: str) -> bool:
+    """Whether a callable's qualified name says which code it is: not for a lambda or a function defined in
+    another (``<lambda>``, ``f.<locals>.g``), which :func:`callable_identity`'s digest tells apart."""
+    return "<" not in qualified_name
+
+
 def callable_identity(fn) -> str:
     """A function as its qualified name and a digest of its code (with its plain default and closure
     values): the same function in a rerun gives the same text; a changed body, another lambda or a

@@ -29,7 +29,7 @@ from autotune.runners.function import FunctionRunner
 from autotune.search_spaces.constraints import Constraint
 from autotune.search_spaces.knobs import KnobSpace
 from autotune.search_spaces.space_file import load_space_file
-from autotune.types import Task, callable_identity
+from autotune.types import Task, callable_identity, names_its_code
 
 DEFAULT_TRIALS = 100
 
@@ -55,8 +55,7 @@ def constraint_texts(space: KnobSpace) -> list[str]:
             out.append(c.text)
         else:
             name = f"{getattr(c, '__module__', '?')}.{getattr(c, '__qualname__', type(c).__qualname__)}"
-            # a lambda's name does not say which code it is: its code's digest does
-            out.append(callable_identity(inspect.unwrap(c)) if "<" in name else name)
+            out.append(name if names_its_code(name) else callable_identity(inspect.unwrap(c)))
     return out
 
 
@@ -96,7 +95,7 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
     runner = FunctionRunner(objective, isolate=isolate, timeout_s=timeout_s, memory_limit=memory_limit)
     try:
         params = {"function": runner.name}
-        if "<" in runner.name:  # a lambda or a function defined in another: its name does not say which code it is
+        if not names_its_code(runner.name):
             params["code"] = callable_identity(objective).rsplit(":", 1)[-1]
         knobs = with_task(as_knob_space(space), "function", runner.name, params)
         name = campaign or f"{runner.name}-{knobs.task.key[:8]}-{algo.name}-seed{seed}"
