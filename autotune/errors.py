@@ -13,6 +13,7 @@ import re
 import sys
 
 _ARGUMENT = re.compile("\x02([^\x02\x03\x1f]*)\x1f([^\x02\x03\x1f]*)\x03")
+_MARKERS = str.maketrans({c: "?" for c in "\x02\x03\x1f"})
 
 
 def argument(api: str, flag: str | None = None) -> str:
@@ -21,6 +22,7 @@ def argument(api: str, flag: str | None = None) -> str:
     command line does (default: ``--`` and ``api`` with ``-`` for ``_``, ``--transfer-from``). Only for
     the messages of :class:`AutotuneError` and its subclasses, which render it."""
     flag = "--" + api.replace("_", "-") if flag is None else flag
+    api, flag = (text.translate(_MARKERS) for text in (api, flag))  # user text (an option's value) may hold them
     return f"\x02{api}\x1f{flag}\x03"
 
 

@@ -189,6 +189,18 @@ class Progress:
             self._summary_written = True
 
 
+def format_bytes(n: float) -> str:
+    """``n`` bytes in binary units, three significant digits: '512 B', '138 KiB', '3.64 TiB'."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            break
+        value /= 1024
+    if unit == "B":
+        return f"{value:.0f} B"
+    return f"{value:.3g} {unit}" if value < 1000 else f"{value:.0f} {unit}"
+
+
 def make_progress(progress: bool | Progress | None, name: str) -> Progress:
     """A :class:`Progress` from a driver's ``progress`` argument: a Progress is used as it is, a bool
     enables or disables one named ``name``, and None enables it when standard error is a terminal."""

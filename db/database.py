@@ -26,19 +26,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.db.campaign_admin import CampaignAdmin
 from autotune.db.campaigns import CampaignRuns
-from autotune.db.engine import ACCEPTED, make_engine
+from autotune.db.engine import make_engine
 from autotune.db.graph_rules import GraphRules
-from autotune.db.models import DeviceRow, TaskRow, measurement_row, row_to_measurement, utcnow
+from autotune.db.models import DeviceRow, TaskRow
 from autotune.db.stored_models import StoredModels
-from autotune.db.trial_store import CampaignGone, Stored, TrialStore
-from autotune.db.workers import CampaignWorkers, worker_id
+from autotune.db.trial_store import TrialStore
+from autotune.db.workers import CampaignWorkers
 from autotune.errors import DatabaseError
 from autotune.types import Device, Task
-
-# what was defined or imported here before the facade's parts moved to modules of their own
-__all__ = ["ACCEPTED", "CampaignGone", "Database", "Stored", "measurement_row", "row_to_measurement", "utcnow",
-           "worker_id"]
-
 
 class Database(CampaignRuns, TrialStore, GraphRules, CampaignWorkers, StoredModels, CampaignAdmin):
     """The experiment database. Use :func:`autotune.db.open_database` to open one (it checks the schema)."""

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import and_, false, func, or_, select
 
-from autotune.db.database import Database, row_to_measurement
+from autotune.db.database import Database
+from autotune.db.models import row_to_measurement
 from autotune.db.models import (
     CampaignRow,
     CampaignTrialRow,
@@ -68,7 +69,6 @@ def _not_own():
 
 def campaign_figures(db: Database, campaign_id: int) -> CampaignFigures:
     """The figures of one campaign (by id), by the rule of :class:`CampaignFigures`."""
-    from autotune.db.database import row_to_measurement
 
     with db.session() as s:
         n, sim, failed = s.execute(

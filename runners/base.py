@@ -43,12 +43,7 @@ class Runner(ABC):
         parallel) override this to prepare it at once and run its candidates while time is left."""
         if deadline is None:
             return self.measure(task, candidates)
-        out: list[Measurement] = []
-        for c in candidates:
-            if time.perf_counter() >= deadline:
-                break
-            out += self.measure(task, [c])
-        return out
+        return runs_until(deadline, candidates, candidates, lambda c, _: self.measure(task, [c])[0])
 
     def build_stage(self) -> Callable[[Task, Candidate], Built] | None:
         """A picklable function that builds one candidate on any machine, without the device (compiling

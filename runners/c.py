@@ -29,10 +29,10 @@ import numpy as np
 from autotune.errors import MissingDependencyError, UsageError
 from autotune.runners.base import Built, Runner, runs_until
 from autotune.runners.child import run_shared_object, run_user_function
-from autotune.runners.processes import physical_memory, private_workdir
+from autotune.runners.processes import private_workdir
 from autotune.runners.timing import Protocol
 from autotune.runners.workers import IsolatedWorker
-from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props
+from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props, physical_memory
 from autotune.search_spaces.kernels.user_arguments import verify_outputs
 from autotune.search_spaces.kernels.user_kernel import detect_c_timing
 from autotune.types import Candidate, Device, Measurement, Status, Task

@@ -43,13 +43,6 @@ def limit_memory(nbytes: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 
 
-def physical_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def process_alive(pid: int) -> bool:
     """Whether a process with this pid runs on this host (a zombie, dead and not yet reaped, does not)."""
     try:

@@ -82,9 +82,15 @@ class AUCBandit(SearchAlgorithm):
         return None
 
     def check_space(self, space: Space) -> None:
-        """As every algorithm's, and the ``algorithms`` option is set to the arms it runs on ``space``."""
+        """As every algorithm's, each arm's too (an Optuna arm's package), and the ``algorithms`` option is
+        set to the arms it runs on ``space``."""
+        from autotune.algorithms.registry import make_algorithm
+
         super().check_space(space)
-        self.config["algorithms"] = ",".join(self.arms_for(space))
+        arms = self.arms_for(space)
+        for n in arms:
+            make_algorithm(n).check_space(space)
+        self.config["algorithms"] = ",".join(arms)
 
     def setup(self) -> None:
         from autotune.algorithms.registry import make_algorithm

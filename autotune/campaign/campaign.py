@@ -23,7 +23,8 @@ from autotune.algorithms.registry import make_algorithm
 from autotune.campaign.loop import CampaignRun, Heartbeat
 from autotune.campaign.result import CampaignResult, campaign_result
 from autotune.campaign.resume import resume_command
-from autotune.db.database import CampaignGone, Database
+from autotune.db.database import Database
+from autotune.db.trial_store import CampaignGone
 from autotune.db.models import CampaignRow
 from autotune.db.queries import campaign_figures
 from autotune.db.workers import worker_id

@@ -82,7 +82,7 @@ class CampaignRun:
             if self.stopping is None and free > 0 and not self._start(free):
                 continue  # nothing could start: the budget is claimed by others, or the next round stops
             results = self.dispatch.collect() if self.in_flight else []
-            self._drop()
+            dropped = self._drop()
             self.unstored, self.told = results, False
             predicted = self.algorithm.predicted  # the model's score, where one chose the candidate
             for m in results:
@@ -92,7 +92,9 @@ class CampaignRun:
                 self.algorithm.tell(results)
             self.told = True
             if results or self.reused:
-                self._store(results)
+                # the algorithm was asked for candidates that were dropped: its state counts them as asked,
+                # so the state stored before this batch is kept, and a resumed run asks for them again
+                self._store(results, keep_state=dropped)
                 show()
             if time.perf_counter() >= self.next_sync:
                 self._sync()
@@ -102,15 +104,18 @@ class CampaignRun:
             if self.stopping is not None and not self.in_flight:
                 return self.stopping
 
-    def _drop(self) -> None:
-        """Candidates of a batch that the time budget left unstarted: no longer in flight nor seen (their
-        reservations go back with the run's claim, when it ends at the time budget next round)."""
+    def _drop(self) -> bool:
+        """Forget the candidates of a batch that the time budget left unstarted: no longer in flight nor
+        seen (their reservations go back with the run's claim, when it ends at the time budget next round).
+        Whether there were any."""
         dropped = getattr(self.dispatch, "dropped", None)
-        if dropped:
-            self.dispatch.dropped = []
-            for c in dropped:
-                self.in_flight.pop(c.key, None)
-                self.seen.discard(c.key)
+        if not dropped:
+            return False
+        self.dispatch.dropped = []
+        for c in dropped:
+            self.in_flight.pop(c.key, None)
+            self.seen.discard(c.key)
+        return True
 
     def _stop_reason(self) -> str | None:
         c = self.c
@@ -190,11 +195,13 @@ class CampaignRun:
             self.dispatch.submit(self.task, start_now)
         return True
 
-    def _store(self, results: list[Measurement]) -> None:
-        """Store the results and the look-ups with the algorithm's state, claiming the next measurements
-        from the budget, which is the campaign's, shared by every worker running it."""
+    def _store(self, results: list[Measurement], keep_state: bool = False) -> None:
+        """Store the results and the look-ups with the algorithm's state (``keep_state``: leave the stored
+        state as it is), claiming the next measurements from the budget, which is the campaign's, shared
+        by every worker running it."""
         want = self.slots - len(self.in_flight) if self.stopping is None else 0
-        got = self.db.record_batch(self.tid, self.did, self.cid, results, self.reused, state=self.algorithm.state_dict(),
+        state = None if keep_state else self.algorithm.state_dict()
+        got = self.db.record_batch(self.tid, self.did, self.cid, results, self.reused, state=state,
                                    worker=self.worker, claim_next=(want, self.c.trials), in_flight=len(self.in_flight),
                                    created=self.created)
         self.measured, self.grant, self.adopted = got.total, got.granted, got.adopted

@@ -25,7 +25,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from autotune.dashboard.data import DashboardData, open_dashboard_db
-from autotune.dashboard.rows import Ambiguous, NotFound
+from autotune.dashboard.rows import NotFound
+from autotune.db.names import Ambiguous
 from autotune.db import Database
 from autotune.errors import DatabaseError, UsageError
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sqlalchemy import Text, cast, func, or_, select
+from sqlalchemy import Text, cast, func, select
 
 from autotune.dashboard.analysis import strategy_layout, transfer_of
-from autotune.dashboard.rows import Ambiguous, NotFound, resolve_stored
+from autotune.dashboard.rows import NotFound, resolve_stored
+from autotune.db.names import one_task
 from autotune.dashboard.rows import json_value as _json
 from autotune.dashboard.summary import as_text
 from autotune.db.models import CampaignRow, CampaignTrialRow, CostModelRow, DeviceRow, TaskRow, TrialRow
@@ -117,28 +118,12 @@ class DomainReads:
         as the command line resolves ``--task``: a key, a name, a case-only difference of a name or a
         unique key prefix of 6+ characters; NotFound (404) with the closest names when nothing matches,
         and Ambiguous (400) naming the keys when several tasks share the name."""
-        wanted = key
-        rows = self._tasks_named(wanted)
-        if not rows:
-            wanted = resolve_stored(self.db, "task", key)
-            rows = self._tasks_named(wanted)
-            if not rows:  # deleted between the two reads
-                raise NotFound("task", key, [])
-        exact = [t for t in rows if t.key == wanted]
-        if not exact and len(rows) > 1:  # the wording of autotune.db.transfer.resolve_task
-            listed = ", ".join(f"{t.key} ({t.kind})" for t in rows)
-            raise Ambiguous(f"task name {key!r} matches several tasks ({listed}); give the task key",
-                            [t.key for t in rows])
-        task = (exact or rows)[0]
+        task = one_task(self.db, key) or one_task(self.db, resolve_stored(self.db, "task", key))
+        if task is None:  # deleted between the two reads
+            raise NotFound("task", key, [])
         with self.db.session() as s:
             max_trial = s.scalar(select(func.max(T.c.id))) or 0  # any new trial may change the comparison
         return self._cached(("task", task.id), max_trial, lambda: self._task(task))
-
-    def _tasks_named(self, key: str) -> list:
-        """The tasks whose key or name is ``key``, oldest first."""
-        with self.db.session() as s:
-            return list(s.execute(select(TaskRow).where(or_(TaskRow.key == key, TaskRow.name == key))
-                                  .order_by(TaskRow.id)).scalars().all())
 
     def _task(self, task: TaskRow) -> dict:
         with self.db.session() as s:

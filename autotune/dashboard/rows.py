@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from autotune.db.names import Ambiguous, UnknownName  # noqa: F401 - Ambiguous: the dashboard's 400 with candidates
+from autotune.db.names import UnknownName
 from autotune.db.queries import resolve_filters
 from autotune.errors import UsageError
 

@@ -26,6 +26,7 @@ from typing import ClassVar
 import numpy as np
 
 from autotune.errors import UsageError
+from autotune.progress import format_bytes
 from autotune.search_spaces.knobs import KnobSpace
 from autotune.types import Task
 
@@ -75,16 +76,6 @@ def physical_memory() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
-
-
-def format_bytes(n: int) -> str:
-    """``n`` bytes in binary units: '512 B', '3.6 TiB'."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if value < 1024 or unit == "PiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 def _read(path: str) -> str:

@@ -72,3 +72,14 @@ def test_a_missing_package_is_refused_with_the_space_check():
 
     with pytest.raises(MissingDependencyError, match="no_such_package_here"):
         Needy().check_space(small_knob_space())
+
+
+def test_a_bandit_arm_missing_its_package_is_refused_with_the_space_check(monkeypatch):
+    """A bandit checks each arm as the arm's own space check would, before a campaign stores anything."""
+    from autotune.algorithms.optuna_samplers import OptunaGP
+    from autotune.algorithms.registry import make_algorithm
+
+    monkeypatch.setattr(OptunaGP, "requires", ("no_such_package_here",))
+    bandit = make_algorithm("bandit", {"algorithms": "random,optuna-gp"})
+    with pytest.raises(MissingDependencyError, match="no_such_package_here"):
+        bandit.check_space(small_knob_space())

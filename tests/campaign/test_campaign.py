@@ -137,6 +137,20 @@ def test_time_budget_holds_within_one_measurement_not_one_batch(sqlite_url):
     assert again.trials == res.trials + 2  # resumes, measuring what was left unstarted as any other point
 
 
+@pytest.mark.parametrize("algorithm", ["grid", "random"])
+def test_candidates_a_time_budget_left_unstarted_are_asked_again_on_resume(sqlite_url, algorithm):
+    """The algorithm was asked for the whole batch; what the budget left unstarted is not counted as asked
+    in the stored state, so resuming to the space's size measures every point."""
+    space = small_knob_space()
+    db = open_database(sqlite_url)
+    first = Campaign("tb", space, algorithm, SlowFake(space), db, time_budget=0.5, batch=8, seed=3).run()
+    assert first.status == "time-budget" and first.trials < 8
+    size = space.size()
+    again = Campaign("tb", space, algorithm, FakeRunner(space), db, trials=size, batch=8, seed=3).run()
+    assert again.status == "finished" and again.trials == size
+    assert set(queries.trials(db, campaign="tb")["candidate_key"]) == {c.key for c in space.enumerate()}
+
+
 def test_simulated_budget(sqlite_url, replay):
     space, runner = replay
     res = Campaign("s", space, "random", runner, open_database(sqlite_url), simulated_budget=10.0, batch=1).run()

@@ -40,6 +40,15 @@ def test_an_argument_is_shown_by_its_api_name_and_on_the_command_line_by_its_fla
     assert str(plain) == plain.command_line_message() == "no argument in it"
 
 
+def test_an_argument_holding_the_markers_is_shown_without_them():
+    """An argument's text can be the user's (an option's value): a marker character in it is replaced, so
+    neither rendering shows a raw marker or breaks."""
+    err = UsageError(f"{argument('x=a' + chr(3) + 'b', '--option x=a' + chr(2) + 'b')} is not a number")
+    for shown in (str(err), err.command_line_message()):
+        assert not set(shown) & {chr(2), chr(3), chr(31)}, repr(shown)
+    assert str(err) == "x=a?b is not a number" and err.command_line_message() == "--option x=a?b is not a number"
+
+
 def _api_error(call) -> UsageError:
     with pytest.raises(UsageError) as err:
         call()

@@ -153,14 +153,3 @@ def test_a_restriction_is_worded_as_an_expression_restriction_is(tmp_path):
                               "division by zero"
     assert str(named.value).startswith("restriction '_divide_by_zero' (test_tune_kernel_checks.py line ")
     assert str(named.value).endswith(") cannot be evaluated at u=1: ZeroDivisionError: division by zero")
-
-
-def test_user_kernel_modules_split_by_concern_keep_the_former_imports():
-    """user_kernel (the kernel: space, sources, launch) and user_arguments (arguments, answers, output checks);
-    the former module ``user`` gives the same objects."""
-    from autotune.search_spaces.kernels import user, user_arguments, user_kernel
-
-    assert user.UserKernel is user_kernel.UserKernel and user.kernel_name_in_source is user_kernel.kernel_name_in_source
-    assert user.detect_c_timing is user_kernel.detect_c_timing and user.LANGS == user_kernel.LANGS == ("C", "CUDA")
-    for name in ("describe_arguments", "check_answer", "check_identity", "verify_outputs"):
-        assert getattr(user, name) is getattr(user_arguments, name)
