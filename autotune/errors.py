@@ -61,6 +61,11 @@ def did_you_mean(value: str, names, n: int = 3) -> str:
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C after the work it stopped has said on standard error what it stored and how to resume it (a
+    campaign): a KeyboardInterrupt, to which the command line adds nothing."""
+
+
 def check_choice(what: str, value: str, valid) -> str:
     """``value`` when it is one of ``valid``; else UsageError naming the valid values and the closest."""
     valid = list(valid)

@@ -7,7 +7,11 @@
   (``autotune.cost_models.graph_ops``) once it has enough measured ops, before that from
   FLOPs and bytes at rates fitted on the measured ops.
 * :class:`GraphCostRunner` is the engine's runner of a ``GraphSpace``: a measurement is
-  a candidate graph's cost from :class:`OpCosts`.
+  a candidate graph's cost from :class:`OpCosts`. With ``timed`` every op a graph's cost rests
+  on is timed (the cap does not apply), so the cost is a sum of measurements, and a graph with
+  an op that could not be timed is a failed measurement, never a guess; without it, ops beyond
+  the cap are estimated and the device says so (:func:`estimating_device`), so that those costs
+  are never stored, nor looked up, as measurements of the device itself.
 * :func:`make_backend` gives, per device, the op runner and the end-to-end latency and
   numeric checks: "cpu" is onnxruntime (all its own optimisations on, so ops it fuses
   into their producer count as free), "cuda" eager PyTorch on the GPU and "torch-cpu"
@@ -30,6 +34,7 @@ from autotune.runners.onnx_ops import op_spec
 from autotune.search_spaces.graphs.cost import (
     NOMINAL_BYTE_RATE,
     NOMINAL_FLOP_RATE,
+    counted_nodes,
     flops_and_bytes,
     graph_cost,
     op_features,
@@ -39,6 +44,26 @@ from autotune.search_spaces.graphs.ir import Graph, Node
 from autotune.types import Candidate, Device, Measurement, Status, Task, stable_key
 
 ANALYTIC_DEVICE = Device("analytic-op-costs", "simulated", {"op_costs": "FLOPs and bytes at fitted rates"})
+#: what the name of a device whose graph costs are partly estimated ends with (:func:`estimating_device`)
+ESTIMATED_SUFFIX = " (estimated op costs)"
+#: the ``op_costs`` property of such a device
+ESTIMATED_OP_COSTS = "timed up to the campaign's --max-measure distinct ops, the rest estimated by the op-cost model"
+
+
+def estimating_device(device: Device, campaign: str) -> Device:
+    """The device a graph campaign whose costs may rest on estimated ops stores its trials on: ``device`` (the
+    graph cost runner's) renamed and marked, one per campaign (a fresh id), so that its costs are never looked
+    up by another campaign, nor listed as measurements of ``device``, nor take the place of a measured cost
+    of the same graph there (a graph has one trial per task and device)."""
+    import uuid
+
+    return Device(device.name + ESTIMATED_SUFFIX, device.kind,
+                  {**device.properties, "op_costs": ESTIMATED_OP_COSTS, "campaign": campaign, "id": uuid.uuid4().hex[:12]})
+
+
+def is_estimating(device: Device) -> bool:
+    """Whether ``device`` is one of :func:`estimating_device`'s."""
+    return device.properties.get("op_costs") == ESTIMATED_OP_COSTS
 
 
 def node_spec(g: Graph, n: Node) -> dict:
@@ -64,13 +89,14 @@ class OpCosts:
     """Cost of a graph = sum of its counted run-time ops' costs (see the module docstring).
 
     ``label`` tags op keys with where they were timed (op costs of different backends never
-    mix); ``model`` is the op-cost model for unmeasured ops (None: a fresh one, False: none),
+    mix); ``max_measure`` caps the distinct ops timed (None: no cap); ``model`` is the op-cost
+    model for unmeasured ops (None: a fresh one, False: none),
     retrained after ``retrain_every`` new ops; ``on_retrain(metrics, model_bytes)`` is called
     after each training, with the model's prequential quality on the ops that arrived since
     the previous one.
     """
 
-    def __init__(self, runner: Runner | None = None, cache=None, *, max_measure: int = 400, label: str = "cpu",
+    def __init__(self, runner: Runner | None = None, cache=None, *, max_measure: int | None = 400, label: str = "cpu",
                  fusion: bool = True, model: GraphOpCostModel | None | bool = None, retrain_every: int = 8):
         self.runner, self.cache = runner, cache if cache is not None else OpCostCache()
         self.max_measure, self.label, self.fusion = max_measure, label, fusion
@@ -83,6 +109,7 @@ class OpCosts:
         self.predicted_keys: set = set()
         self.measured = 0  # ops timed (counted against max_measure)
         self.estimated = 0  # op costs estimated rather than measured
+        self.failed: dict[tuple, str] = {}  # ops whose timing failed: their error (not timed again)
         self.memo: dict[tuple, float] = {}
         self.calib: list[tuple[float, float, float]] = []  # (flops, bytes, seconds) of ops with a known cost
         self.rates: tuple[float, float] | None = None
@@ -99,12 +126,15 @@ class OpCosts:
         spec = node_spec(g, n)
         key = stable_key({"device": self.label, **spec})
         cost = self.cache.get(key)
-        if cost is None and self.runner is not None and self.measured < self.max_measure:
+        if cost is None and self.runner is not None and k not in self.failed and \
+                (self.max_measure is None or self.measured < self.max_measure):
             self.measured += 1
             m = self.runner.measure(Task("op", n.op, {"device": self.label}), [Candidate(spec, key)])[0]
             if m.ok:
                 cost = m.cost
                 self.cache.put(key, cost, m)
+            else:
+                self.failed[k] = f"{m.status.value}: {m.error}".strip(": ")
         if cost is None:
             self.predicted_keys.add(k)
             self.estimated += 1
@@ -160,32 +190,48 @@ class OpCosts:
         return metrics
 
     # -- graphs ----------------------------------------------------------------------
-    def graph_cost(self, g: Graph) -> float:
-        """Sum of the counted ops' costs, plus a 1 ns tie-breaker per op (equal cost: fewer ops)."""
-        return graph_cost(g, self.op_cost, self.fusion)
+    def graph_cost(self, g: Graph, timed: bool = False) -> float:
+        """Sum of the counted ops' costs, plus a 1 ns tie-breaker per op (equal cost: fewer ops). ``timed``:
+        every op not known yet is timed, whatever ``max_measure`` (only an op whose timing fails is estimated)."""
+        if not timed:
+            return graph_cost(g, self.op_cost, self.fusion)
+        cap, self.max_measure = self.max_measure, None
+        try:
+            return graph_cost(g, self.op_cost, self.fusion)
+        finally:
+            self.max_measure = cap
 
     def confirm(self, g: Graph) -> int:
-        """Measure the ops of ``g`` whose cost was only estimated (the ones a search result relies on),
-        beyond ``max_measure``; returns how many were measured. ``graph_cost(g)`` is then all measured."""
-        todo = [n for n in g.runtime_nodes() if g.op_key(n) in self.predicted_keys and g.op_key(n) not in self.memo]
+        """Time the ops of ``g`` whose cost was only estimated (the ones a search result relies on), beyond
+        ``max_measure``; returns how many distinct ops were timed (an op that occurs at several nodes is
+        timed once). ``graph_cost(g)`` then rests on timed ops only (but those whose timing failed)."""
+        todo = list({g.op_key(n): n for n in g.runtime_nodes()
+                     if g.op_key(n) in self.predicted_keys and g.op_key(n) not in self.memo
+                     and g.op_key(n) not in self.failed}.values())
         if self.runner is None or not todo:
             return 0
-        cap, self.max_measure = self.max_measure, self.measured + len(todo)
+        before = self.measured
+        cap, self.max_measure = self.max_measure, None
         try:
             for n in todo:
                 self.op_cost(g, n)
         finally:
             self.max_measure = cap
-        return len(todo)
+        return self.measured - before
 
 
 class GraphCostRunner(Runner):
-    """Measures graph candidates of a ``GraphSpace`` by their cost from :class:`OpCosts` (seconds, predicted
+    """Measures graph candidates of a ``GraphSpace`` by their cost from :class:`OpCosts` (seconds, summed
     from op costs: cheap, which is what lets a search evaluate thousands of graphs). The device is the op
-    runner's, with the cost definition among its properties."""
+    runner's, with the cost definition among its properties.
 
-    def __init__(self, space, op_costs: OpCosts):
-        self.space, self.op_costs = space, op_costs
+    ``timed``: every op of a graph is timed (``OpCosts.graph_cost(timed=True)``), so the cost stored is a
+    sum of measurements; a graph one of whose ops cannot be timed is a RUNTIME_ERROR naming the op, not a
+    cost partly guessed. Otherwise ops beyond the cap are estimated (``meta["ops_estimated"]`` counts them)
+    and the caller stores the trials on :func:`estimating_device` (``device`` may be set to it)."""
+
+    def __init__(self, space, op_costs: OpCosts, timed: bool = False):
+        self.space, self.op_costs, self.timed = space, op_costs, timed
         d = op_costs.device
         cost = "sum of op costs" + (", ops fused into their producer by onnxruntime free" if op_costs.fusion else "")
         self.device = Device(d.name, d.kind, {**d.properties, "graph_cost": cost})
@@ -200,9 +246,17 @@ class GraphCostRunner(Runner):
                 continue
             g = self.space.graph(c)
             estimated = self.op_costs.estimated
-            cost = self.op_costs.graph_cost(g)
-            out.append(Measurement(c, Status.OK, [cost], cost, run_s=time.perf_counter() - t0, meta={
-                "ops_estimated": self.op_costs.estimated - estimated, "ops_measured": self.op_costs.measured}))
+            cost = self.op_costs.graph_cost(g, timed=self.timed)
+            meta = {"ops_estimated": self.op_costs.estimated - estimated, "ops_measured": self.op_costs.measured}
+            if self.timed and meta["ops_estimated"]:  # its cost would rest on a guess: not a measurement
+                failed = self.op_costs.failed
+                n = next((n for n in counted_nodes(g, self.op_costs.fusion) if g.op_key(n) in failed), None)
+                why = (f"op {n.op} (node {n.outputs[0]!r}) could not be timed alone ({failed[g.op_key(n)][:300]})"
+                       if n is not None else f"{meta['ops_estimated']} of its ops could not be timed")
+                out.append(Measurement(c, Status.RUNTIME_ERROR, error=f"{why}; the graph's cost would rest on a guess",
+                                       run_s=time.perf_counter() - t0, meta=meta))
+                continue
+            out.append(Measurement(c, Status.OK, [cost], cost, run_s=time.perf_counter() - t0, meta=meta))
         return out
 
 

@@ -6,8 +6,8 @@
 - resume: the command line that resumes a campaign from its stored recipe
 """
 
-from autotune.campaign.campaign import Campaign, checked_seed
+from autotune.campaign.campaign import Campaign, check_run, checked_seed
 from autotune.campaign.result import CampaignResult
 from autotune.campaign.resume import resume_command
 
-__all__ = ["Campaign", "CampaignResult", "checked_seed", "resume_command"]
+__all__ = ["Campaign", "CampaignResult", "check_run", "checked_seed", "resume_command"]

@@ -28,7 +28,7 @@ from autotune.db.trial_store import CampaignGone
 from autotune.db.models import CampaignRow
 from autotune.db.queries import campaign_figures
 from autotune.db.workers import worker_id
-from autotune.errors import UsageError, argument
+from autotune.errors import Interrupted, UsageError, argument
 from autotune.runners.base import Runner
 from autotune.search_spaces.base import Space
 from autotune.types import Candidate
@@ -45,6 +45,20 @@ def checked_seed(seed) -> int:
     if not (isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and seed >= 0):
         raise UsageError(f"the seed must be a whole number >= 0, not {seed!r}")
     return int(seed)
+
+
+def check_run(space: Space, algorithm: SearchAlgorithm, *, trials=None, time_budget=None, simulated_budget=None,
+              batch=8, seed=0) -> tuple[int | None, float | None, float | None, int, int]:
+    """What a campaign refuses before it stores anything: the budgets, the batch size and the seed (returned as
+    an int, floats and ints), no budget for a space without a size, an algorithm that cannot search the space.
+    A driver calls it before it opens the database too, so that a refused command leaves no database file."""
+    checked = (_positive("the trial budget", trials, int), _positive("the time budget", time_budget),
+               _positive("the simulated-time budget", simulated_budget), _positive("the batch size", batch, int),
+               checked_seed(seed))
+    if trials is None and time_budget is None and simulated_budget is None and space.size() is None:
+        raise UsageError("give a budget (trials, time or simulated time): this space is unbounded")
+    algorithm.check_space(space)
+    return checked
 
 
 class Campaign:
@@ -89,19 +103,14 @@ class Campaign:
             raise UsageError("a campaign needs a name")
         self.name, self.space, self.runner, self.db = name, space, runner, db
         self.algorithm = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
-        self.trials = _positive("the trial budget", trials, int)
-        self.time_budget = _positive("the time budget", time_budget)
-        self.simulated_budget = _positive("the simulated-time budget", simulated_budget)
-        self.batch = _positive("the batch size", batch, int)
-        self.seed = checked_seed(seed)
+        self.trials, self.time_budget, self.simulated_budget, self.batch, self.seed = check_run(
+            space, self.algorithm, trials=trials, time_budget=time_budget, simulated_budget=simulated_budget,
+            batch=batch, seed=seed)  # before the campaign is opened in the database
         self.warmup = list({c.key: c for c in warmup}.values())
         warmup = list(warmup)
         self.required = {c.key for c in warmup[:len(warmup) if warmup_required is None else int(warmup_required)]}
         self.recipe = recipe
         self.fresh = bool(fresh)
-        if self.trials is None and self.time_budget is None and self.simulated_budget is None and space.size() is None:
-            raise UsageError("give a budget (trials, time or simulated time): this space is unbounded")
-        self.algorithm.check_space(space)  # before the campaign is opened in the database
         self.console = console or Console(stderr=True)
         # a bar only on a terminal (or a notebook): logs and pipes get no control characters; None, the
         # default of the Python API, is on there too, False (--no-progress) off everywhere
@@ -183,7 +192,7 @@ class Campaign:
             interrupted = True
             if run is not None:
                 run.store_unstored()
-            raise
+            raise Interrupted from None  # once finally (below) has said how to resume
         except CampaignGone:
             raise  # its id may be another campaign's now: nothing more is written under it
         except Exception:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from autotune.cli.tables import Col
-from autotune.errors import AutotuneError, UsageError
+from autotune.errors import AutotuneError, Interrupted, UsageError
 
 DEFAULT_DB = "sqlite:///autotune.db"
 
@@ -71,6 +71,53 @@ def handle_errors(fn):
             raise typer.Exit(2) from None
 
     return wrapper
+
+
+def interrupted_message(stores: bool) -> str:
+    """The line a command interrupted outside a campaign prints (``stores``: the command has a database)."""
+    return "interrupted; what was stored before stays in the database" if stores else "interrupted; nothing was stored"
+
+
+def on_interrupt(fn):
+    """Ctrl-C (KeyboardInterrupt) in the command ``fn``: one line on standard error, exit status 130. A campaign
+    has said how to resume it already (:class:`autotune.errors.Interrupted`); otherwise the line says what
+    became of the database: a command without a --db (a ``db`` parameter) stores nothing, and in one with it
+    every transaction committed before stays. (Left alone, typer exits 130 saying nothing.)"""
+    if getattr(fn, "_on_interrupt", False):
+        return fn
+    import inspect
+
+    stores = "db" in inspect.signature(fn).parameters
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (KeyboardInterrupt, typer.Abort) as exc:
+            # click turns Ctrl-C at a prompt (campaigns delete's "delete it?") into Abort, "Aborted." and status 1
+            if not isinstance(exc, KeyboardInterrupt) and not isinstance(exc.__context__, KeyboardInterrupt):
+                raise
+            if not isinstance(exc, KeyboardInterrupt):
+                typer.echo()  # ends the prompt's line
+            if not isinstance(exc, Interrupted):
+                typer.echo(interrupted_message(stores), err=True)
+            raise typer.Exit(130) from None
+
+    wrapper._on_interrupt = True
+    return wrapper
+
+
+def handle_interrupts(app: typer.Typer) -> None:
+    """Give every command of ``app`` and of its groups (their callbacks too) :func:`on_interrupt`."""
+    infos = [*app.registered_commands, *app.registered_groups]
+    if app.registered_callback is not None:
+        infos.append(app.registered_callback)
+    for info in infos:
+        if callable(info.callback):  # typer's placeholder for "none given" is not
+            info.callback = on_interrupt(info.callback)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            handle_interrupts(group.typer_instance)
 
 
 def writable_output(path, what: str, suffixes: tuple[str, ...] = ()) -> Path:

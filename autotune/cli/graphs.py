@@ -61,7 +61,10 @@ def command_name(ctx: typer.Context) -> str:
 
 def _print(r: dict) -> None:
     typer.echo(f"campaign {r['campaign']} ({r['status']}{', resumed' if r['resumed'] else ''}): "
-               f"{r['evaluated']} graphs evaluated in {r['search_s']:.1f} s ({r['ops_measured']} ops measured)")
+               f"{r['evaluated']} graphs evaluated in {r['search_s']:.1f} s ({r['ops_measured']} ops timed)")
+    if r.get("op_costs") == "estimated":
+        typer.echo(f"graph costs partly estimated (ops beyond --max-measure): stored on {r['graph_device']!r}; "
+                   f"{r['ops_confirmed']} distinct ops estimated during the search timed for the check")
     if r.get("started_from", "original") != "original":
         typer.echo(f"searched from {r['started_from']}'s output ({r['start_speedup']:.3f}x over the input model)")
     typer.echo(f"rules applied ({len(r['rules_applied'])}): {r['rule_counts']}")
@@ -94,7 +97,7 @@ def tune_graph(
     fresh: FreshOption = False,
     option: AlgorithmOptionsOption = None,
     rules: Annotated[str | None, typer.Option("--rules", help="Extra rules JSON (e.g. from `autotune rules generate -o`); stored as provenance file:PATH, status unverified, unless the database holds them already")] = None,
-    max_measure: Annotated[int, typer.Option("--max-measure", help="Distinct ops timed during the search (at least 1); the rest are predicted by the op-cost model, and those the result relies on are timed at the end")] = 400,
+    max_measure: Annotated[int | None, typer.Option("--max-measure", help="Time at most this many distinct ops during the search (at least 1) and estimate the rest by the op-cost model (those the result relies on are timed at the end); the campaign's graph costs are then partly estimated, stored on a device of its own, '... (estimated op costs)', never looked up by another campaign. Default: every op a stored graph's cost rests on is timed")] = None,
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="Interleaved end-to-end timing rounds of the final check")] = 25,
     start_from: Annotated[str | None, typer.Option("--start-from", help="Search from a peer optimizer's output, as a user chains tools: onnxruntime (its offline optimizer, extended level), ort-transformers (onnxruntime.transformers.optimizer, on transformers), onnxsim (pip install 'autotune[bench]') or best (the fastest of those faster than the input beyond noise, else the input); the model kept is the fastest of the original, the peer's and ours")] = None,
     input_shape: InputShapeOption = None,

@@ -8,6 +8,7 @@ import sys
 
 import typer
 
+from autotune.cli.common import handle_interrupts, interrupted_message
 from autotune.errors import run_script
 
 app = typer.Typer(
@@ -58,16 +59,21 @@ COMMAND_MODULES = [
     "autotune.cli.dashboard",
 ]
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(_name).register(app, tune_app)
+try:
+    for _name in COMMAND_MODULES:
+        importlib.import_module(_name).register(app, tune_app)
+    # Ctrl-C in a command: one line on stderr (whether anything was stored), status 130; a campaign first stores
+    # what it measured, marks itself "interrupted" and says how to resume (autotune.campaign), and that line is
+    # the only one. Typer alone would exit 130 saying nothing.
+    handle_interrupts(app)
+except KeyboardInterrupt:  # while the command line is still being put together
+    print(interrupted_message(stores=False), file=sys.stderr)
+    sys.exit(130)
 
 
 def main() -> None:
-    # Ctrl-C inside a command exits 130 (typer turns KeyboardInterrupt into that status); a campaign first
-    # stores what it measured, marks itself "interrupted" and says how to resume (autotune.campaign)
     try:
         run_script(app, flags=True)  # the project's own errors: one line on stderr naming the flags, status 2
-    except KeyboardInterrupt:
-        typer.echo("interrupted; everything already stored stays in the database (rerun a campaign with the "
-                   "same --campaign NAME to resume it)", err=True)
+    except KeyboardInterrupt:  # outside a command (parsing the command line): nothing was stored
+        typer.echo(interrupted_message(stores=False), err=True)
         sys.exit(130)

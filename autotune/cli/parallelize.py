@@ -142,15 +142,12 @@ def tune_parallel(
                                     "input_shapes": input_shapes}, ray)
         bar.summary(summary_text(r))
     else:
-        database = open_db(db)
-        try:
-            r = parallelize(model, cluster, batch, algorithm, trials, seed, time_budget, db=database, campaign=campaign,
-                            progress=bar, microbatches=microbatches, measured_db=measured_db,
-                            measured_device=measured_device, options=parse_options(option) or None, fresh=fresh,
-                            recompute=recompute, optimizer=optimizer, input_shapes=input_shapes,
-                            command_files={"output": output, "timeline": timeline})
-        finally:
-            database.close()
+        # the URL, opened once the model, the cluster and the search are accepted: a refusal leaves no --db file
+        r = parallelize(model, cluster, batch, algorithm, trials, seed, time_budget, db=db, campaign=campaign,
+                        progress=bar, microbatches=microbatches, measured_db=measured_db,
+                        measured_device=measured_device, options=parse_options(option) or None, fresh=fresh,
+                        recompute=recompute, optimizer=optimizer, input_shapes=input_shapes,
+                        command_files={"output": output, "timeline": timeline})
     out = r.to_json()
     if output:
         with open(output, "w") as f:

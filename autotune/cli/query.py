@@ -30,6 +30,7 @@ from autotune.cli.tables import (
     relative_time,
     seconds,
     short_key,
+    task_labels,
 )
 
 TaskOption = Annotated[str | None, typer.Option("--task", help="Task key (or a unique prefix of it) or name")]
@@ -52,6 +53,7 @@ CAMPAIGN_COLUMNS = [
 TRIAL_COLUMNS = [
     Col("id", render=number, right=True),
     Col("campaign", width=20, cut="start", optional=True),
+    Col("task", width=20, least=20, optional=True),  # shown for the rows of several tasks (_with_task_column)
     Col("device", render=device_text, width=14),
     Col("status", width=13),
     Col("cost", render=seconds, right=True),
@@ -86,6 +88,20 @@ def _stdin_is_tty() -> bool:
 
 
 COST_COLUMNS = ("cost", "best_cost", "best_cost_including_reused")
+
+
+def _with_task_column(frames):
+    """The pages of a default trials table as one frame whose ``task`` column names each row's task (with a
+    short key where two of the tasks shown share a name) when the rows are of several tasks, and is empty
+    (left out of the table) when they are of one."""
+    import pandas as pd
+
+    frames = list(frames)
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0] if frames else pd.DataFrame()
+    if {"task", "task_key"} <= set(df.columns):
+        df = df.copy()
+        df["task"] = pd.Series(task_labels(df["task"].tolist(), df["task_key"].tolist()), dtype=object, index=df.index)
+    return [df]
 
 
 def plain_costs(database, frames, fmt: str):
@@ -272,8 +288,10 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         # measured elsewhere: the campaign column then names who measured each
         own = filters["campaign"] is not None and queries.lookups(database, filters["campaign"]) == 0
         drop = tuple(k for k, same in (("campaign", own), ("device", filters["device"] is not None)) if same)
-        shown = write_pages(plain_costs(database, pages, format), format, columns=_layout(TRIAL_COLUMNS, drop),
-                            wide=wide)
+        frames = plain_costs(database, pages, format)
+        if format == "table" and not wide:  # csv, json and --wide have every column, raw: task and task_key
+            frames = _with_task_column(frames)
+        shown = write_pages(frames, format, columns=_layout(TRIAL_COLUMNS, drop), wide=wide)
         if not all_ and top is None and shown == limit:
             total = queries.count_trials(database, **filters)
             if total > shown:

@@ -10,6 +10,7 @@ point either.
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Annotated
 
 import typer
@@ -18,6 +19,36 @@ from autotune.cli.common import JsonOption, ProgressOption, emit_json, handle_er
 from autotune.errors import UsageError
 
 SAMPLES = 100_000  # random combinations that estimate the size of a space too large to count
+SHOWN_VALUES = 12  # a knob of more values is summarised: its first values, their count, min, max, step
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def knob_summary(values: list) -> list | dict:
+    """A knob's values as `space check` shows them: the list itself when it has at most SHOWN_VALUES, else
+    ``{"count", "first"}`` (the first SHOWN_VALUES), with ``"min"`` and ``"max"`` for numbers and ``"step"``
+    when they are evenly spaced (a range)."""
+    if len(values) <= SHOWN_VALUES:
+        return list(values)
+    out: dict = {"count": len(values), "first": list(values[:SHOWN_VALUES])}
+    if all(_is_number(v) for v in values):
+        out["min"], out["max"] = min(values), max(values)
+        step = values[1] - values[0]
+        exact = all(isinstance(v, int) for v in values)
+        if step != 0 and all((b - a == step) if exact else math.isclose(b - a, step, rel_tol=1e-9, abs_tol=1e-12)
+                             for a, b in zip(values, values[1:])):
+            out["step"] = step if exact else float(f"{step:.12g}")  # 0.1, not 0.09999999999999998
+    return out
+
+
+def _knob_line(values: list | dict) -> str:
+    """A knob's values (or their summary, :func:`knob_summary`) as one line of text."""
+    if isinstance(values, list):
+        return ", ".join(map(str, values))
+    facts = [f"{values['count']:,} values"] + [f"{k} {values[k]}" for k in ("min", "max", "step") if k in values]
+    return ", ".join(map(str, values["first"])) + f", ... ({', '.join(facts)})"
 
 
 def _count(space, progress: bool) -> int | None:
@@ -48,6 +79,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         file: Annotated[str, typer.Argument(help="Space file (YAML or JSON)")],
         json: JsonOption = False,
         progress: ProgressOption = True,
+        all_values: Annotated[bool, typer.Option("--all-values", help=f"Every value of every knob; by default a knob of more than {SHOWN_VALUES} values is summarised: its first {SHOWN_VALUES}, their count, and for numbers min, max and the step of a range")] = False,
     ) -> None:
         """Check a space file: print its number of valid points, knobs and constraints (exit status 2 if bad)."""
         from autotune.search_spaces.space_file import load_space_file
@@ -67,7 +99,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             estimate = round(combinations * found / SAMPLES)
         info = {
             "name": space.task.name, "file": file, "size": size, "combinations": combinations,
-            "knobs": dict(zip(space.names, space.values)),
+            "knobs": {name: list(values) if all_values else knob_summary(values)
+                      for name, values in zip(space.names, space.values)},
             "constraints": [getattr(c, "text", str(c)) for c in space.constraints],
             "default": space.initial().payload if space.initial() is not None else None,
             "objective": objective.to_json() if objective is not None else None,
@@ -87,8 +120,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                        f"{combinations:,} combinations")
         typer.echo("knobs:")
         for name, values in info["knobs"].items():
-            listed = ", ".join(map(str, values[:12])) + (f", ... ({len(values)} values)" if len(values) > 12 else "")
-            typer.echo(f"  {name}: {listed}")
+            typer.echo(f"  {name}: {_knob_line(values)}")
         typer.echo("constraints:" + ("" if info["constraints"] else " none"))
         for text in info["constraints"]:
             typer.echo(f"  {text}")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.progress import shorten
+from autotune.progress import format_bytes, shorten
 
 #: the width default tables are laid out for; a wider terminal gives the flexible columns more room,
 #: output that is not a terminal (a pipe, a file) gets this width unless COLUMNS says otherwise
@@ -88,14 +88,7 @@ def size_bytes(v) -> str:
     """A size in bytes, binary units: '12.3 KiB'; 0 as 'none'."""
     if _missing(v):
         return ""
-    n = float(v)
-    if n == 0:
-        return "none"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
-        n /= 1024
-    return str(v)
+    return "none" if float(v) == 0 else format_bytes(v)
 
 
 def _as_datetime(v):
@@ -153,6 +146,21 @@ def config_text(v) -> str:
     if isinstance(v, dict):
         return " ".join(f"{k}={_compact(x)}" for k, x in v.items())
     return _compact(v)
+
+
+def task_labels(names: list, keys: list, width: int = 20) -> list[str | None]:
+    """The task of each row as a table names it: its name, and after it its short key where another task
+    among the rows has the same name (``width`` cells at most, the name cut so that the key stays whole);
+    every label None when the rows are of one task, so a column of them is left out (:class:`Col`
+    ``optional``)."""
+    if len(set(keys)) <= 1:
+        return [None] * len(keys)
+    tasks_named: dict[str, set] = {}
+    for name, key in zip(names, keys):
+        tasks_named.setdefault(name, set()).add(key)
+    room = max(1, width - 1 - KEY_CHARS)
+    return [f"{shorten(str(name), room)} {short_key(key)}" if len(tasks_named[name]) > 1 else name
+            for name, key in zip(names, keys)]
 
 
 _VENDOR = ("NVIDIA ", "GeForce ")

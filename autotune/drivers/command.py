@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from autotune.algorithms.model_guided import make_search
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, check_options
-from autotune.campaign import Campaign, CampaignResult
+from autotune.campaign import Campaign, CampaignResult, check_run
 from autotune.db import open_database
 from autotune.drivers.function import budgets, with_task
 from autotune.errors import UsageError, argument
@@ -56,6 +56,8 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
             "algorithm": algorithm, "cost_model": cost_model, "seed": seed, "batch": batch, "timeout_s": timeout_s}}
         if options:
             recipe["args"]["options"] = options
+        # before the database is opened: a refused command leaves no --db file behind
+        check_run(knobs, algo, trials=budgets(trials, time_budget), time_budget=time_budget, batch=batch, seed=seed)
         database = open_database(db)
         try:
             return Campaign(name, knobs, algo, runner, database, trials=budgets(trials, time_budget),

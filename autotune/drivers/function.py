@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 
 from autotune.algorithms.model_guided import make_search
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, check_options
-from autotune.campaign import Campaign, CampaignResult
+from autotune.campaign import Campaign, CampaignResult, check_run
 from autotune.db import open_database
 from autotune.errors import UsageError
 from autotune.runners.function import FunctionRunner
@@ -99,7 +99,8 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
             params["code"] = callable_identity(objective).rsplit(":", 1)[-1]
         knobs = with_task(as_knob_space(space), "function", runner.name, params)
         name = campaign or f"{runner.name}-{knobs.task.key[:8]}-{algo.name}-seed{seed}"
-        database = open_database(db)
+        check_run(knobs, algo, trials=budgets(trials, time_budget), time_budget=time_budget, batch=batch, seed=seed)
+        database = open_database(db)  # after the refusals: a refused call leaves no database file behind
         try:
             return Campaign(name, knobs, algo, runner, database, trials=budgets(trials, time_budget),
                             time_budget=time_budget, batch=batch, seed=seed, progress=progress,

@@ -7,8 +7,14 @@ cost is the sum of its op costs (``autotune.runners.graph``), on the device of t
 that times the ops. Op timings are trials of task kind "op", shared by every campaign on
 that device. So a graph search is logged (``autotune trials --campaign NAME``), and a
 campaign of a known name resumes where it stopped: killed at any point, it ends with the
-same trials as an uninterrupted run, as long as every op it meets gets measured (below
-``max_measure``; estimated op costs depend on which ops were measured before).
+same trials as an uninterrupted run.
+
+What is stored is what was measured: by default every op a stored graph's cost rests on is
+timed. With ``max_measure`` the search times at most that many distinct ops and estimates the
+rest; its graph costs are then partly guesses, stored on a device of the campaign's own
+(``runners.graph.estimating_device``: named "... (estimated op costs)"), so that no other
+campaign looks them up and no listing of the device shows them as its measurements. A campaign
+keeps the way it started when resumed (read from the device it is stored on).
 
 The winner is then checked end to end: the numeric check against the original on random
 inputs, and interleaved whole-model timing on the device. The searched graph is returned
@@ -34,19 +40,32 @@ from autotune.campaign import Campaign, checked_seed
 from autotune.db import open_database
 from autotune.db.database import Database
 from autotune.db.op_costs import DatabaseOpCostCache
-from autotune.errors import UsageError, argument
+from autotune.errors import Interrupted, UsageError, argument
 from autotune.progress import Progress, make_progress
-from autotune.runners.graph import TORCH_DEVICES, GraphCostRunner, OpCosts, check_device, make_backend
+from autotune.runners.graph import (
+    ESTIMATED_SUFFIX,
+    TORCH_DEVICES,
+    GraphCostRunner,
+    OpCosts,
+    check_device,
+    estimating_device,
+    is_estimating,
+    make_backend,
+)
 from autotune.runners.timing import faster_beyond_noise, summary
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphSpace
+from autotune.types import Device
 
 DEFAULT_ALGORITHM = "taso-queue"
 #: options for algorithms whose defaults are not the best fit for graph spaces (the bandit's default arms that
 #: can search a graph are evolutionary, mcmc and random; here TASO's queue is one of its arms)
 GRAPH_OPTIONS = {"bandit": {"algorithms": "taso-queue,mcmc,evolutionary"}}
 DEFAULT_TRIALS, DEFAULT_TIME_BUDGET = 3000, 45.0  # when neither budget is given
+#: distinct ops a search without --max-measure may time for costs it never stores (equality saturation's
+#: extraction, which costs every op of the e-graph); the graphs it stores are costed from timed ops only
+DEFAULT_MAX_MEASURE = 400
 #: the numeric check's share of the end-to-end check's bar, in timing rounds: it runs both models on
 #: three inputs without the runtime's optimisations, which takes about as long as three rounds
 CHECK_UNITS = 3
@@ -181,7 +200,7 @@ def _budgets(trials: int | None, time_budget: float | None, batch: int) -> tuple
 def optimize_graph(model, output: str | None = None, *, device: str = "cpu", algorithm: str = DEFAULT_ALGORITHM,
                    alpha: float | None = None, trials: int | None = None, time_budget: float | None = None,
                    seed: int = 0, batch: int = 16, campaign: str | None = None, db: str | Database | None = None,
-                   rules_file: str | None = None, max_measure: int = 400, rounds: int = 25, threads: int = 1,
+                   rules_file: str | None = None, max_measure: int | None = None, rounds: int = 25, threads: int = 1,
                    fusion: bool | None = None, tolerance: float = 1e-3,
                    progress: bool | Progress | None = False, fresh: bool = False,
                    options: dict | None = None, input_shapes: dict | None = None,
@@ -195,7 +214,10 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     name resumes it; default: derived from the model, device, algorithm and seed). ``db``: a database
     URL or :class:`Database`; None uses a throw-away SQLite file (nothing is kept). ``max_measure``:
     distinct ops timed during the search (at least 1), the rest estimated by the op-cost model (the ops
-    the result relies on are timed at the end). ``fusion``: count ops the runtime fuses into their producer as
+    the result relies on are timed at the end); the campaign's graph costs are then partly estimated and
+    stored on a device of its own, "... (estimated op costs)", never looked up by another campaign. None
+    (the default): every op a stored graph's cost rests on is timed. A resumed campaign keeps the way it
+    started. ``fusion``: count ops the runtime fuses into their producer as
     free (default: on for onnxruntime, off for torch). ``progress``: bars on standard error for the
     search and the end-to-end check, and a closing summary line (True, False, None: when standard
     error is a terminal, or an :class:`autotune.progress.Progress`). ``fresh``: delete an existing
@@ -209,7 +231,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     bar = make_progress(progress, "optimize_graph")
     check_device(device)
     trials, time_budget = _budgets(trials, time_budget, batch)
-    if max_measure < 1:  # with no op timed, every graph's cost is a guess at nominal rates, stored as its trial
+    if max_measure is not None and max_measure < 1:  # with no op timed, every graph's cost is a guess at nominal rates
         raise UsageError(f"{argument('max_measure')} must be at least 1, not {max_measure}: the search costs graphs "
                          "by the ops it times, and with none timed every cost it stores is a guess at nominal rates, "
                          "which the timing of the result's ops at the end contradicts")
@@ -287,7 +309,10 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
     runner = GraphCostRunner(space, op_costs)
     space.op_cost, space.fusion = op_costs.op_cost, op_costs.fusion  # what an e-graph extraction minimises
     task = space.task
-    name = campaign or f"graph-{task.name}-{task.key[:8]}-{device}-{algo.name}-s{seed}-{runner.device.key[:6]}"
+    name = campaign or (f"graph-{task.name}-{task.key[:8]}-{device}-{algo.name}-s{seed}-{runner.device.key[:6]}"
+                        f"{'' if max_measure is None else f'-est{max_measure}'}")
+    runner.device, op_costs.max_measure = _graph_device(database, name, runner.device, max_measure, fresh)
+    runner.timed = not is_estimating(runner.device)  # every op of a stored graph timed, else costs partly estimated
     # the measurement cap is the campaign's: ops timed by its earlier runs count (the trials record it)
     earlier = [] if fresh else _campaign_history(database, name)
     op_costs.measured = max((int(m.meta.get("ops_measured", 0)) for m in earlier), default=0)
@@ -306,15 +331,15 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
     result = search.run()  # Ctrl-C in the search: the campaign says how to resume it
     try:
         return _check_and_report(result, original, graph, space, algo, backend, op_costs, output, device, task,
-                                 op_device, measured_before, rules, rounds, tolerance, bar, t_start, start)
+                                 op_device, measured_before, rules, rounds, tolerance, bar, t_start, start, runner)
     except KeyboardInterrupt:  # after the search: rerunning resumes the finished campaign, then checks again
         print(f"interrupted: {result.trials} trials stored, the end-to-end check not done; resume with: "
               f"{search.resume_command()}", file=sys.stderr)
-        raise
+        raise Interrupted from None
 
 
 def _check_and_report(result, original, graph, space, algo, backend, op_costs, output, device, task, op_device,
-                      measured_before, rules, rounds, tolerance, bar: Progress, t_start, start) -> dict:
+                      measured_before, rules, rounds, tolerance, bar: Progress, t_start, start, runner) -> dict:
     """The end-to-end check of a finished search's best graph, the model kept written to ``output``, and the report."""
     # the best graph evaluated, own or looked up: a graph found by an earlier campaign is as good to keep
     best = result.best_evaluated.candidate if result.best_evaluated is not None else space.initial()
@@ -349,7 +374,13 @@ def _check_and_report(result, original, graph, space, algo, backend, op_costs, o
         "nodes_after": len(best_graph.runtime_nodes()) if report["kept"] else len(graph.runtime_nodes()),
         "predicted_cost_before_s": cost_before, "predicted_cost_after_s": cost_after,
         "predicted_speedup": cost_before / cost_after, "search_s": result.wall_s,
+        # how the stored graph costs were made: "timed" (every op timed) or "estimated" (ops beyond the cap
+        # estimated; the trials are on graph_device, the campaign's own); best_cost_estimated: whether the
+        # campaign's best stored cost rests on estimated ops (predicted_cost_after_s is then its timed cost)
+        "op_costs": "timed" if runner.timed else "estimated", "graph_device": runner.device.name,
+        "best_cost_estimated": bool(result.best is not None and result.best.meta.get("ops_estimated")),
         "ops_measured": op_costs.measured - measured_before, "ops_estimated": op_costs.estimated,
+        # distinct ops that were only estimated during the search and timed for the end-to-end check
         "ops_confirmed": confirmed, "rules": len(rules), "simulated_s": summary["simulated_s"],
         "wall_s": summary["wall_s"], "total_s": time.perf_counter() - t_start,
         "started_from": start[0], "start_speedup": start[1], **report,
@@ -372,6 +403,45 @@ def _store_rules(database: Database, records: list[dict]) -> None:
         known = set(stored_rules(database)["key"]) | {r["key"] for r in own}
         own += [r for r in from_file if r["key"] not in known]
     database.save_rules(own)
+
+
+def _graph_device(database: Database, name: str, measured: Device, max_measure: int | None,
+                  fresh: bool) -> tuple[Device, int]:
+    """(the device the campaign ``name`` stores its graph trials on, the op measurement cap of its search).
+
+    A new campaign (or one started afresh) with ``max_measure`` gets a device of its own,
+    ``estimating_device(measured)``: its graph costs rest partly on estimated ops; without it, ``measured``
+    (every op timed; the cap, DEFAULT_MAX_MEASURE, then bounds only costs never stored). An existing campaign
+    keeps the device it is stored on, and so the way it started: resumed without ``max_measure``, an
+    estimating one keeps the cap its recipe holds. A campaign stored on another device is left to the
+    campaign's own check (another task or device: refused)."""
+    stored = None if fresh else _stored_device(database, name)
+    if stored is not None:
+        device, options = stored
+        base = {k: v for k, v in device.properties.items() if k not in ("op_costs", "campaign", "id")}
+        if is_estimating(device) and device.name == measured.name + ESTIMATED_SUFFIX and base == measured.properties:
+            if max_measure is None:
+                max_measure = ((options or {}).get("recipe") or {}).get("args", {}).get("max_measure")
+            return device, max_measure or DEFAULT_MAX_MEASURE
+        return measured, max_measure or DEFAULT_MAX_MEASURE
+    if max_measure is None:
+        return measured, DEFAULT_MAX_MEASURE
+    return estimating_device(measured, name), max_measure
+
+
+def _stored_device(database: Database, name: str) -> tuple[Device, dict] | None:
+    """(the device, the options) the campaign ``name`` is stored with; None when there is no such campaign."""
+    from sqlalchemy import select
+
+    from autotune.db.models import CampaignRow, DeviceRow
+
+    with database.session() as s:
+        row = s.execute(select(DeviceRow.name, DeviceRow.kind, DeviceRow.properties, CampaignRow.options)
+                        .join(CampaignRow, CampaignRow.device_id == DeviceRow.id)
+                        .where(CampaignRow.name == name)).first()
+    if row is None:
+        return None
+    return Device(row[0], row[1], dict(row[2] or {})), dict(row[3] or {})
 
 
 def _campaign_history(database: Database, name: str) -> list:

@@ -17,7 +17,7 @@ from autotune.algorithms.registry import (
     DEFAULT_TRANSFER_TOP,
     check_options,
 )
-from autotune.campaign import Campaign, checked_seed
+from autotune.campaign import Campaign, check_run, checked_seed
 from autotune.db import open_database
 from autotune.errors import UsageError, argument
 from autotune.search_spaces.kernels import TEMPLATES
@@ -126,6 +126,7 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
     if transfer_from:  # a worker joining the campaign, and its resume command, warm-start from the same sources
         recipe["args"].update(transfer_from=transfer_from, transfer_top=transfer_top)
     label = "x".join(str(v) for v in template.shape.values())
+    check_run(space, algo, trials=trials, time_budget=time_budget, batch=batch, seed=seed)  # before the database is opened: a refused command leaves no --db file behind
     database = open_database(db)
     if transfer_from:
         from autotune.transfer.sources import warm_start_search

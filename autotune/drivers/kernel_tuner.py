@@ -23,7 +23,7 @@ import numpy as np
 
 from autotune.algorithms.model_guided import make_search
 from autotune.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM
-from autotune.campaign import Campaign
+from autotune.campaign import Campaign, check_run
 from autotune.db import open_database
 from autotune.errors import UsageError
 from autotune.progress import Progress, make_progress, stderr_is_terminal
@@ -281,6 +281,7 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
     space = kernel.space()
     label = f"{kernel.kernel_name}-{lang.lower()}-{kernel.task.key[:8]}"
     cname = campaign or f"kt-{label}-{search.name}-seed{seed}"
+    check_run(space, search, trials=trials, time_budget=time_budget, seed=seed)  # before the database is opened: a refused command leaves no database file behind
     database = open_database(db)
     try:
         _compile_check(kernel, runner, space, seed, bar)

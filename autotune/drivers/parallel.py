@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 from autotune.algorithms.registry import ALGORITHMS, check_options, make_algorithm
-from autotune.campaign import Campaign
+from autotune.campaign import Campaign, check_run
 from autotune.db import open_database, open_existing_database, queries
 from autotune.db.calibration import measured
 from autotune.errors import UsageError, argument, did_you_mean
@@ -223,11 +223,15 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
         cl, counts = calibrate(cl, measured_db, measured_device)
     space = strategy_space(graph, cl, microbatches, search_recompute=mode is None)
     runner = SimulatorRunner(graph, cl, space, microbatches, whole_grads)
-    name = campaign or (f"parallelize-{space.task.name}-b{space.task.params['batch']}"
+    digest = space.task.params.get("model_digest")  # a model read from a file: its content, not its inner name
+    name = campaign or (f"parallelize-{space.task.name}{'-' + digest[:8] if digest else ''}-b{space.task.params['batch']}"
                         f"{f'-m{microbatches}' if microbatches > 1 else ''}{'-rc-' + graph.meta['recompute'] if graph.meta.get('recompute', 'none') != 'none' else ''}"
                         f"{'' if optimizer == DEFAULT_OPTIMIZER else '-' + optimizer}"
                         f"{'-i' + space.task.key[:6] if 'input_shapes' in space.task.params else ''}"
                         f"-{algorithm}-s{seed}-{runner.device.key[:6]}")
+    # a refusal opens no database; the campaign is given the baselines and then ``trials`` simulations
+    check_run(space, algo, trials=None if trials is None else trials + len(space.baselines()),
+              time_budget=time_budget, seed=seed)
     with tempfile.TemporaryDirectory(prefix="autotune-parallelize-") as tmp:
         if db is None:
             database = open_database(f"sqlite:///{os.path.join(tmp, 'search.db')}")

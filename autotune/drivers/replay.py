@@ -12,7 +12,7 @@ from autotune.algorithms.registry import (
     DEFAULT_TRANSFER_TOP,
     check_options,
 )
-from autotune.campaign import Campaign, CampaignResult
+from autotune.campaign import Campaign, CampaignResult, check_run
 from autotune.db import open_database
 from autotune.errors import UsageError, argument
 from autotune.runners.replay import ReplayRunner
@@ -48,6 +48,8 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
     if measure_delay < 0:
         raise UsageError(f"the measurement delay must be >= 0 seconds, not {measure_delay}")
     space = ReplaySpace(cache)
+    check_run(space, algo, trials=trials, time_budget=time_budget, simulated_budget=simulated_budget, batch=batch,
+              seed=seed)  # before the database is opened: a refused command leaves no --db file behind
     if ray is not None:
         from autotune.runners.ray import RayRunner
 

@@ -19,6 +19,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from autotune.errors import UsageError
+from autotune.types import stable_key
 
 ROLES = ("sample", "attribute", "parameter", "reduction")
 # [s, s] score-sized passes of unfused (2021, pre-FlashAttention) attention, forward: scores written,
@@ -90,6 +91,13 @@ class Graph:
     @property
     def flops(self) -> float:
         return sum(op.flops + op.bwd_flops for op in self.ops)
+
+    def digest(self) -> str:
+        """A digest of what a strategy search of the graph depends on: its ops (names, which strategies refer to,
+        dims and roles, inputs, weights' sizes, FLOPs and memory), batch and byte sizes, not its ``meta``. The
+        same model exported again with the same names and shapes has the same digest, whatever its weights'
+        values; another model under the same name has another (file models carry it in their task)."""
+        return stable_key({k: v for k, v in self.to_json().items() if k != "meta"})
 
     def to_json(self) -> dict:
         return {"name": self.name, "batch": self.batch, "dtype_bytes": self.dtype_bytes,

@@ -314,7 +314,13 @@ def get_model(name: str, batch: int | None = None, input_shapes: dict | None = N
         import json
 
         with open(name) as f:
-            return Graph.from_json(json.load(f))
+            g = Graph.from_json(json.load(f))
+        if batch is not None and int(batch) != g.batch:  # its ops' sizes are saved at its batch: not rescaled
+            raise UsageError(f"the JSON graph {name!r} was saved at batch {g.batch}, and a JSON graph is not rescaled "
+                             f"(built-in and ONNX models are): leave {argument('batch')} out or give {g.batch} (per "
+                             f"micro-batch), or save the graph at batch {int(batch)}")
+        g.meta = {**g.meta, "digest": g.digest()}  # part of the task: the model, not the name inside the file
+        return g
     if name not in MODELS:
         raise UsageError(f"unknown model {name!r}; valid: {', '.join(MODELS)} or a .json graph file")
     b = DEFAULT_BATCH[name] if batch is None else int(batch)

@@ -4,9 +4,11 @@ Convolutions and MatMul/Gemm with a weight become SOAP ops with sample, paramete
 attribute and reduction dims; a MatMul of two activations (attention) splits along its
 batch and head axes; elementwise ops, pools and normalisations keep the axes of their
 output (the normalised axis whole); shape-changing ops (Reshape, Transpose, Gather...)
-keep only the batch axis partitionable. The leading axis of every activation carries the
-batch: ``batch`` rescales it (the ONNX file's own batch is the default). The file's batch is the first
-dimension of its first input that is not a scalar (:func:`batch_input`).
+keep only the batch axis partitionable. ``batch`` rescales the model (the ONNX file's own batch is the
+default). The file's batch is the first dimension of its first input that is not a scalar
+(:func:`batch_input`); :func:`batch_axes` follows that dimension through the graph, op by op, and only the
+axis of each tensor that carries it is rescaled (a tensor that does not carry it keeps its shape, whatever
+its first dimension).
 """
 
 from __future__ import annotations
@@ -49,15 +51,17 @@ def load_onnx(path: str, batch: int | None = None, input_shapes: dict | None = N
     ig = from_onnx(path, input_shapes=input_shapes)
     if not ig.inputs:
         raise UsageError(f"ONNX model {path!r} has no inputs")
-    _, b0 = batch_input(ig.inputs, path)
+    first, b0 = batch_input(ig.inputs, path)
     B = int(batch) if batch else b0
     if B < 1:
         raise UsageError(f"batch must be positive, got {B}")
+    axes = batch_axes(ig, first, b0) if B != b0 else {}
 
     def shape(t: str) -> tuple[int, ...]:
         s = tuple(int(v) for v in ig.shape[t])
-        if s and b0 and s[0] % b0 == 0:
-            s = (s[0] // b0 * B,) + s[1:]
+        a = axes.get(t)
+        if a is not None and s[a] % b0 == 0:  # the axis that carries the batch (with what it was merged with)
+            s = s[:a] + (s[a] // b0 * B,) + s[a + 1:]
         return s
 
     g = Builder(ig.name or "onnx", B, dtype_bytes=4)
@@ -92,7 +96,91 @@ def load_onnx(path: str, batch: int | None = None, input_shapes: dict | None = N
     graph = g.build()
     if input_shapes:  # part of the task: the same model at other shapes is another search
         graph.meta["input_shapes"] = {k: list(v) for k, v in sorted(input_shapes.items())}
+    graph.meta["digest"] = graph.digest()  # part of the task: the model, not the name inside the file
     return graph
+
+
+def batch_axes(ig, first: str, b0: int) -> dict[str, int]:
+    """{tensor: the axis that carries the batch} of the imported graph ``ig``, whose input ``first`` has the batch
+    ``b0`` in its first dimension: that input and every other input whose first dimension is ``b0`` carry it in
+    axis 0, and each run-time op passes it on (:func:`_out_axis`); weights, and tensors the batch does not
+    reach (a sequence-first transpose's leading axis, a reduction over the batch), have none."""
+    axes = {t: 0 for t, (s, _) in ig.inputs.items() if len(s) >= 1 and (t == first or int(s[0]) == b0)}
+    for n in ig.runtime_nodes():
+        carried = [(t, axes[t]) for t in n.inputs if t in axes]
+        if not carried:
+            continue
+        for t in n.outputs:
+            if t and t in ig.shape:
+                a = _out_axis(ig, n, carried, tuple(int(v) for v in ig.shape[t]), b0)
+                if a is not None:
+                    axes[t] = a
+    return axes
+
+
+def _out_axis(ig, n, carried: list[tuple[str, int]], out: tuple[int, ...], b0: int) -> int | None:
+    """The axis of an output of node ``n`` that carries the batch, from the inputs that carry it (``carried``:
+    (tensor, axis), in input order) and the op's semantics; None when the op takes it away."""
+    if not out:
+        return None
+    src, a = carried[0]
+    si = tuple(int(v) for v in ig.shape[src])
+    pos = n.inputs.index(src)
+    r = len(out)
+    op, attrs = n.op, n.a
+    if op == "Transpose":
+        perm = list(attrs.get("perm") or reversed(range(len(si))))
+        return perm.index(a) if a in perm else None
+    if op in ("Reshape", "_Reshape", "Flatten", "Squeeze", "Unsqueeze"):
+        return _reshaped_axis(si, a, out, b0)
+    if op == "Gather":
+        k = int(attrs.get("axis", 0)) % max(len(ig.shape[n.inputs[0]]), 1)
+        if pos == 0:  # the data carries it: indexing another axis keeps it, indexing it loses it
+            rank_idx = len(ig.shape[n.inputs[1]])
+            if a == k:
+                idx = [ax for t, ax in carried if t == n.inputs[1]]
+                return k + idx[0] if idx else None
+            return a if a < k else a - 1 + rank_idx
+        return k + a  # the indices carry it (token ids into an embedding table)
+    if op in ("MatMul", "Gemm"):
+        ri = len(si)
+        if op == "Gemm":
+            trans = int(attrs.get("transA" if pos == 0 else "transB", 0))
+            rows = a == (1 if trans else 0) if pos == 0 else a == (0 if trans else 1)
+            return (0 if pos == 0 else 1) if rows else None
+        if ri == 1:
+            return None
+        if pos == 0:  # [..., M, K]: the batch in the leading axes or in M; K is summed away
+            return None if a == ri - 1 else a + (r - ri)
+        if a == ri - 2:  # the second operand's K
+            return None
+        return r - 1 if a == ri - 1 else a + (r - ri)
+    if op.startswith(("Reduce", "ArgMax", "ArgMin")) and "axes" in attrs:
+        reduced = {int(x) % len(si) for x in attrs["axes"]}
+        if a in reduced:
+            return None
+        return a if int(attrs.get("keepdims", 1)) else a - sum(1 for x in reduced if x < a)
+    # elementwise, convolutions, pools, normalisations, softmax, concat, split, slice, opaque ops: the
+    # inputs' axes line up from the right (broadcasting), and the batch keeps its axis
+    o = a + (r - len(si))
+    if 0 <= o < r and si[a] and out[o] % si[a] == 0:
+        return o
+    if math.prod(si) == math.prod(out):  # same elements, another shape: as a reshape
+        return _reshaped_axis(si, a, out, b0)
+    return None
+
+
+def _reshaped_axis(si: tuple[int, ...], a: int, out: tuple[int, ...], b0: int) -> int | None:
+    """The axis of a reshape's output ``out`` that holds input axis ``a`` (of ``si``, the batch): in the row-major
+    layout the batch is the digit between the elements of the axes before it and those after it; the output
+    axis that holds that whole digit (possibly merged with neighbours, as flattening [B, S, H] to [B*S, H]
+    does) carries it; the first such axis where a batch of 1 fits several. None when the reshape splits it."""
+    outer, inner = math.prod(si[:a]), math.prod(si[a + 1:])
+    for j in range(len(out)):
+        po, pi = math.prod(out[:j]), math.prod(out[j + 1:])
+        if po and pi and outer % po == 0 and inner % pi == 0 and out[j] % b0 == 0:
+            return j
+    return None
 
 
 # a repeated block in the tensor names exporters write: GPT-2's "/h.0/", BERT's "/layer.0/", Llama's

@@ -92,7 +92,10 @@ class StrategySpace(Space):
                           "devices": self.D, **({"microbatches": microbatches} if microbatches > 1 else {}),
                           **({"recompute": self.recompute or "full"} if graph.recompute else {}),
                           # an ONNX model at other input shapes is another task (never its campaign resumed)
-                          **({"input_shapes": graph.meta["input_shapes"]} if graph.meta.get("input_shapes") else {})})
+                          **({"input_shapes": graph.meta["input_shapes"]} if graph.meta.get("input_shapes") else {}),
+                          # a model read from a file (ONNX, JSON graph) is known by its content, not by the
+                          # name inside it: two models of one name are two tasks (Graph.digest)
+                          **({"model_digest": graph.meta["digest"]} if graph.meta.get("digest") else {})})
         self.neighbors: list[list[int]] = [[] for _ in graph.ops]
         for p, c, _ in graph.edges:
             self.neighbors[p].append(c)

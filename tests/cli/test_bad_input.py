@@ -133,3 +133,40 @@ def test_errors_under_json_are_one_json_object_on_standard_output(tmp_path, args
     assert r.exit_code == 2
     doc = json.loads(r.stdout.strip().splitlines()[-1])
     assert doc["exit_code"] == 2 and doc["kind"] == "UsageError" and doc["error"]
+
+
+REFUSALS = [
+    (["--algorithm", "taso-queue"], "searches graph spaces only"),
+    (["--algorithm", "optuna-gp"], "cannot be guided by the xgb cost model"),
+    (["--trials", "0"], "trial budget must be a positive number"),
+    (["--batch", "0"], "batch size must be a positive number"),
+    (["--seed", "-1"], "seed must be a whole number"),
+]
+
+
+def tune_args(command: str, tmp_path) -> list[str]:
+    if command == "replay":
+        return ["replay", "--cache", "example:pnpoly-rtx3090"]
+    if command == "parallel":
+        return ["parallel", "--model", "mlp-unity", "--cluster", "p3.16xlarge-x2", "--trials", "5"]
+    if command == "kernel":
+        return ["kernel", "gemm", "--shape", "16,16,16", "--target", "cpu"]
+    (tmp_path / "space.yaml").write_text("knobs:\n  x: [1, 2, 3]\n")
+    return ["command", "--space", str(tmp_path / "space.yaml")]
+
+
+@pytest.mark.parametrize("command, args, message", [
+    *[(command, args, message) for command in ("replay", "kernel", "command") for args, message in REFUSALS],
+    ("replay", ["--simulated-budget", "0"], "simulated-time budget must be a positive number"),
+    ("parallel", ["--algorithm", "taso-queue"], "searches graph spaces only"),
+    ("parallel", ["--algorithm", "optuna-tpe"], "it needs a space with knobs"),
+    ("parallel", ["--seed", "-1"], "seed must be a whole number")])
+def test_a_refused_tune_command_leaves_no_database_file(tmp_path, command, args, message):
+    """Every refusal a campaign makes comes before the database is opened (autotune.campaign.check_run)."""
+    db = tmp_path / "refused.db"
+    argv = ["tune", *tune_args(command, tmp_path), "--db", f"sqlite:///{db}", "--no-progress", *args]
+    if command == "command":
+        argv += ["--", "true"]
+    r = cli.invoke(app, argv)
+    assert r.exit_code == 2 and message in r.output, r.output
+    assert not db.exists()

@@ -240,6 +240,33 @@ def test_a_task_name_several_tasks_share_is_refused_naming_their_keys(shared_nam
                                 f"{tasks[1].key} (kernel, n=4096)); give the task key")
 
 
+def test_the_trials_table_names_the_task_of_each_row_when_the_rows_are_of_several(shared_name, tmp_path):
+    """csv and json have task and task_key; the default table shows the task once rows of two tasks are
+    listed, with a short key where two of them share a name, and no task column for one task."""
+    url, tasks = shared_name
+    for args in ([], ["--top", "6"], ["--all"]):
+        lines = run("trials", *args, "--db", url).stdout.splitlines()
+        assert lines[0].split()[:3] == ["id", "campaign", "task"], lines
+        shown = {line.split()[0]: " ".join(line.split()[2:4]) for line in lines[2:]}
+        assert sorted(shown.values()) == sorted([f"scale {tasks[0].key[:8]}"] * 3 + [f"scale {tasks[1].key[:8]}"] * 3)
+    for t in tasks:
+        assert "task" not in run("trials", "--task", t.key, "--db", url).stdout.splitlines()[0].split()
+    from autotune.types import Candidate, Device, Measurement, Status, Task
+
+    other = f"sqlite:///{tmp_path / 'two.db'}"  # two tasks of different names: the names alone
+    db = open_database(other)
+    try:
+        dev = Device("Synthetic GPU", "cuda", {"model": "Synthetic GPU"})
+        for name in ("scale", "gemm"):
+            task = Task("kernel", name, {"n": 1024})
+            db.record_batch(db.task_id(task), db.device_id(dev), None,
+                            [Measurement(Candidate({"block": 32}), Status.OK, times=[1e-3])])
+    finally:
+        db.close()
+    lines = run("trials", "--db", other).stdout.splitlines()
+    assert lines[0].split()[:2] == ["id", "task"] and [line.split()[1] for line in lines[2:]] == ["scale", "gemm"]
+
+
 def test_a_task_key_picks_one_of_the_tasks_that_share_a_name(shared_name):
     url, tasks = shared_name
     for t in tasks:

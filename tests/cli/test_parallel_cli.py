@@ -403,6 +403,19 @@ def test_an_onnx_models_batch_is_its_first_non_scalar_inputs_and_input_shape_fix
     assert r.exit_code == 2 and r.stderr == "error: --input-shape applies to ONNX models, not 'nmt'\n"
 
 
+def test_a_json_graph_at_another_batch_is_refused_naming_its_own(tmp_path):
+    """--batch with a .json graph was ignored (the search ran at the saved batch, reported as that batch): now
+    another batch exits with status 2 naming the saved one; the saved one (per micro-batch) runs."""
+    mlp(64, layers=2, width=256, name="mlp-json").save(str(tmp_path / "m.json"))
+    r = run("--model", tmp_path / "m.json", "--cluster", "p100-4x4", "--batch", 4096, "--trials", 3)
+    assert r.exit_code == 2 and r.stderr == (
+        f"error: the JSON graph {str(tmp_path / 'm.json')!r} was saved at batch 64, and a JSON graph is not rescaled "
+        "(built-in and ONNX models are): leave --batch out or give 64 (per micro-batch), or save the graph at batch 4096\n")
+    out = last_json(run("--model", tmp_path / "m.json", "--cluster", "p100-4x4", "--batch", 128, "--microbatches", 2,
+                        "--trials", 3, "--json"))
+    assert out["batch"] == 128 and out["microbatches"] == 2
+
+
 def test_a_batch_data_parallelism_cannot_split_is_compared_with_what_data_parallelism_runs():
     """Batch 7 on 16 devices: data parallelism runs on one device, so the speed-up is over one device; batch 12
     splits 4 ways; batch 64 over every device is the plain comparison."""

@@ -26,6 +26,7 @@ from autotune.cli.tables import (
     short_key,
     shorten,
     size_bytes,
+    task_labels,
 )
 from autotune.cli.transfer import DEVICE_COLUMNS, SIMILAR_COLUMNS
 from autotune.db import open_database
@@ -71,6 +72,15 @@ def test_a_minimized_functions_cost_has_no_unit_in_tables_and_stays_a_number_in_
     assert {r["cost"] for r in rows if r["device"] == "python-function"} == {2.5}
 
 
+def test_task_labels_name_the_task_and_its_short_key_where_two_tasks_share_a_name():
+    assert task_labels(["gemm", "gemm"], ["a" * 16, "a" * 16]) == [None, None]  # one task: no column
+    assert task_labels(["gemm", "conv"], ["a" * 16, "b" * 16]) == ["gemm", "conv"]
+    assert task_labels(["scale", "scale", "gemm", "scale"], ["a" * 16, "b" * 16, "c" * 16, "a" * 16]) == [
+        "scale aaaaaaaa", "scale bbbbbbbb", "gemm", "scale aaaaaaaa"]
+    long = task_labels(["x" * 30, "x" * 30], ["a" * 16, "b" * 16])
+    assert long == ["x" * 10 + "… aaaaaaaa", "x" * 10 + "… bbbbbbbb"]  # the name cut, the key whole, 20 cells
+
+
 def test_relative_times_then_the_date_beyond_a_week():
     assert relative_time(NOW - timedelta(seconds=20), now=NOW) == "just now"
     assert relative_time(NOW - timedelta(minutes=3, seconds=10), now=NOW) == "3 min ago"
@@ -110,7 +120,7 @@ def _long_frames() -> dict[str, tuple[list[Col], pd.DataFrame]]:
                           "status": "simulated-budget", "trials": 123456, "reused": 98765, "evaluations": 222221,
                           "best_cost": 0.000123456, "best_cost_including_reused": 0.0001, "simulated_s": 1.0,
                           "created": stamp, "updated": stamp}] * 3)
-    trials = pd.DataFrame([{"id": 1234567, "campaign": "c-" + LONG, "device": "NVIDIA " + LONG,
+    trials = pd.DataFrame([{"id": 1234567, "campaign": "c-" + LONG, "task": "task-" + LONG, "device": "NVIDIA " + LONG,
                             "status": "RUNTIME_ERROR", "cost": None, "config": {f"knob_{i}": i for i in range(40)},
                             "error": "Traceback (most recent call last):\n  File x\n" + LONG}] * 3)
     best = pd.DataFrame([{"task": LONG, "task_key": "a" * 16, "device": LONG, "rank": 10, "cost": 1.5,

@@ -148,6 +148,28 @@ def test_space_check_prints_the_size_knobs_and_constraints(files):
     assert info["constraints"] == ["block * unroll <= 128"] and info["objective"]["scale"] == 0.001
 
 
+def test_space_check_summarises_a_long_knob_and_lists_every_value_on_request(files):
+    """A 100,000-value range is its first values, count, min, max and step, in the text and in the JSON;
+    a short knob is its list; --all-values gives every value."""
+    (files / "long.yaml").write_text("knobs:\n  n: {range: [0, 99999]}\n  p: {pow2: [1, 65536]}\n"
+                                     "  w: [a, b, c, d, e, f, g, h, i, j, k, l, m]\n  mode: [x, y]\n"
+                                     "constraints:\n  - n < 3\n")  # counted at once
+    r = cli.invoke(app, ["space", "check", "long.yaml", "--json"])
+    assert r.exit_code == 0, r.output
+    assert len(r.output) < 2000
+    knobs = _last_json(r.output)["knobs"]
+    assert knobs["n"] == {"count": 100000, "first": list(range(12)), "min": 0, "max": 99999, "step": 1}
+    assert knobs["p"] == {"count": 17, "first": [2 ** i for i in range(12)], "min": 1, "max": 65536}  # no step
+    assert knobs["w"] == {"count": 13, "first": list("abcdefghijkl")}
+    assert knobs["mode"] == ["x", "y"]
+    text = cli.invoke(app, ["space", "check", "long.yaml"]).output
+    assert "  n: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ... (100,000 values, min 0, max 99999, step 1)\n" in text
+    assert "  mode: x, y\n" in text and len(text) < 2000
+    every = _last_json(cli.invoke(app, ["space", "check", "long.yaml", "--json", "--all-values"]).output)["knobs"]
+    assert every["n"] == list(range(100000)) and every["mode"] == ["x", "y"]
+    assert "99998, 99999\n" in cli.invoke(app, ["space", "check", "long.yaml", "--all-values"]).output
+
+
 HUGE = "knobs:\n  x: {range: [1, 99999]}\n  y: {range: [1, 99999]}\nconstraints:\n  - %s\n"
 
 

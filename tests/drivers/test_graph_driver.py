@@ -110,6 +110,68 @@ def test_a_search_timing_no_op_is_refused_before_anything_is_stored(fake, resnet
     assert not db.exists()
 
 
+@pytest.fixture(scope="module")
+def nasrnn(tmp_path_factory):
+    path = tmp_path_factory.mktemp("models") / "nasrnn.onnx"
+    onnx.save(model_zoo.build("nasrnn", small=True), path)
+    return path
+
+
+def _timed_cost(space, config) -> float:
+    """The cost of a rewrite of ``space`` with every op timed by the fake op runner (what a measurement is)."""
+    from autotune.runners.graph import OpCosts
+    from autotune.testing.graphs import FakeOpRunner
+
+    return OpCosts(FakeOpRunner(), max_measure=None, model=False, fusion=False).graph_cost(
+        space.graph(space.candidate(config)))
+
+
+def test_costs_resting_on_untimed_ops_are_stored_apart_and_never_looked_up_as_measured(fake, nasrnn, tmp_path):
+    """With --max-measure 3 below NasRNN's distinct ops, the graph costs the search stores are partly guessed: they
+    are trials of a device of the campaign's own ("... (estimated op costs)"), so a later campaign of the model on
+    the device looks none of them up, measures every graph with all its ops timed, and the device's best is a
+    measured cost. (They were OK trials of the device itself, reused by the next campaign as measurements.)"""
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    capped = optimize_graph(nasrnn, device="fake", trials=30, max_measure=3, db=url, campaign="capped", rounds=3)
+    assert capped["op_costs"] == "estimated" and capped["graph_device"] == "fake-op-runner (estimated op costs)"
+    assert capped["ops_measured"] == 3 + capped["ops_confirmed"] and capped["ops_confirmed"] > 0
+    timed = optimize_graph(nasrnn, device="fake", trials=30, db=url, campaign="timed", rounds=3)
+    assert timed["op_costs"] == "timed" and timed["graph_device"] == "fake-op-runner"
+    assert timed["evaluated"] == timed["trials"] == 30  # nothing looked up
+    db = open_database(url)
+    space = GraphSpace(onnx_io.from_onnx(onnx.load(nasrnn)), name="nasrnn")
+    guessed = queries.trials(db, campaign="capped")
+    assert (guessed["device"] == "fake-op-runner (estimated op costs)").all()
+    assert any(abs(c - _timed_cost(space, cfg)) > 1e-9 for c, cfg in zip(guessed["cost"], guessed["config"]))
+    measured = queries.trials(db, campaign="timed")
+    assert (measured["device"] == "fake-op-runner").all() and (measured["status"] == "OK").all()
+    for cost, config in zip(measured["cost"], measured["config"]):
+        assert cost == pytest.approx(_timed_cost(space, config), rel=1e-9)
+    best = queries.best(db, task="nasrnn", device="fake-op-runner")
+    assert best["cost"].iloc[0] == pytest.approx(_timed_cost(space, best["config"].iloc[0]), rel=1e-9)
+    # op timings: every op timed once, stored as op trials of the op runner's device (outside any campaign)
+    ops = queries.trials(db, device="fake-op-runner")
+    assert len(ops[ops["campaign"].isna()]) == capped["ops_measured"] + timed["ops_measured"]
+
+
+def test_a_campaign_keeps_the_way_it_started_when_resumed(fake, nasrnn, tmp_path):
+    """A capped campaign resumed without --max-measure stays on its own device with its recipe's cap; a timed one
+    resumed with --max-measure stays timed; --fresh gives a capped campaign a new device, so it looks up none of
+    its deleted predecessor's estimates."""
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    first = optimize_graph(nasrnn, device="fake", trials=10, max_measure=3, db=url, campaign="c", rounds=3)
+    more = optimize_graph(nasrnn, device="fake", trials=20, db=url, campaign="c", rounds=3)
+    assert more["resumed"] and more["op_costs"] == "estimated" and more["graph_device"] == first["graph_device"]
+    assert more["ops_measured"] == more["ops_confirmed"]  # its cap was spent by the first run
+    db = open_database(url)
+    assert queries.trials(db, campaign="c")["device"].nunique() == 1
+    again = optimize_graph(nasrnn, device="fake", trials=10, max_measure=3, db=url, campaign="c", rounds=3, fresh=True)
+    assert not again["resumed"] and again["evaluated"] == again["trials"] == 10
+    t = optimize_graph(nasrnn, device="fake", trials=5, db=url, campaign="t", rounds=3)
+    t2 = optimize_graph(nasrnn, device="fake", trials=10, max_measure=1, db=url, campaign="t", rounds=3)
+    assert t2["resumed"] and t["op_costs"] == t2["op_costs"] == "timed"
+
+
 def test_the_op_cost_model_is_trained_and_stored_with_the_campaign(fake, tmp_path):
     src = tmp_path / "inception.onnx"
     onnx.save(model_zoo.build("inception_v3", small=True), src)

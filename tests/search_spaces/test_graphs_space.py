@@ -15,7 +15,7 @@ from autotune.search_spaces.graphs.cost import fused_into_producer
 from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphSpace
 from autotune.testing.graphs import FakeOpRunner
-from autotune.types import Candidate, Status
+from autotune.types import Candidate, Measurement, Status
 
 
 def small_graph(name="inception_v3"):
@@ -109,6 +109,49 @@ def test_unmeasured_ops_are_predicted_by_the_op_cost_model_and_confirmed_when_re
     measured_more = cm.confirm(g)
     assert measured_more > 0 and cm.confirm(g) == 0
     assert cm.graph_cost(g) == pytest.approx(exact, rel=1e-9)  # now every op it relies on is measured
+
+
+def test_confirm_counts_the_distinct_ops_it_times_not_the_nodes():
+    """NasRNN repeats a few ops at many nodes: the ops a result relies on that were only estimated are timed once
+    each, and confirm says how many ops that was (the report's ops_confirmed), not how many nodes hold them."""
+    from autotune.search_spaces.graphs.cost import counted_nodes
+
+    g = small_graph("nasrnn")
+    cm = OpCosts(FakeOpRunner(), max_measure=1, model=False)
+    cm.graph_cost(g)
+    distinct = {g.op_key(n) for n in counted_nodes(g, cm.fusion)}
+    nodes = [n for n in counted_nodes(g, cm.fusion) if g.op_key(n) in cm.predicted_keys]
+    assert cm.measured == 1 and len(nodes) > len(distinct) > 2
+    confirmed = cm.confirm(g)
+    assert confirmed == cm.measured - 1 == len(distinct) - 1 == cm.runner.calls - 1
+    assert cm.confirm(g) == 0
+
+
+def test_a_timed_graph_cost_times_every_op_and_an_untimeable_op_fails_the_graph_not_guesses_it():
+    """GraphCostRunner(timed=True): every op of the graph is timed whatever the cap (the stored cost is a sum of
+    measurements); an op the runner cannot time makes the graph a RUNTIME_ERROR naming it, not a partly
+    guessed cost."""
+    space = GraphSpace(small_graph("nasrnn"))
+    root = space.initial()
+    capped = GraphCostRunner(space, OpCosts(FakeOpRunner(), max_measure=1, model=False))
+    timed = GraphCostRunner(space, OpCosts(FakeOpRunner(), max_measure=1, model=False), timed=True)
+    exact = OpCosts(FakeOpRunner(), max_measure=None, model=False).graph_cost(space.graph(root))
+    guess, measured = capped.measure(space.task, [root])[0], timed.measure(space.task, [root])[0]
+    assert guess.ok and guess.meta["ops_estimated"] > 0 and guess.cost != pytest.approx(exact, rel=1e-9)
+    assert measured.ok and measured.meta["ops_estimated"] == 0 and measured.cost == pytest.approx(exact, rel=1e-9)
+
+    class NoSigmoid(FakeOpRunner):
+        def measure(self, task, candidates):
+            return [Measurement(c, Status.RUNTIME_ERROR, error="no kernel") if c.payload["op"] == "Sigmoid"
+                    else m for c, m in zip(candidates, super().measure(task, candidates))]
+
+    runner = NoSigmoid()
+    broken = GraphCostRunner(space, OpCosts(runner, model=False), timed=True)
+    m = broken.measure(space.task, [root])[0]
+    assert m.status is Status.RUNTIME_ERROR and m.cost is None
+    assert "op Sigmoid" in m.error and "could not be timed alone (RUNTIME_ERROR: no kernel)" in m.error
+    calls = runner.calls
+    assert broken.measure(space.task, [root])[0].status is Status.RUNTIME_ERROR and runner.calls == calls  # once
 
 
 def test_graph_cost_runner_reports_invalid_candidates_and_op_counts():

@@ -117,3 +117,95 @@ def test_a_model_whose_batch_cannot_be_found_is_refused_naming_why(tmp_path):
     assert g.batch == 6 and g.meta["input_shapes"] == {"x": [6, 16]}
     with pytest.raises(UsageError, match="input_shapes applies to ONNX models, not 'nmt'"):
         get_model("nmt", input_shapes={"x": (6, 16)})
+
+
+def _seq_first(path, weights_seed=0):
+    """A model exported at batch 1 whose tensors do not all lead with the batch: x [1, 8, 16] is projected, turned
+    sequence-first ([8, 1, 32]: its first dimension is the sequence), averaged over the batch ([8, 32]) and
+    projected again ([8, 10])."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(weights_seed)
+    w1 = numpy_helper.from_array(rng.random((16, 32), np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.random((32, 10), np.float32), "w2")
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]),
+             helper.make_node("Transpose", ["h"], ["t"], perm=[1, 0, 2]),
+             helper.make_node("Relu", ["t"], ["r"]),
+             helper.make_node("ReduceMean", ["r"], ["s"], axes=[1], keepdims=0),
+             helper.make_node("MatMul", ["s", "w2"], ["y"])]
+    graph = helper.make_graph(nodes, "main_graph", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 10])], [w1, w2])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_batch_rescales_only_the_axis_that_carries_the_batch(tmp_path):
+    """At batch 4 the sequence-first tensor is [8, 4, 32], not [32, 1, 32], and what was averaged over the batch
+    keeps its shape (every first dimension is a multiple of a batch of 1, so the old rule rescaled them all: the
+    last projection cost 4x its FLOPs)."""
+    path = _seq_first(tmp_path / "m.onnx")
+    one, four = get_model(path), get_model(path, 4)
+    dims = {op.name: op.dims for op in four.ops}
+    assert dims["x"] == {"a0": 4, "a1": 8, "a2": 16} and dims["h"]["a0"] == 4
+    assert dims["t"] == {"a0": 8, "a1": 4, "a2": 32} and dims["r"] == {"a0": 8, "a1": 4, "a2": 32}
+    assert dims["s"] == {"a0": 8, "a1": 32} and dims["y"]["a0"] == 8
+    flops = {op.name: op.flops for op in one.ops}
+    assert {op.name: op.flops for op in four.ops} == {**flops, "h": 4 * flops["h"], "t": 4 * flops["t"],
+                                                      "r": 4 * flops["r"]}
+
+
+def test_a_batch_moved_by_reshapes_and_gathers_is_followed():
+    """The batch axis through the ops that move it: a transpose's permutation, a reshape that merges it with its
+    neighbours (as a flatten to [B*S, H] does) or splits others off, a gather of token ids, a reduction."""
+    from autotune.search_spaces.parallel.onnx_import import _reshaped_axis
+
+    assert _reshaped_axis((2, 8, 16), 0, (16, 16), 2) == 0  # [B, S, H] -> [B*S, H]
+    assert _reshaped_axis((8, 2, 16), 1, (16, 16), 2) == 0  # [S, B, H] -> [S*B, H]
+    assert _reshaped_axis((8, 2, 16), 1, (8, 32), 2) == 1  # [S, B, H] -> [S, B*H]
+    assert _reshaped_axis((2, 64), 0, (2, 4, 16), 2) == 0  # heads split off the hidden axis
+    assert _reshaped_axis((1, 64), 0, (1, 4, 16), 1) == 0
+    assert _reshaped_axis((6, 4), 0, (2, 3, 4), 6) is None  # the batch itself split: lost
+
+
+def test_a_model_file_is_its_own_task_whatever_the_name_inside_it(tmp_path):
+    """Two ONNX files whose graphs are both named "main_graph" (as PyTorch's exporter names every graph) are two
+    tasks and two default campaigns (the second resumed the first's); the same model exported again, with other
+    weight values, is the same task; a JSON graph too."""
+    from autotune.drivers.parallel import parallelize
+    from autotune.search_spaces.parallel.clusters import get_cluster
+    from autotune.search_spaces.parallel.space import StrategySpace
+
+    a, b = _seq_first(tmp_path / "a.onnx"), _stack(tmp_path / "b.onnx", ["/h.0"])
+    renamed = onnx.load(b)
+    renamed.graph.name = "main_graph"
+    onnx.save(renamed, b)
+    again = _seq_first(tmp_path / "again.onnx", weights_seed=1)
+    cluster = get_cluster("p100-4x4")
+    tasks = {p: StrategySpace(get_model(p, 4), cluster).task for p in (a, b, again)}
+    assert tasks[a].name == tasks[b].name == "main_graph@p100-4x4"
+    assert tasks[a].key != tasks[b].key and tasks[a].key == tasks[again].key
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    first, second = (parallelize(p, "p100-4x4", 4, trials=2, db=url) for p in (a, b))
+    assert first.campaign != second.campaign and second.simulations > 0
+    assert first.model.name == second.model.name == "main_graph"
+    g = get_model(a, 4)
+    g.save(str(tmp_path / "m.json"))
+    from_json = get_model(str(tmp_path / "m.json"))
+    assert from_json.meta["digest"] == g.meta["digest"] and StrategySpace(from_json, cluster).task.key == tasks[a].key
+
+
+def test_a_json_graph_refuses_another_batch_naming_its_own(tmp_path):
+    """A JSON graph's ops are saved at its batch, which nothing rescales: --batch at another one is refused (it was
+    ignored: the search ran at the saved batch), at its own accepted."""
+    from autotune.errors import UsageError
+    from autotune.search_spaces.parallel.models import mlp
+
+    path = str(tmp_path / "mlp.json")
+    mlp(64, layers=2, width=256).save(path)
+    assert get_model(path).batch == get_model(path, 64).batch == 64
+    with pytest.raises(UsageError) as err:
+        get_model(path, 4096)
+    assert err.value.command_line_message() == (
+        f"the JSON graph {path!r} was saved at batch 64, and a JSON graph is not rescaled (built-in and ONNX models "
+        "are): leave --batch out or give 64 (per micro-batch), or save the graph at batch 4096")
