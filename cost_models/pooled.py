@@ -23,6 +23,7 @@ one misleading source among good ones does not drag the others down.
 
 from __future__ import annotations
 
+import json
 from typing import Self
 
 import numpy as np
@@ -31,7 +32,8 @@ import xgboost as xgb
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import throughput
 from autotune.cost_models.metrics import rank_correlation
-from autotune.cost_models.xgb import XGBCostModel, inplace_scores
+from autotune.cost_models.xgb import XGBCostModel, inplace_scores, xgb_message
+from autotune.errors import UsageError, argument
 from autotune.gpus import device_properties
 from autotune.types import Device
 
@@ -86,9 +88,12 @@ def device_vector(d: Device) -> np.ndarray:
 class PooledModel(CostModel):
     name = "xgb-pooled"
 
-    def __init__(self, sources: list[tuple[np.ndarray, np.ndarray, np.ndarray]], target: np.ndarray,
-                 seed: int = 0, rounds: int = 60, max_source_rows: int = 3000, keep_top: int = 500,
-                 min_rho: float = 0.2, check_after: int = 8):
+    def __init__(self, sources: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
+                 target: np.ndarray | None = None, seed: int = 0, rounds: int = 60, max_source_rows: int = 3000,
+                 keep_top: int = 500, min_rho: float = 0.2, check_after: int = 8):
+        if sources is None or target is None:  # named as a model of its own (--cost-model xgb-pooled)
+            raise UsageError(f"cost model 'xgb-pooled' is the model of a warm start ({argument('transfer_from')}), "
+                             f"built from its sources; it is not chosen with {argument('cost_model')} (valid: graph-ops, xgb)")
         self.min_rho, self.check_after = min_rho, check_after
         self.active = bool(sources)
         self.exclude: set[bytes] = set()  # feature rows of the source probes (set by WarmStart)
@@ -124,6 +129,7 @@ class PooledModel(CostModel):
             self.src_rho.append(float("nan"))
         self.booster: xgb.Booster | None = None
         self.n_train = 0
+        self.target_known = True  # False: loaded from a booster stored without the target's properties
 
     @property
     def trained(self) -> bool:
@@ -191,10 +197,49 @@ class PooledModel(CostModel):
         return self.fallback._input(X)
 
     def save(self) -> bytes:
+        """The pooled booster's XGBoost JSON, carrying in its attributes what scoring needs besides the trees:
+        the target device's properties (the columns appended to every row), the fallback's options (the
+        pair columns) and the training size. Once the sources are left out, the fallback's own bytes."""
         if not self.active:
             return self.fallback.save()
-        return bytes(self.booster.save_raw("json")) if self.booster is not None else XGBCostModel().save()
+        if self.booster is None:
+            return XGBCostModel().save()
+        target = [None if not np.isfinite(v) else float(v) for v in self.target]
+        self.booster.set_attr(autotune_pooled=json.dumps({"target": target, "options": self.options,
+                                                          "n_train": int(self.n_train)}))
+        return bytes(self.booster.save_raw("json"))
 
     @classmethod
     def load(cls, data: bytes) -> Self:
-        return cls([], np.zeros(len(PROPS)))
+        """Inverse of ``save``: a model that scores as the saved one did (it holds no source rows, so it is for
+        prediction; fitting it trains the target-only fallback). A booster stored without its attributes (by
+        an older version) has ``target_known`` False: set ``target`` (``device_vector``) before predicting."""
+        try:
+            doc = json.loads(bytes(data).decode())
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ValueError(f"not a stored xgb-pooled model ({str(exc)[:80]})") from None
+        if not isinstance(doc, dict):
+            raise ValueError("not a stored xgb-pooled model (not a JSON object)")
+        model = cls([], np.full(len(PROPS), np.nan))
+        if "autotune_xgb" in doc or "autotune_xgb_ensemble" in doc:  # the target-only fallback's bytes
+            model.fallback = XGBCostModel.load(data)
+            model.options = model.fallback.options
+            return model
+        booster = xgb.Booster(params={"nthread": 1})
+        try:
+            booster.load_model(bytearray(data))
+        except xgb.core.XGBoostError as exc:
+            raise ValueError(f"not a stored xgb-pooled model ({xgb_message(exc)})") from None
+        if booster.attr("autotune_options") is not None and booster.attr("autotune_pooled") is None:
+            model.fallback = XGBCostModel.load(data)  # a one-member fallback: its booster alone
+            model.options = model.fallback.options
+            return model
+        meta = json.loads(booster.attr("autotune_pooled") or "{}")
+        model.fallback = XGBCostModel(**(meta.get("options") or {}))
+        model.options = model.fallback.options
+        model.target_known = "target" in meta
+        if model.target_known:
+            model.target = np.array([np.nan if v is None else float(v) for v in meta["target"]], dtype=float)
+        model.booster, model.active = booster, True
+        model.n_train = int(meta.get("n_train", 0))
+        return model

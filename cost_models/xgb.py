@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Self
@@ -154,14 +155,23 @@ class XGBCostModel(CostModel):
 
     @classmethod
     def load(cls, data: bytes) -> Self:
-        doc = json.loads(bytes(data).decode())
+        """Inverse of ``save``; ValueError naming what is wrong for bytes that are not such a model."""
+        try:
+            doc = json.loads(bytes(data).decode())
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ValueError(f"not a stored xgb model ({str(exc)[:80]})") from None
+        if not isinstance(doc, dict):
+            raise ValueError("not a stored xgb model (not a JSON object)")
         if "autotune_xgb" in doc:
             return cls(**doc["autotune_xgb"]["options"])
         raw = [json.dumps(m).encode() for m in doc["autotune_xgb_ensemble"]] if "autotune_xgb_ensemble" in doc else [data]
         boosters = []
         for blob in raw:
             b = xgb.Booster(params={"nthread": 1})
-            b.load_model(bytearray(blob))
+            try:
+                b.load_model(bytearray(blob))
+            except xgb.core.XGBoostError as exc:
+                raise ValueError(f"not a stored xgb model ({xgb_message(exc)})") from None
             boosters.append(b)
         model = cls(**json.loads(boosters[0].attr("autotune_options") or "{}"))
         model.boosters = boosters
@@ -203,6 +213,13 @@ def boosters_scores(boosters: list[xgb.Booster], X: np.ndarray) -> list[np.ndarr
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="xgb-predict") as pool:
         parts = list(pool.map(lambda job: job[0].inplace_predict(job[1]), jobs))
     return [np.concatenate(parts[i * slices:(i + 1) * slices]) for i in range(len(boosters))]
+
+
+def xgb_message(exc: Exception) -> str:
+    """The first line of an XGBoost error without its time stamp and source location ("[14:13:48]
+    /workspace/include/xgboost/json.h:88: ")."""
+    line = (str(exc).strip().splitlines() or [""])[0]
+    return re.sub(r"^\[[0-9:]+\]\s+\S+:\d+:\s*", "", line)[:100]
 
 
 def _threads() -> int:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 
 from autotune.db.database import Database
 from autotune.db.models import DeviceRow, TaskRow, TrialRow
-from autotune.db.names import one_task
-from autotune.errors import UsageError
+from autotune.db.names import one_task, resolve
 from autotune.types import Candidate, Device, Measurement, Task
 
 
@@ -27,14 +26,12 @@ def find_device(db: Database, name: str) -> Device | None:
 
 
 def resolve_task(db: Database, task: Task | str) -> Task:
-    """A Task object as is, else the task with that key or name (one name for several tasks is an error)."""
+    """A Task object as is, else the task with that key or name, as every command takes one: exactly, differing
+    only in case, or a unique key prefix (one name for several tasks is an error naming their keys; an
+    unknown one names the closest stored names)."""
     if isinstance(task, Task):
         return task
-    r = one_task(db, task)  # a name several tasks share: Ambiguous, naming their keys
-    if r is None:
-        with db.session() as s:
-            known = s.execute(select(TaskRow.name).distinct().limit(20)).scalars().all()
-        raise UsageError(f"unknown task {task!r}; tasks in the database: {', '.join(known) or 'none yet'}")
+    r = one_task(db, resolve(db, "task", task))
     return Task(r.kind, r.name, dict(r.params or {}))
 
 
@@ -57,3 +54,29 @@ def task_trials(db: Database, task: Task) -> dict[str, tuple[Device, list[Measur
             entry = out[d.key] = (Device(d.name, d.kind, dict(d.properties or {})), [])
         entry[1].append(Measurement(Candidate(cand, key), status, cost=cost))
     return out
+
+
+def task_configurations(db: Database, task: Task) -> list[dict]:
+    """Every distinct configuration measured of the task on any device (failures included), in the order first
+    stored: for a recorded space whose constraints the task does not carry, the points known to be in it."""
+    t = TrialRow.__table__
+    with db.session() as s:
+        tid = s.scalar(select(TaskRow.id).where(TaskRow.key == task.key))
+    if tid is None:
+        return []
+    first = (select(t.c.candidate_key, func.min(t.c.id).label("id")).where(t.c.task_id == tid)
+             .group_by(t.c.candidate_key).subquery())
+    with db.engine.connect() as conn:
+        rows = conn.execute(select(t.c.candidate).join(first, first.c.id == t.c.id).order_by(t.c.id)).all()
+    return [c for (c,) in rows]
+
+
+def namesakes_measured(db: Database, device: str, task: Task) -> list[str]:
+    """Keys of the other tasks of ``task``'s kind and name (other parameters: another shape, other knob values)
+    that the device (a stored name or key) measured."""
+    with db.session() as s:
+        return list(s.scalars(
+            select(TaskRow.key).join(TrialRow, TrialRow.task_id == TaskRow.id)
+            .join(DeviceRow, DeviceRow.id == TrialRow.device_id)
+            .where(TaskRow.name == task.name, TaskRow.kind == task.kind, TaskRow.key != task.key,
+                   or_(DeviceRow.name == device, DeviceRow.key == device)).distinct()).all())

@@ -116,33 +116,92 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         import numpy as np
         import pandas as pd
 
-        from autotune.db.queries import load_cost_model, resolve_filters
+        from autotune.db.queries import resolve_filters
         from autotune.errors import UsageError
 
         check_format(format)
         database = open_db(db, existing=True)
-        campaign = resolve_filters(database, campaign=campaign)["campaign"]
-        cost_model, task, info = load_cost_model(database, model_id=model, campaign=campaign)
-        space = space_for_task(task, info["device_properties"])
-        given = [parse_json_arg(c, "--config") for c in (config or [])]
-        if configs is not None:
-            try:
-                text = sys.stdin.read() if str(configs) == "-" else configs.read_text()
-            except (OSError, UnicodeDecodeError) as exc:
-                raise UsageError(f"cannot read --configs {str(configs)!r}: {exc.__class__.__name__}") from None
-            given += [parse_json_arg(line, f"a line of {configs}") for line in text.splitlines() if line.strip()]
-        if not all(isinstance(c, dict) for c in given):
-            raise UsageError("each configuration must be a JSON object of knob values, e.g. '{\"block\": 64}'")
         try:
-            cands = [space.candidate(c) for c in given] if given else list(space.enumerate())
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"a configuration is not valid JSON: {exc}") from None
-        scores = cost_model.predict(space.features(cands))
+            campaign = resolve_filters(database, campaign=campaign)["campaign"]
+            cost_model, task, info = _load_model(database, model, campaign)
+            space = space_for_task(task, info["device_properties"])
+            given = [parse_json_arg(c, "--config") for c in (config or [])]
+            if configs is not None:
+                try:
+                    text = sys.stdin.read() if str(configs) == "-" else configs.read_text()
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise UsageError(f"cannot read --configs {str(configs)!r}: {exc.__class__.__name__}") from None
+                given += [parse_json_arg(line, f"a line of {configs}") for line in text.splitlines() if line.strip()]
+            if not all(isinstance(c, dict) for c in given):
+                raise UsageError("each configuration must be a JSON object of knob values, e.g. '{\"block\": 64}'")
+            what = ""
+            if given:
+                try:
+                    cands = [space.candidate(c) for c in given]
+                except json.JSONDecodeError as exc:
+                    raise UsageError(f"a configuration is not valid JSON: {exc}") from None
+            elif task.kind == "replay":  # a recording's constraints are its keys, which the task does not carry
+                from autotune.db.transfer import task_configurations
+
+                cands = [space.candidate(c) for c in task_configurations(database, task)]
+                what = f"of the {len(cands)} configurations of the task in the database"
+            else:
+                cands = list(space.enumerate())
+                what = f"of the {len(cands)} points of the task's space"
+        finally:
+            database.close()
+        scores = _scores(cost_model, space, cands, info)
         order = np.argsort(-scores, kind="stable")[: top or (len(cands) if given else 10)]
         df = pd.DataFrame({"rank": np.arange(1, len(order) + 1), "score": scores[order],
                            "config": [cands[i].payload for i in order]})
         if format == "table":
-            typer.echo(f"model {info['id']} ({info['name']}, {info['n_samples']} samples) for task {task.name}")
+            on = f" on {info['device']}" if info.get("device") else ""
+            shown = f": the best {len(order)} {what}" if what else ""
+            typer.echo(f"model {info['id']} ({info['name']}, {info['n_samples']} samples) for task {task.name}{on}{shown}")
             print_table(df, max_width=200)
         else:
             write_frame(df, format)
+
+
+def _load_model(database, model_id: int | None, campaign: str | None):
+    """(model, task, info) as ``load_cost_model`` gives them, plus ``info["device"]``; stored bytes that do not
+    load (damaged, or written by something else) and a model stored untrained are UsageErrors."""
+    import zlib
+
+    from autotune.cost_models.pooled import PooledModel, device_vector
+    from autotune.db.queries import cost_models, load_cost_model
+    from autotune.errors import UsageError
+    from autotune.types import Device
+
+    which = f"model {model_id}" if model_id is not None else f"the latest model of campaign {campaign!r}"
+    try:
+        cost_model, task, info = load_cost_model(database, model_id=model_id, campaign=campaign)
+    except UsageError:
+        raise
+    except (zlib.error, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{which} cannot be read: its stored weights are damaged ({str(exc)[:100]}); "
+                         "`autotune models` lists the others") from None
+    if not getattr(cost_model, "trained", True):
+        raise UsageError(f"model {info['id']} was stored untrained (its campaign had too few results when it was "
+                         "stored): it has nothing to rank with; `autotune models` lists the others")
+    rows = cost_models(database)
+    device = rows.loc[rows["id"] == info["id"], "device"]
+    info["device"] = device.iloc[0] if len(device) and isinstance(device.iloc[0], str) else None
+    if isinstance(cost_model, PooledModel) and not cost_model.target_known:
+        # stored before the model kept its target's properties: those of the device it was stored for
+        cost_model.target = device_vector(Device(info["device"] or "", "cuda", dict(info["device_properties"] or {})))
+    return cost_model, task, info
+
+
+def _scores(cost_model, space, cands, info):
+    """The model's scores of the candidates; a model whose features are not those of the space is a UsageError."""
+    import numpy as np
+    from xgboost.core import XGBoostError
+
+    from autotune.cost_models.xgb import xgb_message
+    from autotune.errors import UsageError
+
+    try:
+        return np.asarray(cost_model.predict(space.features(cands)), dtype=float)
+    except (XGBoostError, ValueError) as exc:
+        raise UsageError(f"model {info['id']} does not fit the space of its task ({xgb_message(exc)})") from None

@@ -130,11 +130,27 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             database.close()
         text = _json.dumps(doc, indent=1, default=str) + "\n" if format == "json" else c_header(doc, prefix)
         if output:
-            try:
-                Path(output).write_text(text)
+            import os
+            import tempfile
+
+            target = Path(output)
+            tmp = None
+            try:  # written beside it and moved over it: an interrupted write leaves the file that was there
+                fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+                with os.fdopen(fd, "w") as f:
+                    f.write(text)
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(tmp, target.stat().st_mode & 0o7777 if target.is_file() else 0o666 & ~umask)
+                os.replace(tmp, target)
+                tmp = None
             except OSError as exc:
-                raise UsageError(f"cannot write {output!r}: {exc.strerror}") from None
-            typer.echo(f"wrote {len(doc['devices'])} device(s) and a fallback to {output}", err=True)
+                raise UsageError(f"cannot write {output!r}: {exc.strerror or exc}") from None
+            finally:
+                if tmp is not None and os.path.exists(tmp):
+                    os.unlink(tmp)
+            shipped = sum(1 for r in doc["devices"] if not r.get("superseded_by"))
+            typer.echo(f"wrote {shipped} device(s) and a fallback to {output}", err=True)
         else:
             typer.echo(text, nl=False)
 

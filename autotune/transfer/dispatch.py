@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autotune.db import transfer as store
-from autotune.errors import UsageError
+from autotune.db.names import UnknownName, resolve
+from autotune.errors import UsageError, argument
 from autotune.transfer.similarity import rank_similar
 from autotune.types import Device, Measurement, Task
 
@@ -34,10 +35,20 @@ class BestConfig:
 
 
 def as_device(db, device: Device | str) -> Device:
-    """A Device object as is; a name or key from the database, else a GPU named in the known table."""
+    """A Device object as is; a name or key from the database (as every command takes one: exactly, differing
+    only in case, or a unique key prefix), else a GPU named in the known table, else a device of no known kind."""
     if isinstance(device, Device):
         return device
+    if not isinstance(device, str) or not device.strip():
+        raise UsageError(f"{argument('device')} must name a device (a name or key in the database, or a GPU of the "
+                         f"known table), not {device!r}")
     found = store.find_device(db, device)
+    if found is None:
+        try:
+            stored = resolve(db, "device", device)
+        except UnknownName:  # a name the database does not have at all (an ambiguous one is an error)
+            stored = None
+        found = store.find_device(db, stored) if stored is not None else None
     if found is not None:
         return found
     from autotune.gpus import gpu_properties

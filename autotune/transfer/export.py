@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from autotune.db import transfer as store
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 from autotune.transfer.dispatch import _best, as_device, consensus
 from autotune.types import Task
 
@@ -60,7 +60,11 @@ def fallback_config(per_device: dict[str, list]) -> dict | None:
 
 def export_configs(db, task: Task | str, devices: list[str] | None = None) -> dict:
     """{"task", "task_key", "cost_unit", "devices": [{"device", "key", "config", "cost"}], "fallback": {...}}:
-    ``cost_unit`` is "s" for a measured time, "" for a minimized function's value."""
+    ``cost_unit`` is "s" for a measured time, "" for a minimized function's value.
+
+    A device name stored as several devices (a GPU whose probed properties changed, a driver update) is
+    answered by the one added last that measured the task successfully: the rows of the others carry
+    ``superseded_by`` (that one's key) and are left out of the fallback and of the C header."""
     task = store.resolve_task(db, task)
     trials = store.task_trials(db, task)
     if devices:
@@ -70,6 +74,9 @@ def export_configs(db, task: Task | str, devices: list[str] | None = None) -> di
             if d.key not in trials:
                 have = ", ".join(sorted({dev.name for dev, _ in trials.values()})) or "none"
                 raise UsageError(f"device {name!r} has no measurements of task {task.name!r}; devices with some: {have}")
+            if _best(trials[d.key][1]) is None:
+                raise UsageError(f"device {name!r} has no successful measurement of task {task.name!r} (every one of its "
+                                 f"{len(trials[d.key][1])} failed): it has no configuration to export")
             wanted[d.key] = trials[d.key]
         trials = wanted
     rows, per_device = [], {}
@@ -81,6 +88,15 @@ def export_configs(db, task: Task | str, devices: list[str] | None = None) -> di
         rows.append({"device": dev.name, "key": key, "config": best.candidate.payload, "cost": best.cost})
     if not rows:
         raise UsageError(f"no device has a successful measurement of task {task.name!r} ({task.key})")
+    added = {d.key: i for i, d in enumerate(store.devices(db))}  # the order the devices were stored in
+    newest: dict[str, str] = {}
+    for row in rows:
+        if row["device"] not in newest or added.get(row["key"], -1) > added.get(newest[row["device"]], -1):
+            newest[row["device"]] = row["key"]
+    for row in rows:
+        if newest[row["device"]] != row["key"]:
+            row["superseded_by"] = newest[row["device"]]
+            per_device.pop(row["key"])
     return {"task": task.name, "task_key": task.key, "cost_unit": "" if task.kind == "function" else "s",
             "devices": rows, "fallback": fallback_config(per_device)}
 
@@ -124,12 +140,17 @@ def c_header(doc: dict, prefix: str | None = None) -> str:
              " * Define AUTOTUNE_DEVICE_<NAME> for the target device before including this header;",
              " * without one, the fallback (good across all the devices below) applies. */",
              f"#ifndef {guard}", f"#define {guard}", ""]
-    seen = set()
-    for i, row in enumerate(doc["devices"]):
-        dev = f"AUTOTUNE_DEVICE_{macro_name(row['device'])}"
-        if dev in seen:
+    blocks: dict[str, dict] = {}
+    for row in doc["devices"]:
+        if row.get("superseded_by"):  # an older device row of the same name: the newer one answers for it
             continue
-        seen.add(dev)
+        dev = f"AUTOTUNE_DEVICE_{macro_name(row['device'])}"
+        other = blocks.get(dev)
+        if other is not None:
+            raise UsageError(f"devices {other['device']!r} and {row['device']!r} would both be selected by {dev} in a "
+                             f"C header; export them apart ({argument('devices')})")
+        blocks[dev] = row
+    for i, (dev, row) in enumerate(blocks.items()):
         unit = "" if doc.get("cost_unit") == "" else " s"
         lines.append(f"#{'if' if i == 0 else 'elif'} defined({dev})  /* best measured cost {float(row['cost']):.6g}{unit} */")
         lines += _block(prefix, row["config"], row["device"])

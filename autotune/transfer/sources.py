@@ -5,6 +5,7 @@ from __future__ import annotations
 from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
 from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.db import transfer as store
+from autotune.db.names import UnknownName, resolve
 from autotune.errors import UsageError, argument
 from autotune.transfer.similarity import Similar, rank_similar
 from autotune.types import Device, Task
@@ -24,14 +25,36 @@ def choose_sources(db, task: Task, target: Device, spec: str, max_auto: int = 2,
         picked = pick_auto(ranked, max_auto, min_score)
     else:
         names = [n.strip() for n in spec.split(",") if n.strip()]
-        picked = []
+        if not names:
+            raise UsageError(f"{argument('transfer_from')} {spec!r} names no device; give DEVICE[,DEVICE...] (names or "
+                             "keys in the database) or auto")
+        picked = {}
+        have = ", ".join(sorted({s.device.name for s in ranked})) or "none"
         for n in names:
-            hit = [s for s in ranked if n in (s.device.name, s.device.key)]
+            try:  # as every command takes a device name: exactly, differing only in case, or a key prefix
+                stored = resolve(db, "device", n)
+            except UnknownName as exc:
+                closest = f"; closest: {', '.join(exc.closest)}" if exc.closest else ""
+                raise UsageError(f"{argument('transfer_from')}: device {n!r} has no successful measurement of task "
+                                 f"{task.name!r} (no device of that name or key{closest}); devices with some: {have}") \
+                    from None
+            hit = [s for s in ranked if stored in (s.device.name, s.device.key)]
             if not hit:
-                have = ", ".join(sorted({s.device.name for s in ranked})) or "none"
-                raise UsageError(f"{argument('transfer_from')}: device {n!r} has no successful measurement of task {task.name!r}; "
-                                 f"devices with some: {have}")
-            picked.append(hit[0])
+                if stored in (target.name, target.key):
+                    raise UsageError(f"{argument('transfer_from')}: device {n!r} is the device being tuned; name other "
+                                     f"devices that measured task {task.name!r}: {have}")
+                failed = [ms for k, (d, ms) in trials.items() if stored in (d.name, k) and k != target.key]
+                if failed:
+                    why = f" (its {sum(map(len, failed))} measurements of it all failed)"
+                else:
+                    other = store.namesakes_measured(db, stored, task)
+                    why = (f" ({task.key[:8]}); it measured {task.name!r} only with other parameters (task "
+                           f"{', '.join(k[:8] for k in other)}), and a source must have measured the same task"
+                           if other else "")
+                raise UsageError(f"{argument('transfer_from')}: device {n!r} has no successful measurement of task "
+                                 f"{task.name!r}{why}; devices with some: {have}")
+            picked.setdefault(hit[0].device.key, hit[0])  # a device named twice is one source, weighed once
+        picked = list(picked.values())
     return [source_data(s, others[s.device.key][1]) for s in picked]
 
 
@@ -52,6 +75,8 @@ def warm_start_search(db, task: Task, target: Device, algorithm: str, spec: str,
     for ``auto`` when no device qualifies (the caller runs its ordinary search)."""
     from autotune.algorithms.registry import make_algorithm
 
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise UsageError(f"{argument('transfer_top')} must be a whole number >= 0, not {top_k!r}")
     sources = choose_sources(db, task, target, spec)
     if not sources:
         return None, []

@@ -14,7 +14,9 @@ from autotune.db import open_database, queries
 from autotune.db.logs import import_kt
 from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache
 from autotune.transfer.export import c_header, export_configs, fallback_config, macro_name
-from autotune.types import Candidate, Measurement, Status
+from autotune.errors import UsageError
+from autotune.transfer.dispatch import best_config
+from autotune.types import Candidate, Device, Measurement, Status
 
 cli = CliRunner()
 
@@ -144,3 +146,64 @@ def test_replay_default_names_of_two_kernels_recorded_on_one_gpu_do_not_collide(
         names.append(json.loads(res.stdout.strip().splitlines()[-1])["campaign"])
     assert names[0] == "replay-RTX_Titan-evolutionary+xgb-seed0"
     assert names[1] == names[2] == "replay-other_kernel-RTX_Titan-evolutionary+xgb-seed0"  # and resumes
+
+
+def test_a_device_name_stored_twice_exports_its_newest_device_and_colliding_names_are_refused(tmp_path):
+    """A GPU measured again after a driver update is a second device of the same name: the header holds the
+    newer one's best (as best_config answers the name), not whichever was stored first; two names that would
+    share one AUTOTUNE_DEVICE_ macro, and a device whose every measurement failed, are refused, never dropped."""
+    db = open_database(f"sqlite:///{tmp_path / 'd.db'}")
+    try:
+        task, *_ = import_kt(db, write_cache(tmp_path / "titan.json.gz", NAMES["turing"], turing_time))
+        c = [Candidate({"a": a, "b": 64, "c": 1}) for a in (1, 2, 4, 8)]
+        old = Device("GPU X", "cuda", {"driver_version": 1})
+        new = Device("GPU X", "cuda", {"driver_version": 2})
+        db.add_trials(task, old, [Measurement(x, Status.OK, cost=1.0 + i) for i, x in enumerate(c)])  # best a=1
+        db.add_trials(task, new, [Measurement(x, Status.OK, cost=4.0 - i) for i, x in enumerate(c)])  # best a=8
+        doc = export_configs(db, task)
+        rows = {r["key"]: r for r in doc["devices"]}
+        assert rows[old.key]["superseded_by"] == new.key and "superseded_by" not in rows[new.key]
+        assert best_config(task, "GPU X", db=db).config == rows[new.key]["config"] == {"a": 8, "b": 64, "c": 1}
+        text = c_header(doc)
+        block = text[text.index("defined(AUTOTUNE_DEVICE_GPU_X)"):]
+        assert text.count("defined(AUTOTUNE_DEVICE_GPU_X)") == 1 and "#define TOY_KERNEL_A 8" in block.split("#elif")[0]
+        # the fallback is over the devices the header answers for, not the superseded row
+        assert doc["fallback"]["basis"] == "measured on all 2 devices"
+        db.add_trials(task, Device("GPU-X", "cuda", {}), [Measurement(c[0], Status.OK, cost=1.0)])
+        with pytest.raises(UsageError, match="'GPU X' and 'GPU-X' would both be selected by AUTOTUNE_DEVICE_GPU_X"):
+            c_header(export_configs(db, task))
+        assert "GPU-X" in c_header(export_configs(db, task, [NAMES["turing"], "GPU-X"]))
+        db.add_trials(task, Device("GPU F", "cuda", {}), [Measurement(c[0], Status.RUNTIME_ERROR)])
+        with pytest.raises(UsageError, match="'GPU F' has no successful measurement"):
+            export_configs(db, task, [NAMES["turing"], "GPU F"])
+    finally:
+        db.close()
+
+
+def test_an_interrupted_export_leaves_the_file_that_was_there(recorded, monkeypatch):
+    import os
+
+    _, url, task, tmp = recorded
+    out = tmp / "cfg.h"
+    out.write_text("/* the header shipped last time */\n")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    res = cli.invoke(app, ["export-configs", "--task", task.name, "--format", "c-header", "-o", str(out), "--db", url])
+    assert res.exit_code != 0
+    assert out.read_text() == "/* the header shipped last time */\n"
+    assert sorted(p.name for p in tmp.iterdir() if p.name.startswith(".cfg.h")) == []  # no half-written file left
+    monkeypatch.undo()
+    res = cli.invoke(app, ["export-configs", "--task", task.name, "--format", "c-header", "-o", str(out), "--db", url])
+    assert res.exit_code == 0 and "#define TOY_KERNEL_A" in out.read_text()
+    assert oct(out.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
