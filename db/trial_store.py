@@ -84,6 +84,12 @@ class TrialStore:
             rows = self._rows_for_keys(conn, [TrialRow.__table__], task_id, device_id, keys)
             return {r.candidate_key: row_to_measurement(r) for r in rows}
 
+    def count_stored(self, task_id: int, device_id: int) -> int:
+        """The trials stored for this task and device (one per candidate key), by any campaign or import."""
+        with self.engine.connect() as conn:
+            return conn.scalar(select(func.count()).select_from(TrialRow.__table__).where(
+                TrialRow.task_id == task_id, TrialRow.device_id == device_id)) or 0
+
     @staticmethod
     def _rows_for_keys(conn, columns: list, task_id: int, device_id: int, keys: Iterable[str]) -> list:
         """Rows (of ``columns``) of the trials with these candidate keys on one task and device, in chunks."""

@@ -74,6 +74,9 @@ class CampaignRun:
         """Run rounds until a budget is spent and nothing is in flight; the status the campaign ends with.
         ``show()`` is called whenever the counts change."""
         show()
+        if self._all_stored():
+            show()
+            return "exhausted"
         while True:
             seen = len(self.seen)
             free = self.slots - len(self.in_flight)
@@ -103,6 +106,23 @@ class CampaignRun:
             self.stalled = 0 if results or len(self.seen) > seen else self.stalled + 1
             if self.stopping is not None and not self.in_flight:
                 return self.stopping
+
+    def _all_stored(self) -> bool:
+        """Whether every point of the space was stored for this task and device before the run (an import,
+        other campaigns): then nothing is left to measure, and the run links them all at once, where the
+        search would ask for them a batch at a time, told and retrained after each (minutes on a recorded
+        space of thousands of points)."""
+        if self.size is None or self.warmup or len(self.seen) >= self.size \
+                or self.db.count_stored(self.tid, self.did) < self.size:
+            return False
+        keys = [c.key for c in self.c.space.enumerate() if c.key not in self.seen]
+        known = self.db.lookup(self.tid, self.did, keys)
+        if len(known) < len(keys):
+            return False
+        self.reused += list(known.values())
+        self.seen.update(keys)
+        self._store([], keep_state=True)
+        return True
 
     def _drop(self) -> bool:
         """Forget the candidates of a batch that the time budget left unstarted: no longer in flight nor

@@ -151,6 +151,24 @@ def test_candidates_a_time_budget_left_unstarted_are_asked_again_on_resume(sqlit
     assert set(queries.trials(db, campaign="tb")["candidate_key"]) == {c.key for c in space.enumerate()}
 
 
+def test_a_space_stored_whole_is_linked_at_once_not_searched_a_batch_at_a_time(sqlite_url):
+    """After an import of the whole recording, a campaign has nothing to measure: it links every stored trial
+    in one go (the search is never asked) and ends exhausted, its best the best of them."""
+    from autotune.db.logs import import_kt
+
+    db = open_database(sqlite_url)
+    import_kt(db, EXAMPLE)
+    space = ReplaySpace(EXAMPLE)
+    algo = make_algorithm("random")
+    asked = []
+    ask = algo.ask
+    algo.ask = lambda n: asked.append(n) or ask(n)
+    res = Campaign("whole", space, algo, ReplayRunner(space.cache), db, trials=24, batch=8, seed=0).run()
+    assert res.status == "exhausted" and res.trials == 0 and res.reused == space.size() and not asked
+    stored = queries.trials(db, task=space.task.key, status="OK")
+    assert res.best_including_reused.cost == stored["cost"].min()
+
+
 def test_simulated_budget(sqlite_url, replay):
     space, runner = replay
     res = Campaign("s", space, "random", runner, open_database(sqlite_url), simulated_budget=10.0, batch=1).run()
