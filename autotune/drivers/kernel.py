@@ -128,14 +128,20 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
     label = "x".join(str(v) for v in template.shape.values())
     check_run(space, algo, trials=trials, time_budget=time_budget, batch=batch, seed=seed)  # before the database is opened: a refused command leaves no --db file behind
     database = open_database(db)
+
+    def named(search: str) -> str:  # the campaign's name, given its search's
+        return campaign or f"kernel-{name}-{target}-{label}{f'-t{threads}' if threads else ''}-{search}-seed{seed}"
+
     if transfer_from:
         from autotune.transfer.sources import warm_start_search
 
-        warm, sources = warm_start_search(database, template.task, runner.device, algorithm, transfer_from, transfer_top)
+        warm, sources = warm_start_search(database, template.task, runner.device, algorithm, transfer_from, transfer_top,
+                                          campaign=None if fresh else named)
         algo = warm if warm is not None else algo
+        recipe["sources"] = {s.device.key: s.device.name for s in sources}  # what a resume or worker uses
         print("warm start from: " + (", ".join(s.device.name for s in sources)
                                      or "no similar device measured this task; ordinary search"), file=sys.stderr)
-    cname = campaign or f"kernel-{name}-{target}-{label}{f'-t{threads}' if threads else ''}-{algo.name}-seed{seed}"
+    cname = named(algo.name)
     try:
         base = default_measurement(database, template, runner)
         result = Campaign(cname, space, algo, runner, database, trials=trials, time_budget=time_budget,

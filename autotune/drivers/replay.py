@@ -64,20 +64,25 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
     if transfer_from:  # a worker joining the campaign, and its resume command, warm-start from the same sources
         recipe["args"].update(transfer_from=transfer_from, transfer_top=transfer_top)
     database = open_database(db)
+
+    def named(search: str) -> str:  # the campaign's name, given its search's
+        name = campaign or f"replay-{cache_label(cache)}-{search}-seed{seed}"
+        if campaign is None and database.campaign_is_for(name, space.task, runner.device) is False:
+            # another kernel's recording of a GPU of the same file name (gemm/RTX_Titan, convolution/RTX_Titan)
+            name = f"replay-{space.task.name}-{cache_label(cache)}-{search}-seed{seed}"
+        return name
+
     try:
         if transfer_from:
             from autotune.transfer.sources import warm_start_search
 
             warm, sources = warm_start_search(database, space.task, runner.device, algorithm, transfer_from,
-                                              transfer_top)
+                                              transfer_top, campaign=None if fresh else named)
             algo = warm if warm is not None else algo
+            recipe["sources"] = {s.device.key: s.device.name for s in sources}  # what a resume or worker uses
             print("warm start from: " + (", ".join(s.device.name for s in sources)
                                          or "no similar device measured this task; ordinary search"), file=sys.stderr)
-        name = campaign or f"replay-{cache_label(cache)}-{algo.name}-seed{seed}"
-        if campaign is None and database.campaign_is_for(name, space.task, runner.device) is False:
-            # another kernel's recording of a GPU of the same file name (gemm/RTX_Titan, convolution/RTX_Titan)
-            name = f"replay-{space.task.name}-{cache_label(cache)}-{algo.name}-seed{seed}"
-        return Campaign(name, space, algo, runner, database, trials=trials, time_budget=time_budget,
+        return Campaign(named(algo.name), space, algo, runner, database, trials=trials, time_budget=time_budget,
                         simulated_budget=simulated_budget, batch=batch, seed=seed, progress=progress,
                         recipe=recipe, fresh=fresh).run()
     finally:

@@ -2,26 +2,43 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from sqlalchemy import select
+
 from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
 from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.db import transfer as store
+from autotune.db.models import CampaignRow
 from autotune.db.names import UnknownName, resolve
 from autotune.errors import UsageError, argument
 from autotune.transfer.similarity import Similar, rank_similar
 from autotune.types import Device, Task
 
 
-def choose_sources(db, task: Task, target: Device, spec: str, max_auto: int = 2, min_score: float = 0.3) -> list[SourceData]:
+def choose_sources(db, task: Task, target: Device, spec: str, max_auto: int = 2, min_score: float = 0.3,
+                   campaign: str | None = None) -> list[SourceData]:
     """``spec``: "auto" or comma-separated device names/keys. Sources are other devices with
     successful measurements of ``task``; auto keeps the most similar (at most ``max_auto``,
     similarity at least ``min_score``), else, when none is that similar, the single most similar
     device of the same kind, another vendor's included: the warm start races its guess against the
-    cold search, so a poor source costs little and another vendor's data often still ranks well."""
+    cold search, so a poor source costs little and another vendor's data often still ranks well.
+    ``campaign``: a campaign that kept the devices ``spec`` chose when it started (its recipe's ``sources``,
+    key: name) is resumed, or joined, from exactly those, whatever ``spec`` resolves to now."""
     trials = store.task_trials(db, task)
     others = {k: v for k, v in trials.items() if k != target.key and any(m.ok for m in v[1])}
     mine = trials.get(target.key, (target, []))[1]
     ranked = rank_similar(target, [d for d, _ in others.values()], {k: v[1] for k, v in others.items()}, mine)
-    if spec.strip().lower() == "auto":
+    kept = kept_sources(db, campaign, spec) if campaign else None
+    if kept is not None:
+        gone = [f"{n!r} ({k[:8]})" for k, n in kept.items() if k not in others]
+        if gone:
+            raise UsageError(f"campaign {campaign!r} was warm-started from {', '.join(map(repr, kept.values()))}, and "
+                             f"the database holds no successful measurement of task {task.name!r} by "
+                             f"{', '.join(gone)} any more; start it afresh ({argument('fresh=True', '--fresh')}) or "
+                             f"choose another {argument('campaign')} name")
+        picked = [s for k in kept for s in ranked if s.device.key == k]
+    elif spec.strip().lower() == "auto":
         picked = pick_auto(ranked, max_auto, min_score)
     else:
         names = [n.strip() for n in spec.split(",") if n.strip()]
@@ -69,15 +86,29 @@ def source_data(similar: Similar, measurements) -> SourceData:
     return SourceData(similar.device, measurements, weight=max(similar.score, 0.05), info=similar.to_json())
 
 
+def kept_sources(db, campaign: str, spec: str) -> dict[str, str] | None:
+    """The source devices (key: name) ``spec`` chose when the campaign ``campaign`` started; None when there is
+    no such campaign, it was warm-started with another spec (which the campaign refuses), or it was stored
+    before they were kept."""
+    with db.session() as s:
+        options = s.scalar(select(CampaignRow.options).where(CampaignRow.name == campaign))
+    recipe = (options or {}).get("recipe") or {}
+    return recipe.get("sources") if (recipe.get("args") or {}).get("transfer_from") == spec else None
+
+
 def warm_start_search(db, task: Task, target: Device, algorithm: str, spec: str, top_k: int = DEFAULT_TRANSFER_TOP,
-                      **options) -> tuple[WarmStart | None, list[SourceData]]:
+                      campaign: Callable[[str], str] | None = None, **options) -> tuple[WarmStart | None, list[SourceData]]:
     """A WarmStart around the registered ``algorithm`` from the sources ``spec`` names; (None, [])
-    for ``auto`` when no device qualifies (the caller runs its ordinary search)."""
+    for ``auto`` when no device qualifies (the caller runs its ordinary search). ``campaign``: the
+    campaign's name given its search's name; when that campaign exists, it keeps the sources it started
+    from (``choose_sources``). None: a campaign started afresh."""
     from autotune.algorithms.registry import make_algorithm
 
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
         raise UsageError(f"{argument('transfer_top')} must be a whole number >= 0, not {top_k!r}")
-    sources = choose_sources(db, task, target, spec)
+    inner = make_algorithm(algorithm)
+    name = campaign(f"{WarmStart.name}+{inner.name}") if campaign else None  # the name WarmStart takes
+    sources = choose_sources(db, task, target, spec, campaign=name)
     if not sources:
         return None, []
-    return WarmStart(make_algorithm(algorithm), sources, target_device=target, top_k=top_k, **options), sources
+    return WarmStart(inner, sources, target_device=target, top_k=top_k, **options), sources

@@ -132,6 +132,61 @@ def test_a_warm_started_campaign_keeps_its_sources_for_workers_and_resumes(recor
     assert len(queries.trials(db, campaign="warm")) == 6
 
 
+def _warm_from(output: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith("warm start from: "))
+
+
+def test_a_resumed_or_joined_warm_start_uses_the_devices_it_started_from(recorded, capsys):
+    """`auto` is resolved once, when the campaign starts: a resume and a worker after a third GPU's import
+    (which `auto` would now pick over the RTX 3090) warm-start from the TITAN RTX and the RTX 3090 again."""
+    from autotune.drivers.scale import join_campaign
+
+    db, url, _, tmp = recorded
+    cache = write_cache(tmp / "ti.json.gz", NAMES["turing2"], lambda a, b, c: 2 * turing_time(a, b, c))
+    args = ["tune", "replay", "--cache", cache, "--transfer-from", "auto", "--batch", "2", "--no-progress", "--db", url]
+    res = cli.invoke(app, [*args, "--trials", "4"])
+    started = f"warm start from: {NAMES['turing']}, {NAMES['ampere']}"
+    assert res.exit_code == 0 and _warm_from(res.output) == started, res.output
+    name = "replay-ti-warm-start+evolutionary-seed0"
+    import_kt(db, write_cache(tmp / "t4.json.gz", "Tesla T4", lambda a, b, c: 3 * turing_time(a, b, c)))
+    fresh = cli.invoke(app, [*args, "--trials", "4", "--campaign", "new"])  # a new campaign resolves auto now
+    assert _warm_from(fresh.output) == f"warm start from: {NAMES['turing']}, Tesla T4", fresh.output
+    res = cli.invoke(app, [*args, "--trials", "6"])  # the same command again: a resume
+    assert res.exit_code == 0 and "resumed" in res.output and _warm_from(res.output) == started, res.output
+    capsys.readouterr()
+    out = join_campaign(name, url)
+    assert out["trials"] == 6 and _warm_from(capsys.readouterr().err) == started
+    kept = db.campaign(name).options["recipe"]["sources"]  # the devices' keys, with their names
+    assert list(kept.values()) == [NAMES["turing"], NAMES["ampere"]] and all(len(k) > 8 for k in kept)
+
+
+def test_a_warm_started_campaign_whose_source_devices_are_gone_is_refused(recorded):
+    """A resume whose stored source devices no longer measured the task is refused, naming them; a campaign
+    stored before the sources were kept (no "sources" in its recipe) resolves --transfer-from as it did."""
+    from sqlalchemy import delete, select, update
+
+    from autotune.db.models import CampaignRow, DeviceRow, TrialRow
+
+    db, url, _, tmp = recorded
+    cache = write_cache(tmp / "ti.json.gz", NAMES["turing2"], lambda a, b, c: 2 * turing_time(a, b, c))
+    args = ["tune", "replay", "--cache", cache, "--batch", "2", "--no-progress", "--db", url, "--campaign", "warm"]
+    assert cli.invoke(app, [*args, "--trials", "4", "--transfer-from", NAMES["ampere"].lower()]).exit_code == 0
+    options = db.campaign("warm").options
+    with db.session() as s:
+        gone = s.scalar(select(DeviceRow.id).where(DeviceRow.name == NAMES["ampere"]))
+        s.execute(delete(TrialRow).where(TrialRow.device_id == gone))
+    res = cli.invoke(app, [*args, "--trials", "6", "--transfer-from", NAMES["ampere"].lower()])
+    assert res.exit_code == 2, res.output
+    assert f"campaign 'warm' was warm-started from {NAMES['ampere']!r}" in res.output
+    assert "--fresh" in res.output and len(queries.trials(db, campaign="warm")) == 4
+    import_kt(db, write_cache(tmp / "r3090.json.gz", NAMES["ampere"], ampere_time))  # a stored-before campaign:
+    old = {**options, "recipe": {k: v for k, v in options["recipe"].items() if k != "sources"}}
+    with db.session() as s:
+        s.execute(update(CampaignRow).where(CampaignRow.name == "warm").values(options=old))
+    res = cli.invoke(app, [*args, "--trials", "6", "--transfer-from", NAMES["ampere"].lower()])
+    assert res.exit_code == 0 and _warm_from(res.output) == f"warm start from: {NAMES['ampere']}", res.output
+
+
 def test_replay_default_names_of_two_kernels_recorded_on_one_gpu_do_not_collide(tmp_path):
     url = f"sqlite:///{tmp_path / 'k.db'}"
     (tmp_path / "a").mkdir()
