@@ -3,13 +3,15 @@ message saying how to upgrade, and upgrade on request (`autotune db upgrade`).""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import inspect, text
+from sqlalchemy import Connection, inspect, text
 
 from autotune.errors import UsageError
 
@@ -33,19 +35,99 @@ def current_revision(engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(engine, revision: str = "head") -> None:
-    cfg = alembic_config()
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
-
-
-# pg_advisory_xact_lock key that serialises schema creation on PostgreSQL ("autotune" in ASCII)
+# pg_advisory_xact_lock key that serialises schema changes on PostgreSQL ("autotune" in ASCII)
 SCHEMA_LOCK_KEY = 0x6175746F74756E65
 
 
+@contextmanager
+def schema_lock(engine) -> Iterator[Connection]:
+    """A connection holding the schema lock in one transaction, committed when the block ends and rolled
+    back when it raises: PostgreSQL, a transaction-scoped advisory lock (another holder waits); SQLite, an
+    exclusive transaction (another holder waits on the busy timeout). Every DDL statement of a migration run
+    on it belongs to that transaction: SQLite would otherwise commit each CREATE/ALTER on its own (pysqlite
+    begins a transaction only before a data statement), so an upgrade stopped half-way (Ctrl-C, a kill, a
+    failure) would leave tables of a revision the database does not record, and every later upgrade would
+    fail on them ("table rules already exists")."""
+    with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+        else:
+            conn.exec_driver_sql("BEGIN EXCLUSIVE")
+        yield conn
+        conn.commit()
+
+
+def _safe(engine, url: str) -> str:
+    return url or engine.url.render_as_string(hide_password=True)
+
+
+def _refuse_foreign(conn, url: str) -> None:
+    if set(inspect(conn).get_table_names()) & {"trials", "campaigns"}:
+        raise UsageError(f"database {url} has autotune-like tables but no schema revision; "
+                         "it was not made by autotune")
+
+
+def _refuse_newer(current: str | None, url: str) -> None:
+    scripts = ScriptDirectory.from_config(alembic_config())
+    if current is not None and current not in {r.revision for r in scripts.walk_revisions()}:
+        raise UsageError(f"database {url} is at schema revision {current}, newer than this autotune knows "
+                         f"({scripts.get_current_head()}); upgrade autotune")
+
+
+def upgrade(engine, revision: str = "head", url: str = "") -> tuple[str | None, str | None]:
+    """Migrate the database to ``revision`` in one transaction under the schema lock; returns the
+    revisions (before, after). Two processes upgrading one database at once: the second waits for the
+    first, then finds the revision it asked for and does nothing. A database at a revision this autotune
+    does not know (made by a newer one) is refused with a UsageError, and so is one with autotune-like
+    tables but no revision; both are left untouched."""
+    url = _safe(engine, url)
+    with schema_lock(engine) as conn:
+        before = MigrationContext.configure(conn).get_current_revision()
+        _refuse_newer(before, url)
+        if before is None:
+            _refuse_foreign(conn, url)
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+        after = MigrationContext.configure(conn).get_current_revision()
+    return before, after
+
+
+def upgrade_database(url: str) -> tuple[str, str | None, str | None]:
+    """``autotune db upgrade``: the database at ``url`` migrated to this autotune's schema; returns (the URL
+    without its password, revision before, revision after). Bad input is a UsageError naming it: a malformed
+    URL, a missing SQLite file (nothing is created: a typo in --db leaves no empty database behind), a
+    server that cannot be reached, a database newer than this autotune, or one held by another process
+    beyond the wait (SQLite: the 60 s busy timeout)."""
+    import os
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from autotune.db.engine import make_engine
+
+    engine = make_engine(url)  # a malformed URL or an unknown backend: UsageError
+    safe = engine.url.render_as_string(hide_password=True)
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
+            and not os.path.isfile(parsed.database):
+        engine.dispose()
+        raise UsageError(f"no database file {parsed.database!r} (db upgrade upgrades an existing database; "
+                         "campaigns create one)")
+    try:
+        before, after = upgrade(engine, url=safe)
+    except SQLAlchemyError as exc:
+        orig = getattr(exc, "orig", None)
+        reason = (str(orig).strip().splitlines() or [""])[0] if orig is not None else str(exc).splitlines()[0]
+        raise UsageError(f"cannot upgrade database {safe}: {reason or type(orig).__name__}; nothing was "
+                         "changed") from None
+    finally:
+        engine.dispose()
+    return safe, before, after
+
+
 def create_schema(engine, url: str) -> None:
-    """Create the schema in an empty database, holding a lock for the whole migration.
+    """Create the schema in an empty database, holding the schema lock for the whole migration.
 
     Several workers opening one fresh database at once all get here: each takes the lock
     (PostgreSQL: a transaction-scoped advisory lock; SQLite: an exclusive transaction, which
@@ -53,21 +135,13 @@ def create_schema(engine, url: str) -> None:
     the first creates the schema and the others find it done. The migration runs in that
     same transaction, so nobody sees half a schema.
     """
-    with engine.connect() as conn:
-        if engine.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
-        else:
-            conn.exec_driver_sql("BEGIN EXCLUSIVE")
+    with schema_lock(engine) as conn:
         current = MigrationContext.configure(conn).get_current_revision()
         if current is None:
-            if set(inspect(conn).get_table_names()) & {"trials", "campaigns"}:
-                conn.rollback()
-                raise UsageError(f"database {url} has autotune-like tables but no schema revision; "
-                                 "it was not made by autotune")
+            _refuse_foreign(conn, url)
             cfg = alembic_config()
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
-        conn.commit()
 
 
 def check_schema(engine, url: str, create: bool = True) -> None:
@@ -83,7 +157,5 @@ def check_schema(engine, url: str, create: bool = True) -> None:
         current = current_revision(engine)
         if current == head:
             return
-    scripts = ScriptDirectory.from_config(alembic_config())
-    if current not in {r.revision for r in scripts.walk_revisions()}:
-        raise UsageError(f"database {url} is at schema revision {current}, newer than this autotune knows ({head}); upgrade autotune")
+    _refuse_newer(current, url)
     raise UsageError(f"database {url} is at schema revision {current}, older than {head}; run: autotune db upgrade --db {url}")

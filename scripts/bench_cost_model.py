@@ -24,15 +24,17 @@ from autotune.search_spaces.replay import ReplaySpace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_data import replay_caches  # noqa: E402
+from script_args import positive_int  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", nargs="+", default=None, help="Kernel Tuner cache files (default: all replay spaces)")
-    ap.add_argument("--train", type=int, default=100, help="training measurements")
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--train", type=positive_int, default=100, help="training measurements")
+    ap.add_argument("--seeds", type=positive_int, default=3, help="random training samples per space (default 3); figures are medians over them")
     ap.add_argument("--k", type=int, default=50, help="k of the top-k recall")
-    ap.add_argument("--objectives", nargs="+", default=list(OBJECTIVES))
+    ap.add_argument("--objectives", nargs="+", default=list(OBJECTIVES), choices=list(OBJECTIVES),
+                    help=f"the xgb objectives compared (default: all of {', '.join(OBJECTIVES)})")
     ap.add_argument("--members", type=int, default=None, help="ensemble members (default: the model's default)")
     args = ap.parse_args(argv)
     caches = args.cache or replay_caches()

@@ -25,13 +25,18 @@ import json
 import math
 import sys
 import tempfile
+from pathlib import Path
 
 from autotune.algorithms.registry import make_algorithm
 from autotune.campaign import Campaign
 from autotune.db import open_database
+from autotune.errors import check_choice
 from autotune.runners.graph import GraphCostRunner, OpCostCache, OpCosts, make_backend
 from autotune.search_spaces.graphs import model_zoo, onnx_io
 from autotune.search_spaces.graphs.space import GraphSpace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from script_args import output_file, write_json  # noqa: E402
 
 ALGORITHMS = ("equality-saturation", "backtracking", "taso-queue")
 
@@ -54,15 +59,19 @@ def search(graph, algorithm: str, trials: int, time_budget: float, db, seed: int
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(model_zoo.MODELS))
     ap.add_argument("--algorithms", default=",".join(ALGORITHMS))
     ap.add_argument("--trials", type=int, default=3000, help="graphs evaluated per search (tune graph's default)")
     ap.add_argument("--time-budget", type=float, default=45.0, help="seconds per search (tune graph's default)")
     ap.add_argument("--small", action="store_true", help="tiny model versions (smoke test)")
     ap.add_argument("--measured", action="store_true", help="op costs timed in onnxruntime, shared by the searches")
-    ap.add_argument("--json", default=None, help="also write the rows as JSON here")
+    ap.add_argument("--json", type=output_file, default=None, help="also write the rows as JSON here (its folder must exist)")
     args = ap.parse_args(argv)
+    for name in args.models.split(","):  # an unknown name: refused before the first search
+        check_choice("model (--models)", name, model_zoo.MODELS)
+    for name in args.algorithms.split(","):
+        make_algorithm(name)  # an unknown algorithm is refused here (the registry names the valid ones)
     op_runner = make_backend("cpu").op_runner if args.measured else None
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,8 +111,7 @@ def main(argv=None) -> int:
                   f"search time {other}/ours geomean "
                   f"{math.exp(sum(math.log(f) for f in faster) / len(faster)):.1f}x, least {min(faster):.1f}x")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        write_json(args.json, rows)
     return 0
 
 

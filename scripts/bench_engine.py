@@ -30,6 +30,7 @@ from autotune.search_spaces.replay import ReplaySpace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_data import replay_dir  # noqa: E402
+from script_args import output_file, positive_int, write_json  # noqa: E402
 
 DEFAULT_CACHE = Path("gemm") / "RTX_3090.json.gz"  # inside the replay data folder
 
@@ -100,8 +101,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", default=None, help="Kernel Tuner cache (needs at least --trials points; "
                     f"default: {DEFAULT_CACHE} of the replay data)")
-    ap.add_argument("--trials", type=int, default=5000)
-    ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--trials", type=positive_int, default=5000, help="trials of each random-search campaign (default 5000)")
+    ap.add_argument("--batches", type=positive_int, nargs="+", default=[1, 8, 32],
+                    help="batch sizes, one campaign each (default 1 8 32)")
     ap.add_argument("--algorithm", default="random")
     ap.add_argument("--import-lines", type=int, default=200_000, help="JSONL lines for the import benchmark")
     ap.add_argument("--storage-trials", type=int, default=2000,
@@ -110,7 +112,7 @@ def main() -> None:
                     help="source caches of a warm-started campaign on --cache whose engine time is measured "
                          "(default: the replay data's other GPUs of the same kernel, up to 2; none given: skip)")
     ap.add_argument("--warm-trials", type=int, default=200, help="trials of that warm-started campaign")
-    ap.add_argument("--json", help="write the figures to this JSON file")
+    ap.add_argument("--json", type=output_file, help="write the figures to this JSON file (its folder must exist)")
     args = ap.parse_args()
     args.cache = args.cache or str(replay_dir() / DEFAULT_CACHE)
     space = ReplaySpace(args.cache)
@@ -157,7 +159,7 @@ def main() -> None:
         if args.warm_from and args.warm_trials:
             results["warm_start"] = warm_start(space, args.warm_from, Path(tmp) / "warm.db", args.warm_trials)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        write_json(args.json, results, indent=2)
 
 
 if __name__ == "__main__":

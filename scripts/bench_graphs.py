@@ -30,6 +30,7 @@ import json
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import onnx
 
@@ -39,6 +40,9 @@ from autotune.errors import AutotuneError
 from autotune.runners.graph import check_device
 from autotune.runners.timing import compare_blocks
 from autotune.search_spaces.graphs import model_zoo
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from script_args import output_file, write_json  # noqa: E402
 
 OURS = ("autotune", "autotune --start-from best")
 
@@ -161,7 +165,7 @@ def exported_models(folder: str, small: bool = False, names=EXPORTED + VISION) -
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(model_zoo.MODELS))
     ap.add_argument("--algorithm", default=DEFAULT_ALGORITHM)
     ap.add_argument("--time-budget", "--time-limit", dest="time_budget", type=float, default=45.0,
@@ -172,7 +176,7 @@ def main(argv=None) -> int:
     ap.add_argument("--small", action="store_true", help="tiny model versions (smoke test)")
     ap.add_argument("--device", default="cpu", help="cpu (onnxruntime) or cuda (torch on the GPU)")
     ap.add_argument("--db", default=None, help="database URL keeping the campaigns and op costs (default: none kept)")
-    ap.add_argument("--json", default=None, help="also write the rows as JSON here")
+    ap.add_argument("--json", type=output_file, default=None, help="also write the rows as JSON here (its folder must exist)")
     ap.add_argument("--no-fusion", action="store_true",
                     help="plain sum of per-op costs (TASO's cost), without onnxruntime's fusions counted free")
     ap.add_argument("--exported", action="store_true",
@@ -233,8 +237,7 @@ def main(argv=None) -> int:
     if peers:
         print_peer_tables(peers)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rows": rows, "peers": peers}, f, indent=1)
+        write_json(args.json, {"rows": rows, "peers": peers})
     bad = [r["model"] for r in rows if not r["check_passed"] and r["kept"]]
     return 1 if bad else 0
 

@@ -24,6 +24,7 @@ import time
 from autotune.algorithms.registry import make_algorithm
 from autotune.campaign import Campaign
 from autotune.db import open_database
+from autotune.errors import UsageError
 from autotune.runners.c import CRunner
 from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels import kernel_problem
@@ -169,7 +170,7 @@ def bench_cuda(a, db) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="512,1024,2048", help="square gemm sizes")
     ap.add_argument("--threads", default=None, help="thread counts (default: 1 and all cores)")
     ap.add_argument("--tune-size", type=int, default=1024, help="the size tuned with --trials")
@@ -195,7 +196,12 @@ def main(argv=None) -> int:
         if a.json:
             print(json.dumps(row))
         return 0
-    sizes = [int(s) for s in a.sizes.split(",")]
+    try:
+        sizes = [int(s) for s in a.sizes.split(",")]
+    except ValueError:
+        raise UsageError(f"--sizes {a.sizes!r} is not a comma-separated list of whole numbers (e.g. 512,1024)") from None
+    if min(sizes) < 1:
+        raise UsageError(f"--sizes {a.sizes!r}: every size must be at least 1")
     cores = os.cpu_count() or 1
     threads = [int(x) for x in a.threads.split(",")] if a.threads else sorted({1, cores})
     order = sorted(sizes, key=lambda s: s != a.tune_size)  # the tuned size first, then transfer from it

@@ -91,7 +91,7 @@ def run_case(case, time_budget: float | None, seed: int, algorithm: str, trials:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--time-budget", type=float, default=None, help="wall seconds of each search (default 55, "
                                                                     "none with --trials)")
     ap.add_argument("--trials", type=int, default=None,

@@ -75,7 +75,7 @@ def delta_speed(model, cluster, per_dev, proposals=30, seed=0):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", "--budget", dest="trials", type=int, default=1000,
                     help="simulations per case after the baselines (--budget is the old name)")
     ap.add_argument("--algorithm", default="mcmc")
@@ -83,6 +83,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="100 trials, Unity cases only, scale test limited to 60 s")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.trials < 1:
+        ap.error(f"argument --trials: must be at least 1, got {args.trials}")
     cases = CASES[:3] if args.quick else CASES
     trials = 100 if args.quick else args.trials
     rows = [row(*c, args.algorithm, trials, args.seed) for c in cases]

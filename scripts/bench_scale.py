@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from pathlib import Path
 
 from sqlalchemy import func, select
 
@@ -36,6 +37,9 @@ from autotune.db import open_database
 from autotune.db.models import TrialRow
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from script_args import output_file, positive_int, write_json  # noqa: E402
 
 CLI = [sys.executable, "-c", "from autotune.cli.main import main; main()"]
 
@@ -135,9 +139,9 @@ def worker_runs(args, tmp: str) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", default="example:pnpoly-rtx3090", help="Kernel Tuner cache to replay")
-    ap.add_argument("--trials", type=int, default=400)
+    ap.add_argument("--trials", type=positive_int, default=400, help="trials of each campaign (default 400)")
     ap.add_argument("--delay", type=float, default=0.2, help="wall seconds per measurement")
     ap.add_argument("--actors", default="1,2,4,8", help="Ray actor counts ('' skips the Ray part)")
     ap.add_argument("--workers", default="1,2,4", help="worker process counts ('' skips the worker part)")
@@ -146,7 +150,7 @@ def main() -> None:
     ap.add_argument("--algorithm", default="evolutionary")
     ap.add_argument("--cost-model", default="xgb", help="xgb or none")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", help="write the rows to this file")
+    ap.add_argument("--json", type=output_file, help="write the rows to this file (its folder must exist)")
     args = ap.parse_args()
     args.cost_model = None if args.cost_model in ("none", "") else args.cost_model
     args.actors = [int(x) for x in args.actors.split(",") if x]
@@ -170,8 +174,7 @@ def main() -> None:
         print(f"{r['mode']:18s}{r['n']:3d}{r['wall_s']:9.2f}{r['trials_per_s']:10.2f}{r.get('speedup', 0):10.2f}"
               f"{r['duplicates']:5d}{r['lost']:6d}{r['overshoot']:6d}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"trials": args.trials, "delay_s": args.delay, "cache": args.cache, "rows": rows}, f, indent=1)
+        write_json(args.json, {"trials": args.trials, "delay_s": args.delay, "cache": args.cache, "rows": rows})
 
 
 if __name__ == "__main__":

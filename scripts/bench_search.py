@@ -52,6 +52,7 @@ import protocol
 from bench_peers import kt_available, run_kt, run_optuna_direct
 from replay_data import replay_caches
 from results_store import ResultStore
+from script_args import output_file, positive_int, write_json
 from search_report import label, print_summary, search_row
 
 from autotune.algorithms.model_guided import make_guided
@@ -86,6 +87,8 @@ REFERENCE_BEST_PEER = {
     "conv2d_n8/H100": (41.5, "kt:diff_evo"), "conv2d_n8/H200": (41.5, "kt:diff_evo"),
 }
 DEFAULT_BATCH = 8  # a campaign's default
+# every key of a --results file of this script: NAME|KERNEL/GPU|seed=N|budget=B[;more settings]
+RESULT_KEYS = r"[^|]+\|[^|]+\|seed=-?\d+\|budget=\d+"
 BATCH = DEFAULT_BATCH
 
 
@@ -136,6 +139,27 @@ def make(spec: str):
         return make_guided(name[: -len("+xgb")], "xgb", cost_model_options={**MODEL_OPTIONS, **model},
                            **{**GUIDED_OPTIONS, **options})
     return make_algorithm(name, **options)
+
+
+def check_names(names: list[str]) -> None:
+    """A UsageError for the first name (ours, NAME+xgb, a peer) that no run could make, with its options, before
+    anything is measured: a name found wrong only when its turn comes would end a run of hours, and an unknown
+    Kernel Tuner strategy would not fail at all (kt_evaluations reads a strategy's own error as its end: a row
+    of misses)."""
+    from autotune.errors import UsageError, check_choice
+
+    for spec in names:
+        if spec.startswith("kt:"):  # as run_one reads it: the rest is the strategy's name
+            if kt_available():
+                from kernel_tuner.interface import strategy_map
+
+                check_choice("Kernel Tuner strategy", spec[3:], sorted(strategy_map))
+        elif spec == "optuna-tpe-direct":
+            continue
+        elif parse_candidate(spec)[0] == "optuna-tpe-direct":
+            raise UsageError(f"{spec}: optuna-tpe-direct takes no options")
+        else:
+            make(spec)  # an unknown algorithm or option is refused here
 
 
 def run_one(name: str, cache: KTCache, space: ReplaySpace, seed: int, budget: int,
@@ -207,19 +231,23 @@ def summarise(trackers: list[Tracker], optimum: float) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", nargs="+", default=None, help="Kernel Tuner cache files (default: all replay spaces)")
-    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--seeds", type=positive_int, default=10, help="runs per algorithm and space, seeds "
+                    "--first-seed, --first-seed + 1, ... (default 10); the figures are medians over them")
     ap.add_argument("--first-seed", type=int, default=0, help="seeds from this one (fresh seeds to confirm a figure)")
-    ap.add_argument("--peer-seeds", type=int, default=None, metavar="N",
+    ap.add_argument("--peer-seeds", type=positive_int, default=None, metavar="N",
                     help="under a protocol, run the peers on seeds 0 to N-1 whatever --seeds and --first-seed say "
                          "(default: the candidates' seeds): a candidate's fresh or many seeds against peers' fixed ones")
-    ap.add_argument("--budget", type=int, default=1000)
+    ap.add_argument("--budget", type=positive_int, default=1000,
+                    help="measurements per run at most (default 1000); a run that has not come within 5%% of the "
+                         "optimum by then is a miss")
     ap.add_argument("--algorithms", nargs="+", default=None,
                     help="names (default: ours with and without +xgb, and the peers; not used under --protocol)")
-    ap.add_argument("--json", default=None, help="write the results as JSON here")
+    ap.add_argument("--json", type=output_file, default=None,
+                    help="write the results as JSON here (its folder must exist)")
     ap.add_argument("--model-option", nargs="*", default=[], help="KEY=VALUE options of the xgb model (experiments)")
-    ap.add_argument("--batch", type=int, default=DEFAULT_BATCH,
+    ap.add_argument("--batch", type=positive_int, default=DEFAULT_BATCH,
                     help=f"candidates asked for at once (default {DEFAULT_BATCH}, a campaign's default)")
     ap.add_argument("--guided-option", nargs="*", default=[], help="KEY=VALUE options of ModelGuided (experiments)")
     ap.add_argument("--protocol", choices=protocol.PROTOCOLS, default="none",
@@ -247,6 +275,7 @@ def main(argv=None) -> int:
     if any(n.startswith("kt:") for n in names) and not kt_available():
         print("note: kernel_tuner is not importable (pip install 'autotune[bench]'); skipping the kt: peers")
         names = [n for n in names if not n.startswith("kt:")]
+    check_names(names)
     report: dict = {"default_algorithm": DEFAULT_ALGORITHM, "budget": args.budget, "spaces": {}, "overhead_ms": {}}
     for path in caches:
         cache = KTCache.load(path)
@@ -275,7 +304,7 @@ def main(argv=None) -> int:
                   flush=True)
     print_summary(report, names, REFERENCE_BEST_PEER)
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
+        write_json(args.json, report)
     return 0
 
 
@@ -306,7 +335,8 @@ def run_protocol(args, caches: list[str]) -> int:
     if any(n.startswith("kt:") for n in peers) and not kt_available():
         print("error: kernel_tuner is not importable: the kt: peers cannot run", file=sys.stderr)
         return 2
-    store = ResultStore(args.results)
+    check_names(candidates + peers)
+    store = ResultStore(args.results, keys=RESULT_KEYS, script="bench_search.py")
     settings = f"budget={args.budget}" + (f";batch={BATCH}" if BATCH != DEFAULT_BATCH else "") + "".join(
         f";{k}={json.dumps(v, sort_keys=True)}" for k, v in (("model", MODEL_OPTIONS), ("guided", GUIDED_OPTIONS)) if v)
     units = [(Path(path).parent.name, cache_label(path)) for path in caches]
@@ -388,7 +418,7 @@ def run_protocol(args, caches: list[str]) -> int:
           + ", ".join(f"{name} {g:.1f}" for name, g in geo.items()))
     print(f"\n{store.measured} runs measured in this run, {time.time() - t0:.0f} s", file=sys.stderr)
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
+        write_json(args.json, report)
     return 0
 
 

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
-import json
 import statistics
 import sys
 import time
@@ -66,6 +65,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import protocol
 from replay_data import replay_groups
 from results_store import ResultStore
+from script_args import output_file, positive_int, write_json
+
+from autotune.errors import UsageError, check_choice
+
+# every key of a --results file of this script: cold|KERNEL/GPU or warm:CANDIDATE|KERNEL/SOURCE->TARGET, then
+# |seed=N|cap=C;batch=B[;adversarial...]
+RESULT_KEYS = r"(cold|warm:[^|]*)\|[^|]+\|seed=-?\d+\|cap=\d+;batch=\d+"
 
 # the WarmStart settings a --protocol run chooses among, on the training pairs of each fold
 WARM_CANDIDATES = ["default", "top_k=4", "top=3"]
@@ -245,7 +251,7 @@ def run_protocol(args, groups_in: list[tuple[str, list[str]]]) -> int:
         return 2
     for c in candidates:  # an unknown option fails before anything is measured
         WarmStart(make_algorithm("evolutionary"), [], **parse_warm(c))
-    store = ResultStore(args.results)
+    store = ResultStore(args.results, keys=RESULT_KEYS, script="bench_transfer.py")
     settings = f"cap={args.max_trials};batch={args.batch}" + {None: "", "inverted": ";adversarial"}.get(
         args.adversarial, f";adversarial={args.adversarial}")
     caches = {g: KTCache.load(p) for g, p in paths.items()}
@@ -323,7 +329,7 @@ def run_protocol(args, groups_in: list[tuple[str, list[str]]]) -> int:
               f"{g['worst_warm_over_cold']:.2f} ({g['worst_pair']})")
     print(f"\n{store.measured} runs measured in this run, {time.time() - t0:.0f} s", file=sys.stderr)
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
+        write_json(args.json, report)
     return 0
 
 
@@ -332,14 +338,17 @@ def pair_label(unit: tuple) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", nargs="+", help="caches of one kernel on several GPUs (default: every kernel folder of the replay data)")
-    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--seeds", type=positive_int, default=5,
+                    help="runs per pair, cold and warm (default 5); the figures are medians over them")
     ap.add_argument("--first-seed", type=int, default=0, help="--protocol: seeds from this one (fresh seeds to confirm a choice)")
-    ap.add_argument("--max-trials", type=int, default=2000)
-    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--max-trials", type=positive_int, default=2000,
+                    help="target measurements per run at most (default 2000); a run not within 5%% of the optimum by "
+                         "then counts as --max-trials + 1")
+    ap.add_argument("--batch", type=positive_int, default=8, help="candidates asked for at once (default 8)")
     ap.add_argument("--kernels", nargs="+", help="only these kernel folders (default: all)")
-    ap.add_argument("--json", help="write the results as JSON to this file")
+    ap.add_argument("--json", type=output_file, help="write the results as JSON to this file (its folder must exist)")
     ap.add_argument("--adversarial", nargs="?", const="inverted", choices=MISLEADING, default=None,
                     help="a deliberately misleading source made of each source's data, to check the fallback: "
                          "'inverted' (the default) inverts its times, 'top' makes its best 5%% look slow "
@@ -357,9 +366,22 @@ def main(argv=None) -> int:
                          "processes, each writing a file of its own, reported together)")
     args = ap.parse_args(argv)
     if args.cache:
+        for path in args.cache:  # a missing file named first, as KTCache.load names it
+            if not Path(path).exists():
+                raise UsageError(f"cache file {path!r} does not exist")
+        if len(args.cache) < 2:
+            raise UsageError(f"--cache names {len(args.cache)} cache; a transfer needs one kernel recorded on at least "
+                             "2 GPUs (a source and a target)")
         groups_in = [(Path(args.cache[0]).parent.name or "cache", args.cache)]
     else:
-        groups_in = [(k, ps) for k, ps in replay_groups().items() if not args.kernels or k in args.kernels]
+        groups = replay_groups()
+        for k in args.kernels or []:
+            check_choice("kernel folder (--kernels)", k, groups)
+        groups_in = [(k, ps) for k, ps in groups.items() if not args.kernels or k in args.kernels]
+        if not any(len(ps) >= 2 for _, ps in groups_in):
+            raise UsageError("no kernel folder of the replay data has caches of 2 GPUs or more; a transfer needs a "
+                             "source and a target")
+    WarmStart(make_algorithm("evolutionary"), [], **protocol.parse_options(args.warm))  # bad --warm: refused now
     if args.protocol != "none":
         return run_protocol(args, groups_in)
     t0 = time.time()
@@ -388,7 +410,7 @@ def main(argv=None) -> int:
         out = {"pairs": [{k: p[k] for k in ("source", "target", "cold_to_5pct_median", "warm_to_5pct_median",
                                            "source_best_ratio")} | {"kernel": p["kernel"]} for p in all_pairs],
                "summary": summ, "seeds": args.seeds, "batch": args.batch, "max_trials": args.max_trials}
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        write_json(args.json, out)
     return 0
 
 

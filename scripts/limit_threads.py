@@ -19,8 +19,14 @@ import argparse
 import gzip
 import json
 import math
+import os
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from script_args import positive_int, write_text_atomic  # noqa: E402
+
+from autotune.errors import UsageError  # noqa: E402
 
 BLOCK = ("block_size_x", "block_size_y", "block_size_z")
 LAUNCH_FAILURE = "RuntimeFailedConfig"
@@ -44,21 +50,39 @@ def limit_threads(data: dict, max_threads: int) -> tuple[dict, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("source", help="a Kernel Tuner cache (.json or .json.gz)")
     ap.add_argument("out", help="the cache file to write (.json or .json.gz)")
-    ap.add_argument("--max-threads", type=int, default=256, help="threads per block the device launches (default 256)")
+    ap.add_argument("--max-threads", type=positive_int, default=256,
+                    help="threads per block the device launches (default 256)")
     args = ap.parse_args(argv)
-    with (gzip.open(args.source, "rt") if args.source.endswith(".gz") else open(args.source)) as f:
-        data = json.load(f)
+    if not Path(args.source).is_file():
+        raise UsageError(f"cache file {args.source!r} does not exist")
+    try:
+        with (gzip.open(args.source, "rt") if args.source.endswith(".gz") else open(args.source)) as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, EOFError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cache file {args.source!r} is not readable JSON ({exc}); expected a Kernel Tuner "
+                         "cache") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cache"), dict):
+        raise UsageError(f"cache file {args.source!r} has no \"cache\" object of records; expected a Kernel Tuner "
+                         "cache")
     try:
         out, failed = limit_threads(data, args.max_threads)
     except ValueError as exc:
         print(f"error: {args.source}: {exc}", file=sys.stderr)
         return 2
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(args.out, "wt") if args.out.endswith(".gz") else open(args.out, "w") as f:
-        json.dump(out, f)
+    text = json.dumps(out)
+    if args.out.endswith(".gz"):  # written beside and renamed: an interrupted write leaves no broken cache
+        tmp = Path(f"{args.out}.{os.getpid()}.tmp")
+        try:
+            tmp.write_bytes(gzip.compress(text.encode()))
+            os.replace(tmp, args.out)
+        finally:
+            tmp.unlink(missing_ok=True)
+    else:
+        write_text_atomic(args.out, text)
     total = len(out["cache"])
     bad = sum(isinstance(r.get("time"), str) for r in out["cache"].values())
     print(f"{args.out}: {total:,} points, {failed:,} more failing ({bad / total:.0%} failing in all)")

@@ -43,9 +43,10 @@ def mape(name: str) -> tuple[float, list[float]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--fit-on", default="nccl-a100-azure", help="the curve the three figures are fitted on")
-    ap.add_argument("--read", default="nccl-a100-dgx", help="the curve held out")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    curves = [s for s in vs.SOURCES if s.startswith("nccl")]
+    ap.add_argument("--fit-on", default="nccl-a100-azure", choices=curves, help="the curve the three figures are fitted on")
+    ap.add_argument("--read", default="nccl-a100-dgx", choices=curves, help="the curve held out")
     args = ap.parse_args()
     nccl.ring_time = ring_time_with_fill
     best = None

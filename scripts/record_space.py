@@ -12,11 +12,15 @@ early leaves a uniform random sample of the space, and the same command resumes 
 
 Timing: one warm-up launch and 7 timed launches (Kernel Tuner's default count); a record's
 `time` is their median, as for every autotune measurement, and `times` holds all 7.
+
+Ctrl-C stops the recording and still writes what was measured to --out (exit status 130); the same
+command continues from there.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -26,6 +30,9 @@ from autotune.db import open_database
 from autotune.drivers.kernel import DEFAULT_SHAPES, make_runner
 from autotune.runners.timing import Protocol
 from autotune.search_spaces.replay import write_cache
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from script_args import positive_int  # noqa: E402
 
 KT_PROTOCOL = Protocol(warmup=1, min_repeats=7, max_repeats=7, min_time_s=0.0, budget_s=2.0)
 
@@ -39,9 +46,13 @@ def record(kernel: str, shape: str, out: Path, db: str, max_configs: int | None,
     name = f"record-{kernel}-{label}-{runner.device.name.replace(' ', '_')}-seed{seed}"
     database = open_database(db)
     t0 = time.perf_counter()
+    interrupted = False
     try:
-        Campaign(name, space, make_algorithm("random"), runner, database, trials=trials,
-                 time_budget=time_budget, batch=batch, seed=seed, progress=True).run()
+        try:
+            Campaign(name, space, make_algorithm("random"), runner, database, trials=trials,
+                     time_budget=time_budget, batch=batch, seed=seed, progress=True).run()
+        except KeyboardInterrupt:  # the campaign stored what was measured: it is written below all the same
+            interrupted = True
         history = [m for m, _ in database.campaign_history(database.campaign(name).id)]
     finally:
         runner.close()
@@ -49,20 +60,21 @@ def record(kernel: str, shape: str, out: Path, db: str, max_configs: int | None,
     params = {n: list(v) for n, v in zip(space.names, space.values)}
     write_cache(out, runner.device.name, kernel, template.shape, params, history)
     ok = sum(1 for m in history if m.ok)
-    return {"kernel": kernel, "shape": label, "device": runner.device.name, "space": size, "recorded": len(history),
+    return {"interrupted": interrupted, "kernel": kernel, "shape": label, "device": runner.device.name, "space": size, "recorded": len(history),
             "ok": ok, "failed": len(history) - ok, "best_ms": min((m.cost for m in history if m.ok), default=None),
             "seconds": round(time.perf_counter() - t0, 1), "out": str(out), "complete": len(history) >= trials}
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("kernel", choices=sorted(DEFAULT_SHAPES), help="kernel template")
     ap.add_argument("--shape", default=None, help="problem shape (default: the template's, as `autotune tune kernel`)")
     ap.add_argument("--out", type=Path, required=True, help="Kernel Tuner cache file to write (.json or .json.gz)")
     ap.add_argument("--db", default="sqlite:///record.db", help="database of the recording campaign (resumable)")
-    ap.add_argument("--max-configs", type=int, default=None, help="stop after this many configurations")
+    ap.add_argument("--max-configs", type=positive_int, default=None,
+                    help="stop after this many configurations (over all runs of the recording)")
     ap.add_argument("--time-budget", type=float, default=None, help="wall-clock seconds for this run")
-    ap.add_argument("--batch", type=int, default=32, help="configurations compiled in parallel per batch")
+    ap.add_argument("--batch", type=positive_int, default=32, help="configurations compiled in parallel per batch")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random order and of the inputs")
     ap.add_argument("--target", default="cuda", choices=("cuda", "cpu"), help="cuda (nvcc) or cpu (C via gcc)")
     ap.add_argument("--backend", default="auto", help="cuda: auto, pycuda or cupy")
@@ -70,6 +82,11 @@ def main(argv: list[str] | None = None) -> None:
     summary = record(args.kernel, args.shape or DEFAULT_SHAPES[args.kernel], args.out, args.db, args.max_configs,
                      args.time_budget, args.batch, args.seed, args.target, args.backend)
     print(summary)
+    if summary["interrupted"]:
+        print(f"interrupted: {summary['recorded']} configurations written to {summary['out']}; the same command "
+              "continues the recording", file=sys.stderr)
+        return 130
+    return 0
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def synthetic_cache(seed: int = 0, device: str = "synthetic", points: int | None
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="the cache file to write (.json.gz)")
     ap.add_argument("--seed", type=int, default=0, help="the seed of the times' noise and of the failures")
     ap.add_argument("--points", type=int, default=None, help="keep a random choice of this many points (a space "
@@ -67,6 +67,8 @@ def main() -> None:
     ap.add_argument("--device", default="synthetic", help="the device name recorded (another one for a second "
                     "recording to warm-start from)")
     args = ap.parse_args()
+    if args.seed < 0:
+        raise UsageError(f"--seed must be 0 or more, got {args.seed}")
     data = synthetic_cache(args.seed, args.device, args.points)
     with gzip.open(args.out, "wt") if args.out.endswith(".gz") else open(args.out, "w") as f:
         json.dump(data, f)

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_search
 import bench_transfer
 import protocol
+from script_args import positive_int
 
 from autotune.algorithms.warm_start import SourceData
 from autotune.runners.replay import ReplayRunner, replay_device
@@ -49,7 +50,7 @@ def trace(algo, cache: KTCache, optimum: float, seed: int, limit: int, arm_of=No
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="what", required=True)
     s = sub.add_parser("search", help="a search on one recorded space")
     s.add_argument("cache")
@@ -60,26 +61,28 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--adversarial", choices=bench_transfer.MISLEADING, default=None)
     t.add_argument("--warm", nargs="*", default=[], metavar="OPTION=VALUE", help="WarmStart options")
     for p in (s, t):
-        p.add_argument("--seeds", type=int, default=5)
-        p.add_argument("--limit", type=int, default=400, help="measurements per run at most (default 400)")
+        p.add_argument("--seeds", type=positive_int, default=5, help="runs, seeds 0 to N-1, one line each (default 5)")
+        p.add_argument("--limit", type=positive_int, default=400, help="measurements per run at most (default 400)")
     args = ap.parse_args(argv)
     cache = KTCache.load(args.cache if args.what == "search" else args.target)
     optimum = bench_transfer.optimum(bench_transfer.all_measurements(cache))
+
+    def show(seed: int, n: int | None, tokens: list[str]) -> None:  # each seed's line as soon as it is traced
+        print(f"seed {seed}: {n if n is not None else f'> {args.limit}'}  " + " ".join(tokens), flush=True)
+
     if args.what == "search":
-        runs = [(seed, *trace(bench_search.make(args.algorithm), cache, optimum, seed, args.limit))
-                for seed in range(args.seeds)]
+        bench_search.make(args.algorithm)  # an unknown name or option: refused before the first run
+        for seed in range(args.seeds):
+            show(seed, *trace(bench_search.make(args.algorithm), cache, optimum, seed, args.limit))
     else:
         source = KTCache.load(args.source)
         data = SourceData(replay_device(source), bench_transfer.all_measurements(source))
         if args.adversarial:
             data = bench_transfer.misleading(data, args.adversarial)
-        runs = []
         for seed in range(args.seeds):
             algo = bench_transfer.warm_algorithm([data], seed, target_device=replay_device(cache),
                                                  **protocol.parse_options(args.warm))
-            runs.append((seed, *trace(algo, cache, optimum, seed, args.limit, lambda k, a=algo: a.owner.get(k, "?")[0])))
-    for seed, n, tokens in runs:
-        print(f"seed {seed}: {n if n is not None else f'> {args.limit}'}  " + " ".join(tokens))
+            show(seed, *trace(algo, cache, optimum, seed, args.limit, lambda k, a=algo: a.owner.get(k, "?")[0]))
     return 0
 
 

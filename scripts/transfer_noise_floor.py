@@ -21,7 +21,6 @@ bench_transfer.py; --results FILE [MORE ...] keeps every cold run, so an interru
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -31,9 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_transfer import all_measurements, cold_algorithm, optimum, trials_to_target
 from replay_data import replay_groups
 from results_store import ResultStore
+from script_args import output_file, positive_int, write_json
 
+from autotune.errors import UsageError
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import KTCache, ReplaySpace, cache_labels
+
+# every key of a --results file of this script: KERNEL/GPU/cap=C;batch=B/SEED
+RESULT_KEYS = r".+/cap=\d+;batch=\d+/\d+$"
 
 
 def cold_pools(groups: dict[str, list[str]], pool: int, max_trials: int, batch: int, store: ResultStore,
@@ -92,25 +96,33 @@ def describe(values) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", nargs="+", help="caches of one kernel on several GPUs (default: every kernel folder "
                                                "of the replay data)")
-    ap.add_argument("--seeds", type=int, default=5, help="seeds per median, as bench_transfer.py --seeds")
-    ap.add_argument("--pool", type=int, default=30, help="cold runs per target to draw from (at least 2 x --seeds)")
-    ap.add_argument("--draws", type=int, default=1000)
-    ap.add_argument("--max-trials", type=int, default=2000)
-    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seeds", type=positive_int, default=5, help="seeds per median, as bench_transfer.py --seeds")
+    ap.add_argument("--pool", type=positive_int, default=30,
+                    help="cold runs per target to draw from (at least 2 x --seeds)")
+    ap.add_argument("--draws", type=positive_int, default=1000,
+                    help="random splits of the pools; the report gives the median and 5-95%% range over them")
+    ap.add_argument("--max-trials", type=positive_int, default=2000,
+                    help="measurements per cold run at most, as bench_transfer.py --max-trials")
+    ap.add_argument("--batch", type=positive_int, default=8, help="candidates asked for at once (default 8)")
     ap.add_argument("--results", nargs="+", default=None, metavar="FILE",
                     help="keep every cold run in the first file; more files after it are only read")
-    ap.add_argument("--json", help="write the report as JSON to this file")
+    ap.add_argument("--json", type=output_file, help="write the report as JSON to this file (its folder must exist)")
     args = ap.parse_args(argv)
     if args.pool < 2 * args.seeds:
         ap.error(f"--pool {args.pool} is below 2 x --seeds ({2 * args.seeds}): warm and cold need disjoint seeds")
     if args.cache:
+        for path in args.cache:  # a missing file named first, as KTCache.load names it
+            if not Path(path).exists():
+                raise UsageError(f"cache file {path!r} does not exist")
+        if len(args.cache) < 2:
+            raise UsageError(f"--cache names {len(args.cache)} cache; the pairs need one kernel recorded on at least 2 GPUs")
         groups = {"cache": args.cache}
     else:
         groups = {k: ps for k, ps in replay_groups().items() if len(ps) > 1}
-    store = ResultStore(args.results)
+    store = ResultStore(args.results, keys=RESULT_KEYS, script="transfer_noise_floor.py")
     pools = cold_pools(groups, args.pool, args.max_trials, args.batch, store)
     null = null_draws(pools, args.seeds, args.draws)
     report = {"seeds": args.seeds, "pool": args.pool, "draws": args.draws, "pairs": null["pairs"],
@@ -126,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
           f"  geometric mean of warm/cold: median {g['median']}, 5-95% {g['p5']}-{g['p95']}\n"
           f"  one setting's geometric mean over another's: median {b['median']}, 5-95% {b['p5']}-{b['p95']}")
     if args.json:
-        Path(args.json).write_text(json.dumps({**report, "cold_runs": pools}, indent=1))
+        write_json(args.json, {**report, "cold_runs": pools})
     return 0
 
 

@@ -266,7 +266,7 @@ def summarise(rows: list[dict], held: list[bool]) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calibrate", nargs="*", default=None, choices=list(SOURCES), metavar="SOURCE",
                     help="fit each source's device figures on its rows, at most one source per device (bare flag: "
                          + " ".join(DEFAULT_CALIBRATION) + ")")
@@ -325,7 +325,7 @@ def protocol_report(args) -> None:
     """``--protocol leave-one-source-out``: the calibration matrix and each source held out of its choice."""
     sources = [s for s in args.sources if not s.startswith("nccl")]  # the collectives are fitted apart
     if len(sources) < 2:
-        raise SystemExit("--protocol leave-one-source-out needs at least two sources besides the collectives")
+        raise UsageError("--protocol leave-one-source-out needs at least two sources besides the collectives")
     log = (lambda *a, **k: None) if args.json else print
     log("calibrating on every choice:")
     matrix = calibration_matrix(sources, log)

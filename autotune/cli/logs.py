@@ -97,11 +97,12 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @db_app.command("upgrade")
     @handle_errors
     def upgrade_cmd(db: DbOption = DEFAULT_DB) -> None:
-        """Upgrade the database schema to this version of autotune (alembic)."""
-        from autotune.db.database import Database
-        from autotune.db.migrate import current_revision, head_revision, upgrade
+        """Upgrade the database schema to this version of autotune (alembic), keeping every row.
 
-        database = Database(db)
-        before = current_revision(database.engine)
-        upgrade(database.engine)
-        typer.echo(f"{database.safe_url}: schema {before or 'empty'} -> {head_revision()}")
+        The upgrade is one transaction under the schema lock: stopped half-way (Ctrl-C, a kill) it leaves the
+        database as it was, and a second process upgrading the same database at once waits for the first, then
+        finds nothing to do. A missing SQLite file, or a database made by a newer autotune, is refused."""
+        from autotune.db.migrate import upgrade_database
+
+        safe, before, after = upgrade_database(db)
+        typer.echo(f"{safe}: schema {before or 'empty'} -> {after}")
