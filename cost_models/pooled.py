@@ -32,7 +32,7 @@ import xgboost as xgb
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import throughput
 from autotune.cost_models.metrics import rank_correlation
-from autotune.cost_models.xgb import XGBCostModel, inplace_scores, xgb_message
+from autotune.cost_models.xgb import XGBCostModel, inplace_scores, stored_document, xgb_message
 from autotune.errors import UsageError, argument
 from autotune.gpus import device_properties
 from autotune.types import Device
@@ -214,12 +214,7 @@ class PooledModel(CostModel):
         """Inverse of ``save``: a model that scores as the saved one did (it holds no source rows, so it is for
         prediction; fitting it trains the target-only fallback). A booster stored without its attributes (by
         an older version) has ``target_known`` False: set ``target`` (``device_vector``) before predicting."""
-        try:
-            doc = json.loads(bytes(data).decode())
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise ValueError(f"not a stored xgb-pooled model ({str(exc)[:80]})") from None
-        if not isinstance(doc, dict):
-            raise ValueError("not a stored xgb-pooled model (not a JSON object)")
+        doc = stored_document(data, "xgb-pooled")
         model = cls([], np.full(len(PROPS), np.nan))
         if "autotune_xgb" in doc or "autotune_xgb_ensemble" in doc:  # the target-only fallback's bytes
             model.fallback = XGBCostModel.load(data)

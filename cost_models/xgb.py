@@ -43,6 +43,18 @@ DEFAULTS = {"objective": "rank", "rounds": 60, "max_depth": 4, "eta": 0.3, "min_
             "seed": 0, "members": 8, "pair_columns": []}
 
 
+def stored_document(data: bytes, kind: str) -> dict:
+    """The JSON object a stored model's bytes hold; ValueError naming the model's ``kind`` for bytes that are
+    not one."""
+    try:
+        doc = json.loads(bytes(data).decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"not a stored {kind} model ({str(exc)[:80]})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"not a stored {kind} model (not a JSON object)")
+    return doc
+
+
 class XGBCostModel(CostModel):
     name = "xgb"
 
@@ -156,12 +168,7 @@ class XGBCostModel(CostModel):
     @classmethod
     def load(cls, data: bytes) -> Self:
         """Inverse of ``save``; ValueError naming what is wrong for bytes that are not such a model."""
-        try:
-            doc = json.loads(bytes(data).decode())
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise ValueError(f"not a stored xgb model ({str(exc)[:80]})") from None
-        if not isinstance(doc, dict):
-            raise ValueError("not a stored xgb model (not a JSON object)")
+        doc = stored_document(data, "xgb")
         if "autotune_xgb" in doc:
             return cls(**doc["autotune_xgb"]["options"])
         raw = [json.dumps(m).encode() for m in doc["autotune_xgb_ensemble"]] if "autotune_xgb_ensemble" in doc else [data]

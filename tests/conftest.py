@@ -117,3 +117,17 @@ def _no_files_written_into_the_working_directory(_watched_folders, request):
         pytest.fail(f"{request.node.nodeid} wrote into the working directory or the repository root "
                     f"({' | '.join(problems)}); write under tmp_path, or pass --db / an output path there",
                     pytrace=False)
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """A SQLite database where a TITAN RTX and an RTX 3090 measured the toy kernel (autotune.testing.caches):
+    (database, its URL, the kernel's task, the folder of the caches)."""
+    from autotune.db import open_database
+    from autotune.testing.caches import import_two_gpus
+
+    url = f"sqlite:///{tmp_path / 'recorded.db'}"
+    db = open_database(url)
+    task = import_two_gpus(db, tmp_path)
+    yield db, url, task, tmp_path
+    db.close()

@@ -33,3 +33,16 @@ def turing_time(a, b, c):  # best at a=4, b=64, c=1
 
 def ampere_time(a, b, c):  # best at a=1, b=128, c=0: another optimum
     return 1.0 + (math.log2(a) - 0) ** 2 + 0.7 * (math.log2(b) - 7) ** 2 + (0.4 if c else 0)
+
+
+def import_two_gpus(db, folder):
+    """The toy kernel as a TITAN RTX (``turing_time``) and an RTX 3090 (``ampere_time``) measured it, each
+    written as a cache in ``folder`` and imported into ``db``; the kernel's task."""
+    from pathlib import Path
+
+    from autotune.db.logs import import_kt
+
+    folder = Path(folder)
+    task, *_ = import_kt(db, write_cache(folder / "titan.json.gz", NAMES["turing"], turing_time))
+    import_kt(db, write_cache(folder / "r3090.json.gz", NAMES["ampere"], ampere_time))
+    return task

@@ -226,3 +226,19 @@ class FakeStreamingRunner(StreamingRunner):
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
+
+
+def interrupting(runner_class: type, after: int) -> type:
+    """``runner_class`` whose measure call number ``after + 1`` (counted over its instances) raises
+    KeyboardInterrupt, as Ctrl-C would while a batch is being measured (a fake: for tests only)."""
+
+    class Interrupting(runner_class):
+        calls = 0
+
+        def measure(self, task, candidates):
+            Interrupting.calls += 1
+            if Interrupting.calls > after:
+                raise KeyboardInterrupt
+            return super().measure(task, candidates)
+
+    return Interrupting

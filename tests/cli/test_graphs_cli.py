@@ -219,16 +219,10 @@ def test_ctrl_c_prints_a_command_that_resumes_the_campaign(tmp_path, monkeypatch
 
     from autotune.db import open_database
     from autotune.runners.graph import BACKENDS, GraphCostRunner
+    from autotune.testing.fakes import interrupting
     from autotune.testing.graphs import fake_backend
 
-    class Interrupting(GraphCostRunner):  # Ctrl-C at the 4th batch of graphs (a fake: for this test only)
-        calls = 0
-
-        def measure(self, task, candidates):
-            Interrupting.calls += 1
-            if Interrupting.calls > 3:
-                raise KeyboardInterrupt
-            return super().measure(task, candidates)
+    Interrupting = interrupting(GraphCostRunner, 3)  # Ctrl-C at the 4th batch of graphs (a fake: for this test only)
 
     monkeypatch.setitem(BACKENDS, "fake", fake_backend)  # op costs as a fixed function of each op
     src, out, url = tmp_path / "m.onnx", tmp_path / "out model.onnx", f"sqlite:///{tmp_path / 'g.db'}"

@@ -14,7 +14,7 @@ from autotune.db import open_database
 from autotune.db.logs import import_kt
 from autotune.db.names import close_matches, resolve, resolve_name
 from autotune.errors import UsageError
-from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache
+from autotune.testing.caches import NAMES, ampere_time, import_two_gpus, write_cache
 
 cli = CliRunner()
 
@@ -57,8 +57,7 @@ def recorded(tmp_path):
     """A TITAN RTX and an RTX 3090 measured toy_kernel; an A100 measured another kernel only."""
     url = f"sqlite:///{tmp_path / 'n.db'}"
     db = open_database(url)
-    task, *_ = import_kt(db, write_cache(tmp_path / "titan.json.gz", NAMES["turing"], turing_time))
-    import_kt(db, write_cache(tmp_path / "r3090.json.gz", NAMES["ampere"], ampere_time))
+    task = import_two_gpus(db, tmp_path)
     import_kt(db, write_cache(tmp_path / "a100.json.gz", "NVIDIA A100-PCIE-40GB", ampere_time, kernel="other_kernel"))
     db.close()
     assert run("tune", "replay", "--cache", tmp_path / "r3090.json.gz", "--trials", 4, "--algorithm", "random",

@@ -438,15 +438,9 @@ def test_ctrl_c_prints_a_command_that_resumes_the_campaign(tmp_path, monkeypatch
 
     from autotune.db import open_database
     from autotune.runners.simulator import SimulatorRunner
+    from autotune.testing.fakes import interrupting
 
-    class Interrupting(SimulatorRunner):  # Ctrl-C at the 10th simulation (a fake: for this test only)
-        calls = 0
-
-        def measure(self, task, candidates):
-            Interrupting.calls += 1
-            if Interrupting.calls > 9:
-                raise KeyboardInterrupt
-            return super().measure(task, candidates)
+    Interrupting = interrupting(SimulatorRunner, 9)  # Ctrl-C at the 10th simulation (a fake: for this test only)
 
     url = f"sqlite:///{tmp_path / 'p.db'}"
     strategy = tmp_path / "best strategy.json"

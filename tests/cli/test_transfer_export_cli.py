@@ -21,16 +21,6 @@ from autotune.types import Candidate, Device, Measurement, Status
 cli = CliRunner()
 
 
-@pytest.fixture
-def recorded(tmp_path):
-    url = f"sqlite:///{tmp_path / 'e.db'}"
-    db = open_database(url)
-    task, *_ = import_kt(db, write_cache(tmp_path / "titan.json.gz", NAMES["turing"], turing_time))
-    import_kt(db, write_cache(tmp_path / "r3090.json.gz", NAMES["ampere"], ampere_time))
-    yield db, url, task, tmp_path
-    db.close()
-
-
 def test_fallback_minimises_the_worst_ratio():
     c = [Candidate({"v": i}) for i in range(3)]
     # device A: 1, 2, 1.5; device B: 3, 1, 1.5 -> ratios A (1, 2, 1.5), B (3, 1, 1.5): worst 3, 2, 1.5

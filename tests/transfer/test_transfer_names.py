@@ -7,27 +7,15 @@ import pytest
 from typer.testing import CliRunner
 
 from autotune.cli.main import app
-from autotune.db import open_database
 from autotune.db import transfer as store
-from autotune.db.logs import import_kt
 from autotune.errors import UsageError
-from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache
+from autotune.testing.caches import NAMES, turing_time, write_cache
 from autotune.transfer.dispatch import best_config
 from autotune.transfer.sources import choose_sources
 from autotune.search_spaces.replay import KTCache
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
 cli = CliRunner()
-
-
-@pytest.fixture
-def recorded(tmp_path):
-    url = f"sqlite:///{tmp_path / 'n.db'}"
-    db = open_database(url)
-    task, *_ = import_kt(db, write_cache(tmp_path / "titan.json.gz", NAMES["turing"], turing_time))
-    import_kt(db, write_cache(tmp_path / "r3090.json.gz", NAMES["ampere"], ampere_time))
-    yield db, url, task, tmp_path
-    db.close()
 
 
 def _stored(db, name) -> Device:
