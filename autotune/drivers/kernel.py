@@ -126,29 +126,31 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
     if transfer_from:  # a worker joining the campaign, and its resume command, warm-start from the same sources
         recipe["args"].update(transfer_from=transfer_from, transfer_top=transfer_top)
     label = "x".join(str(v) for v in template.shape.values())
-    check_run(space, algo, trials=trials, time_budget=time_budget, batch=batch, seed=seed)  # before the database is opened: a refused command leaves no --db file behind
-    database = open_database(db)
 
     def named(search: str) -> str:  # the campaign's name, given its search's
         return campaign or f"kernel-{name}-{target}-{label}{f'-t{threads}' if threads else ''}-{search}-seed{seed}"
 
-    if transfer_from:
-        from autotune.transfer.sources import warm_start_search
+    database = None
+    try:  # the runner (its worker processes) and the database are closed whatever is refused below
+        # before the database is opened: a refused command leaves no --db file behind
+        check_run(space, algo, trials=trials, time_budget=time_budget, batch=batch, seed=seed)
+        database = open_database(db)
+        if transfer_from:
+            from autotune.transfer.sources import warm_start_search
 
-        warm, sources = warm_start_search(database, template.task, runner.device, algorithm, transfer_from, transfer_top,
-                                          campaign=None if fresh else named)
-        algo = warm if warm is not None else algo
-        recipe["sources"] = {s.device.key: s.device.name for s in sources}  # what a resume or worker uses
-        print("warm start from: " + (", ".join(s.device.name for s in sources)
-                                     or "no similar device measured this task; ordinary search"), file=sys.stderr)
-    cname = named(algo.name)
-    try:
+            warm, sources = warm_start_search(database, template.task, runner.device, algorithm, transfer_from,
+                                              transfer_top, campaign=None if fresh else named)
+            algo = warm if warm is not None else algo
+            recipe["sources"] = {s.device.key: s.device.name for s in sources}  # what a resume or worker uses
+            print("warm start from: " + (", ".join(s.device.name for s in sources)
+                                         or "no similar device measured this task; ordinary search"), file=sys.stderr)
         base = default_measurement(database, template, runner)
-        result = Campaign(cname, space, algo, runner, database, trials=trials, time_budget=time_budget,
+        result = Campaign(named(algo.name), space, algo, runner, database, trials=trials, time_budget=time_budget,
                           batch=batch, seed=seed, progress=progress, recipe=recipe, fresh=fresh).run()
     finally:
         runner.close()
-        database.close()
+        if database is not None:
+            database.close()
     best = result.best
     default_cost = base.cost if base.ok else None
     extra = {

@@ -281,9 +281,11 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
     space = kernel.space()
     label = f"{kernel.kernel_name}-{lang.lower()}-{kernel.task.key[:8]}"
     cname = campaign or f"kt-{label}-{search.name}-seed{seed}"
-    check_run(space, search, trials=trials, time_budget=time_budget, seed=seed)  # before the database is opened: a refused command leaves no database file behind
-    database = open_database(db)
+    database = None
     try:
+        # before the database is opened: a refused call leaves no database file behind
+        check_run(space, search, trials=trials, time_budget=time_budget, seed=seed)
+        database = open_database(db)
         _compile_check(kernel, runner, space, seed, bar)
         transfer_from = ignored_kt_options.get("transfer_from")
         if transfer_from:
@@ -300,7 +302,8 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
         history = [m for m, _ in database.campaign_history(database.campaign(cname).id)]
     finally:
         runner.close()
-        database.close()
+        if database is not None:
+            database.close()
     if history and all(m.status is Status.COMPILE_ERROR for m in history):
         raise UsageError(f"every configuration failed to compile ({len(history)} tried); the first error: "
                          f"{history[0].error.strip()[:1500]}")
