@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import sys
 from functools import partial
 
 from autotune.algorithms.model_guided import make_search
@@ -136,14 +135,10 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
         check_run(space, algo, trials=trials, time_budget=time_budget, batch=batch, seed=seed)
         database = open_database(db)
         if transfer_from:
-            from autotune.transfer.sources import warm_start_search
+            from autotune.transfer.sources import warm_started
 
-            warm, sources = warm_start_search(database, template.task, runner.device, algorithm, transfer_from,
-                                              transfer_top, campaign=None if fresh else named)
-            algo = warm if warm is not None else algo
-            recipe["sources"] = {s.device.key: s.device.name for s in sources}  # what a resume or worker uses
-            print("warm start from: " + (", ".join(s.device.name for s in sources)
-                                         or "no similar device measured this task; ordinary search"), file=sys.stderr)
+            algo = warm_started(database, template.task, runner.device, algorithm, transfer_from, transfer_top, algo,
+                                campaign=None if fresh else named, recipe=recipe)
         base = default_measurement(database, template, runner)
         result = Campaign(named(algo.name), space, algo, runner, database, trials=trials, time_budget=time_budget,
                           batch=batch, seed=seed, progress=progress, recipe=recipe, fresh=fresh).run()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -289,14 +288,9 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
         _compile_check(kernel, runner, space, seed, bar)
         transfer_from = ignored_kt_options.get("transfer_from")
         if transfer_from:
-            from autotune.transfer.sources import warm_start_search
+            from autotune.transfer.sources import warm_started
 
-            warm, sources = warm_start_search(database, space.task, runner.device, algorithm, transfer_from, 8)
-            search = warm if warm is not None else search
-            if not quiet:
-                print("warm start from: " + (", ".join(s.device.name for s in sources)
-                                             or "no similar device measured this task; ordinary search"),
-                      file=sys.stderr)
+            search = warm_started(database, space.task, runner.device, algorithm, transfer_from, 8, search, quiet=quiet)
         result = Campaign(cname, space, search, runner, database, trials=trials, time_budget=time_budget,
                           batch=8, seed=seed, progress=bar.shown, console=bar.console).run()
         history = [m for m, _ in database.campaign_history(database.campaign(cname).id)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from functools import partial
 
 from autotune.algorithms.model_guided import make_search
@@ -74,14 +73,10 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
 
     try:
         if transfer_from:
-            from autotune.transfer.sources import warm_start_search
+            from autotune.transfer.sources import warm_started
 
-            warm, sources = warm_start_search(database, space.task, runner.device, algorithm, transfer_from,
-                                              transfer_top, campaign=None if fresh else named)
-            algo = warm if warm is not None else algo
-            recipe["sources"] = {s.device.key: s.device.name for s in sources}  # what a resume or worker uses
-            print("warm start from: " + (", ".join(s.device.name for s in sources)
-                                         or "no similar device measured this task; ordinary search"), file=sys.stderr)
+            algo = warm_started(database, space.task, runner.device, algorithm, transfer_from, transfer_top, algo,
+                                campaign=None if fresh else named, recipe=recipe)
         return Campaign(named(algo.name), space, algo, runner, database, trials=trials, time_budget=time_budget,
                         simulated_budget=simulated_budget, batch=batch, seed=seed, progress=progress,
                         recipe=recipe, fresh=fresh).run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from sqlalchemy import select
@@ -112,3 +113,17 @@ def warm_start_search(db, task: Task, target: Device, algorithm: str, spec: str,
     if not sources:
         return None, []
     return WarmStart(inner, sources, target_device=target, top_k=top_k, **options), sources
+def warm_started(db, task: Task, target: Device, algorithm: str, spec: str, top_k: int, search,
+                 campaign: Callable[[str], str] | None = None, recipe: dict | None = None, quiet: bool = False):
+    """The search a warm start from ``spec`` runs: a WarmStart (:func:`warm_start_search`), or ``search``
+    itself when ``auto`` finds no source. The devices chosen are kept in ``recipe`` (what a resume or a worker
+    starts from) and said on standard error unless ``quiet``."""
+    warm, sources = warm_start_search(db, task, target, algorithm, spec, top_k, campaign=campaign)
+    if recipe is not None:
+        recipe["sources"] = {s.device.key: s.device.name for s in sources}
+    if not quiet:
+        print("warm start from: " + (", ".join(s.device.name for s in sources)
+                                     or "no similar device measured this task; ordinary search"), file=sys.stderr)
+    return warm if warm is not None else search
+
+
