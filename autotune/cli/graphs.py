@@ -163,7 +163,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         On a terminal, bars on standard error show the enumeration (graphs per domain) and the verification
         (candidate pairs), and a summary line ends the run (--no-progress: neither)."""
-        from autotune.search_spaces.graphs.rules import rule_record
+        from autotune.search_spaces.graphs.rule_files import rule_record
         from autotune.search_spaces.graphs.synthesis import generate, summary_text
         if not 1 <= max_ops <= 3:
             raise UsageError(f"--max-ops must be 1, 2 or 3 (got {max_ops})")

@@ -40,15 +40,14 @@ from autotune.campaign import Campaign, checked_seed
 from autotune.db import open_database
 from autotune.db.database import Database
 from autotune.db.op_costs import DatabaseOpCostCache
+from autotune.drivers.graph_store import graph_device, own_history, store_rules
 from autotune.errors import Interrupted, UsageError, argument
 from autotune.progress import Progress, make_progress
 from autotune.runners.graph import (
-    ESTIMATED_SUFFIX,
     TORCH_DEVICES,
     GraphCostRunner,
     OpCosts,
     check_device,
-    estimating_device,
     is_estimating,
     make_backend,
 )
@@ -56,16 +55,12 @@ from autotune.runners.timing import faster_beyond_noise, summary
 from autotune.search_spaces.base import Space
 from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphSpace
-from autotune.types import Device
 
 DEFAULT_ALGORITHM = "taso-queue"
 #: options for algorithms whose defaults are not the best fit for graph spaces (the bandit's default arms that
 #: can search a graph are evolutionary, mcmc and random; here TASO's queue is one of its arms)
 GRAPH_OPTIONS = {"bandit": {"algorithms": "taso-queue,mcmc,evolutionary"}}
 DEFAULT_TRIALS, DEFAULT_TIME_BUDGET = 3000, 45.0  # when neither budget is given
-#: distinct ops a search without --max-measure may time for costs it never stores (equality saturation's
-#: extraction, which costs every op of the e-graph); the graphs it stores are costed from timed ops only
-DEFAULT_MAX_MEASURE = 400
 #: the numeric check's share of the end-to-end check's bar, in timing rounds: it runs both models on
 #: three inputs without the runtime's optimisations, which takes about as long as three rounds
 CHECK_UNITS = 3
@@ -242,7 +237,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     from autotune.search_spaces.graphs import onnx_io
     from autotune.search_spaces.graphs.builtin_rules import builtin_rules
     from autotune.search_spaces.graphs.onnx_prepare import with_input_shapes
-    from autotune.search_spaces.graphs.rules import load_rules, rule_record
+    from autotune.search_spaces.graphs.rule_files import load_rules, rule_record
 
     rules = builtin_rules()
     if rules_file:  # a bad file is refused before any work
@@ -301,7 +296,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
 def _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign, trials, time_budget,
               seed, batch, max_measure, rounds, fusion, tolerance, bar: Progress, t_start, records, recipe=None,
               fresh: bool = False, start: tuple[str, float] = ("original", 1.0)) -> dict:
-    _store_rules(database, records)
+    store_rules(database, records)
     op_device = backend.op_runner.device
     cache = DatabaseOpCostCache(database, op_device, backend.label)
     op_costs = OpCosts(backend.op_runner, cache, max_measure=max_measure, label=backend.label,
@@ -311,10 +306,10 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
     task = space.task
     name = campaign or (f"graph-{task.name}-{task.key[:8]}-{device}-{algo.name}-s{seed}-{runner.device.key[:6]}"
                         f"{'' if max_measure is None else f'-est{max_measure}'}")
-    runner.device, op_costs.max_measure = _graph_device(database, name, runner.device, max_measure, fresh)
+    runner.device, op_costs.max_measure = graph_device(database, name, runner.device, max_measure, fresh)
     runner.timed = not is_estimating(runner.device)  # every op of a stored graph timed, else costs partly estimated
     # the measurement cap is the campaign's: ops timed by its earlier runs count (the trials record it)
-    earlier = [] if fresh else _campaign_history(database, name)
+    earlier = [] if fresh else own_history(database, name)
     op_costs.measured = max((int(m.meta.get("ops_measured", 0)) for m in earlier), default=0)
     measured_before = op_costs.measured
     campaign_id: list[int] = []
@@ -388,66 +383,3 @@ def _check_and_report(result, original, graph, space, algo, backend, op_costs, o
     }
     bar.summary(summary_text(out))
     return out
-
-
-def _store_rules(database: Database, records: list[dict]) -> None:
-    """Store the rules of a search: the built-in ones as they are; those read from a file (status
-    ``FILE_STATUS``) only when the database does not hold them yet, so that a rule proved or tested by
-    `autotune rules generate`, or built in, keeps its provenance and status."""
-    from autotune.db.queries import rules as stored_rules
-    from autotune.search_spaces.graphs.rules import FILE_STATUS
-
-    own = [r for r in records if r["status"] != FILE_STATUS]
-    from_file = [r for r in records if r["status"] == FILE_STATUS]
-    if from_file:
-        known = set(stored_rules(database)["key"]) | {r["key"] for r in own}
-        own += [r for r in from_file if r["key"] not in known]
-    database.save_rules(own)
-
-
-def _graph_device(database: Database, name: str, measured: Device, max_measure: int | None,
-                  fresh: bool) -> tuple[Device, int]:
-    """(the device the campaign ``name`` stores its graph trials on, the op measurement cap of its search).
-
-    A new campaign (or one started afresh) with ``max_measure`` gets a device of its own,
-    ``estimating_device(measured)``: its graph costs rest partly on estimated ops; without it, ``measured``
-    (every op timed; the cap, DEFAULT_MAX_MEASURE, then bounds only costs never stored). An existing campaign
-    keeps the device it is stored on, and so the way it started: resumed without ``max_measure``, an
-    estimating one keeps the cap its recipe holds. A campaign stored on another device is left to the
-    campaign's own check (another task or device: refused)."""
-    stored = None if fresh else _stored_device(database, name)
-    if stored is not None:
-        device, options = stored
-        base = {k: v for k, v in device.properties.items() if k not in ("op_costs", "campaign", "id")}
-        if is_estimating(device) and device.name == measured.name + ESTIMATED_SUFFIX and base == measured.properties:
-            if max_measure is None:
-                max_measure = ((options or {}).get("recipe") or {}).get("args", {}).get("max_measure")
-            return device, max_measure or DEFAULT_MAX_MEASURE
-        return measured, max_measure or DEFAULT_MAX_MEASURE
-    if max_measure is None:
-        return measured, DEFAULT_MAX_MEASURE
-    return estimating_device(measured, name), max_measure
-
-
-def _stored_device(database: Database, name: str) -> tuple[Device, dict] | None:
-    """(the device, the options) the campaign ``name`` is stored with; None when there is no such campaign."""
-    from sqlalchemy import select
-
-    from autotune.db.models import CampaignRow, DeviceRow
-
-    with database.session() as s:
-        row = s.execute(select(DeviceRow.name, DeviceRow.kind, DeviceRow.properties, CampaignRow.options)
-                        .join(CampaignRow, CampaignRow.device_id == DeviceRow.id)
-                        .where(CampaignRow.name == name)).first()
-    if row is None:
-        return None
-    return Device(row[0], row[1], dict(row[2] or {})), dict(row[3] or {})
-
-
-def _campaign_history(database: Database, name: str) -> list:
-    """The measurements a campaign made itself (not look-ups of other campaigns' trials); [] when it is new."""
-    try:
-        row = database.campaign(name)
-    except UsageError:
-        return []
-    return [m for m, reused in database.campaign_history(row.id) if not reused]

@@ -12,7 +12,7 @@ import time
 
 from autotune.progress import Progress
 from autotune.search_spaces.graphs.generator import DOMAINS, candidate_pairs, classic_found
-from autotune.search_spaces.graphs.rules import save_rules
+from autotune.search_spaces.graphs.rule_files import save_rules
 from autotune.search_spaces.graphs.verify import to_rule, verify_pair
 
 

@@ -144,7 +144,7 @@ def test_rules_list_filters_by_valid_choices(tmp_path):
     """A valid status or provenance prefix lists what matches, even nothing; builtin rules are stored by a search."""
     from autotune.db import open_database
     from autotune.search_spaces.graphs.builtin_rules import builtin_rules
-    from autotune.search_spaces.graphs.rules import rule_record
+    from autotune.search_spaces.graphs.rule_files import rule_record
 
     db = f"sqlite:///{tmp_path / 'r.db'}"
     database = open_database(db)

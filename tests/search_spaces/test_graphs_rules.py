@@ -203,7 +203,7 @@ def _with(**changes):
 ])
 def test_a_bad_rules_file_is_refused_naming_the_file_the_rule_and_the_fault(tmp_path, rules, fault):
     from autotune.errors import UsageError
-    from autotune.search_spaces.graphs.rules import load_rules
+    from autotune.search_spaces.graphs.rule_files import load_rules
 
     path = tmp_path / "rules.json"
     path.write_text(json.dumps(rules))
@@ -213,7 +213,7 @@ def test_a_bad_rules_file_is_refused_naming_the_file_the_rule_and_the_fault(tmp_
 
 
 def test_rules_read_from_a_file_have_the_file_as_provenance_and_are_unverified(tmp_path):
-    from autotune.search_spaces.graphs.rules import load_rules
+    from autotune.search_spaces.graphs.rule_files import load_rules
 
     path = tmp_path / "rules.json"
     path.write_text(json.dumps({"rules": [_with(provenance="builtin", status="proved")]}))

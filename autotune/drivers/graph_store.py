@@ -1,0 +1,77 @@
+"""What a graph campaign keeps in the database and finds there: the device its graph trials are stored on
+(the measured one, or one of its own when op costs are estimated), the rules of its search, and its own
+measurements."""
+
+from __future__ import annotations
+
+from autotune.db.database import Database
+from autotune.errors import UsageError
+from autotune.runners.graph import ESTIMATED_SUFFIX, estimating_device, is_estimating
+from autotune.types import Device
+
+#: distinct ops a search without --max-measure may time for costs it never stores (equality saturation's
+#: extraction, which costs every op of the e-graph); the graphs it stores are costed from timed ops only
+DEFAULT_MAX_MEASURE = 400
+
+
+def store_rules(database: Database, records: list[dict]) -> None:
+    """Store the rules of a search: the built-in ones as they are; those read from a file (status
+    ``FILE_STATUS``) only when the database does not hold them yet, so that a rule proved or tested by
+    `autotune rules generate`, or built in, keeps its provenance and status."""
+    from autotune.db.queries import rules as stored_rules
+    from autotune.search_spaces.graphs.rule_files import FILE_STATUS
+
+    own = [r for r in records if r["status"] != FILE_STATUS]
+    from_file = [r for r in records if r["status"] == FILE_STATUS]
+    if from_file:
+        known = set(stored_rules(database)["key"]) | {r["key"] for r in own}
+        own += [r for r in from_file if r["key"] not in known]
+    database.save_rules(own)
+
+
+def graph_device(database: Database, name: str, measured: Device, max_measure: int | None,
+                  fresh: bool) -> tuple[Device, int]:
+    """(the device the campaign ``name`` stores its graph trials on, the op measurement cap of its search).
+
+    A new campaign (or one started afresh) with ``max_measure`` gets a device of its own,
+    ``estimating_device(measured)``: its graph costs rest partly on estimated ops; without it, ``measured``
+    (every op timed; the cap, DEFAULT_MAX_MEASURE, then bounds only costs never stored). An existing campaign
+    keeps the device it is stored on, and so the way it started: resumed without ``max_measure``, an
+    estimating one keeps the cap its recipe holds. A campaign stored on another device is left to the
+    campaign's own check (another task or device: refused)."""
+    stored = None if fresh else _stored_device(database, name)
+    if stored is not None:
+        device, options = stored
+        base = {k: v for k, v in device.properties.items() if k not in ("op_costs", "campaign", "id")}
+        if is_estimating(device) and device.name == measured.name + ESTIMATED_SUFFIX and base == measured.properties:
+            if max_measure is None:
+                max_measure = ((options or {}).get("recipe") or {}).get("args", {}).get("max_measure")
+            return device, max_measure or DEFAULT_MAX_MEASURE
+        return measured, max_measure or DEFAULT_MAX_MEASURE
+    if max_measure is None:
+        return measured, DEFAULT_MAX_MEASURE
+    return estimating_device(measured, name), max_measure
+
+
+def _stored_device(database: Database, name: str) -> tuple[Device, dict] | None:
+    """(the device, the options) the campaign ``name`` is stored with; None when there is no such campaign."""
+    from sqlalchemy import select
+
+    from autotune.db.models import CampaignRow, DeviceRow
+
+    with database.session() as s:
+        row = s.execute(select(DeviceRow.name, DeviceRow.kind, DeviceRow.properties, CampaignRow.options)
+                        .join(CampaignRow, CampaignRow.device_id == DeviceRow.id)
+                        .where(CampaignRow.name == name)).first()
+    if row is None:
+        return None
+    return Device(row[0], row[1], dict(row[2] or {})), dict(row[3] or {})
+
+
+def own_history(database: Database, name: str) -> list:
+    """The measurements a campaign made itself (not look-ups of other campaigns' trials); [] when it is new."""
+    try:
+        row = database.campaign(name)
+    except UsageError:
+        return []
+    return [m for m, reused in database.campaign_history(row.id) if not reused]
