@@ -76,6 +76,25 @@ def runs_until(deadline: float | None, candidates: list[Candidate], prepared: li
     return out
 
 
+class BatchRunner(Runner):
+    """A runner that prepares a whole batch at once (``_prepare``: compiles its candidates side by side, then
+    times them on quiet cores) and runs each candidate with what was prepared for it (``_run``)."""
+
+    @abstractmethod
+    def _prepare(self, task: Task, candidates: list[Candidate]) -> list:
+        """What each candidate needs to run (its build), in order; UsageError for a task it does not measure."""
+
+    @abstractmethod
+    def _run(self, cand: Candidate, prepared) -> Measurement:
+        """One candidate's Measurement, from what ``_prepare`` made for it."""
+
+    def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
+        return self.measure_until(task, candidates, None)
+
+    def measure_until(self, task: Task, candidates: list[Candidate], deadline: float | None) -> list[Measurement]:
+        return runs_until(deadline, candidates, self._prepare(task, candidates), self._run)
+
+
 class StreamingRunner(Runner):
     """A runner that measures several candidates at once and hands each result back as it completes.
 

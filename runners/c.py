@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from autotune.errors import MissingDependencyError, UsageError
-from autotune.runners.base import Built, Runner, runs_until
+from autotune.runners.base import BatchRunner, Built
 from autotune.runners.child import run_shared_object, run_user_function
 from autotune.runners.processes import private_workdir
 from autotune.runners.timing import Protocol
@@ -142,7 +142,7 @@ class CBuildStage:
         return Built(Path(so).read_bytes() if so else None, err, spent)
 
 
-class CRunner(Runner):
+class CRunner(BatchRunner):
     """Compile and time C candidates of one kernel template on this CPU."""
 
     def __init__(self, template: KernelTemplate, protocol: Protocol | None = None, build_workers: int = 2,
@@ -182,10 +182,7 @@ class CRunner(Runner):
             return None, f"invalid configuration: {exc}", 0.0
         return _build(self.cc, self.flags, source, self.workdir, self.compile_timeout_s)
 
-    def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
-        return self.measure_until(task, candidates, None)
-
-    def measure_until(self, task: Task, candidates: list[Candidate], deadline: float | None) -> list[Measurement]:
+    def _prepare(self, task: Task, candidates: list[Candidate]) -> list:
         if task.key != self.template.task.key:
             raise UsageError(f"this runner measures {self.template.task.name} {self.template.task.params}, "
                              f"not {task.name} {task.params}")
@@ -194,7 +191,7 @@ class CRunner(Runner):
         futures = [self._pool.submit(self.build, dict(c.payload)) if ok else None
                    for c, ok in zip(candidates, valid)]
         builds = [f.result() if f is not None else None for f in futures]  # build all, then time: quiet cores
-        return runs_until(deadline, candidates, builds, self._run)
+        return builds
 
     def build_stage(self) -> CBuildStage:
         return CBuildStage(self.template, tuple(self.cc), resolve_native(self.cc, self.flags), self.compile_timeout_s)
@@ -245,7 +242,7 @@ class CRunner(Runner):
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-class UserCRunner(Runner):
+class UserCRunner(BatchRunner):
     """Compile and time a user's own C function (Kernel Tuner's C backend convention) on this CPU.
 
     Each configuration is the user's source with its defines (search_spaces/kernels/user_kernel.py), built as a
@@ -285,16 +282,13 @@ class UserCRunner(Runner):
             return None, f"invalid configuration: {exc}", 0.0
         return _build(self.cc, self.flags, source, self.workdir, self.compile_timeout_s)
 
-    def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
-        return self.measure_until(task, candidates, None)
-
-    def measure_until(self, task: Task, candidates: list[Candidate], deadline: float | None) -> list[Measurement]:
+    def _prepare(self, task: Task, candidates: list[Candidate]) -> list:
         if task.key != self.kernel.task.key:
             raise UsageError(f"this runner measures {self.kernel.task.name}, not {task.name} {task.params}")
         space = self.kernel.space()
         futures = [self._pool.submit(self.build, dict(c.payload)) if space.contains(c) else None for c in candidates]
         builds = [f.result() if f is not None else None for f in futures]  # build all, then time: quiet cores
-        return runs_until(deadline, candidates, builds, self._run)
+        return builds
 
     def _run(self, cand: Candidate, build: tuple | None) -> Measurement:
         meta = {"protocol": self.protocol.to_json(), "backend": "ctypes", "runner": "user-c", "timing": self.timing,

@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 
 from autotune.errors import MissingDependencyError, UsageError
-from autotune.runners.base import Built, Runner, runs_until
+from autotune.runners.base import BatchRunner, Built
 from autotune.runners.processes import private_workdir
 from autotune.runners.timing import Protocol
 from autotune.runners.workers import read_frame, write_frame
@@ -222,7 +222,7 @@ def run_on_worker(worker: GpuWorker, request: tuple, timeout_s: float, cand: Can
     return None, reply[1], run_s
 
 
-class CudaRunner(Runner):
+class CudaRunner(BatchRunner):
     def __init__(self, template: KernelTemplate, device_index: int = 0, backend: str = "auto",
                  protocol: Protocol | None = None, build_workers: int | None = None, compile_timeout_s: float = 120.0,
                  run_timeout_s: float = 20.0, seed: int = 0, check: bool = True):
@@ -240,17 +240,14 @@ class CudaRunner(Runner):
         self.reference = template.reference(self.inputs)
         self.worker.setup(self.inputs, template.output_shape())
 
-    def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
-        return self.measure_until(task, candidates, None)
-
-    def measure_until(self, task: Task, candidates: list[Candidate], deadline: float | None) -> list[Measurement]:
+    def _prepare(self, task: Task, candidates: list[Candidate]) -> list:
         if task.key != self.template.task.key:
             raise UsageError(f"this runner measures {self.template.task.name} {self.template.task.params}, "
                              f"not {task.name} {task.params}")
         space = self.template.space()
         sources = [self.template.source(c.payload) if space.contains(c) else None for c in candidates]
         builds = self.builder.build_many(sources)
-        return runs_until(deadline, candidates, builds, self._run)
+        return builds
 
     def build_stage(self) -> CudaBuildStage:
         return CudaBuildStage(self.template, self.builder.arch, self.builder.timeout_s)

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from autotune.errors import UsageError
-from autotune.runners.base import Runner, runs_until
+from autotune.runners.base import BatchRunner
 from autotune.runners.cuda import NVCC_FLAGS, CudaBuilder, GpuWorker, run_on_worker
 from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels.user_arguments import verify_outputs
@@ -68,7 +68,7 @@ def find_kernel_symbol(image: bytes, kernel_name: str) -> tuple[str | None, str]
                   "instantiations are not supported: give the kernel a unique name or mark it extern \"C\"")
 
 
-class UserCudaRunner(Runner):
+class UserCudaRunner(BatchRunner):
     """Compile a user's own CUDA kernel with nvcc and time it on one GPU (Kernel Tuner's convention).
 
     Each configuration is the user's source with its defines (search_spaces/kernels/user_kernel.py), compiled
@@ -99,10 +99,7 @@ class UserCudaRunner(Runner):
             self.close()
             raise
 
-    def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
-        return self.measure_until(task, candidates, None)
-
-    def measure_until(self, task: Task, candidates: list[Candidate], deadline: float | None) -> list[Measurement]:
+    def _prepare(self, task: Task, candidates: list[Candidate]) -> list:
         if task.key != self.kernel.task.key:
             raise UsageError(f"this runner measures {self.kernel.task.name}, not {task.name} {task.params}")
         space = self.kernel.space()
@@ -113,7 +110,7 @@ class UserCudaRunner(Runner):
             except (UsageError, KeyError, ValueError, TypeError):
                 sources.append(None)
         builds = self.builder.build_many(sources)
-        return runs_until(deadline, candidates, builds, self._run)
+        return builds
 
     def _run(self, cand: Candidate, build) -> Measurement:
         meta = {"protocol": self.protocol.to_json(), "backend": self.worker.props.get("backend"),
