@@ -92,7 +92,6 @@ class KnobSpace(Space):
         self._numeric = [all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) for v in self.values]
         self.enumerate_limit, self.check_limit = enumerate_limit, CHECK_LIMIT if check_limit is None else check_limit
         self._rows: np.ndarray | None = None
-        self._too_large = False
         #: "points" (more valid points than enumerate_limit) or "checks" (the walk would try more knob values
         #: than check_limit) when the space was too large to enumerate; None until then
         self.too_large_by: str | None = None
@@ -228,16 +227,16 @@ class KnobSpace(Space):
         yield from rec(0)
 
     def _table(self, progress: Callable[[float], None] | None = None) -> np.ndarray | None:
-        if self._rows is None and not self._too_large:
+        if self._rows is None and self.too_large_by is None:
             rows = []
             try:
                 for t in self._walk(self.check_limit, progress):
                     rows.append(t)
                     if len(rows) > self.enumerate_limit:
-                        self._too_large, self.too_large_by = True, "points"
+                        self.too_large_by = "points"
                         return None
             except _TooManyChecks:
-                self._too_large, self.too_large_by = True, "checks"
+                self.too_large_by = "checks"
                 return None
             if not rows:
                 raise UsageError("the knob space has no valid point: its constraints exclude every combination")
