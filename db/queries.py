@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -296,7 +297,8 @@ def resolve_filters(db: Database, campaign: str | None = None, task: str | None 
 
 
 def load_cost_model(db: Database, model_id: int | None = None, campaign: str | None = None):
-    """A stored model (by id, or a campaign's latest) loaded with its class; returns (model, task, info)."""
+    """A stored model (by id, or a campaign's latest) loaded with its class; returns (model, task, info), info
+    naming its device; UsageError for stored weights that do not load (damaged, or written by something else)."""""
     from autotune.cost_models.registry import cost_model_class
     from autotune.types import Task
 
@@ -320,11 +322,16 @@ def load_cost_model(db: Database, model_id: int | None = None, campaign: str | N
     if not row.data:
         raise UsageError(f"model {row.id} was superseded and its weights were not kept (only the latest model of "
                          "each campaign and pinned models keep theirs; `autotune models --pin ID` keeps one)")
-    model = cost_model_class(row.name).load(Database.cost_model_bytes(row.data, row.format))
+    try:
+        model = cost_model_class(row.name).load(Database.cost_model_bytes(row.data, row.format))
+    except (zlib.error, ValueError, KeyError, TypeError) as exc:
+        which = f"model {model_id}" if model_id is not None else f"the latest model of campaign {campaign!r}"
+        raise UsageError(f"{which} cannot be read: its stored weights are damaged ({str(exc)[:100]}); "
+                         "`autotune models` lists the others") from None
     task = Task(task_row.kind, task_row.name, task_row.params)
-    props = device_row.properties if device_row is not None else None
+    device, props = (device_row.name, device_row.properties) if device_row is not None else (None, None)
     return model, task, {"id": row.id, "name": row.name, "n_samples": row.n_samples, "metrics": row.metrics,
-                         "device_properties": props}
+                         "device": device, "device_properties": props}
 
 
 def campaign_objectives(db: Database, campaign_id: int) -> list[tuple[int, str, float]]:

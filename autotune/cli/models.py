@@ -164,29 +164,16 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
 
 def _load_model(database, model_id: int | None, campaign: str | None):
-    """(model, task, info) as ``load_cost_model`` gives them, plus ``info["device"]``; stored bytes that do not
-    load (damaged, or written by something else) and a model stored untrained are UsageErrors."""
-    import zlib
-
+    """(model, task, info) as ``load_cost_model`` gives them; a model stored untrained is a UsageError."""
     from autotune.cost_models.pooled import PooledModel, device_vector
-    from autotune.db.queries import cost_models, load_cost_model
+    from autotune.db.queries import load_cost_model
     from autotune.errors import UsageError
     from autotune.types import Device
 
-    which = f"model {model_id}" if model_id is not None else f"the latest model of campaign {campaign!r}"
-    try:
-        cost_model, task, info = load_cost_model(database, model_id=model_id, campaign=campaign)
-    except UsageError:
-        raise
-    except (zlib.error, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{which} cannot be read: its stored weights are damaged ({str(exc)[:100]}); "
-                         "`autotune models` lists the others") from None
+    cost_model, task, info = load_cost_model(database, model_id=model_id, campaign=campaign)
     if not getattr(cost_model, "trained", True):
         raise UsageError(f"model {info['id']} was stored untrained (its campaign had too few results when it was "
                          "stored): it has nothing to rank with; `autotune models` lists the others")
-    rows = cost_models(database)
-    device = rows.loc[rows["id"] == info["id"], "device"]
-    info["device"] = device.iloc[0] if len(device) and isinstance(device.iloc[0], str) else None
     if isinstance(cost_model, PooledModel) and not cost_model.target_known:
         # stored before the model kept its target's properties: those of the device it was stored for
         cost_model.target = device_vector(Device(info["device"] or "", "cuda", dict(info["device_properties"] or {})))
