@@ -202,3 +202,11 @@ def test_a_tight_constraint_over_huge_ranges_stops_counting_at_the_check_limit()
     # too many valid points is told apart from too many checks
     wide = KnobSpace({"x": list(range(100)), "y": list(range(100))}, enumerate_limit=50)
     assert wide.size() is None and wide.too_large_by == "points"
+
+
+def test_an_unconstrained_space_beyond_the_listing_limit_is_known_too_large_without_walking_it():
+    """30 knobs of 4 values: 4^30 points, every one valid; the product says so, no walk (which took seconds)."""
+    space = KnobSpace({f"k{i}": [1, 2, 3, 4] for i in range(30)}, check_limit=1_000)
+    assert space.size() is None and space.too_large_by == "points"  # a walk would stop at the checks first
+    small = KnobSpace({"a": [1, 2], "b": [1, 2, 3]}, enumerate_limit=6)
+    assert small.size() == 6 and small.too_large_by is None
