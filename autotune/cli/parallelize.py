@@ -43,7 +43,7 @@ def _fmt(s: dict) -> str:
 
 def tune_parallel(
     ctx: typer.Context,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Built-in model name (see --list), a transformer's shape (BASE:key=value,...: a built-in GPT, Llama or BERT with those keys changed, e.g. llama-3-8b:seq=4096,layers=16, or transformer:layers=..,hidden=..,heads=..,seq=..,vocab=..[,kv_heads=..,ffn=..,gated=true,tied=false]), an .onnx file or a .json graph")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Built-in model name (see --list), a transformer's shape BASE:KEY=VALUE,... (a built-in GPT, Llama or BERT with those keys changed, e.g. llama-3-8b:seq=4096, or transformer: with layers, hidden, heads, seq and vocab; --list names every key), an .onnx file or a .json graph")] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster preset (e.g. dgx-a100-x2) or .json/.yaml file")] = None,
     batch: Annotated[int | None, typer.Option("--batch", "-b", help="Global batch size of the model (default: the model's)")] = None,
     microbatches: Annotated[int, typer.Option("--microbatches", help="Split each iteration's batch into this many micro-batches (gradient accumulation; a pipeline where ops sit on different device blocks, 1F1B) for the baselines; for transformer models the search also tries other counts (layouts)")] = 1,
@@ -54,7 +54,7 @@ def tune_parallel(
     time_budget: TimeOption = None,
     seed: SeedOption = 0,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write the best strategy as JSON to this file")] = None,
-    timeline: Annotated[str | None, typer.Option("--timeline", help="Draw the simulated schedule of the best strategy (PNG)")] = None,
+    timeline: Annotated[str | None, typer.Option("--timeline", help="Draw the simulated schedule of the best strategy (.png, .svg or .pdf)")] = None,
     json: JsonOption = False,
     list_: Annotated[bool, typer.Option("--list", help="List the built-in models and cluster presets")] = False,
     measured_db: Annotated[str | None, typer.Option("--measured-db", help="Database URL whose measured op and collective times override the estimates")] = None,

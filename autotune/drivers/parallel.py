@@ -128,6 +128,8 @@ def micro_batch(model: str, batch: int | None, microbatches: int) -> int | None:
     """The batch of one micro-batch (a file model's own batch is taken as one micro-batch)."""
     if microbatches < 1:
         raise UsageError(f"{argument('microbatches')} must be >= 1, got {microbatches}")
+    if batch is not None and batch < 1:  # 0 is no batch: not the model's own
+        raise UsageError(f"{argument('batch')} must be >= 1, got {batch}")
     if batch is None:
         batch = default_batch(model)
         if batch is None:

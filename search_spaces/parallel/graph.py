@@ -75,6 +75,8 @@ class Graph:
         self.index = {op.name: i for i, op in enumerate(self.ops)}
         if len(self.index) != len(self.ops):
             raise UsageError(f"model {self.name!r} has duplicate op names")
+        if all(op.type == "input" for op in self.ops):  # nothing to time: every strategy would take no time
+            raise UsageError(f"model {self.name!r} has no ops besides its inputs")
         self.edges: list[tuple[int, int, int]] = []  # (producer, consumer, input position)
         for j, op in enumerate(self.ops):
             for k, (src, axes) in enumerate(op.inputs):
@@ -106,12 +108,16 @@ class Graph:
 
     @classmethod
     def from_json(cls, d: dict) -> Graph:
+        if not isinstance(d, dict) or not {"name", "batch", "ops"} <= set(d):
+            raise UsageError("a model JSON is an object with name, batch and ops, as Graph.save writes it")
         try:
             ops = [Op(**{**o, "out": tuple(o["out"]), "weight": tuple(o.get("weight", ())),
                          "inputs": [(s, tuple(a)) for s, a in o.get("inputs", [])]}) for o in d["ops"]]
             return cls(d["name"], ops, int(d["batch"]), int(d.get("dtype_bytes", 4)),
                        int(d.get("state_bytes_per_param", 16)), bool(d.get("recompute", False)), d.get("meta", {}))
-        except (KeyError, TypeError) as exc:
+        except UsageError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"bad model JSON: {exc}") from None
 
     def save(self, path: str) -> None:

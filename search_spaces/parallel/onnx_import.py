@@ -8,7 +8,8 @@ keep only the batch axis partitionable. ``batch`` rescales the model (the ONNX f
 default). The file's batch is the first dimension of its first input that is not a scalar
 (:func:`batch_input`); :func:`batch_axes` follows that dimension through the graph, op by op, and only the
 axis of each tensor that carries it is rescaled (a tensor that does not carry it keeps its shape, whatever
-its first dimension).
+its first dimension). That axis is each op's ``sample`` dim, the one data parallelism splits (axis 1 of a
+sequence-first [seq, batch, hidden] tensor), and each input's batch axis maps onto it.
 """
 
 from __future__ import annotations
@@ -52,15 +53,15 @@ def load_onnx(path: str, batch: int | None = None, input_shapes: dict | None = N
     if not ig.inputs:
         raise UsageError(f"ONNX model {path!r} has no inputs")
     first, b0 = batch_input(ig.inputs, path)
-    B = int(batch) if batch else b0
+    B = b0 if batch is None else int(batch)
     if B < 1:
         raise UsageError(f"batch must be positive, got {B}")
-    axes = batch_axes(ig, first, b0) if B != b0 else {}
+    axes = batch_axes(ig, first, b0)
 
     def shape(t: str) -> tuple[int, ...]:
         s = tuple(int(v) for v in ig.shape[t])
         a = axes.get(t)
-        if a is not None and s[a] % b0 == 0:  # the axis that carries the batch (with what it was merged with)
+        if a is not None and B != b0 and s[a] % b0 == 0:  # the axis that carries the batch (and what it merged with)
             s = s[:a] + (s[a] // b0 * B,) + s[a + 1:]
         return s
 
@@ -69,7 +70,8 @@ def load_onnx(path: str, batch: int | None = None, input_shapes: dict | None = N
     for name, (s, _) in ig.inputs.items():
         s = shape(name)
         dims = {f"a{j}": n for j, n in enumerate(s)}
-        roles = {f"a{j}": ("sample" if j == 0 else "attribute" if len(s) != 4 or j > 1 else None) for j in range(len(s))}
+        roles = {f"a{j}": ("sample" if j == axes.get(name) else "attribute" if len(s) != 4 or j != 1 else None)
+                 for j in range(len(s))}
         op_of[name] = g.input(_clean(name), dims, roles)
     for n in ig.runtime_nodes():
         acts = [t for t in n.inputs if t and not ig.is_weight[t] and t in op_of]
@@ -78,14 +80,16 @@ def load_onnx(path: str, batch: int | None = None, input_shapes: dict | None = N
         ws = [t for t in n.inputs if t and ig.is_weight[t]]
         out = shape(n.outputs[0])
         name = g._uniq(_clean(n.outputs[0]))
+        ob = axes.get(n.outputs[0])  # the output's batch axis: the dim data parallelism splits
         if n.op == "Conv" and len(out) == 4:
-            op = _conv(g, n, name, acts[0], ws, out, shape(acts[0]), ig)
+            op = _conv(g, n, name, acts[0], ws, out, shape(acts[0]), ig, ob)
         elif n.op in ("MatMul", "Gemm") and ws and len(acts) == 1 and len(ig.shape[ws[0]]) == 2:
-            op = _linear(g, n, name, acts[0], ws, out, ig)
+            op = _linear(g, n, name, acts[0], ws, out, ig, ob)
         elif n.op == "MatMul" and len(acts) == 2:
-            op = _batched_matmul(g, name, acts, out, shape)
+            op = _batched_matmul(g, name, acts, out, shape, ob)
         else:
-            op = _generic(g, n, name, acts, ws, out, shape, ig)
+            op = _generic(g, n, name, acts, ws, out, shape, ig, ob)
+        _map_batch(op, ob, axes, shape)
         g.add(op)
         for t in n.outputs:
             op_of[t] = name
@@ -203,14 +207,32 @@ def _clean(name: str) -> str:
     return name.replace(" ", "_") or "t"
 
 
-def _conv(g, n, name, x, ws, out, xs, ig) -> Op:
+def _lead_role(j: int, ob: int | None) -> str:
+    """The role of a leading (row) axis ``j`` of an op whose output carries the batch in axis ``ob``."""
+    return "sample" if j == ob else "attribute"
+
+
+def _map_batch(op: Op, ob: int | None, axes: dict[str, int], shape) -> None:
+    """Map each input's batch axis onto the op's batch dim where the op's own rule left it unmapped (a transpose
+    or reshape moving the batch, the rows of a matmul), so that a data-parallel split of the two is one slice of the
+    batch and moves no activations; only where both axes have the same extent (a merged axis is not one slice)."""
+    if ob is None or op.roles[op.out[ob]] is None:
+        return
+    d = op.out[ob]
+    for k, (t, amap) in enumerate(op.inputs):
+        ib = axes.get(t)
+        if ib is not None and amap[ib] is None and d not in amap and shape(t)[ib] == op.dims[d]:
+            op.inputs[k] = (t, amap[:ib] + (d,) + amap[ib + 1:])
+
+
+def _conv(g, n, name, x, ws, out, xs, ig, ob) -> Op:
     b, cout, ho, wo = out
     cin = xs[1]
     w = ig.shape[ws[0]]
     group = int(n.a.get("group", 1))
     kh, kw = int(w[2]), int(w[3])
     dims = {"b": b, "o": cout, "h": ho, "w": wo, "i": cin // group}
-    roles = {"b": "sample", "o": "parameter", "h": "attribute", "w": "attribute",
+    roles = {"b": _lead_role(0, ob), "o": "parameter", "h": "attribute", "w": "attribute",
              "i": "reduction" if group == 1 else None}
     f = 2.0 * b * cout * ho * wo * (cin // group) * kh * kw
     amap = ("b", "i", "h", "w") if group == 1 else ("b", "o", "h", "w")
@@ -219,12 +241,12 @@ def _conv(g, n, name, x, ws, out, xs, ig) -> Op:
               welems, f, 2 * f, b * (cin * xs[2] * xs[3] + cout * ho * wo), tp="o")
 
 
-def _linear(g, n, name, x, ws, out, ig) -> Op:
+def _linear(g, n, name, x, ws, out, ig, ob) -> Op:
     w = ig.shape[ws[0]]
     k = int(w[1] if n.op == "Gemm" and n.a.get("transB") else w[0])
     lead = out[:-1]
     dims = {f"a{j}": s for j, s in enumerate(lead)}
-    roles = {f"a{j}": ("sample" if j == 0 else "attribute") for j in range(len(lead))}
+    roles = {f"a{j}": _lead_role(j, ob) for j in range(len(lead))}
     dims.update(o=out[-1], i=k)
     roles.update(o="parameter", i="reduction")
     m = math.prod(lead)
@@ -235,11 +257,12 @@ def _linear(g, n, name, x, ws, out, ig) -> Op:
               m * (k + out[-1]) + k * out[-1], tp="o")
 
 
-def _batched_matmul(g, name, acts, out, shape) -> Op:
+def _batched_matmul(g, name, acts, out, shape, ob) -> Op:
     r = len(out)
     k = shape(acts[0])[-1]
     dims = {f"a{j}": s for j, s in enumerate(out)}
-    roles = {f"a{j}": ("sample" if j == 0 else "parameter" if j < r - 2 else None) for j in range(r)}
+    roles = {f"a{j}": ("sample" if j == ob else "attribute" if j == 0 else "parameter" if j < r - 2 else None)
+             for j in range(r)}
     batch_axes = tuple(f"a{j}" for j in range(r - 2))
     ins = []
     for t in acts:
@@ -250,26 +273,37 @@ def _batched_matmul(g, name, acts, out, shape) -> Op:
               mem_elems=sum(math.prod(shape(t)) for t in acts) + math.prod(out), tp="a1" if r > 3 else None)
 
 
-def _generic(g, n, name, acts, ws, out, shape, ig) -> Op:
+def _kept_axes(n, rank: int, r: int) -> list[int | None]:
+    """For each axis of an input of rank ``rank`` to node ``n`` that keeps its axes (output rank ``r``), the output
+    axis it becomes: a reduction drops the axes it reduces (or keeps them, of size 1), other ops line the axes up
+    from the right, as broadcasting does."""
+    if n.op.startswith("Reduce") and "axes" in n.a and not int(n.a.get("keepdims", 1)):
+        reduced = {int(x) % rank for x in n.a["axes"]}
+        return [None if j in reduced else j - sum(1 for x in reduced if x < j) for j in range(rank)]
+    return [j + r - rank if j + r - rank >= 0 else None for j in range(rank)]
+
+
+def _generic(g, n, name, acts, ws, out, shape, ig, ob) -> Op:
     r = len(out)
     dims = {f"a{j}": s for j, s in enumerate(out)}
     keep_axes = n.op in ELEMENTWISE or n.op in POOLS or n.op in LAST_AXIS or n.op == "Concat"
     roles: dict[str, str | None] = {}
     for j in range(r):
-        if j == 0:
-            roles["a0"] = "sample"
-        elif not keep_axes or (n.op in LAST_AXIS and j == r - 1) or n.op == "Concat" and j == int(n.a.get("axis", 1)) % r:
+        if (n.op in LAST_AXIS and j == r - 1) or n.op == "Concat" and j == int(n.a.get("axis", 1)) % r:
             roles[f"a{j}"] = None
+        elif j == ob:
+            roles[f"a{j}"] = "sample"
         else:
-            roles[f"a{j}"] = "attribute"
+            roles[f"a{j}"] = "attribute" if keep_axes else None
     ins = []
     for t in acts:
         s = shape(t)
-        if len(s) == r and keep_axes:
-            amap = tuple(f"a{j}" if (s[j] == out[j] or n.op in POOLS) and roles[f"a{j}"] is not None or
-                         (j == 0 and s[0] == out[0]) else None for j in range(r))
-        else:
-            amap = tuple("a0" if j == 0 and s and out and s[0] == out[0] else None for j in range(len(s)))
+        if keep_axes:
+            to = _kept_axes(n, len(s), r)
+            amap = tuple(f"a{o}" if o is not None and (s[j] == out[o] or n.op in POOLS and len(s) == r)
+                         and roles[f"a{o}"] is not None else None for j, o in enumerate(to))
+        else:  # the batch axis alone (mapped by _map_batch)
+            amap = (None,) * len(s)
         ins.append((t, amap))
     numel = math.prod(out) if out else 1
     per = 9.0 if n.op in POOLS else 1.0

@@ -161,12 +161,18 @@ def _sample_dim(op: Op) -> str | None:
     return next((d for d in op.parallel_dims if op.roles[d] == "sample"), None)
 
 
+def _batch_degree(graph: Graph, op: Op, s: str, devices: int) -> int:
+    """The most of ``devices`` that split ``op``'s sample dim ``s`` into whole samples of the batch: a sample dim
+    that merges the batch with other axes (an ONNX model's [batch x seq, hidden]) is split no finer than the batch."""
+    return _largest_degree(math.gcd(op.dims[s], graph.batch), devices, devices)
+
+
 def data_parallel(graph: Graph, cluster: Cluster) -> Strategy:
     D = cluster.devices
     out = []
     for op in graph.ops:
         s = _sample_dim(op)
-        out.append(_config(op, {s: _largest_degree(op.dims[s], D, D)} if s else {}))
+        out.append(_config(op, {s: _batch_degree(graph, op, s, D)} if s else {}))
     return out
 
 
@@ -230,12 +236,12 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
         if op.routed in op.parallel_dims:
             want[op.routed] = ep = _largest_degree(op.dims[op.routed], expert or t_max, block)
             if s:
-                want[s] = _largest_degree(op.dims[s], block // ep, block // ep)
+                want[s] = _batch_degree(graph, op, s, block // ep)
             replicas = block // math.prod(want.values())
         elif op.tp in op.parallel_dims:
             want[op.tp] = t = _largest_degree(op.dims[op.tp], t_max, block)
             if s:
-                want[s] = _largest_degree(op.dims[s], block // t, block // t)
+                want[s] = _batch_degree(graph, op, s, block // t)
         elif (op.type in REPLICATED_IN_TP or vocab) and t_max > 1 and block % t_max == 0:
             # data parallel over the replicas of the stage, whole on every tensor-parallel rank (or split
             # along the sequence over it); a sample dimension of size 1 (one sequence per micro-batch) is no
@@ -244,13 +250,13 @@ def megatron(graph: Graph, cluster: Cluster, tensor: int | None = None, pipeline
             # per rank, here of the sequence (the graph's loss keeps the vocabulary whole), so its logits are
             # exchanged inside the group, which Megatron-LM does not need to do
             if s:
-                want[s] = _largest_degree(op.dims[s], block // t_max, block // t_max)
+                want[s] = _batch_degree(graph, op, s, block // t_max)
             q = _sequence_dim(op) if sequence or vocab else None
             if q and op.dims[q] % t_max == 0:
                 want[q] = t_max
             replicas = block // math.prod(want.values())
         elif s:
-            want[s] = _largest_degree(op.dims[s], block, block)
+            want[s] = _batch_degree(graph, op, s, block)
         else:  # nothing to split (a loss over one sequence): whole on every device of the stage, as Megatron
             replicas = block
         out.append(_config(op, want, replicas, stage * block))

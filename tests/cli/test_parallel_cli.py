@@ -1,5 +1,7 @@
 """`autotune tune parallel` (alias `autotune parallelize`) end to end: every built-in model on some
-preset (the full matrix is marked slow), results checked against independent simulations.
+preset (the full matrix is marked slow), results checked against independent simulations. The search as a
+campaign (resuming, Ctrl-C, progress): test_parallel_campaign_cli.py; models read from files (ONNX, JSON graphs):
+test_parallel_file_models_cli.py.
 
 Every test runs in its tmp_path, and names its database there with --db unless it checks the default."""
 
@@ -9,36 +11,17 @@ import re
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from autotune.cli.main import app
-from autotune.drivers.parallel import strategy_space, warmup
 from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel import strategy as st
 from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, preset_names
 from autotune.search_spaces.parallel.models import MODELS, get_model, mlp, rebuild
+from parallel_cli_helpers import in_tmp, last_json, run, runner  # noqa: F401 (in_tmp: the autouse fixture)
 
-runner = CliRunner()
 BUILTIN = ["mlp-unity", "bert-large", "gpt-350m", "gpt-1.3b", "gpt-2.6b", "gpt-6.7b", "resnet101", "inception-v3",
            "dlrm", "rnnlm", "nmt", "gpt-moe-350m-128"]
 PRESETS = ["p100-4x4", "k80-16x4", "p3.16xlarge-x2", "dgx-a100-x2", "dgx-h100-x1"]
-
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the default --db is autotune.db in the working directory
-
-
-def run(*args, command=("tune", "parallel")):
-    """The command with a database under the test's tmp_path (the working directory) unless ``args`` name one."""
-    db = [] if "--db" in args or "--list" in args or "--help" in args else ["--db", "sqlite:///parallel.db"]
-    return runner.invoke(app, [*command, *map(str, args), *db])
-
-
-def last_json(r) -> dict:
-    assert r.exit_code == 0, r.output
-    assert len(r.stdout.strip().splitlines()) == 1  # --json: standard output is the one JSON line
-    return json.loads(r.stdout)
 
 
 def simulated(graph, cluster, strategy, microbatches: int = 1, zero: int = 0, prefetch: bool = False,
@@ -174,6 +157,12 @@ def test_bad_input_exits_2_with_one_sentence(args, msg, tmp_path):
         assert not (tmp_path / "parallel.db").exists()
 
 
+def test_help_fits_an_80_column_terminal_without_cutting_a_word():
+    """The --model help's examples were single words wider than its column, cut short with an ellipsis."""
+    r = runner.invoke(app, ["tune", "parallel", "--help"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0 and "llama-3-8b:seq=4096" in r.stdout and "…" not in r.stdout
+
+
 def test_a_shaped_transformer_runs_as_its_base_with_the_keys_changed():
     """``BASE:key=value,...`` builds the base's transformer with those keys changed (a Llama keeps its grouped-query
     attention and SwiGLU), at the base's batch; its search and baselines are what a fresh simulation gives."""
@@ -208,25 +197,6 @@ def test_an_unknown_measured_device_names_the_devices_measured(tmp_path):
                          "--json"))["measured"] == {"op_times": 0, "collectives": 1}
 
 
-def test_progress_is_on_by_default_and_ends_with_a_summary_line():
-    """Off a terminal no bar is drawn, but the summary line is written on stderr: after the text report,
-    before the JSON line with --json (stdout keeps only the JSON); --no-progress writes nothing there."""
-    r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 5, "--campaign", "p")
-    assert r.exit_code == 0, r.output
-    lines = r.output.strip().splitlines()
-    first = len(warmup(strategy_space(get_model("rnnlm"), get_cluster("p100-4x4"))))
-    assert lines[-1].startswith(f"tune parallel: {first + 5} strategies simulated in ") and "ms/iteration" in lines[-1]
-    assert r.stderr.strip().splitlines() == [lines[-1]]
-    r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 5, "--campaign", "p", "--json", command=("parallelize",))
-    out = last_json(r)
-    summary = r.stderr.strip().splitlines()
-    assert len(summary) == 1 and summary[0].startswith("parallelize: 0 strategies simulated")  # resumed: done
-    assert f"{out['best']['iteration_s'] * 1e3:.3f} ms/iteration ({out['best']['source']})" in summary[0]
-    assert r.output.strip().splitlines()[-1] == r.stdout.strip()  # merged, the JSON line is still the last
-    r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 5, "--campaign", "q", "--json", "--no-progress")
-    assert last_json(r)["simulations"] == first + 5 and r.stderr == ""
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("cluster", PRESETS)
 @pytest.mark.parametrize("model", BUILTIN)
@@ -248,48 +218,6 @@ def test_measured_db_overrides(tmp_path):
     # a measured 16-way all-reduce of >= 1 s makes data parallelism far slower than estimated
     assert slow["baselines"]["data-parallel"]["iteration_s"] > plain["baselines"]["data-parallel"]["iteration_s"] + 1.0
     assert slow["measured"] == {"op_times": 0, "collectives": 2} and "measured" not in plain
-
-
-def _trial_keys(db: str, campaign: str) -> list[str]:
-    r = runner.invoke(app, ["trials", "--campaign", campaign, "--db", db, "--format", "json"])
-    assert r.exit_code == 0, r.output
-    return [t["candidate_key"] for t in sorted(json.loads(r.stdout), key=lambda t: t["id"])]
-
-
-def test_baselines_open_the_campaign_and_a_resumed_search_is_the_uninterrupted_one(tmp_path):
-    from autotune.search_spaces.parallel.space import StrategySpace
-
-    db, ref = f"sqlite:///{tmp_path / 'p.db'}", f"sqlite:///{tmp_path / 'ref.db'}"
-    args = ("--model", "rnnlm", "--cluster", "p100-4x4", "--campaign", "rnn", "--json")
-    first = last_json(run(*args, "--trials", 20, "--db", db))
-    opening = warmup(strategy_space(get_model("rnnlm"), get_cluster("p100-4x4")))
-    n = len(opening)
-    assert first["campaign"] == "rnn" and first["simulations"] == n + 20 and n > 3
-    keys = _trial_keys(db, "rnn")
-    assert keys[:3] == [c.key for c in StrategySpace(get_model("rnnlm"), get_cluster("p100-4x4")).baselines().values()]
-    assert keys[:n] == [c.key for c in opening.values()]  # the baselines (data parallelism first), the seed layouts
-    assert len(keys) == len(set(keys)) == n + 20  # then 20 new strategies
-    # the same name resumes: the budget is spent, so nothing more is simulated
-    again = last_json(run(*args, "--trials", 20, "--db", db))
-    assert again["simulations"] == 0 and again["best"] == first["best"] and _trial_keys(db, "rnn") == keys
-    # a larger budget continues the same search: the log equals that of one uninterrupted run
-    longer = last_json(run(*args, "--trials", 40, "--db", db))
-    straight = last_json(run(*args, "--trials", 40, "--db", ref))
-    assert longer["simulations"] == 20 and straight["simulations"] == n + 40
-    assert _trial_keys(db, "rnn") == _trial_keys(ref, "rnn") and longer["best"] == straight["best"]
-
-
-def test_parallelize_is_an_alias_and_the_old_budget_options_still_work():
-    r = run("-m", "rnnlm", "-c", "p100-4x4", "--budget", 5, "--time-limit", 60, "--campaign", "old", "--json",
-            command=("parallelize",))
-    old = last_json(r)
-    assert "--budget is deprecated; use --trials" in r.stderr and "--time-limit is deprecated" in r.stderr
-    new = last_json(run("-m", "rnnlm", "-c", "p100-4x4", "--trials", 5, "--campaign", "new", "--json",
-                        "--db", "sqlite:///other.db"))  # its own database: no trials of the first run to reuse
-    first = len(warmup(strategy_space(get_model("rnnlm"), get_cluster("p100-4x4"))))
-    assert old["best"] == new["best"] and old["simulations"] == new["simulations"] == first + 5
-    help_text = run("--help", command=("parallelize",)).stdout
-    assert "Alias of `autotune tune parallel`" in help_text and "--budget" not in help_text
 
 
 def test_microbatches_add_a_pipeline_baseline_and_reject_uneven_splits():
@@ -366,56 +294,6 @@ def test_the_deepspeed_preset_runs_and_predicts_longer_steps_than_the_megatron_l
     assert simulated(g, get_cluster("dgx-a100-x1"), best, m, z, pf) < ds["best"]["iteration_s"]
 
 
-def _onnx_model(path, x_shape, scalar_first=False):
-    """x (``x_shape``) through a MatMul and a Relu; with ``scalar_first`` a scalar input before x scales it."""
-    onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper, numpy_helper
-
-    w = numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)]
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
-    if scalar_first:
-        inputs.insert(0, helper.make_tensor_value_info("scale", TensorProto.FLOAT, []))
-        nodes[1:] = [helper.make_node("Mul", ["h", "scale"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
-    graph = helper.make_graph(nodes, "tiny", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return str(path)
-
-
-def test_an_onnx_models_batch_is_its_first_non_scalar_inputs_and_input_shape_fixes_a_symbolic_one(tmp_path):
-    """A scalar first input crashes nothing: the batch is x's. A symbolic batch is refused naming the
-    --input-shape that fixes it (the option and parser of tune graph), and each shape is a campaign of its own."""
-    out = last_json(run("--model", _onnx_model(tmp_path / "s.onnx", [4, 16], scalar_first=True), "--cluster",
-                        "p100-4x4", "--trials", 3, "--json"))
-    assert out["batch"] == 4 and out["best"]["iteration_s"] > 0
-    dynamic = _onnx_model(tmp_path / "d.onnx", ["N", 16])
-    r = run("--model", dynamic, "--cluster", "p100-4x4", "--trials", 3)
-    assert r.exit_code == 2 and r.stderr == "error: input 'x' has a symbolic dimension 'N'; give it with --input-shape x=Nx16\n"
-    at8 = last_json(run("--model", dynamic, "--cluster", "p100-4x4", "--trials", 3, "--input-shape", "x=8x16", "--json"))
-    at16 = last_json(run("--model", dynamic, "--cluster", "p100-4x4", "--trials", 3, "--input-shape", "x=16x16", "--json"))
-    assert (at8["batch"], at16["batch"]) == (8, 16) and at8["campaign"] != at16["campaign"]
-    for args, msg in ((("--input-shape", "x=8"), "--input-shape x: the model's input has 2 dims, not 1"),
-                      (("--input-shape", "x=8by16"), "--input-shape 'x=8by16': give NAME=DIMS"),
-                      (("--input-shape", "y=8x16"), "--input-shape names 'y', which is not an input of the model")):
-        r = run("--model", dynamic, "--cluster", "p100-4x4", "--trials", 3, *args)
-        assert r.exit_code == 2 and r.stderr.startswith(f"error: {msg}") and len(r.stderr.splitlines()) == 1
-    r = run("--model", "nmt", "--cluster", "p100-4x4", "--input-shape", "x=8x16")
-    assert r.exit_code == 2 and r.stderr == "error: --input-shape applies to ONNX models, not 'nmt'\n"
-
-
-def test_a_json_graph_at_another_batch_is_refused_naming_its_own(tmp_path):
-    """--batch with a .json graph was ignored (the search ran at the saved batch, reported as that batch): now
-    another batch exits with status 2 naming the saved one; the saved one (per micro-batch) runs."""
-    mlp(64, layers=2, width=256, name="mlp-json").save(str(tmp_path / "m.json"))
-    r = run("--model", tmp_path / "m.json", "--cluster", "p100-4x4", "--batch", 4096, "--trials", 3)
-    assert r.exit_code == 2 and r.stderr == (
-        f"error: the JSON graph {str(tmp_path / 'm.json')!r} was saved at batch 64, and a JSON graph is not rescaled "
-        "(built-in and ONNX models are): leave --batch out or give 64 (per micro-batch), or save the graph at batch 4096\n")
-    out = last_json(run("--model", tmp_path / "m.json", "--cluster", "p100-4x4", "--batch", 128, "--microbatches", 2,
-                        "--trials", 3, "--json"))
-    assert out["batch"] == 128 and out["microbatches"] == 2
-
-
 def test_a_batch_data_parallelism_cannot_split_is_compared_with_what_data_parallelism_runs():
     """Batch 7 on 16 devices: data parallelism runs on one device, so the speed-up is over one device; batch 12
     splits 4 ways; batch 64 over every device is the plain comparison."""
@@ -429,39 +307,3 @@ def test_a_batch_data_parallelism_cannot_split_is_compared_with_what_data_parall
     assert "speed-up over data parallelism on 4 of 16 devices (a batch of 12 does not split 16 ways): " in r.stdout
     r = run("--model", "nmt", "--cluster", "p100-4x4", "--batch", 64, "--trials", 3)
     assert "  speed-up over data parallelism: " in r.stdout
-
-
-def test_ctrl_c_prints_a_command_that_resumes_the_campaign(tmp_path, monkeypatch):
-    """Ctrl-C while strategies are simulated: exit 130 and a `tune parallel` command that, run as printed,
-    resumes the same campaign to its budget and writes the strategy file the first command asked for."""
-    import shlex
-
-    from autotune.db import open_database
-    from autotune.runners.simulator import SimulatorRunner
-    from autotune.testing.fakes import interrupting
-
-    Interrupting = interrupting(SimulatorRunner, 9)  # Ctrl-C at the 10th simulation (a fake: for this test only)
-
-    url = f"sqlite:///{tmp_path / 'p.db'}"
-    strategy = tmp_path / "best strategy.json"
-    args = ["tune", "parallel", "--model", "rnnlm", "--cluster", "p100-4x4", "--batch", "32", "--trials", "20",
-            "--seed", "3", "--option", "t0=0.2", "-o", str(strategy), "--db", url, "--no-progress"]
-    with monkeypatch.context() as m:
-        m.setattr("autotune.drivers.parallel.SimulatorRunner", Interrupting)
-        r = runner.invoke(app, args)
-    assert r.exit_code == 130, r.output
-    line = [x for x in r.stderr.splitlines() if x.startswith("interrupted: ")][-1]
-    stored = int(re.match(r"interrupted: (\d+) trials stored; resume with: autotune tune parallel ", line).group(1))
-    command = shlex.split(line.split("resume with: ", 1)[1])
-    name = command[command.index("--campaign") + 1]
-    assert command[command.index("-o") + 1] == str(strategy) and "t0=0.2" in command and "--seed" in command
-    db = open_database(url)
-    assert db.campaign(name).status == "interrupted" and not strategy.exists()
-    first = len(warmup(strategy_space(get_model("rnnlm", 32), get_cluster("p100-4x4"))))
-    assert 0 < stored < first + 20 and len(_trial_keys(url, name)) == stored
-    again = runner.invoke(app, command[1:] + ["--json"])
-    out = last_json(again)
-    assert out["campaign"] == name and out["simulations"] == first + 20 - stored  # the rest of the same campaign
-    assert db.campaign(name).status == "finished" and len(_trial_keys(url, name)) == first + 20
-    assert json.loads(strategy.read_text()) == out["best"]["strategy"]
-    db.close()

@@ -209,3 +209,70 @@ def test_a_json_graph_refuses_another_batch_naming_its_own(tmp_path):
     assert err.value.command_line_message() == (
         f"the JSON graph {path!r} was saved at batch 64, and a JSON graph is not rescaled (built-in and ONNX models "
         "are): leave --batch out or give 64 (per micro-batch), or save the graph at batch 4096")
+
+
+def _encoder(path, seq_first: bool):
+    """Token ids [4, 8] embedded, then (``seq_first``) transposed to [8, 4, 16] as a sequence-first encoder (fairseq's,
+    PyTorch's nn.Transformer without batch_first) runs, through an MLP with a residual add, and transposed back;
+    without ``seq_first`` the transposes are identities: the same model, batch-first throughout."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.random(s, np.float32), n)
+             for n, s in (("emb", (100, 16)), ("w1", (16, 32)), ("w2", (32, 16)))]
+    move, perm = ("Transpose", {"perm": [1, 0, 2]}) if seq_first else ("Identity", {})
+    nodes = [helper.make_node("Gather", ["emb", "tokens"], ["e"]), helper.make_node(move, ["e"], ["t"], **perm),
+             helper.make_node("MatMul", ["t", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["o"]), helper.make_node("Add", ["o", "t"], ["res"]),
+             helper.make_node(move, ["res"], ["y"], **perm)]
+    graph = helper.make_graph(nodes, "encoder", [helper.make_tensor_value_info("tokens", TensorProto.INT64, [4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_data_parallelism_splits_the_batch_axis_of_a_sequence_first_layout(tmp_path):
+    """Each op's sample dim is the axis that carries the batch: axis 1 of the sequence-first tensors [8, 4, ...]. So
+    data parallelism on 16 devices splits their batch 4 ways (not their sequence 8 ways), hands each op's slice of
+    the batch to the next without moving activations, and takes as long as on the batch-first twin."""
+    from autotune.runners.simulator.engine import Simulator
+    from autotune.search_spaces.parallel import strategy as st
+    from autotune.search_spaces.parallel.clusters import get_cluster
+
+    cluster = get_cluster("p100-4x4")
+    times = {}
+    for seq_first in (True, False):
+        g = get_model(_encoder(tmp_path / f"{seq_first}.onnx", seq_first))
+        dp = st.data_parallel(g, cluster)
+        split = {op.name: {op.out.index(d): k for d, k in zip(op.parallel_dims, cfg.degrees) if k > 1}
+                 for op, cfg in zip(g.ops, dp)}
+        inner = 1 if seq_first else 0
+        assert split == {"tokens": {0: 4}, "e": {0: 4}, "t": {inner: 4}, "h": {inner: 4}, "r": {inner: 4},
+                         "o": {inner: 4}, "res": {inner: 4}, "y": {0: 4}}
+        times[seq_first] = Simulator(g, cluster).simulate(dp).iteration_s
+    assert times[True] == pytest.approx(times[False], rel=1e-9)
+
+
+def test_data_parallelism_splits_an_axis_that_merges_the_batch_no_finer_than_the_batch(tmp_path):
+    """x [4, 8, 16] flattened to [32, 16] (the batch merged with the sequence) before a MatMul: data parallelism on 16
+    devices gives each of 4 devices whole samples of every op; splitting the [32, 16] ops 16 ways is not data
+    parallelism, and the comparison with it would claim 16 devices for a batch of 4."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from autotune.search_spaces.parallel import strategy as st
+    from autotune.search_spaces.parallel.clusters import get_cluster
+
+    inits = [numpy_helper.from_array(np.ones((16, 8), np.float32), "w"),
+             numpy_helper.from_array(np.array([32, 16], np.int64), "flat")]
+    nodes = [helper.make_node("Reshape", ["x", "flat"], ["f"]), helper.make_node("MatMul", ["f", "w"], ["h"]),
+             helper.make_node("Relu", ["h"], ["y"])]
+    graph = helper.make_graph(nodes, "flat", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "f.onnx"))
+    g = get_model(str(tmp_path / "f.onnx"))
+    assert {op.name: op.dims["a0"] for op in g.ops} == {"x": 4, "f": 32, "h": 32, "y": 32}
+    for cluster in (get_cluster("p100-4x4"), get_cluster("dgx-a100-x1")):
+        for strategy in (st.data_parallel(g, cluster), st.megatron(g, cluster, tensor=1)):
+            assert [cfg.parts for cfg in strategy] == [4, 4, 4, 4]
