@@ -5,7 +5,8 @@
   (the experiment database in practice: ``autotune.db.op_costs``), else timed once by an
   op runner (up to ``max_measure`` ops), else estimated: by the op-cost model
   (``autotune.cost_models.graph_ops``) once it has enough measured ops, before that from
-  FLOPs and bytes at rates fitted on the measured ops.
+  FLOPs and bytes at rates fitted on the measured ops. A timing that fails is kept in the
+  cache too, as a failure with its reason (never a cost): the op is not timed again.
 * :class:`GraphCostRunner` is the engine's runner of a ``GraphSpace``: a measurement is
   a candidate graph's cost from :class:`OpCosts`. With ``timed`` every op a graph's cost rests
   on is timed (the cap does not apply), so the cost is a sum of measurements, and a graph with
@@ -28,7 +29,7 @@ from functools import partial
 import numpy as np
 
 from autotune.cost_models.graph_ops import GraphOpCostModel
-from autotune.errors import UsageError
+from autotune.errors import AutotuneError, UsageError
 from autotune.runners.base import Runner
 from autotune.runners.onnx_ops import op_spec
 from autotune.search_spaces.graphs.cost import (
@@ -72,17 +73,30 @@ def node_spec(g: Graph, n: Node) -> dict:
     return op_spec(n.op, n.a, ins, [g.shape[t] for t in n.outputs])
 
 
-class OpCostCache:
-    """Op costs in memory (op key -> seconds); anything with the same ``get``/``put`` works as a cache."""
+def failure_text(status: str, error: str) -> str:
+    """Why an op's timing failed, as kept and reported: its status and error."""
+    return f"{status}: {error}".strip(": ")
 
-    def __init__(self, costs: dict[str, float] | None = None):
-        self.costs = dict(costs or {})
+
+class OpCostCache:
+    """Op timings in memory: the costs (op key -> seconds) and the failures (op key -> why the timing failed, never
+    a cost); anything with the same ``get``/``failure``/``put`` works as a cache."""
+
+    def __init__(self, costs: dict[str, float] | None = None, failures: dict[str, str] | None = None):
+        self.costs, self.failures = dict(costs or {}), dict(failures or {})
 
     def get(self, key: str) -> float | None:
         return self.costs.get(key)
 
-    def put(self, key: str, seconds: float, measurement: Measurement | None = None) -> None:
-        self.costs[key] = seconds
+    def failure(self, key: str) -> str | None:
+        return self.failures.get(key)
+
+    def put(self, key: str, measurement: Measurement) -> None:
+        """Keep an op's timing: its cost, or why it failed."""
+        if measurement.ok:
+            self.costs[key] = measurement.cost
+        else:
+            self.failures[key] = failure_text(measurement.status.value, measurement.error)
 
 
 class OpCosts:
@@ -109,7 +123,7 @@ class OpCosts:
         self.predicted_keys: set = set()
         self.measured = 0  # ops timed (counted against max_measure)
         self.estimated = 0  # op costs estimated rather than measured
-        self.failed: dict[tuple, str] = {}  # ops whose timing failed: their error (not timed again)
+        self.failed: dict[tuple, str] = {}  # ops met whose timing failed, here or before (the cache's): why
         self.memo: dict[tuple, float] = {}
         self.calib: list[tuple[float, float, float]] = []  # (flops, bytes, seconds) of ops with a known cost
         self.rates: tuple[float, float] | None = None
@@ -126,15 +140,14 @@ class OpCosts:
         spec = node_spec(g, n)
         key = stable_key({"device": self.label, **spec})
         cost = self.cache.get(key)
-        if cost is None and self.runner is not None and k not in self.failed and \
+        if cost is None and self.runner is not None and self.cache.failure(key) is None and \
                 (self.max_measure is None or self.measured < self.max_measure):
             self.measured += 1
             m = self.runner.measure(Task("op", n.op, {"device": self.label}), [Candidate(spec, key)])[0]
-            if m.ok:
-                cost = m.cost
-                self.cache.put(key, cost, m)
-            else:
-                self.failed[k] = f"{m.status.value}: {m.error}".strip(": ")
+            self.cache.put(key, m)  # a failure too: no search on this device times the op again
+            cost = m.cost if m.ok else None
+        if cost is None and self.cache.failure(key) is not None:
+            self.failed[k] = self.cache.failure(key)
         if cost is None:
             self.predicted_keys.add(k)
             self.estimated += 1
@@ -274,6 +287,20 @@ class GraphBackend:
     fusion: bool
     compare_latency: Callable
     max_errors: Callable
+
+    def check_runs(self, model) -> None:
+        """One clear error when this backend cannot run ``model`` at all (an op it lacks, a graph it refuses)."""
+        try:
+            self.max_errors(model, model, trials=1)
+        except AutotuneError:  # says what it is already (torch: the op it has no mapping for, and its node)
+            raise
+        except Exception as exc:  # noqa: BLE001 - the backend's own errors (onnxruntime's, torch's)
+            raise UsageError(f"{self.name} cannot run the model: {first_line(exc)}") from None
+
+
+def first_line(exc: Exception) -> str:
+    """The first line of an error's message (at most 300 characters; its type when it has none)."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _onnxruntime(threads: int = 1) -> GraphBackend:

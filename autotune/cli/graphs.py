@@ -62,6 +62,11 @@ def command_name(ctx: typer.Context) -> str:
 def _print(r: dict) -> None:
     typer.echo(f"campaign {r['campaign']} ({r['status']}{', resumed' if r['resumed'] else ''}): "
                f"{r['evaluated']} graphs evaluated in {r['search_s']:.1f} s ({r['ops_measured']} ops timed)")
+    if r.get("ops_failed"):
+        graphs = "graphs holding them are failed trials" if r.get("op_costs") == "timed" else "their costs estimated"
+        typer.echo(f"{len(r['ops_failed'])} ops could not be timed alone ({graphs}; stored as failed op trials of "
+                   f"{r['op_device']!r}): " + "; ".join(f"{f['op']}: {f['error'][:200]}" for f in r["ops_failed"][:3])
+                   + ("; ..." if len(r["ops_failed"]) > 3 else ""))
     if r.get("op_costs") == "estimated":
         typer.echo(f"graph costs partly estimated (ops beyond --max-measure): stored on {r['graph_device']!r}; "
                    f"{r['ops_confirmed']} distinct ops estimated during the search timed for the check")
@@ -99,7 +104,7 @@ def tune_graph(
     rules: Annotated[str | None, typer.Option("--rules", help="Extra rules JSON (e.g. from `autotune rules generate -o`); stored as provenance file:PATH, status unverified, unless the database holds them already")] = None,
     max_measure: Annotated[int | None, typer.Option("--max-measure", help="Time at most this many distinct ops during the search (at least 1) and estimate the rest by the op-cost model (those the result relies on are timed at the end); the campaign's graph costs are then partly estimated, stored on a device of its own, '... (estimated op costs)', never looked up by another campaign. Default: every op a stored graph's cost rests on is timed")] = None,
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="Interleaved end-to-end timing rounds of the final check")] = 25,
-    start_from: Annotated[str | None, typer.Option("--start-from", help="Search from a peer optimizer's output, as a user chains tools: onnxruntime (its offline optimizer, extended level), ort-transformers (onnxruntime.transformers.optimizer, on transformers), onnxsim (pip install 'autotune[bench]') or best (the fastest of those faster than the input beyond noise, else the input); the model kept is the fastest of the original, the peer's and ours")] = None,
+    start_from: Annotated[str | None, typer.Option("--start-from", help="Search from a peer optimizer's output, as a user chains tools: onnxruntime (its offline optimizer, extended level), ort-transformers (onnxruntime.transformers.optimizer, on transformers), onnxsim (pip install 'autotune\\[bench]') or best (the fastest of those faster than the input beyond noise, else the input); the model kept is the fastest of the original, the peer's and ours")] = None,
     input_shape: InputShapeOption = None,
     json_out: JsonOption = False,
     progress: ProgressOption = True,
@@ -112,7 +117,7 @@ def tune_graph(
 
     Every evaluated graph is a trial of the campaign (its rewrite sequence from MODEL), logged to --db: `autotune trials --campaign NAME` lists them, and rerunning with the same --campaign resumes the search.
 
-    Each distinct op is timed once per device and stored as a trial of task kind "op". The best graph is checked numerically and timed end to end; OUTPUT is the original model unless the new one is faster.
+    Each distinct op is timed once per device and stored as a trial of task kind "op" (a timing that fails too, as a failed trial with its reason, so that the op is not timed again). The best graph is checked numerically and timed end to end; OUTPUT is the original model unless the new one is faster.
 
     On a terminal, bars on standard error show the search and the end-to-end check, and a summary line ends the run (--no-progress: neither)."""
     from autotune.algorithms.registry import parse_options

@@ -40,14 +40,14 @@ from autotune.campaign import Campaign, checked_seed
 from autotune.db import open_database
 from autotune.db.database import Database
 from autotune.db.op_costs import DatabaseOpCostCache
-from autotune.drivers.graph_store import graph_device, own_history, store_rules
+from autotune.drivers.graph_store import estimated_note, estimated_on_device, graph_device, own_history, store_rules
 from autotune.errors import Interrupted, UsageError, argument
 from autotune.progress import Progress, make_progress
 from autotune.runners.graph import (
-    TORCH_DEVICES,
     GraphCostRunner,
     OpCosts,
     check_device,
+    first_line,
     is_estimating,
     make_backend,
 )
@@ -118,12 +118,9 @@ def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int
     try:
         check = backend.max_errors(original_model, new_model)
     except Exception as exc:  # noqa: BLE001 - the backend's own errors (onnxruntime's, torch's) are data here
-        try:  # the original alone: if it does not run either, the model is the problem, not the rewrite
-            backend.max_errors(original_model, original_model, trials=1)
-        except Exception as exc0:  # noqa: BLE001
-            raise UsageError(f"{backend.name} cannot run the model: {str(exc0).splitlines()[0][:300]}") from None
+        backend.check_runs(original_model)  # if the original does not run either, the model is the problem
         check = {"max_abs_error": math.inf, "max_rel_error": math.inf,  # the original is kept
-                 "error": f"the exported model does not run: {str(exc).splitlines()[0][:300]}"}
+                 "error": f"the exported model does not run: {first_line(exc)}"}
     check["passed"] = check["max_rel_error"] <= tolerance
     bar.advance(CHECK_UNITS)
     bar.update(description=f"end-to-end check: timing {rounds} rounds")
@@ -160,7 +157,8 @@ def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int
 
 def summary_text(r: dict) -> str:
     """The closing line of a graph search from its report (:func:`optimize_graph`'s return value)."""
-    return (f"{r['evaluated']:,} graphs evaluated in {r['search_s']:.1f} s ({r['ops_measured']} ops timed), "
+    failed = f", {len(r['ops_failed'])} could not be" if r.get("ops_failed") else ""
+    return (f"{r['evaluated']:,} graphs evaluated in {r['search_s']:.1f} s ({r['ops_measured']} ops timed{failed}), "
             f"predicted {r['predicted_speedup']:.3f}x, measured {r['candidate_speedup']:.3f}x; kept the "
             f"{'optimized' if r['kept'] else 'original'} graph ({r['reason']}); {r['total_s']:.1f} s in all")
 
@@ -249,24 +247,24 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
                              "(names identify rewrites); rename it")
         rules += extra
     original = with_input_shapes(original, input_shapes or {})  # both models are checked at these shapes
-    start, start_model, start_speedup = "original", original, 1.0
+    if start_from is not None and device != "cpu":
+        cpu = argument("device='cpu'", "--device cpu")
+        raise UsageError(f"starting from a peer optimizer's output ({argument('start_from')}) is for {cpu} "
+                         "(onnxruntime)")
+    graph = onnx_io.from_onnx(original)  # names what it cannot import, and refuses shapes beyond the limits
+    if not graph.runtime_nodes():
+        raise UsageError("the model computes its outputs from constants only (every op folds into a constant): "
+                         "there is no graph to search")
+    backend = make_backend(device, threads)
+    backend.check_runs(original)  # a model the backend cannot run is refused before any other work or storing
+    start, start_speedup = "original", 1.0
     if start_from is not None:
-        if device != "cpu":
-            cpu = argument("device='cpu'", "--device cpu")
-            raise UsageError(f"starting from a peer optimizer's output ({argument('start_from')}) is for {cpu} "
-                             "(onnxruntime)")
         from autotune.drivers.graph_peers import fastest
 
         start, start_model, start_speedup = fastest(original, start_from, rounds, threads)
-    graph = onnx_io.from_onnx(start_model)
-    if device in TORCH_DEVICES:  # an op torch cannot run would fail the end-to-end check: say so first
-        from autotune.runners.torch_ops import check_op
-
-        for n in graph.runtime_nodes():
-            check_op(n.op, f" (node {n.outputs[0]!r})")
+        graph = graph if start == "original" else onnx_io.from_onnx(start_model)
     space = GraphSpace(graph, rules, name=name)
     algo = graph_algorithm(algorithm, space, alpha, seed, options)
-    backend = make_backend(device, threads)
     with tempfile.TemporaryDirectory(prefix="autotune-graph-") as tmp:
         if isinstance(db, Database):
             database = db
@@ -308,6 +306,10 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
                         f"{'' if max_measure is None else f'-est{max_measure}'}")
     runner.device, op_costs.max_measure = graph_device(database, name, runner.device, max_measure, fresh)
     runner.timed = not is_estimating(runner.device)  # every op of a stored graph timed, else costs partly estimated
+    # costs an older version estimated and stored on the device itself: looked up as measurements, so say so
+    estimated_before = estimated_on_device(database, task, runner.device) if runner.timed else {}
+    if estimated_before:
+        print(estimated_note(task.name, runner.device.name, estimated_before), file=sys.stderr)
     # the measurement cap is the campaign's: ops timed by its earlier runs count (the trials record it)
     earlier = [] if fresh else own_history(database, name)
     op_costs.measured = max((int(m.meta.get("ops_measured", 0)) for m in earlier), default=0)
@@ -325,12 +327,14 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
                       seed=seed, progress=bar.shown, console=bar.console, recipe=recipe, fresh=fresh)
     result = search.run()  # Ctrl-C in the search: the campaign says how to resume it
     try:
-        return _check_and_report(result, original, graph, space, algo, backend, op_costs, output, device, task,
-                                 op_device, measured_before, rules, rounds, tolerance, bar, t_start, start, runner)
+        report = _check_and_report(result, original, graph, space, algo, backend, op_costs, output, device, task,
+                                   op_device, measured_before, rules, rounds, tolerance, bar, t_start, start, runner)
     except KeyboardInterrupt:  # after the search: rerunning resumes the finished campaign, then checks again
         print(f"interrupted: {result.trials} trials stored, the end-to-end check not done; resume with: "
               f"{search.resume_command()}", file=sys.stderr)
         raise Interrupted from None
+    # OK graph trials of the model on graph_device itself whose costs rest on estimated ops (an older version's)
+    return {**report, "estimated_on_device": sum(estimated_before.values())}
 
 
 def _check_and_report(result, original, graph, space, algo, backend, op_costs, output, device, task, op_device,
@@ -376,7 +380,11 @@ def _check_and_report(result, original, graph, space, algo, backend, op_costs, o
         "best_cost_estimated": bool(result.best is not None and result.best.meta.get("ops_estimated")),
         "ops_measured": op_costs.measured - measured_before, "ops_estimated": op_costs.estimated,
         # distinct ops that were only estimated during the search and timed for the end-to-end check
-        "ops_confirmed": confirmed, "rules": len(rules), "simulated_s": summary["simulated_s"],
+        "ops_confirmed": confirmed,
+        # distinct ops met that cannot be timed alone (here or before, stored as failed op trials), and why: a
+        # graph holding one is a failed trial of a campaign that times every op
+        "ops_failed": [{"op": k[0], "error": why} for k, why in op_costs.failed.items()],
+        "rules": len(rules), "simulated_s": summary["simulated_s"],
         "wall_s": summary["wall_s"], "total_s": time.perf_counter() - t_start,
         "started_from": start[0], "start_speedup": start[1], **report,
         **({"saturation": space.saturation} if space.saturation else {}),

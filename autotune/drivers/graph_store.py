@@ -7,7 +7,7 @@ from __future__ import annotations
 from autotune.db.database import Database
 from autotune.errors import UsageError
 from autotune.runners.graph import ESTIMATED_SUFFIX, estimating_device, is_estimating
-from autotune.types import Device
+from autotune.types import Device, Task
 
 #: distinct ops a search without --max-measure may time for costs it never stores (equality saturation's
 #: extraction, which costs every op of the e-graph); the graphs it stores are costed from timed ops only
@@ -66,6 +66,37 @@ def _stored_device(database: Database, name: str) -> tuple[Device, dict] | None:
     if row is None:
         return None
     return Device(row[0], row[1], dict(row[2] or {})), dict(row[3] or {})
+
+
+def estimated_on_device(database: Database, task: Task, device: Device) -> dict[str | None, int]:
+    """{campaign name (None: a deleted campaign's): OK graph trials} of ``task`` stored on ``device`` itself whose
+    cost rests partly on estimated op costs (their ``meta.ops_estimated``, stored with every graph trial). Only
+    older versions stored such costs there (now they go to ``estimating_device``); a campaign on ``device`` looks
+    them up as measurements."""
+    from sqlalchemy import func, select
+
+    from autotune.db.models import CampaignRow, TrialRow
+
+    task_id, device_id = database.task_id(task), database.device_id(device)
+    with database.session() as s:
+        rows = s.execute(select(CampaignRow.name, func.count(TrialRow.id))
+                         .outerjoin(CampaignRow, CampaignRow.id == TrialRow.campaign_id)
+                         .where(TrialRow.task_id == task_id, TrialRow.device_id == device_id, TrialRow.cost.is_not(None),
+                                TrialRow.meta["ops_estimated"].as_integer() > 0)
+                         .group_by(CampaignRow.name)).all()
+    return dict(rows)
+
+
+def estimated_note(model: str, device: str, stored: dict[str | None, int]) -> str:
+    """The line that says ``device`` holds graph costs of ``model`` resting on estimated ops
+    (``estimated_on_device``'s {campaign: trials})."""
+    named = sorted(n for n in stored if n is not None)
+    where = ", ".join(f"{n!r} ({stored[n]})" for n in named[:5]) + (", ..." if len(named) > 5 else "")
+    if None in stored:
+        where += f"{', ' if where else ''}{stored[None]} of deleted campaigns"
+    return (f"note: {sum(stored.values())} graph costs of {model} stored on {device!r} rest partly on estimated op "
+            f"costs (stored so by an older version; their meta.ops_estimated counts those ops) and are looked up as "
+            f"measurements: campaigns {where}; `autotune campaigns delete NAME --with-trials` removes a campaign's")
 
 
 def own_history(database: Database, name: str) -> list:

@@ -154,7 +154,7 @@ def test_resume_commands_of_graph_and_parallel_campaigns():
         "files": {"output": "out.onnx"}}
     assert resume_command("g1", graph) == (
         "autotune tune graph 'my model.onnx' --algorithm mcmc --trials 3000 --time-budget 45 --batch 8 --rules r.json "
-        "-o out.onnx --input-shape input_ids=1x128 --option t0=0.2 --campaign g1")
+        "--max-measure 400 -o out.onnx --input-shape input_ids=1x128 --option t0=0.2 --campaign g1")
     no_output = {**graph, "files": {}}
     threads = {**graph, "args": {**graph["args"], "threads": 4}}
     for recipe in (no_output, threads):
