@@ -36,6 +36,7 @@ import xgboost as xgb
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import log_cost, query_order, throughput, with_pairs
 from autotune.cost_models.metrics import quality as _quality
+from autotune.errors import UsageError
 
 OBJECTIVES = ("rank", "reg", "reg-tp")
 PARALLEL_ROWS = 10_000  # rows from which a prediction uses several threads (see the module's docstring)
@@ -61,10 +62,10 @@ class XGBCostModel(CostModel):
     def __init__(self, **options):
         unknown = set(options) - set(DEFAULTS)
         if unknown:
-            raise ValueError(f"xgb cost model has no option(s) {sorted(unknown)}; valid: {sorted(DEFAULTS)}")
+            raise UsageError(f"xgb cost model has no option(s) {sorted(unknown)}; valid: {sorted(DEFAULTS)}")
         self.options = {**DEFAULTS, **options}
         if self.options["objective"] not in OBJECTIVES:
-            raise ValueError(f"xgb objective must be one of {', '.join(OBJECTIVES)}")
+            raise UsageError(f"xgb objective must be one of {', '.join(OBJECTIVES)}")
         self.boosters: list[xgb.Booster] = []
         self.n_train = 0
         self._rng = np.random.default_rng(int(self.options["seed"]))

@@ -32,10 +32,10 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", nargs="+", default=None, help="Kernel Tuner cache files (default: all replay spaces)")
     ap.add_argument("--train", type=positive_int, default=100, help="training measurements")
     ap.add_argument("--seeds", type=positive_int, default=3, help="random training samples per space (default 3); figures are medians over them")
-    ap.add_argument("--k", type=int, default=50, help="k of the top-k recall")
+    ap.add_argument("--k", type=positive_int, default=50, help="k of the top-k recall")
     ap.add_argument("--objectives", nargs="+", default=list(OBJECTIVES), choices=list(OBJECTIVES),
                     help=f"the xgb objectives compared (default: all of {', '.join(OBJECTIVES)})")
-    ap.add_argument("--members", type=int, default=None, help="ensemble members (default: the model's default)")
+    ap.add_argument("--members", type=positive_int, default=None, help="ensemble members (default: the model's default)")
     args = ap.parse_args(argv)
     caches = args.cache or replay_caches()
     extra = {} if args.members is None else {"members": args.members}

@@ -52,8 +52,8 @@ import protocol
 from bench_peers import kt_available, run_kt, run_optuna_direct
 from replay_data import replay_caches
 from results_store import ResultStore
-from script_args import output_file, positive_int, write_json
-from search_report import label, print_summary, search_row
+from script_args import non_negative_int, output_file, positive_int, refuse_unused, write_json
+from search_report import label, print_summary, protocol_report
 
 from autotune.algorithms.model_guided import make_guided
 from autotune.algorithms.registry import make_algorithm
@@ -235,7 +235,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", nargs="+", default=None, help="Kernel Tuner cache files (default: all replay spaces)")
     ap.add_argument("--seeds", type=positive_int, default=10, help="runs per algorithm and space, seeds "
                     "--first-seed, --first-seed + 1, ... (default 10); the figures are medians over them")
-    ap.add_argument("--first-seed", type=int, default=0, help="seeds from this one (fresh seeds to confirm a figure)")
+    ap.add_argument("--first-seed", type=non_negative_int, default=0, help="seeds from this one (fresh seeds to confirm a figure)")
     ap.add_argument("--peer-seeds", type=positive_int, default=None, metavar="N",
                     help="under a protocol, run the peers on seeds 0 to N-1 whatever --seeds and --first-seed say "
                          "(default: the candidates' seeds): a candidate's fresh or many seeds against peers' fixed ones")
@@ -259,9 +259,15 @@ def main(argv=None) -> int:
                          "compare with the best peers' recorded medians (REFERENCE_BEST_PEER) instead of running them")
     ap.add_argument("--results", nargs="+", default=None, metavar="FILE",
                     help="JSON file of every measured (name, space, seed) result, reused when present (resume), new "
-                         "results written to it; more files after it are only read (runs split over "
-                         "processes, each writing a file of its own, reported together)")
+                         "results merged into it (processes may share it); more files after it are only read (runs "
+                         "split over processes, reported together)")
     args = ap.parse_args(argv)
+    if args.protocol == "none":
+        refuse_unused({"--candidates": args.candidates is not None, "--peers": args.peers is not None,
+                       "--peer-seeds": args.peer_seeds is not None, "--results": args.results is not None},
+                      "applies to a --protocol run only")
+    refuse_unused({"--algorithms": args.protocol != "none" and args.algorithms is not None},
+                  "is not used under --protocol: --candidates and --peers name what runs")
     MODEL_OPTIONS.update(protocol.parse_options(args.model_option))
     GUIDED_OPTIONS.update(protocol.parse_options(args.guided_option))
     global BATCH
@@ -336,7 +342,7 @@ def run_protocol(args, caches: list[str]) -> int:
         print("error: kernel_tuner is not importable: the kt: peers cannot run", file=sys.stderr)
         return 2
     check_names(candidates + peers)
-    store = ResultStore(args.results, keys=RESULT_KEYS, script="bench_search.py")
+    store = ResultStore(args.results, keys=RESULT_KEYS, script="bench_search.py", report=args.json)
     settings = f"budget={args.budget}" + (f";batch={BATCH}" if BATCH != DEFAULT_BATCH else "") + "".join(
         f";{k}={json.dumps(v, sort_keys=True)}" for k, v in (("model", MODEL_OPTIONS), ("guided", GUIDED_OPTIONS)) if v)
     units = [(Path(path).parent.name, cache_label(path)) for path in caches]
@@ -372,50 +378,7 @@ def run_protocol(args, caches: list[str]) -> int:
                      for u in units}
     else:
         best_peer = {u: min((med[p, u], p) for p in peers) for u in units} if peers else {}
-    peer_names = "the reference best peers (REFERENCE_BEST_PEER)" if reference else ", ".join(peers) or "none"
-    seeds_said = f"seeds {args.first_seed}-{args.first_seed + args.seeds - 1}" + (
-        f" (peers: 0-{args.peer_seeds - 1})" if args.peer_seeds and peers else "")
-    print(f"# {args.protocol}: {len(folds)} folds, {len(units)} spaces, {seeds_said}, budget {args.budget}\n\n"
-          f"candidates: {', '.join(candidates)}; peers: {peer_names}. To 5%: median over seeds of the "
-          f"measurements to reach within 5% of the optimum, a miss counting as {args.budget + 1}.")
-    report = {"protocol": args.protocol, "budget": args.budget, "seeds": args.seeds, "first_seed": args.first_seed,
-              "peer_seeds": args.peer_seeds, "candidates": candidates,
-              "peers": peers, "runs": {n: {} for n in dict.fromkeys(candidates + peers)}, "folds": []}
-    for (name, unit), rs in runs.items():
-        report["runs"][name][label(unit)] = rs
-    all_rows = []
-    for fold in folds:
-        chosen, scores = protocol.select_search(candidates, fold.train, med,
-                                                {u: best_peer[u][0] for u in units} if best_peer else None)
-        rows = [search_row(unit, chosen, runs[chosen, unit], med, best_peer.get(unit)) for unit in fold.test]
-        all_rows += rows
-        report["folds"].append({"fold": fold.name, "train": [label(u) for u in fold.train],
-                                "test": [label(u) for u in fold.test], "scores": scores, "chosen": chosen, "rows": rows})
-        print(f"\n## {fold.name}: chosen {chosen}\n\nscore on the {len(fold.train)} training spaces (geometric mean of "
-              f"{'to 5% / best peer' if best_peer else 'to 5%'}): " + ", ".join(f"{c} {v:.3f}" for c, v in scores.items()))
-        print("\n| test space | ours (chosen), to 5% | best peer, to 5% | ours / best peer | success 5% | every seed within budget |")
-        print("|---|---:|---|---:|---:|---|")
-        for r in rows:
-            peer = f"{protocol.fmt_med(r['best_peer'], args.budget)} ({r['peer']})" if best_peer else "-"
-            ratio = f"{r['ratio']:.2f}" if best_peer else "-"
-            print(f"| {r['space']} | {protocol.fmt_med(r['ours'], args.budget)} | {peer} | {ratio} | {r['success_5pct']} | "
-                  f"{'yes' if r['all_reached'] else 'no'} |")
-    report["summary"] = summ = protocol.summarise_search(all_rows)
-    print(f"\n## Over all {summ['spaces']} test spaces\n")
-    if best_peer:
-        n = summ["spaces"]
-        print(f"- ours < best peer on {summ['ours_below_best_peer']}/{n} spaces; ours <= 2/3 of best peer on "
-              f"{summ['ours_at_most_two_thirds']}/{n}")
-        print(f"- ours / best peer: median {summ['median_ratio']:.2f}, worst {summ['worst_ratio']:.2f} "
-              f"({summ['worst_space']}); min / 25% / median / 75% / max: {protocol.fmt_distribution(summ['ratio'])}")
-    print(f"- ours, to 5%: min / 25% / median / 75% / max: {protocol.fmt_distribution(summ['ours'], 1)}")
-    print(f"- spaces where some seed missed 5% within the budget: {', '.join(summ['spaces_with_a_miss']) or 'none'}")
-    # every run of every space, not one fold's choice: how the candidates compare beneath the medians
-    report["geomean_to_5pct"] = geo = {
-        name: protocol.geomean([r["to_5pct"] or args.budget + 1 for u in units for r in runs[name, u]])
-        for name in dict.fromkeys(candidates + peers)}
-    print("- geometric mean of to 5% over every run (spaces x seeds): "
-          + ", ".join(f"{name} {g:.1f}" for name, g in geo.items()))
+    report = protocol_report(args, candidates, peers, reference, units, folds, runs, med, best_peer)
     print(f"\n{store.measured} runs measured in this run, {time.time() - t0:.0f} s", file=sys.stderr)
     if args.json:
         write_json(args.json, report)

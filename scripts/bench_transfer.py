@@ -65,7 +65,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import protocol
 from replay_data import replay_groups
 from results_store import ResultStore
-from script_args import output_file, positive_int, write_json
+from script_args import non_negative_int, output_file, positive_int, refuse_unused, write_json
+from transfer_report import markdown, protocol_report, summary
 
 from autotune.errors import UsageError, check_choice
 
@@ -206,28 +207,6 @@ def bench_auto(paths: list[str], seeds: int, max_trials: int, batch: int, log=pr
     return rows
 
 
-def summary(pairs: list[dict], cap: int) -> dict:
-    def val(v):
-        return cap + 1 if v is None else v
-
-    ratios = [val(p["cold_to_5pct_median"]) / val(p["warm_to_5pct_median"]) for p in pairs]
-    worst = max(val(p["warm_to_5pct_median"]) / val(p["cold_to_5pct_median"]) for p in pairs)
-    return {"median_speedup": round(statistics.median(ratios), 3), "worst_warm_over_cold": round(worst, 3),
-            "pairs": len(pairs)}
-
-
-def markdown(groups: list[tuple[str, list[dict]]]) -> str:
-    lines = ["| kernel | source | target | cold to 5% (median) | warm to 5% (median) | cold/warm | source best / target optimum |",
-             "|---|---|---|---:|---:|---:|---:|"]
-    for kernel, pairs in groups:
-        for p in pairs:
-            c, w = p["cold_to_5pct_median"], p["warm_to_5pct_median"]
-            sp = f"{c / w:.1f}x" if c and w else "-"
-            lines.append(f"| {kernel} | {p['source']} | {p['target']} | {c if c is not None else '>cap'} | "
-                         f"{w if w is not None else '>cap'} | {sp} | {p['source_best_ratio']:.3f} |")
-    return "\n".join(lines)
-
-
 def parse_warm(candidate: str) -> dict:
     """``KEY=VALUE,KEY=VALUE`` (or ``default``) -> WarmStart options, values read as JSON when they parse."""
     return protocol.parse_options([] if candidate == "default" else candidate.split(","))
@@ -251,7 +230,7 @@ def run_protocol(args, groups_in: list[tuple[str, list[str]]]) -> int:
         return 2
     for c in candidates:  # an unknown option fails before anything is measured
         WarmStart(make_algorithm("evolutionary"), [], **parse_warm(c))
-    store = ResultStore(args.results, keys=RESULT_KEYS, script="bench_transfer.py")
+    store = ResultStore(args.results, keys=RESULT_KEYS, script="bench_transfer.py", report=args.json)
     settings = f"cap={args.max_trials};batch={args.batch}" + {None: "", "inverted": ";adversarial"}.get(
         args.adversarial, f";adversarial={args.adversarial}")
     caches = {g: KTCache.load(p) for g, p in paths.items()}
@@ -292,49 +271,11 @@ def run_protocol(args, groups_in: list[tuple[str, list[str]]]) -> int:
     cold_med = {u: protocol.capped_median(cold[u[0], u[2]], cap) for u in units}
     warm_med = {cu: protocol.capped_median(rs, cap) for cu, rs in warm.items()}
     vendors = {g: vendor(c) for g, c in caches.items()}
-    print(f"# {args.protocol}: {len(folds)} folds, {len(units)} pairs, seeds {args.seeds}, batch {args.batch}, "
-          f"cap {cap}\n\ncandidates: {', '.join(candidates)}. To 5%: median over seeds of the target measurements "
-          f"to reach within 5% of the target's optimum, a miss counting as {cap + 1}.")
-    report = {"protocol": args.protocol, "seeds": args.seeds, "batch": args.batch, "max_trials": cap,
-              "candidates": candidates, "cold_runs": {f"{k}/{t}": rs for (k, t), rs in cold.items()},
-              "warm_runs": {c: {pair_label(u): warm[c, u] for u in units} for c in candidates}, "folds": []}
-    all_rows = []
-    for fold in folds:
-        chosen, scores = protocol.select_transfer(candidates, fold.train, warm_med, cold_med)
-        rows = []
-        for u in fold.test:
-            c, w = cold_med[u], warm_med[chosen, u]
-            rows.append({"pair": pair_label(u), "candidate": chosen, "cold": c, "warm": w, "cold_over_warm": c / w,
-                         "warm_over_cold": w / c,
-                         "group": protocol.vendor_group(vendors[u[0], u[1]], vendors[u[0], u[2]])})
-        all_rows += rows
-        report["folds"].append({"fold": fold.name, "train": [pair_label(u) for u in fold.train],
-                                "test": [pair_label(u) for u in fold.test], "scores": scores, "chosen": chosen,
-                                "rows": rows})
-        print(f"\n## {fold.name}: chosen {chosen}\n\non the {len(fold.train)} training pairs, worst warm/cold and "
-              "median cold/warm: " + ", ".join(f"{c} {v['worst']:.3f} and {v['median_speedup']:.3f}"
-                                                for c, v in scores.items()))
-        print("\n| test pair | cold to 5% | warm to 5% (chosen) | cold/warm | warm/cold |\n|---|---:|---:|---:|---:|")
-        for r in rows:
-            print(f"| {r['pair']} | {protocol.fmt_med(r['cold'], cap)} | {protocol.fmt_med(r['warm'], cap)} | {r['cold_over_warm']:.2f} | "
-                  f"{r['warm_over_cold']:.2f} |")
-    report["summary"] = summ = protocol.summarise_transfer(all_rows)
-    print(f"\n## Over all {len(all_rows)} test pairs\n")
-    for group, g in summ.items():
-        if not g["pairs"]:
-            print(f"- {group}: {g['note']}")
-            continue
-        print(f"- {group}, {g['pairs']} pairs: median cold/warm {g['median_cold_over_warm']:.2f}; min / 25% / median / "
-              f"75% / max: {protocol.fmt_distribution(g['cold_over_warm'])}; worst warm/cold "
-              f"{g['worst_warm_over_cold']:.2f} ({g['worst_pair']})")
+    report = protocol_report(args, candidates, units, folds, cold, warm, cold_med, warm_med, vendors)
     print(f"\n{store.measured} runs measured in this run, {time.time() - t0:.0f} s", file=sys.stderr)
     if args.json:
         write_json(args.json, report)
     return 0
-
-
-def pair_label(unit: tuple) -> str:
-    return f"{unit[0]}:{unit[1]}->{unit[2]}"
 
 
 def main(argv=None) -> int:
@@ -342,7 +283,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", nargs="+", help="caches of one kernel on several GPUs (default: every kernel folder of the replay data)")
     ap.add_argument("--seeds", type=positive_int, default=5,
                     help="runs per pair, cold and warm (default 5); the figures are medians over them")
-    ap.add_argument("--first-seed", type=int, default=0, help="--protocol: seeds from this one (fresh seeds to confirm a choice)")
+    ap.add_argument("--first-seed", type=non_negative_int, default=0, help="--protocol: seeds from this one (fresh seeds to confirm a choice)")
     ap.add_argument("--max-trials", type=positive_int, default=2000,
                     help="target measurements per run at most (default 2000); a run not within 5%% of the optimum by "
                          "then counts as --max-trials + 1")
@@ -362,9 +303,19 @@ def main(argv=None) -> int:
                     help="per target, warm-start from the sources `--transfer-from auto` picks among the other GPUs")
     ap.add_argument("--results", nargs="+", default=None, metavar="FILE",
                     help="JSON file of every measured (cold or candidate, pair, seed) result, reused when present (resume), new "
-                         "results written to it; more files after it are only read (runs split over "
-                         "processes, each writing a file of its own, reported together)")
+                         "results merged into it (processes may share it); more files after it are only read (runs "
+                         "split over processes, reported together)")
     args = ap.parse_args(argv)
+    if args.protocol == "none":
+        refuse_unused({"--candidates": args.candidates is not None, "--results": args.results is not None,
+                       "--first-seed": args.first_seed != 0}, "applies to a --protocol run only")
+    else:
+        refuse_unused({"--auto": args.auto, "--warm": bool(args.warm)},
+                      "is not used under --protocol: --candidates name the warm starts that run")
+    refuse_unused({"--warm": args.auto and bool(args.warm), "--adversarial": args.auto and bool(args.adversarial)},
+                  "is not used with --auto: the sources are the ones `--transfer-from auto` picks, as they are")
+    refuse_unused({"--kernels": args.cache is not None and args.kernels is not None},
+                  "picks kernel folders of the replay data: it is not used with --cache")
     if args.cache:
         for path in args.cache:  # a missing file named first, as KTCache.load names it
             if not Path(path).exists():

@@ -1,9 +1,12 @@
 """A complete tuning campaign from a script: the bundled replay space and a look at the log.
 Everything comes from the public API, the top-level ``autotune`` module.
-Run: python scripts/example_campaign.py"""
+Run: python scripts/example_campaign.py (it writes example.db in the working directory)"""
+
+import argparse
 
 import autotune
 
+argparse.ArgumentParser(description=__doc__).parse_args()  # --help says this, and runs nothing
 db = autotune.open_database("sqlite:///example.db")
 
 # 1. a recorded GPU kernel (pnpoly on an RTX 3090, bundled): measurements come from the recording

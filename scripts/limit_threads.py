@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-threads", type=positive_int, default=256,
                     help="threads per block the device launches (default 256)")
     args = ap.parse_args(argv)
+    if Path(args.out).is_dir():
+        raise UsageError(f"cannot write {args.out!r}: it is a folder; name the cache file to write")
     if not Path(args.source).is_file():
         raise UsageError(f"cache file {args.source!r} does not exist")
     try:

@@ -18,6 +18,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from autotune.errors import UsageError
+
 PROTOCOLS = ("none", "leave-one-kernel-out", "leave-one-gpu-out")
 TIE = 0.01  # selection scores within 1% of each other are a tie
 
@@ -50,10 +52,13 @@ def folds(units: list[tuple], protocol: str) -> list[Fold]:
 
 
 def parse_options(items: list[str]) -> dict:
-    """``KEY=VALUE`` items -> options, values read as JSON when they parse (else strings)."""
+    """``KEY=VALUE`` items -> options, values read as JSON when they parse (else strings); UsageError for an item
+    that is not KEY=VALUE."""
     out = {}
     for item in items:
-        k, _, v = item.partition("=")
+        k, eq, v = item.partition("=")
+        if not eq or not k:
+            raise UsageError(f"option {item!r} is not KEY=VALUE")
         try:
             out[k] = json.loads(v)
         except json.JSONDecodeError:

@@ -20,6 +20,7 @@ command continues from there.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -32,13 +33,24 @@ from autotune.runners.timing import Protocol
 from autotune.search_spaces.replay import write_cache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from script_args import positive_int  # noqa: E402
+from script_args import non_negative_int, positive_int  # noqa: E402
 
 KT_PROTOCOL = Protocol(warmup=1, min_repeats=7, max_repeats=7, min_time_s=0.0, budget_s=2.0)
 
 
+class Recording(Campaign):
+    """The recording's campaign, whose Ctrl-C message says to run ``command`` again: the script finds its
+    campaign by kernel, shape, device and seed (it takes no ``--campaign``)."""
+
+    command = "the same record_space.py command"
+
+    def resume_command(self) -> str:
+        return self.command
+
+
 def record(kernel: str, shape: str, out: Path, db: str, max_configs: int | None, time_budget: float | None,
-           batch: int, seed: int, target: str = "cuda", backend: str = "auto") -> dict:
+           batch: int, seed: int, target: str = "cuda", backend: str = "auto", command: str | None = None) -> dict:
+    """``command``: the command line that continues the recording, said on Ctrl-C."""
     space, template, runner = make_runner(kernel, shape, target, backend=backend, seed=seed, protocol=KT_PROTOCOL)
     size = space.size()
     trials = min(size, max_configs) if max_configs else size
@@ -49,8 +61,10 @@ def record(kernel: str, shape: str, out: Path, db: str, max_configs: int | None,
     interrupted = False
     try:
         try:
-            Campaign(name, space, make_algorithm("random"), runner, database, trials=trials,
-                     time_budget=time_budget, batch=batch, seed=seed, progress=True).run()
+            campaign = Recording(name, space, make_algorithm("random"), runner, database, trials=trials,
+                                 time_budget=time_budget, batch=batch, seed=seed, progress=True)
+            campaign.command = command or campaign.command
+            campaign.run()
         except KeyboardInterrupt:  # the campaign stored what was measured: it is written below all the same
             interrupted = True
         history = [m for m, _ in database.campaign_history(database.campaign(name).id)]
@@ -75,12 +89,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="stop after this many configurations (over all runs of the recording)")
     ap.add_argument("--time-budget", type=float, default=None, help="wall-clock seconds for this run")
     ap.add_argument("--batch", type=positive_int, default=32, help="configurations compiled in parallel per batch")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the random order and of the inputs")
+    ap.add_argument("--seed", type=non_negative_int, default=0, help="seed of the random order and of the inputs")
     ap.add_argument("--target", default="cuda", choices=("cuda", "cpu"), help="cuda (nvcc) or cpu (C via gcc)")
     ap.add_argument("--backend", default="auto", help="cuda: auto, pycuda or cupy")
     args = ap.parse_args(argv)
+    command = shlex.join(["python", sys.argv[0] if argv is None else "scripts/record_space.py",
+                          *(sys.argv[1:] if argv is None else argv)])
     summary = record(args.kernel, args.shape or DEFAULT_SHAPES[args.kernel], args.out, args.db, args.max_configs,
-                     args.time_budget, args.batch, args.seed, args.target, args.backend)
+                     args.time_budget, args.batch, args.seed, args.target, args.backend, command)
     print(summary)
     if summary["interrupted"]:
         print(f"interrupted: {summary['recorded']} configurations written to {summary['out']}; the same command "

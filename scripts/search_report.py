@@ -1,12 +1,13 @@
-"""What bench_search.py reports: a protocol's row per test space, and the summary of a run without a protocol
-(measurements to 5% of the optimum per space and algorithm, against the best peer of the run and the
-recorded best peer)."""
+"""What bench_search.py reports: under a protocol, the candidate each fold chooses on its training spaces and its
+rows on the fold's test spaces, then the figures over all test spaces; without one, the summary of measurements to
+5% of the optimum per space and algorithm, against the best peer of the run and the recorded best peer."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import protocol
 
 
 def label(unit: tuple) -> str:
@@ -23,6 +24,58 @@ def search_row(unit: tuple, chosen: str, runs: list[dict], med: dict, best_peer:
     if best_peer is not None:
         row |= {"best_peer": best_peer[0], "peer": best_peer[1], "ratio": med[chosen, unit] / best_peer[0]}
     return row
+
+
+def protocol_report(args, candidates: list[str], peers: list[str], reference: bool, units: list[tuple], folds: list,
+                    runs: dict, med: dict, best_peer: dict) -> dict:
+    """A protocol run's report, printed as Markdown and returned as the --json report. ``runs[name, unit]``: each
+    seed's figures; ``med[name, unit]``: their capped median to 5%; ``best_peer[unit]``: (median, name), empty
+    without peers; ``reference``: the best peers are REFERENCE_BEST_PEER's."""
+    peer_names = "the reference best peers (REFERENCE_BEST_PEER)" if reference else ", ".join(peers) or "none"
+    seeds_said = f"seeds {args.first_seed}-{args.first_seed + args.seeds - 1}" + (
+        f" (peers: 0-{args.peer_seeds - 1})" if args.peer_seeds and peers else "")
+    print(f"# {args.protocol}: {len(folds)} folds, {len(units)} spaces, {seeds_said}, budget {args.budget}\n\n"
+          f"candidates: {', '.join(candidates)}; peers: {peer_names}. To 5%: median over seeds of the "
+          f"measurements to reach within 5% of the optimum, a miss counting as {args.budget + 1}.")
+    report = {"protocol": args.protocol, "budget": args.budget, "seeds": args.seeds, "first_seed": args.first_seed,
+              "peer_seeds": args.peer_seeds, "candidates": candidates,
+              "peers": peers, "runs": {n: {} for n in dict.fromkeys(candidates + peers)}, "folds": []}
+    for (name, unit), rs in runs.items():
+        report["runs"][name][label(unit)] = rs
+    all_rows = []
+    for fold in folds:
+        chosen, scores = protocol.select_search(candidates, fold.train, med,
+                                                {u: best_peer[u][0] for u in units} if best_peer else None)
+        rows = [search_row(unit, chosen, runs[chosen, unit], med, best_peer.get(unit)) for unit in fold.test]
+        all_rows += rows
+        report["folds"].append({"fold": fold.name, "train": [label(u) for u in fold.train],
+                                "test": [label(u) for u in fold.test], "scores": scores, "chosen": chosen, "rows": rows})
+        print(f"\n## {fold.name}: chosen {chosen}\n\nscore on the {len(fold.train)} training spaces (geometric mean of "
+              f"{'to 5% / best peer' if best_peer else 'to 5%'}): " + ", ".join(f"{c} {v:.3f}" for c, v in scores.items()))
+        print("\n| test space | ours (chosen), to 5% | best peer, to 5% | ours / best peer | success 5% | every seed within budget |")
+        print("|---|---:|---|---:|---:|---|")
+        for r in rows:
+            peer = f"{protocol.fmt_med(r['best_peer'], args.budget)} ({r['peer']})" if best_peer else "-"
+            ratio = f"{r['ratio']:.2f}" if best_peer else "-"
+            print(f"| {r['space']} | {protocol.fmt_med(r['ours'], args.budget)} | {peer} | {ratio} | {r['success_5pct']} | "
+                  f"{'yes' if r['all_reached'] else 'no'} |")
+    report["summary"] = summ = protocol.summarise_search(all_rows)
+    print(f"\n## Over all {summ['spaces']} test spaces\n")
+    if best_peer:
+        n = summ["spaces"]
+        print(f"- ours < best peer on {summ['ours_below_best_peer']}/{n} spaces; ours <= 2/3 of best peer on "
+              f"{summ['ours_at_most_two_thirds']}/{n}")
+        print(f"- ours / best peer: median {summ['median_ratio']:.2f}, worst {summ['worst_ratio']:.2f} "
+              f"({summ['worst_space']}); min / 25% / median / 75% / max: {protocol.fmt_distribution(summ['ratio'])}")
+    print(f"- ours, to 5%: min / 25% / median / 75% / max: {protocol.fmt_distribution(summ['ours'], 1)}")
+    print(f"- spaces where some seed missed 5% within the budget: {', '.join(summ['spaces_with_a_miss']) or 'none'}")
+    # every run of every space, not one fold's choice: how the candidates compare beneath the medians
+    report["geomean_to_5pct"] = geo = {
+        name: protocol.geomean([r["to_5pct"] or args.budget + 1 for u in units for r in runs[name, u]])
+        for name in dict.fromkeys(candidates + peers)}
+    print("- geometric mean of to 5% over every run (spaces x seeds): "
+          + ", ".join(f"{name} {g:.1f}" for name, g in geo.items()))
+    return report
 
 
 def print_summary(report: dict, names: list[str], reference: dict[str, tuple]) -> None:

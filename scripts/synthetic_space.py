@@ -20,10 +20,15 @@ import gzip
 import itertools
 import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 
 from autotune.errors import UsageError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from script_args import non_negative_int, output_file, positive_int  # noqa: E402
 
 KNOBS = {"block_size_x": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], "block_size_y": [1, 2, 4, 8, 16, 32],
          "tile_size_x": list(range(1, 11)), "tile_size_y": list(range(1, 11)),
@@ -60,15 +65,13 @@ def synthetic_cache(seed: int = 0, device: str = "synthetic", points: int | None
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, help="the cache file to write (.json.gz)")
-    ap.add_argument("--seed", type=int, default=0, help="the seed of the times' noise and of the failures")
-    ap.add_argument("--points", type=int, default=None, help="keep a random choice of this many points (a space "
+    ap.add_argument("--out", type=output_file, required=True, help="the cache file to write (.json.gz)")
+    ap.add_argument("--seed", type=non_negative_int, default=0, help="the seed of the times' noise and of the failures")
+    ap.add_argument("--points", type=positive_int, default=None, help="keep a random choice of this many points (a space "
                     "between the recorded kernels' and score_all, which the model scores exhaustively)")
     ap.add_argument("--device", default="synthetic", help="the device name recorded (another one for a second "
                     "recording to warm-start from)")
     args = ap.parse_args()
-    if args.seed < 0:
-        raise UsageError(f"--seed must be 0 or more, got {args.seed}")
     data = synthetic_cache(args.seed, args.device, args.points)
     with gzip.open(args.out, "wt") if args.out.endswith(".gz") else open(args.out, "w") as f:
         json.dump(data, f)

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         groups = {"cache": args.cache}
     else:
         groups = {k: ps for k, ps in replay_groups().items() if len(ps) > 1}
-    store = ResultStore(args.results, keys=RESULT_KEYS, script="transfer_noise_floor.py")
+    store = ResultStore(args.results, keys=RESULT_KEYS, script="transfer_noise_floor.py", report=args.json)
     pools = cold_pools(groups, args.pool, args.max_trials, args.batch, store)
     null = null_draws(pools, args.seeds, args.draws)
     report = {"seeds": args.seeds, "pool": args.pool, "draws": args.draws, "pairs": null["pairs"],

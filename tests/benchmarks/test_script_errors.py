@@ -85,7 +85,8 @@ def test_a_report_into_a_missing_folder_is_refused_before_the_run_not_after_it(t
     """The report is written at the end: a missing folder found there lost the whole run (a traceback)."""
     run = script(name, "--cache", *toy_caches(tmp_path), *args, "--json", tmp_path / "no" / "report.json",
                  cwd=tmp_path)
-    refused(run, "argument --json: the folder")
+    refused(run, f"argument --json: cannot write the file '{tmp_path / 'no' / 'report.json'}': the folder")
+    assert "does not exist" in run.stderr
     assert not (tmp_path / "no").exists()
 
 
@@ -135,6 +136,45 @@ def test_results_files_of_each_script_are_read_back_by_it(tmp_path):
         assert json.loads(results.read_text())
         if "runs measured" in run.stderr:
             assert "\n0 runs measured in this run" in run.stderr
+
+
+@pytest.mark.parametrize("name,args,says", [
+    # numpy refused a negative seed at the first run: a traceback
+    ("bench_search.py", ["--algorithms", "random", "--first-seed", -1], "argument --first-seed: must be at least 0, got -1"),
+    ("bench_transfer.py", SEARCH_PROTOCOL[:2] + ["--first-seed", -1], "argument --first-seed: must be at least 0, got -1"),
+    # an option without a value was read as the empty text, and the xgb model's own check was a traceback
+    ("bench_search.py", ["--algorithms", "evolutionary+xgb:epsilon"], "error: option 'epsilon' is not KEY=VALUE"),
+    ("bench_transfer.py", ["--warm", "top_k"], "error: option 'top_k' is not KEY=VALUE"),
+    ("bench_search.py", ["--algorithms", "evolutionary+xgb", "--model-option", "depth=3"],
+     "error: xgb cost model has no option(s) ['depth']"),
+    # options the run does not use were ignored: --results kept nothing to resume from, --auto ran the protocol
+    ("bench_search.py", ["--algorithms", "random", "--results", "r.json"], "error: --results applies to a --protocol run only"),
+    ("bench_search.py", [*SEARCH_PROTOCOL, "--algorithms", "random"], "error: --algorithms is not used under --protocol"),
+    ("bench_transfer.py", ["--candidates", "top_k=2"], "error: --candidates applies to a --protocol run only"),
+    ("bench_transfer.py", [*SEARCH_PROTOCOL[:2], "--auto"], "error: --auto is not used under --protocol"),
+    ("bench_transfer.py", ["--kernels", "toy"], "error: --kernels picks kernel folders of the replay data"),
+])
+def test_a_bad_option_of_the_search_and_transfer_benchmarks_is_refused(tmp_path, name, args, says):
+    run = script(name, "--cache", *toy_caches(tmp_path), "--seeds", 1, *args, cwd=tmp_path)
+    refused(run, says)
+    assert says in run.stderr.strip().splitlines()[-1]  # after argparse's usage, or alone
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("name,args", [("bench_search.py", SEARCH_PROTOCOL),
+                                       ("bench_transfer.py", ["--protocol", "leave-one-gpu-out", "--seeds", 1,
+                                                              "--max-trials", 10, "--candidates", "default"])])
+def test_a_report_named_as_the_results_file_is_refused_and_the_results_kept(tmp_path, name, args):
+    """The report was written over the results at the end: the next run refused the file as not its results."""
+    from autotune.testing.caches import NAMES, turing_time, write_cache
+
+    caches = [*toy_caches(tmp_path), write_cache(tmp_path / "toy" / "GPU_C.json.gz", NAMES["turing2"], turing_time)]
+    results = tmp_path / "r.json"
+    assert script(name, "--cache", *caches, *args, "--results", results, cwd=tmp_path).returncode == 0
+    kept = results.read_text()
+    run = script(name, "--cache", *caches, *args, "--results", results, "--json", results, cwd=tmp_path)
+    refused(run, f"error: --json {results} is also a --results file")
+    assert results.read_text() == kept
 
 
 @pytest.mark.parametrize("name,args", [
@@ -232,6 +272,8 @@ def test_record_space_interrupted_writes_what_it_measured_and_resumes(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-1500:]
     assert "Traceback" not in err and "written to" in err
+    # the way to resume is this script's own command line: it takes no --campaign
+    assert "--campaign" not in err and f"resume with: python {SCRIPTS / 'record_space.py'} gemm --shape 64,64,64" in err
     recorded = KTCache.load(out).records
     assert len(recorded) >= stored
     run = subprocess.run([*args, "--max-configs", str(len(recorded) + 2)], capture_output=True, text=True, cwd=tmp_path,
@@ -245,7 +287,12 @@ def test_record_space_interrupted_writes_what_it_measured_and_resumes(tmp_path):
     (["bench_egraph.py", "--models", "nasrn", "--small"], "error: unknown model (--models) 'nasrn'"),
     (["bench_egraph.py", "--algorithms", "taso", "--small"], "error: unknown algorithm 'taso'"),
     (["bench_kernels.py", "--sizes", "512;1024"], "error: --sizes '512;1024' is not a comma-separated list"),
-    (["synthetic_space.py", "--out", "x.json.gz", "--seed", "-1"], "error: --seed must be 0 or more, got -1"),
+    (["synthetic_space.py", "--out", "x.json.gz", "--seed", "-1"], "argument --seed: must be at least 0, got -1"),
+    (["synthetic_space.py", "--out", "no/x.json.gz"], "argument --out: cannot write the file 'no/x.json.gz': the folder"),
+    (["bench_cost_model.py", "--k", "0"], "argument --k: must be at least 1, got 0"),
+    (["bench_cost_model.py", "--members", "0"], "argument --members: must be at least 1, got 0"),
+    (["limit_threads.py", "missing.json", "."], "error: cannot write '.': it is a folder"),
+    (["example_campaign.py", "--trials", "5"], "unrecognized arguments: --trials 5"),
     (["validate_simulator.py", "--sources", "sc21-table1", "--protocol", "leave-one-source-out"],
      "error: --protocol leave-one-source-out needs at least two sources"),
     (["bench_parallel.py", "--trials", "0"], "argument --trials: must be at least 1, got 0"),
@@ -257,4 +304,11 @@ def test_a_bad_name_or_number_is_one_sentence_and_status_2(tmp_path, args, says)
         pytest.importorskip("onnx")
     run = script(*args, cwd=tmp_path)
     refused(run, says)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_example_campaign_help_says_what_it_does_and_runs_nothing(tmp_path):
+    """--help ran the campaign and wrote example.db into the working directory."""
+    run = script("example_campaign.py", "--help", cwd=tmp_path)
+    assert run.returncode == 0 and "usage: example_campaign.py" in run.stdout and "example.db" in run.stdout
     assert list(tmp_path.iterdir()) == []
