@@ -37,6 +37,7 @@ SIMILAR_COLUMNS = [
     Col("rank_correlation", header="rank corr", render=number, right=True),
     Col("common_configs", header="common", render=number, right=True),
     Col("why", flex=True),
+    Col("key", render=short_key),
 ]
 
 
@@ -77,6 +78,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                     print_table(pd.DataFrame(rows), max_width=40, columns=DEVICE_COLUMNS, wide=wide)
                 return
             target = as_device(database, device_or_known_gpu(database, similar_to))
+            stored = any(d.key == target.key for d in devs)
+            others = [d for d in devs if not _same_device(d, target, stored)]
             measured: dict[str, list] = {}
             mine: list = []
             if task is not None:
@@ -85,26 +88,28 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                     measured[key] = ms
                 mine = measured.get(target.key, [])
             else:  # every task both measured: the task with the most common trials decides
-                measured, mine = _best_shared_task(database, target)
-            ranked = rank_similar(target, devs, measured, mine)
+                measured, mine = _best_shared_task(database, target, {d.key for d in others})
+            ranked = rank_similar(target, others, measured, mine)
         finally:
             database.close()
         rows = [s.to_json() for s in ranked]
+        compared = (f"{target.name} (key {short_key(target.key)})" if stored else
+                    f"{target.name} (not in the database: its known properties)")
         if json:
-            emit_json({"device": target.name, "similar": rows})
+            emit_json({"device": target.name, "key": target.key if stored else None, "similar": rows})
         elif rows:
-            df = pd.DataFrame(rows)[["device", "score", "property_score", "rank_correlation", "common_configs", "why"]]
-            print_table(df, title=f"devices similar to {target.name}", max_width=120, columns=SIMILAR_COLUMNS,
-                        wide=wide)
+            df = pd.DataFrame(rows)[["device", "score", "property_score", "rank_correlation", "common_configs", "why",
+                                   "key"]]
+            print_table(df, title=f"devices similar to {compared}", max_width=120, columns=SIMILAR_COLUMNS, wide=wide)
         else:
-            typer.echo("no other devices in the database")
+            typer.echo(f"no other devices in the database than {compared}")
 
     @app.command("export-configs")
     @handle_errors
     def export_cmd(
         task: Annotated[str, typer.Option("--task", help="Task key or name")],
         devices: Annotated[list[str] | None, typer.Option("--devices", help="Device names or keys (repeat, or comma-separated; default: every device that measured the task)")] = None,
-        format: Annotated[str, typer.Option("--format", "-f", help="json or c-header")] = "json",
+        format: Annotated[str | None, typer.Option("--format", "-f", help="json or c-header (default: c-header with --prefix or an --output FILE.h, .hh, .hpp or .cuh, else json)")] = None,
         output: Annotated[str | None, typer.Option("--output", "-o", help="Write to this file instead of standard output")] = None,
         prefix: Annotated[str | None, typer.Option("--prefix", help="Macro prefix of the C header (default: the task name)")] = None,
         db: DbOption = DEFAULT_DB,
@@ -116,16 +121,24 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         from autotune.errors import UsageError
         from autotune.transfer.export import c_header, export_configs
 
+        if format is None:
+            header = prefix is not None or Path(output or "").suffix.lower() in (".h", ".hh", ".hpp", ".cuh")
+            format = "c-header" if header else "json"
         if format not in ("json", "c-header"):
             raise UsageError(f"unknown format {format!r}; valid: json, c-header")
+        if prefix is not None and format != "c-header":
+            raise UsageError("--prefix names the macros of a C header; it goes with --format c-header, not json")
         from autotune.db.queries import resolve_filters
 
-        names = [n.strip() for d in (devices or []) for n in d.split(",") if n.strip()] or None
+        names = [n.strip() for d in (devices or []) for n in d.split(",") if n.strip()]
+        if devices is not None and not names:
+            raise UsageError(f"--devices {','.join(devices)!r} names no device; give DEVICE[,DEVICE...] (names or keys "
+                             "in the database), or leave it out for every device that measured the task")
         database = open_db(db, existing=True)
         try:  # names as `trials` takes them: any case, or a key prefix
             task = resolve_filters(database, task=task)["task"]
-            names = names and [resolve_filters(database, device=n)["device"] for n in names]
-            doc = export_configs(database, task, names)
+            names = [resolve_filters(database, device=n)["device"] for n in names]
+            doc = export_configs(database, task, names or None)
         finally:
             database.close()
         text = _json.dumps(doc, indent=1, default=str) + "\n" if format == "json" else c_header(doc, prefix)
@@ -155,8 +168,19 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             typer.echo(text, nl=False)
 
 
-def _best_shared_task(database, target):
-    """(measurements by device key, the target's) of the task the target shares most with others."""
+def _same_device(d, target, stored: bool) -> bool:
+    """Whether the stored device ``d`` is the device compared: itself, the same name stored again (a GPU whose
+    driver changed), or, for a GPU named from the known table and not stored, a stored GPU of its model."""
+    from autotune.gpus import gpu_properties
+
+    if d.key == target.key or d.name.casefold() == target.name.casefold():
+        return True
+    model = None if stored else target.properties.get("model")
+    return bool(model) and d.kind == target.kind and gpu_properties(d.name).get("model") == model
+
+
+def _best_shared_task(database, target, others: set[str]):
+    """(measurements by device key, the target's) of the task the target shares most with ``others`` (keys)."""
     from sqlalchemy import select
 
     from autotune.db import transfer as store
@@ -171,7 +195,7 @@ def _best_shared_task(database, target):
     for t in tasks:
         trials = {k: ms for k, (_, ms) in store.task_trials(database, t).items()}
         mine = trials.get(target.key, [])
-        shared = sum(1 for k in trials if k != target.key)
+        shared = sum(1 for k in trials if k in others)
         if shared > best[0]:
             best = (shared, trials, mine)
     return best[1], best[2]

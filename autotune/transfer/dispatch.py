@@ -57,6 +57,29 @@ def as_device(db, device: Device | str) -> Device:
     return Device(device, "cuda" if props else "unknown", props)
 
 
+def newest_by_name(db, names: dict[str, str]) -> dict[str, str]:
+    """{name: key of the device stored last} over ``names`` (device key: name): a device name stored as several
+    devices (a GPU measured again after a driver update changed its probed properties) stands for the newest."""
+    added = {d.key: i for i, d in enumerate(store.devices(db))}  # the order the devices were stored in
+    newest: dict[str, str] = {}
+    for key, name in names.items():
+        if name not in newest or added.get(key, -1) > added.get(newest[name], -1):
+            newest[name] = key
+    return newest
+
+
+def measured_device(db, device: Device | str, trials: dict) -> Device:
+    """``as_device(db, device)``, where a name (not a key) of several stored devices stands for the one stored last
+    that measured the task successfully (``trials``: autotune.db.transfer.task_trials of the task)."""
+    found = as_device(db, device)
+    if not isinstance(device, str) or found.key.startswith(device.strip().casefold()) \
+            or _best(trials.get(found.key, (found, []))[1]) is not None:
+        return found
+    newest = newest_by_name(db, {k: d.name for k, (d, ms) in trials.items()
+                                 if d.name == found.name and _best(ms) is not None})
+    return trials[newest[found.name]][0] if newest else found
+
+
 def _best(ms: list[Measurement]) -> Measurement | None:
     ok = [m for m in ms if m.ok]
     return min(ok, key=lambda m: m.cost) if ok else None
@@ -101,13 +124,15 @@ def best_config(task: Task | str, device: Device | str, db=None, sources: int = 
         db = open_existing_database(db or "sqlite:///autotune.db")  # a query: a missing file is not created
     try:
         task = store.resolve_task(db, task)
-        device = as_device(db, device)
         trials = store.task_trials(db, task)
+        device = measured_device(db, device, trials)
         mine = trials.get(device.key, (device, []))[1]
         best = _best(mine)
         if best is not None:
             return BestConfig(task, device, dict(best.candidate.payload), "measured", best.cost)
-        tuned = {k: v for k, v in trials.items() if k != device.key and _best(v[1]) is not None}
+        # one device per name, the one stored last that measured the task (as export-configs ships it)
+        tuned = {k: trials[k] for k in newest_by_name(db, {k: d.name for k, (d, ms) in trials.items()
+                                                             if k != device.key and _best(ms) is not None}).values()}
         if tuned:
             ranked = rank_similar(device, [d for d, _ in tuned.values()], {k: v[1] for k, v in tuned.items()}, mine)
             # a device of another kind (similarity 0) says nothing about this one; a name of no known kind

@@ -7,25 +7,23 @@ common configuration, the consensus of the devices (autotune.transfer.dispatch.c
 
 The C header has one ``#if defined(AUTOTUNE_DEVICE_<NAME>)`` block per device (NAME: the
 device name in capitals, other characters as underscores) and an ``#else`` block with the
-fallback; each block defines ``<PREFIX>_<KNOB>`` for every knob and ``<PREFIX>_DEVICE``.
+fallback; each block defines ``<PREFIX>_<KNOB>`` for every knob and ``<PREFIX>_DEVICE``. Names that would
+share one macro (two knobs, a knob and ``<PREFIX>_DEVICE``, two devices) are refused before any text is made.
 """
 
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
 from autotune.db import transfer as store
 from autotune.errors import UsageError, argument
-from autotune.transfer.dispatch import _best, as_device, consensus
+from autotune.search_spaces.kernels.macros import check_macros, macro_name
+from autotune.transfer.dispatch import _best, consensus, measured_device, newest_by_name
 from autotune.types import Task
 
-
-def macro_name(text: str) -> str:
-    name = re.sub(r"[^A-Za-z0-9]+", "_", str(text)).strip("_").upper()
-    return name if name and not name[0].isdigit() else f"_{name}"
+__all__ = ["c_header", "export_configs", "fallback_config", "macro_name"]
 
 
 def fallback_config(per_device: dict[str, list]) -> dict | None:
@@ -70,7 +68,7 @@ def export_configs(db, task: Task | str, devices: list[str] | None = None) -> di
     if devices:
         wanted = {}
         for name in devices:
-            d = as_device(db, name)
+            d = measured_device(db, name, trials)
             if d.key not in trials:
                 have = ", ".join(sorted({dev.name for dev, _ in trials.values()})) or "none"
                 raise UsageError(f"device {name!r} has no measurements of task {task.name!r}; devices with some: {have}")
@@ -88,11 +86,7 @@ def export_configs(db, task: Task | str, devices: list[str] | None = None) -> di
         rows.append({"device": dev.name, "key": key, "config": best.candidate.payload, "cost": best.cost})
     if not rows:
         raise UsageError(f"no device has a successful measurement of task {task.name!r} ({task.key})")
-    added = {d.key: i for i, d in enumerate(store.devices(db))}  # the order the devices were stored in
-    newest: dict[str, str] = {}
-    for row in rows:
-        if row["device"] not in newest or added.get(row["key"], -1) > added.get(newest[row["device"]], -1):
-            newest[row["device"]] = row["key"]
+    newest = newest_by_name(db, {row["key"]: row["device"] for row in rows})
     for row in rows:
         if newest[row["device"]] != row["key"]:
             row["superseded_by"] = newest[row["device"]]
@@ -140,21 +134,18 @@ def c_header(doc: dict, prefix: str | None = None) -> str:
              " * Define AUTOTUNE_DEVICE_<NAME> for the target device before including this header;",
              " * without one, the fallback (good across all the devices below) applies. */",
              f"#ifndef {guard}", f"#define {guard}", ""]
-    blocks: dict[str, dict] = {}
-    for row in doc["devices"]:
-        if row.get("superseded_by"):  # an older device row of the same name: the newer one answers for it
-            continue
-        dev = f"AUTOTUNE_DEVICE_{macro_name(row['device'])}"
-        other = blocks.get(dev)
-        if other is not None:
-            raise UsageError(f"devices {other['device']!r} and {row['device']!r} would both be selected by {dev} in a "
-                             f"C header; export them apart ({argument('devices')})")
-        blocks[dev] = row
-    for i, (dev, row) in enumerate(blocks.items()):
+    rows = [r for r in doc["devices"] if not r.get("superseded_by")]  # an older row of a name: the newer answers
+    selectors = [(f"AUTOTUNE_DEVICE_{macro_name(r['device'])}", f"device {r['device']!r}") for r in rows]
+    check_macros(selectors, "a C header", f"export them apart ({argument('devices')})")
+    fb = doc.get("fallback")
+    knobs = dict.fromkeys(k for r in [*rows, *([fb] if fb else [])] for k in r["config"])
+    check_macros([(guard, "the include guard"), (f"{prefix}_DEVICE", "the device name"), *selectors,
+                  *((f"{prefix}_{macro_name(k)}", f"knob {k!r}") for k in knobs)], "a C header",
+                 "export the task as JSON")
+    for i, ((dev, _), row) in enumerate(zip(selectors, rows)):
         unit = "" if doc.get("cost_unit") == "" else " s"
         lines.append(f"#{'if' if i == 0 else 'elif'} defined({dev})  /* best measured cost {float(row['cost']):.6g}{unit} */")
         lines += _block(prefix, row["config"], row["device"])
-    fb = doc.get("fallback")
     if fb is not None:
         worst = "" if fb["worst_ratio"] is None else f"; worst ratio to each device's best {fb['worst_ratio']}"
         lines.append(f"#else  /* fallback: {c_comment_text(fb['basis'])}{worst} */")

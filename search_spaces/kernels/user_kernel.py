@@ -35,6 +35,7 @@ import numpy as np
 
 from autotune.errors import UsageError, did_you_mean
 from autotune.search_spaces.constraints import Constraint
+from autotune.search_spaces.kernels.macros import check_macros
 from autotune.search_spaces.kernels.restrictions import make_restrictions
 from autotune.search_spaces.kernels.user_arguments import check_identity, describe_arguments
 from autotune.search_spaces.knobs import KnobSpace
@@ -152,11 +153,21 @@ class UserKernel:
                             for n, vals in tune_params.items()}
         self.names = list(self.tune_params)
         names = block_size_names or DEFAULT_BLOCK_SIZE_NAMES
-        if isinstance(names, str) or not all(isinstance(n, str) for n in names) or len(names) > 3:
+        if isinstance(names, str) or not all(isinstance(n, str) and n.isidentifier() for n in names) or len(names) > 3:
             raise UsageError("block_size_names must be a list of at most 3 parameter names (x, y, z)")
         self.block_size_names = tuple(names) + DEFAULT_BLOCK_SIZE_NAMES[len(names):]
         self.grid_div = tuple(grid_div)
         self.defines = dict(defines) if defines is not None else None
+        if self.defines is None:  # the macros every configuration's source starts with: none may override another
+            check_macros([*((g, f"the grid size {g}") for g in GRID_NAMES),
+                          *((b, f"the block size in {d} ({b})") for d, b in zip("xyz", self.block_size_names)),
+                          *((k, f"tunable parameter {k!r}") for k in self.names if k not in self.block_size_names),
+                          ("kernel_tuner", "Kernel Tuner's own macro kernel_tuner")],
+                         "each configuration's source", "rename the parameter (or the block_size_names)")
+        else:
+            for k in self.defines:
+                if not isinstance(k, str) or not k.isidentifier():
+                    raise UsageError(f"define name {k!r} is not a valid identifier")
         self.smem_args = dict(smem_args) if smem_args else None
         self.max_threads = int(max_threads)
         self.compiler = compiler
@@ -247,8 +258,6 @@ class UserKernel:
         if self.defines is not None:
             out = []
             for k, v in self.defines.items():
-                if not isinstance(k, str) or not k.isidentifier():
-                    raise UsageError(f"define name {k!r} is not a valid identifier")
                 if callable(v):
                     v = v(dict(cfg))
                 elif isinstance(v, str):

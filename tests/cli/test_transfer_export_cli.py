@@ -16,7 +16,7 @@ from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache
 from autotune.transfer.export import c_header, export_configs, fallback_config, macro_name
 from autotune.errors import UsageError
 from autotune.transfer.dispatch import best_config
-from autotune.types import Candidate, Device, Measurement, Status
+from autotune.types import Candidate, Device, Measurement, Status, Task
 
 cli = CliRunner()
 
@@ -215,7 +215,7 @@ def test_a_device_name_stored_twice_exports_its_newest_device_and_colliding_name
         # the fallback is over the devices the header answers for, not the superseded row
         assert doc["fallback"]["basis"] == "measured on all 2 devices"
         db.add_trials(task, Device("GPU-X", "cuda", {}), [Measurement(c[0], Status.OK, cost=1.0)])
-        with pytest.raises(UsageError, match="'GPU X' and 'GPU-X' would both be selected by AUTOTUNE_DEVICE_GPU_X"):
+        with pytest.raises(UsageError, match="device 'GPU X' and device 'GPU-X' would both be the macro AUTOTUNE_DEVICE_GPU_X"):
             c_header(export_configs(db, task))
         assert "GPU-X" in c_header(export_configs(db, task, [NAMES["turing"], "GPU-X"]))
         db.add_trials(task, Device("GPU F", "cuda", {}), [Measurement(c[0], Status.RUNTIME_ERROR)])
@@ -252,3 +252,49 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_devices_similar_to_lists_the_other_devices_and_says_which_was_compared(recorded):
+    """The device asked about is not its own answer: neither itself, nor its name stored again (a driver
+    update), nor, for a GPU named from the known table, the stored GPU of that model; table and JSON agree."""
+    from autotune.db.transfer import find_device
+
+    db, url, task, _ = recorded
+    titan = find_device(db, NAMES["turing"])
+    again = Device(titan.name, titan.kind, {**titan.properties, "driver_version": 2})
+    c = [Candidate({"a": a, "b": 64, "c": 1}) for a in (1, 2, 4, 8, 16)]
+    db.add_trials(task, again, [Measurement(x, Status.OK, cost=1.0 + i) for i, x in enumerate(c)])
+    for asked, key in ((NAMES["turing"], again.key), (titan.key[:8], titan.key), ("TITAN RTX", None)):
+        res = cli.invoke(app, ["devices", "--similar-to", asked, "--json", "--db", url])
+        assert res.exit_code == 0, res.output
+        out = json.loads(res.stdout)
+        assert out["key"] == key and [r["device"] for r in out["similar"]] == [NAMES["ampere"]], (asked, out)
+    # COLUMNS unset (pytest-xdist sets 80): --wide then prints each row on one line, as a pipe or a file gets it
+    res = cli.invoke(app, ["devices", "--similar-to", NAMES["turing"], "--wide", "--db", url], env={"COLUMNS": ""})
+    assert res.exit_code == 0 and f"devices similar to {NAMES['turing']} (key {again.key[:8]})" in res.stdout
+    assert res.stdout.count(NAMES["turing"]) == 1 and NAMES["ampere"] in res.stdout
+
+
+def test_export_configs_writes_what_its_options_ask_for(recorded):
+    """A header file name or --prefix asks for a C header; --prefix with JSON, and a --devices naming no device,
+    are refused; a device name stands for its device stored last that measured the task."""
+    from autotune.db.transfer import find_device
+
+    db, url, task, tmp = recorded
+    export = ["export-configs", "--task", task.name, "--db", url]
+    assert cli.invoke(app, [*export, "-o", str(tmp / "cfg.h")]).exit_code == 0
+    assert (tmp / "cfg.h").read_text().startswith("/* Tuned configurations of toy_kernel")
+    res = cli.invoke(app, [*export, "--prefix", "toy"])
+    assert res.exit_code == 0 and "#define TOY_DEVICE" in res.stdout
+    assert cli.invoke(app, [*export, "-o", str(tmp / "cfg.json")]).exit_code == 0
+    assert json.loads((tmp / "cfg.json").read_text())["task"] == task.name
+    res = cli.invoke(app, [*export, "--prefix", "toy", "--format", "json"])
+    assert res.exit_code == 2 and "--prefix names the macros of a C header" in res.output
+    res = cli.invoke(app, [*export, "--devices", " , "])
+    assert res.exit_code == 2 and "names no device" in res.output
+    titan = find_device(db, NAMES["turing"])  # stored again after a driver update, measuring another task only
+    again = Device(titan.name, titan.kind, {**titan.properties, "driver_version": 2})
+    db.add_trials(Task("function", "other", {}), again, [Measurement(Candidate({"x": 1}), Status.OK, cost=1.0)])
+    res = cli.invoke(app, [*export, "--devices", NAMES["turing"]])
+    assert res.exit_code == 0, res.output
+    assert [r["key"] for r in json.loads(res.stdout)["devices"]] == [titan.key]

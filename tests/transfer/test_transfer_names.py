@@ -92,3 +92,20 @@ def test_a_named_source_that_measured_the_kernel_with_other_knobs_or_only_failur
                   [Measurement(Candidate({"a": 1, "b": 16, "c": 0}), Status.COMPILE_ERROR)])
     with pytest.raises(UsageError, match=r"no successful measurement .*\(its 1 measurements of it all failed\)"):
         choose_sources(db, task, target, "broken gpu")
+
+
+def test_a_device_name_stored_as_several_devices_is_one_device_to_best_config(recorded):
+    """A GPU stored again (a driver update) under its name: the name is answered by the device stored last that
+    measured the task, as export-configs ships it, and a device never tuned borrows from that one once."""
+    db, _, task, _ = recorded
+    titan = _stored(db, NAMES["turing"])
+    c = [Candidate({"a": a, "b": 64, "c": 1}) for a in (1, 2, 4, 8, 16)]
+    again = Device(titan.name, titan.kind, {**titan.properties, "driver_version": 2})
+    db.add_trials(task, again, [Measurement(x, Status.OK, cost=1.0 + i) for i, x in enumerate(c)])  # best a=1
+    newest = Device(titan.name, titan.kind, {**titan.properties, "driver_version": 3})  # another task only
+    db.add_trials(Task("function", "other", {}), newest, [Measurement(c[0], Status.OK, cost=1.0)])
+    got = best_config(task, NAMES["turing"].lower(), db=db)
+    assert (got.source, got.device.key, got.config) == ("measured", again.key, {"a": 1, "b": 64, "c": 1})
+    assert best_config(task, titan.key[:8], db=db).device.key == titan.key  # a key names that one device
+    borrowed = best_config(task, "Tesla T4", db=db)
+    assert borrowed.source == "transfer" and [d["key"] for d in borrowed.from_devices] == [again.key]
