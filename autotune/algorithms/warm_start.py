@@ -161,6 +161,7 @@ class WarmStart(SearchAlgorithm):
         self.queue: list[Candidate] = ranked[:top_k]
         self.more: list[Candidate] = ranked[top_k:]  # the probe arm's, in the sources' order
         self.first_probes = {c.key for c in self.queue}
+        self.probes: list[Candidate] = list(self.queue)  # every probe chosen, the probe arm's too (kept in the state)
         seed = int(self.rng.integers(2**31))
         init = len(self.queue) + int(self.config["init"])  # both arms: design points until the probes and these were measured
         design = str(self.config["design"])
@@ -177,7 +178,7 @@ class WarmStart(SearchAlgorithm):
             model = PooledModel(rows, target, seed=seed, min_rho=float(self.config["min_rho"]),
                                 check_after=int(self.config["check_after"]))
             if self.queue:
-                model.exclude = set(row_keys(np.asarray(space.features(self.queue), dtype=float)))
+                model.exclude = self._rows(self.queue)
             self.arms["warm"] = ModelGuided(self.inner, model, init=max(1, init), design=design, pairs=pairs, stall=stall,
                                             large=large, pool=pool,
                                             epsilon=float(self.config["epsilon"]),
@@ -247,8 +248,13 @@ class WarmStart(SearchAlgorithm):
                 out.append(c)
                 self.seen.add(c.key)
         if out:  # the target-only fallback leaves the sources' picks out, as it does the first probes
-            self.arms["warm"].cost_model.exclude.update(row_keys(np.asarray(self.space.features(out), dtype=float)))
+            self.arms["warm"].cost_model.exclude.update(self._rows(out))
+            self.probes += out
         return out
+
+    def _rows(self, cands: list[Candidate]) -> set[bytes]:
+        """The feature rows of ``cands`` (the pooled model's ``exclude``)."""
+        return set(row_keys(np.asarray(self.space.features(cands), dtype=float))) if cands else set()
 
     def ask(self, n: int) -> list[Candidate]:
         out: list[Candidate] = []
@@ -329,7 +335,8 @@ class WarmStart(SearchAlgorithm):
     def state_dict(self) -> dict:
         return {**super().state_dict(), "queue": [c.payload for c in self.queue], "more": [c.payload for c in self.more],
                 "owner": dict(self.owner), "bets": sorted(self.bets), "credit": dict(self.credit), "misses": dict(self.misses),
-                "unjudged": list(self.unjudged), "floor_carry": self.floor_carry, "arms": {a: arm.state_dict() for a, arm in self.arms.items()}}
+                "unjudged": list(self.unjudged), "floor_carry": self.floor_carry, "arms": {a: arm.state_dict() for a, arm in self.arms.items()},
+                "first_probes": len(self.first_probes), "probes": [c.payload for c in self.probes]}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
@@ -340,6 +347,12 @@ class WarmStart(SearchAlgorithm):
         self.bets = set(state.get("bets", []))
         self.unjudged = list(state.get("unjudged", []))
         self.floor_carry = float(state.get("floor_carry", 0.0))
+        if "probes" in state:  # as chosen when the campaign started: the sources' weights, which order them, are
+            # their similarity to the target, and a resume computes it again with the target's results since
+            self.probes = [Candidate(p) for p in state["probes"]]
+            self.first_probes = {c.key for c in self.probes[:int(state.get("first_probes", 0))]}
+            if "warm" in self.arms:
+                self.arms["warm"].cost_model.exclude = self._rows(self.probes)
         self.credit.update({a: float(v) for a, v in state.get("credit", {}).items()})
         self.misses.update({a: float(v) for a, v in state.get("misses", {}).items()})
         for a, s in state.get("arms", {}).items():

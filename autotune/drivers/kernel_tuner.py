@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from autotune.algorithms.model_guided import make_search
-from autotune.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM
+from autotune.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_TRANSFER_TOP
 from autotune.campaign import Campaign, check_run
 from autotune.db import open_database
 from autotune.errors import UsageError
@@ -146,7 +146,8 @@ def _check_options(options: dict) -> tuple[dict, int, int | None]:
         if name in UNSUPPORTED_KT_OPTIONS and value not in (None, False, {}, []):
             raise UsageError(f"{name}: {UNSUPPORTED_KT_OPTIONS[name]} are not supported by autotune's tune_kernel")
     known = {"strategy_options", "device", "smem_args", "metrics", "compiler", "defines", "objective",
-             "c_timing", "run_timeout", "backend", "transfer_from", *IGNORED_KT_OPTIONS, *UNSUPPORTED_KT_OPTIONS}
+             "c_timing", "run_timeout", "backend", "transfer_from", "fresh", *IGNORED_KT_OPTIONS,
+             *UNSUPPORTED_KT_OPTIONS}
     unknown = [n for n in options if n not in known]
     if unknown:
         raise UsageError(f"unknown option(s) {', '.join(unknown)}; see docs/kernel-tuner.md for the options "
@@ -200,7 +201,8 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
     ``time`` in ms (the median of the repeats), ``times`` (ms), ``compile_time``, ``benchmark_time`` and
     any ``metrics``); ``env``: the device, problem size, parameters, campaign, and the configurations
     that failed (``failed``: status and error). Extra options beyond Kernel Tuner's: ``cost_model``,
-    ``trials``, ``time_budget``, ``seed``, ``db``, ``campaign``, and ``c_timing`` ("kernel": the C
+    ``trials``, ``time_budget``, ``seed``, ``db``, ``campaign``, ``transfer_from`` (a warm start, as the drivers'),
+    ``fresh`` (delete the campaign of that name first), and ``c_timing`` ("kernel": the C
     function returns its own time in ms, Kernel Tuner's convention; "runner": a void function timed by
     the wall clock; default: decided from the function's declared return type), and ``progress``: bars
     on standard error for the compile check and the search, and a closing summary line (True, False,
@@ -279,20 +281,27 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
                                 compiler_options=options, run_timeout_s=run_timeout)
     space = kernel.space()
     label = f"{kernel.kernel_name}-{lang.lower()}-{kernel.task.key[:8]}"
-    cname = campaign or f"kt-{label}-{search.name}-seed{seed}"
+
+    def named(name: str) -> str:  # the campaign's name, given its search's
+        return campaign or f"kt-{label}-{name}-seed{seed}"
+
+    fresh = bool(ignored_kt_options.get("fresh"))
     database = None
     try:
         # before the database is opened: a refused call leaves no database file behind
         check_run(space, search, trials=trials, time_budget=time_budget, seed=seed)
         database = open_database(db)
         _compile_check(kernel, runner, space, seed, bar)
-        transfer_from = ignored_kt_options.get("transfer_from")
-        if transfer_from:
+        transfer_from, cname, recipe = ignored_kt_options.get("transfer_from"), named(search.name), None
+        if transfer_from:  # the sources chosen are kept with the campaign (its recipe), as the drivers' are
             from autotune.transfer.sources import warm_started
 
-            search = warm_started(database, space.task, runner.device, algorithm, transfer_from, 8, search, quiet=quiet)
+            recipe = {"args": {"transfer_from": transfer_from, "transfer_top": DEFAULT_TRANSFER_TOP}}
+            search, cname = warm_started(database, space.task, runner.device, algorithm, transfer_from,
+                                         DEFAULT_TRANSFER_TOP, search, named, fresh=fresh, recipe=recipe, quiet=quiet)
         result = Campaign(cname, space, search, runner, database, trials=trials, time_budget=time_budget,
-                          batch=8, seed=seed, progress=bar.shown, console=bar.console).run()
+                          batch=8, seed=seed, progress=bar.shown, console=bar.console, recipe=recipe,
+                          fresh=fresh).run()
         history = [m for m, _ in database.campaign_history(database.campaign(cname).id)]
     finally:
         runner.close()

@@ -72,12 +72,13 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
         return name
 
     try:
+        name = None
         if transfer_from:
             from autotune.transfer.sources import warm_started
 
-            algo = warm_started(database, space.task, runner.device, algorithm, transfer_from, transfer_top, algo,
-                                campaign=None if fresh else named, recipe=recipe)
-        return Campaign(named(algo.name), space, algo, runner, database, trials=trials, time_budget=time_budget,
+            algo, name = warm_started(database, space.task, runner.device, algorithm, transfer_from, transfer_top, algo,
+                                      named, fresh=fresh, recipe=recipe)
+        return Campaign(name or named(algo.name), space, algo, runner, database, trials=trials, time_budget=time_budget,
                         simulated_budget=simulated_budget, batch=batch, seed=seed, progress=progress,
                         recipe=recipe, fresh=fresh).run()
     finally:

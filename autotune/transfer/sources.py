@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from sqlalchemy import select
 
+from autotune.algorithms.base import SearchAlgorithm
 from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
 from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.db import transfer as store
@@ -30,7 +31,8 @@ def choose_sources(db, task: Task, target: Device, spec: str, max_auto: int = 2,
     others = {k: v for k, v in trials.items() if k != target.key and any(m.ok for m in v[1])}
     mine = trials.get(target.key, (target, []))[1]
     ranked = rank_similar(target, [d for d, _ in others.values()], {k: v[1] for k, v in others.items()}, mine)
-    kept = kept_sources(db, campaign, spec) if campaign else None
+    # a campaign of that name for another task or device is not this one (the campaign refuses the name)
+    kept = kept_sources(db, campaign, spec) if campaign and db.campaign_is_for(campaign, task, target) else None
     if kept is not None:
         gone = [f"{n!r} ({k[:8]})" for k, n in kept.items() if k not in others]
         if gone:
@@ -98,32 +100,38 @@ def kept_sources(db, campaign: str, spec: str) -> dict[str, str] | None:
 
 
 def warm_start_search(db, task: Task, target: Device, algorithm: str, spec: str, top_k: int = DEFAULT_TRANSFER_TOP,
-                      campaign: Callable[[str], str] | None = None, **options) -> tuple[WarmStart | None, list[SourceData]]:
+                      campaign: str | None = None, **options) -> tuple[WarmStart | None, list[SourceData]]:
     """A WarmStart around the registered ``algorithm`` from the sources ``spec`` names; (None, [])
     for ``auto`` when no device qualifies (the caller runs its ordinary search). ``campaign``: the
-    campaign's name given its search's name; when that campaign exists, it keeps the sources it started
-    from (``choose_sources``). None: a campaign started afresh."""
+    campaign's name; when that campaign exists, it keeps the sources it started from (``choose_sources``).
+    None: a campaign started afresh."""
     from autotune.algorithms.registry import make_algorithm
 
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
         raise UsageError(f"{argument('transfer_top')} must be a whole number >= 0, not {top_k!r}")
     inner = make_algorithm(algorithm)
-    name = campaign(f"{WarmStart.name}+{inner.name}") if campaign else None  # the name WarmStart takes
-    sources = choose_sources(db, task, target, spec, campaign=name)
+    sources = choose_sources(db, task, target, spec, campaign=campaign)
     if not sources:
         return None, []
     return WarmStart(inner, sources, target_device=target, top_k=top_k, **options), sources
-def warm_started(db, task: Task, target: Device, algorithm: str, spec: str, top_k: int, search,
-                 campaign: Callable[[str], str] | None = None, recipe: dict | None = None, quiet: bool = False):
-    """The search a warm start from ``spec`` runs: a WarmStart (:func:`warm_start_search`), or ``search``
-    itself when ``auto`` finds no source. The devices chosen are kept in ``recipe`` (what a resume or a worker
-    starts from) and said on standard error unless ``quiet``."""
-    warm, sources = warm_start_search(db, task, target, algorithm, spec, top_k, campaign=campaign)
+
+
+def warm_started(db, task: Task, target: Device, algorithm: str, spec: str, top_k: int, search: SearchAlgorithm,
+                 named: Callable[[str], str], fresh: bool = False, recipe: dict | None = None,
+                 quiet: bool = False) -> tuple[SearchAlgorithm, str]:
+    """The search a warm start from ``spec`` runs, and its campaign's name. The search: a WarmStart
+    (:func:`warm_start_search`), or ``search`` itself when ``auto`` finds no source. The name: ``named`` given
+    the warm start's search name, whether a source was found or not, so that the same command run again
+    resumes the campaign it started, from the sources chosen then (none included); ``fresh`` chooses again.
+    The devices chosen are kept in ``recipe`` (what a resume or a worker starts from) and said on standard
+    error unless ``quiet``."""
+    from autotune.algorithms.registry import make_algorithm
+
+    name = named(f"{WarmStart.name}+{make_algorithm(algorithm).name}")
+    warm, sources = warm_start_search(db, task, target, algorithm, spec, top_k, campaign=None if fresh else name)
     if recipe is not None:
         recipe["sources"] = {s.device.key: s.device.name for s in sources}
     if not quiet:
         print("warm start from: " + (", ".join(s.device.name for s in sources)
                                      or "no similar device measured this task; ordinary search"), file=sys.stderr)
-    return warm if warm is not None else search
-
-
+    return (warm if warm is not None else search), name
