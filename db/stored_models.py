@@ -8,7 +8,7 @@ import zlib
 
 from sqlalchemy import and_, func, select, update
 
-from autotune.db.models import CostModelRow, utcnow
+from autotune.db.models import CampaignRow, CostModelRow, utcnow
 from autotune.errors import UsageError
 from autotune.types import Device, Task
 
@@ -60,3 +60,11 @@ class StoredModels:
             raise UsageError(f"no stored model {model_id}; `autotune models` lists them")
         return bool(has_data)
 
+    def campaign_recipe(self, campaign_id: int | None) -> dict:
+        """How the campaign that stored a model was run (its driver's kind and arguments, ``{}`` when it kept
+        none): a recorded space's valid points are those of the recording it names."""
+        if campaign_id is None:
+            return {}
+        with self.session() as s:
+            options = s.scalar(select(CampaignRow.options).where(CampaignRow.id == int(campaign_id)))
+        return dict((options or {}).get("recipe") or {})

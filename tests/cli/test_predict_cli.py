@@ -76,20 +76,58 @@ def test_predict_ranks_with_a_warm_started_campaigns_model(warm):
     assert r.exit_code == 0 and f"on {NAMES['turing2']}" in r.stdout
 
 
-def test_predict_lists_only_the_points_of_a_recorded_space(tmp_path):
+def listed(url, *args) -> list[str]:
+    r = run("predict", "--campaign", "t", "--top", 100, *args, "--format", "json", "--db", url)
+    assert r.exit_code == 0, r.output
+    return [",".join(str(x["config"][k]) for k in ("a", "b", "c")) for x in json.loads(r.stdout)]
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """A campaign of 20 trials over a recording of 26 points (the 4x4x2 knob values with a * b <= 256)."""
     url = f"sqlite:///{tmp_path / 'c.db'}"
     path, cache = constrained_cache(tmp_path / "tiles.json.gz", NAMES["ampere"], ampere_time)
     r = run("tune", "replay", "--cache", path, "--algorithm", "random", "--trials", 20, "--campaign", "t",
             "--db", url, "--no-progress")
     assert r.exit_code == 0, r.output
-    r = run("predict", "--campaign", "t", "--top", 100, "--format", "json", "--db", url)
-    assert r.exit_code == 0, r.output
-    listed = [",".join(str(x["config"][k]) for k in ("a", "b", "c")) for x in json.loads(r.stdout)]
-    # the configurations the campaign measured, every one a point of the recording (not the 32 combinations
-    # of tune_params, which include tiles the kernel cannot run)
-    assert listed and set(listed) <= set(cache) and len(listed) == len(set(listed)) == 20
+    return url, path, cache
+
+
+def test_predict_lists_only_the_points_of_a_recorded_space(recorded, tmp_path):
+    url, path, cache = recorded
+    # every point of the recording, measured or not (not the 32 combinations of tune_params, which include
+    # tiles the kernel cannot run); --untried: the 6 the campaign did not measure
+    every = listed(url)
+    assert len(every) == len(set(every)) == len(cache) == 26 and set(every) == set(cache)
+    untried = listed(url, "--untried")
+    assert len(untried) == 6 and set(untried) < set(every)
+    r = run("predict", "--campaign", "t", "--db", url)
+    assert r.exit_code == 0 and "the best 10 of the 26 points of the recording" in r.stdout
+    # without the recording's file, the configurations of the task the database holds
+    (tmp_path / "tiles.json.gz").rename(tmp_path / "moved.json.gz")
+    known = listed(url)
+    assert len(known) == 20 and set(known) <= set(cache)
     r = run("predict", "--campaign", "t", "--db", url)
     assert r.exit_code == 0 and "the best 10 of the 20 configurations of the task in the database" in r.stdout
+
+
+def test_a_configuration_the_recording_excludes_is_refused_naming_its_values(recorded, tmp_path):
+    url, path, cache = recorded
+
+    def refused(config: str, *words):
+        r = run("predict", "--campaign", "t", "--config", config, "--db", url)
+        assert r.exit_code == 2 and "Traceback" not in r.output and len(r.stderr.strip().splitlines()) == 1, r.output
+        assert all(w in r.stderr for w in words), r.stderr
+
+    refused('{"a": 8, "b": 64, "c": 0}', "not among the 26 points of the recording", "none has a=8 with b=64")
+    refused('{"a": 3, "b": 64, "c": 0}', "a=3 is not a value of knob 'a'")
+    # every point of the recording ranks, measured or not
+    points = [json.dumps({k: rec[k] for k in "abc"}) for rec in cache.values()]
+    r = run("predict", "--campaign", "t", *[x for p in points for x in ("--config", p)],
+            "--format", "json", "--db", url)
+    assert r.exit_code == 0 and len(json.loads(r.stdout)) == 26, r.output
+    (tmp_path / "tiles.json.gz").rename(tmp_path / "moved.json.gz")
+    refused('{"a": 8, "b": 64, "c": 0}', "not among the 20 configurations of the task in the database", "--cache file")
 
 
 def test_a_damaged_or_untrained_model_is_one_line_and_status_2(warm):
