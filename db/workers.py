@@ -10,9 +10,11 @@ worker's claim is dropped and its reservations go to the next worker that claims
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import uuid
+import zlib
 from datetime import timedelta
 
 from sqlalchemy import func, select, text, update
@@ -28,15 +30,30 @@ from autotune.types import Candidate
 FORCE = argument("Database.delete_campaign(name, force=True)", "`autotune campaigns delete --force`")
 
 
+@functools.cache
+def this_host() -> str:
+    """The HOST of this process's workers: the host name and, where Linux tells them, a tag of the boot and the
+    PID namespace, since only a process of this namespace can be judged by its PID. Containers of one host name
+    (host networking) each have their own PIDs: by name alone, one would take another's workers for dead."""
+    name = socket.gethostname()
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            where = f"{f.read().strip()}/{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return name
+    return f"{name}#{zlib.crc32(where.encode()):08x}"
+
+
 def worker_id(run: bool = False) -> str:
     """HOST:PID, this process; with ``run``, HOST:PID:TOKEN, one campaign run (several may share a process)."""
-    return f"{socket.gethostname()}:{os.getpid()}" + (f":{uuid.uuid4().hex[:8]}" if run else "")
+    return f"{this_host()}:{os.getpid()}" + (f":{uuid.uuid4().hex[:8]}" if run else "")
 
 
 def _worker_is_dead(worker: str, heartbeat, now, grace_s: float) -> bool:
-    """A worker is gone: a process of this host that no longer exists, or no heartbeat for ``grace_s``."""
+    """A worker is gone: a process of this host (and PID namespace) that no longer exists, or no heartbeat for
+    ``grace_s``."""
     host, pid = (worker.split(":") + ["", ""])[:2]
-    if host == socket.gethostname() and pid.isdigit() and not process_alive(int(pid)):
+    if host == this_host() and pid.isdigit() and not process_alive(int(pid)):
         return True
     return (now - heartbeat).total_seconds() > grace_s
 
@@ -142,6 +159,13 @@ class CampaignWorkers:
                 .where(camps.c.task_id == task_id, camps.c.device_id == device_id, camps.c.id != campaign_id,
                        claims.c.heartbeat > since, pending.c.candidate_key.in_(keys[i:i + CHUNK]))).all())
         return found
+
+    def set_campaign_budget(self, campaign_id: int, budget: dict) -> None:
+        """Store the budget the campaign runs to now (its options' ``budget``), the one workers joining it take."""
+        with self.session() as s:
+            row = s.get(CampaignRow, campaign_id)
+            if row is not None:
+                row.options = {**(row.options or {}), "budget": budget}
 
     def heartbeat(self, campaign_id: int, worker: str) -> None:
         """Tell the other workers that ``worker`` is alive (creates its claim row, holding nothing, if none)."""

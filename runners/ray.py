@@ -4,7 +4,8 @@ Each measuring actor holds one runner, made in the actor by ``make_runner`` (a p
 function), and measures one candidate at a time on the device it is pinned to (``num_gpus=1``
 for CUDA, a set of cores for C). A runner whose work splits into a build and a run
 (``Runner.build_stage``) has its builds sent to Ray's CPU workers as tasks, and the build's
-result goes straight to the actor, so compiles run beside the measurements instead of before them.
+result goes straight to the actor, so compiles run beside the measurements instead of before them
+(where the actors leave a CPU of the cluster for them; else each actor builds what it measures).
 
 Results come back as they complete (``collect``), so the campaign asks for more while others run.
 Ray handles faults: an actor that dies is restarted (``max_restarts``) and its unfinished calls
@@ -18,7 +19,7 @@ import os
 import time
 from collections.abc import Callable
 
-from autotune.errors import MissingDependencyError, UsageError, argument
+from autotune.errors import AutotuneError, MissingDependencyError, UsageError, argument
 from autotune.runners.base import Built, Runner, StreamingRunner
 from autotune.types import Candidate, Measurement, Status, Task
 
@@ -53,22 +54,45 @@ def cluster_resources() -> dict:
     return dict(_ray().cluster_resources())
 
 
+def _own_error(exc: Exception) -> AutotuneError | None:
+    """The error of autotune's own that a Ray task or actor raised, if that is what ``exc`` carries."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, AutotuneError) else None
+
+
+def _why(exc: Exception) -> str:
+    """A Ray error in one line: what the remote code raised, without its traceback."""
+    cause = getattr(exc, "cause", None)  # a RayTaskError's: what the remote code raised
+    if isinstance(cause, Exception):
+        return f"{type(cause).__name__}: {cause}"
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 class _Actor:
-    """Made remote in RayRunner: one runner, measuring one candidate at a time."""
+    """Made remote in RayRunner: one runner, measuring one candidate at a time.
 
-    def __init__(self, make_runner: list):
-        # the function comes as a reference inside a list, which Ray passes as it is: fetched here, it stays
-        # owned by the RayRunner, so an actor Ray restarts can fetch it again
-        self.runner = _ray().get(make_runner[0])()
+    The runner is made on the first call, from the function every call carries: a reference inside a list,
+    which Ray passes as it is, owned by the RayRunner. An actor Ray restarts makes it again on its next call
+    (the call Ray runs again), and the constructor takes nothing from the object store, which Ray reports as
+    an error line for an actor it may restart."""
 
-    def ready(self) -> tuple:
-        return self.runner.device, self.runner.build_stage(), os.getpid()
+    def __init__(self):
+        self.runner: Runner | None = None
 
-    def measure(self, task: Task, candidate: Candidate) -> Measurement:
-        return self.runner.measure(task, [candidate])[0]
+    def _runner(self, factory: list) -> Runner:
+        if self.runner is None:
+            self.runner = _ray().get(factory[0])()
+        return self.runner
 
-    def run_built(self, task: Task, candidate: Candidate, built: Built) -> Measurement:
-        return self.runner.run_built(task, candidate, built)
+    def ready(self, factory: list) -> tuple:
+        runner = self._runner(factory)
+        return runner.device, runner.build_stage(), os.getpid()
+
+    def measure(self, factory: list, task: Task, candidate: Candidate) -> Measurement:
+        return self._runner(factory).measure(task, [candidate])[0]
+
+    def run_built(self, factory: list, task: Task, candidate: Candidate, built: Built) -> Measurement:
+        return self._runner(factory).run_built(task, candidate, built)
 
 
 def _build(stage, task: Task, candidate: Candidate) -> Built:
@@ -105,11 +129,13 @@ class RayRunner(StreamingRunner):
             raise UsageError(f"a Ray runner needs at least one actor, not {actors}")
         remote = ray.remote(num_gpus=num_gpus, num_cpus=num_cpus, max_restarts=max_restarts,
                             max_task_retries=max_task_retries)(_Actor)
-        # held here for the runner's life: an actor that Ray restarts is made again from it
-        self._factory = ray.put(make_runner)
-        self.actors = [remote.remote([self._factory]) for _ in range(int(actors))]
+        # held here for the runner's life, and carried by every call: an actor that Ray restarts makes its
+        # runner again from it
+        self.factory = [ray.put(make_runner)]
+        self._refs: dict = {}  # ObjectRef -> (candidate, actor index)
+        self.actors = [remote.remote() for _ in range(int(actors))]
         t0 = time.perf_counter()
-        ready, pending = ray.wait([a.ready.remote() for a in self.actors], num_returns=len(self.actors),
+        ready, pending = ray.wait([a.ready.remote(self.factory) for a in self.actors], num_returns=len(self.actors),
                                   timeout=start_timeout_s)
         if pending:
             self.close()
@@ -120,7 +146,7 @@ class RayRunner(StreamingRunner):
             infos = ray.get(ready)
         except ray.exceptions.RayError as exc:
             self.close()
-            raise UsageError(f"a Ray actor could not make its runner: {exc}") from None
+            raise _own_error(exc) or UsageError(f"a Ray actor could not make its runner: {_why(exc)}") from None
         self.start_s = time.perf_counter() - t0
         devices = {d.name for d, _, _ in infos}
         if len(devices) > 1:
@@ -129,9 +155,12 @@ class RayRunner(StreamingRunner):
                              "run one campaign per device (autotune tune many)")
         self.device, self.stage = infos[0][0], infos[0][1]
         self.pids = [pid for _, _, pid in infos]
-        self._build = ray.remote(num_cpus=build_cpus, max_retries=3)(_build) if self.stage is not None else None
-        self.slots = len(self.actors) * int(depth or (2 if self.stage is not None else 1))
-        self._refs: dict = {}  # ObjectRef -> (candidate, actor index)
+        # builds go to the cluster's spare CPUs; where the actors hold them all (C actors, one per core), a
+        # build task would never be scheduled, so each actor builds its own candidates
+        spare = cluster_resources().get("CPU", 0) - len(self.actors) * num_cpus
+        builds = self.stage is not None and spare >= build_cpus
+        self._build = ray.remote(num_cpus=build_cpus, max_retries=3)(_build) if builds else None
+        self.slots = len(self.actors) * int(depth or (2 if builds else 1))
         self._load = [0] * len(self.actors)
 
     def submit(self, task: Task, candidates: list[Candidate]) -> None:
@@ -139,9 +168,9 @@ class RayRunner(StreamingRunner):
             i = min(range(len(self.actors)), key=self._load.__getitem__)
             actor = self.actors[i]
             if self._build is not None:
-                ref = actor.run_built.remote(task, c, self._build.remote(self.stage, task, c))
+                ref = actor.run_built.remote(self.factory, task, c, self._build.remote(self.stage, task, c))
             else:
-                ref = actor.measure.remote(task, c)
+                ref = actor.measure.remote(self.factory, task, c)
             self._refs[ref] = (c, i)
             self._load[i] += 1
 
@@ -172,6 +201,8 @@ class RayRunner(StreamingRunner):
 
     def close(self) -> None:
         ray = _ray()
+        for ref in self._refs:  # what is in flight is cancelled first: killed with its actor, Ray would retry it
+            ray.cancel(ref)     # and say so on standard output
         for a in self.actors:
             ray.kill(a, no_restart=True)
         self.actors, self._refs = [], {}
@@ -199,4 +230,4 @@ def probe_device(target: str, backend: str = "auto", address: str | None = "loca
         raise UsageError(f"no {'GPU' if target == 'cuda' else 'CPU'} of the Ray cluster took the device probe "
                          f"within 600 s (cluster: {cluster_resources()})") from None
     except ray.exceptions.RayError as exc:
-        raise UsageError(f"the device probe failed on the Ray cluster: {exc}") from None
+        raise _own_error(exc) or UsageError(f"the device probe failed on the Ray cluster: {_why(exc)}") from None

@@ -30,7 +30,9 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     ) -> None:
         """Run many campaigns (one per operator shape, one task on several GPUs, ...); with --ray as Ray tasks sharing the cluster, else one after the other.
 
-        Each entry has a kind (replay, kernel, graph, parallel or command) and the arguments of that kind's command with underscores (cache, name, shape, target, model, cluster, argv, space_file, trials, seed, ...), and may name its campaign and db. Every campaign is logged as usual; one that fails is reported and the others go on."""
+        Each entry has a kind (replay, kernel, graph, parallel or command) and the arguments of that kind's command with underscores (cache, name, shape, target, model, cluster, argv, space_file, trials, seed, ...), and may name its campaign and db. Every campaign is logged as usual; one that fails is reported and the others go on. Each campaign is printed as it ends; with --ray, a line names those still running whenever none has ended for a minute."""
+        import time
+
         import pandas as pd
         from rich.console import Console
 
@@ -45,7 +47,15 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             what = f"best {r['best_cost']:.4g} s" if r.get("best_cost") is not None else (r.get("error") or "no result")
             console.print(f"[{len(done)}/{len(entries)}] {r.get('campaign') or r['kind']}: {r.get('status')}, {what}")
 
-        results = tune_many(entries, db, ray, on_done=show)
+        start = time.monotonic()
+
+        def waiting(running: list[dict]) -> None:  # a line a minute while nothing ends: the run is alive
+            names = [e.get("campaign") or e["kind"] for e in running]
+            more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+            console.print(f"[{len(done)}/{len(entries)}] {len(running)} running after "
+                          f"{(time.monotonic() - start) / 60:.0f} min: {', '.join(names[:5])}{more}")
+
+        results = tune_many(entries, db, ray, on_done=show, on_wait=waiting)
         failed = sum(1 for r in results if r.get("error"))
         if json:
             emit_json({"campaigns": results, "failed": failed})
@@ -67,7 +77,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     ) -> None:
         """Join a campaign as one more worker, on this machine or any other that reaches the database (PostgreSQL for several hosts: postgresql+psycopg://USER@HOST/DB).
 
-        The campaign is made again from the recipe its first run stored. Workers reserve each candidate in the database before measuring it (none is measured twice), claim from the shared trial budget (it is met exactly) and send heartbeats: a worker that dies is noticed (at once on its own host, after a minute elsewhere) and the candidates it held are measured by the others."""
+        The campaign is made again from the recipe its first run stored, with the trial budget it runs to now (that of its live workers, or of its last run). With --ray a replay or kernel campaign is measured on Ray actors, a graph or parallel one runs as one Ray task. Workers reserve each candidate in the database before measuring it (none is measured twice), claim from the shared trial budget (it is met exactly) and send heartbeats: a worker that dies is noticed (at once on its own host, after a minute elsewhere) and the candidates it held are measured by the others."""
         from autotune.drivers.scale import join_campaign
 
         out = join_campaign(campaign, db, ray, ray_actors, progress)

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from autotune.errors import AutotuneError, UsageError, did_you_mean
+from autotune.errors import AutotuneError, UsageError, argument, did_you_mean
 
 KINDS = {
     "replay": ("autotune.drivers.replay", "tune_replay"),
@@ -73,18 +73,26 @@ def run_recipe(kind: str, args: dict, **run: object) -> dict:
 def join_campaign(name: str, db: str, ray: str | None = None, ray_actors: int | None = None,
                   progress: bool = False) -> dict:
     """Run one more worker of the campaign ``name`` (made by a driver, which stored its recipe)."""
-    from autotune.db import open_database
+    from autotune.db import open_existing_database
 
-    database = open_database(db, create=False)
+    database = open_existing_database(db, "a worker")  # a mistyped --db leaves no empty file behind
     try:
         recipe = (database.campaign(name).options or {}).get("recipe")
     finally:
         database.close()
-    if not recipe:
+    if not (recipe or {}).get("kind"):  # none, or only the warm start's sources of a script (tune_kernel)
         raise UsageError(f"campaign {name!r} stored no recipe (it was made by a script with its own Space or "
                          "runner): run that script again to add a worker")
-    return run_recipe(recipe["kind"], dict(recipe["args"]), db=db, campaign=name, progress=progress, ray=ray,
-                      ray_actors=ray_actors)
+    kind, args = recipe["kind"], dict(recipe["args"])
+    if (ray is not None or ray_actors is not None) and "ray" not in inspect.signature(driver(kind)).parameters:
+        # measured on actors: replay and kernel campaigns; graph and parallel ones run whole as a Ray task
+        if kind not in ("graph", "parallel") or ray_actors is not None:
+            raise UsageError(f"{argument('ray_actors') if ray_actors is not None else argument('ray')} does not apply "
+                             f"to {kind} campaigns: replay and kernel campaigns are measured on Ray actors, graph "
+                             f"and parallel ones run as one Ray task ({argument('ray')} alone)")
+        check_args(kind, args)
+        return summarize(kind, run_on_ray(kind, {**args, "db": db, "campaign": name}, ray))
+    return run_recipe(kind, args, db=db, campaign=name, progress=progress, ray=ray, ray_actors=ray_actors)
 
 
 # -- many campaigns ---------------------------------------------------------------------------------
@@ -147,9 +155,11 @@ def _resources(entry: dict) -> dict:
 
 
 def tune_many(entries: list[dict], db: str, ray: str | None = None,
-              on_done: Callable[[dict], None] | None = None) -> list[dict]:
+              on_done: Callable[[dict], None] | None = None,
+              on_wait: Callable[[list[dict]], None] | None = None, wait_s: float = 60.0) -> list[dict]:
     """Run campaigns: one after the other here, or with ``ray`` as Ray tasks sharing the cluster, in
-    completion order. A campaign that fails is reported (status failed, its error) and the others go on."""
+    completion order. A campaign that fails is reported (status failed, its error) and the others go on.
+    ``on_wait``: with ``ray``, called with the entries still running whenever none has ended for ``wait_s``."""
     out = []
     if ray is None:
         for e in entries:
@@ -163,18 +173,35 @@ def tune_many(entries: list[dict], db: str, ray: str | None = None,
     ray_init(ray)
     task = rt.remote(_run_entry)
     refs = {task.options(**_resources(e)).remote(e, db): e for e in entries}
-    while refs:
-        done, _ = rt.wait(list(refs), num_returns=1)
-        for ref in done:
-            e = refs.pop(ref)
-            try:
-                out.append(rt.get(ref))
-            except rt.exceptions.RayError as exc:
-                out.append({"kind": e["kind"], "campaign": e.get("campaign"), "status": "failed",
-                            "error": f"the Ray task failed: {str(exc).splitlines()[0]}"})
-            if on_done:
-                on_done(out[-1])
+    try:
+        while refs:
+            done, _ = rt.wait(list(refs), num_returns=1, timeout=wait_s if on_wait else None)
+            if not done and on_wait:
+                on_wait(list(refs.values()))
+            for ref in done:
+                e = refs.pop(ref)
+                try:
+                    out.append(rt.get(ref))
+                except rt.exceptions.RayError as exc:
+                    out.append({"kind": e["kind"], "campaign": e.get("campaign"), "status": "failed",
+                                "error": f"the Ray task failed: {str(exc).splitlines()[0]}"})
+                if on_done:
+                    on_done(out[-1])
+    except KeyboardInterrupt:
+        _interrupt(rt, list(refs))
+        raise
     return out
+
+
+def _interrupt(rt, refs: list, wait_s: float = 30.0) -> None:
+    """Ctrl-C here: interrupt the campaigns running as Ray tasks as Ctrl-C interrupts one in this process (each
+    stores what it measured, gives back its claim and is marked interrupted), waiting up to ``wait_s`` for them;
+    left alone they would be killed with this process's Ray job, losing what they measured since their last
+    batch and leaving their campaigns marked running."""
+    for ref in refs:
+        rt.cancel(ref)
+    if refs:
+        rt.wait(refs, num_returns=len(refs), timeout=wait_s)
 
 
 def _call(kind: str, kwargs: dict):
@@ -192,6 +219,9 @@ def run_on_ray(kind: str, kwargs: dict, address: str):
     ref = rt.remote(_call).options(**_resources({"kind": kind, "args": kwargs})).remote(kind, kwargs)
     try:
         return rt.get(ref)
+    except KeyboardInterrupt:
+        _interrupt(rt, [ref])
+        raise
     except rt.exceptions.RayTaskError as exc:
         if isinstance(exc.cause, AutotuneError):
             raise exc.cause from None

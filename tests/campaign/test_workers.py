@@ -1,6 +1,7 @@
 """Workers sharing a campaign: candidates reserved before they are measured, claims within the
 budget, heartbeats, and a dead worker's reservations taken over by the others; streaming runners."""
 
+import os
 from datetime import timedelta
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from autotune.campaign import Campaign
 from autotune.db import open_database
 from autotune.db.models import utcnow
+from autotune.db.workers import this_host, worker_id
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace
 from autotune.testing.fakes import FakeStreamingRunner
@@ -77,7 +79,6 @@ def test_a_silent_workers_claim_is_dropped_and_its_reservations_taken_over(db_ur
 
 
 def test_a_dead_process_of_this_host_is_dead_at_once(db_url, replay):
-    import socket
     import subprocess
     import sys
 
@@ -86,11 +87,41 @@ def test_a_dead_process_of_this_host_is_dead_at_once(db_url, replay):
     cid, tid, did = _open(db, space, runner)
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
-    gone = f"{socket.gethostname()}:{p.pid}"
+    gone = f"{this_host()}:{p.pid}"
     db.record_batch(tid, did, cid, [], worker=gone, claim_next=(2, 4))
     db.reserve(cid, gone, _cands(space, 2))
     got = db.record_batch(tid, did, cid, [], worker="host:2", claim_next=(4, 4))
     assert got.granted == 4 and len(got.adopted) == 2
+
+
+def test_a_worker_of_another_pid_namespace_of_this_host_name_is_judged_by_its_heartbeat(db_url, replay):
+    """Containers sharing the host's name (host networking) have PIDs of their own: a worker of another one, whose
+    PID names no process here, lives while it sends heartbeats; its claim and reservations stay its own."""
+    import shutil
+    import subprocess
+    import sys
+
+    from autotune.runners.processes import process_alive
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("making a PID namespace needs root and unshare(1)")
+    pid = next(p for p in range(30000, 1000, -1) if not process_alive(p))  # no process of this PID here
+    name = f"{sys.executable} -c 'from autotune.db.workers import worker_id; print(worker_id(run=True))'"
+    out = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+                          f"echo {pid - 1} > /proc/sys/kernel/ns_last_pid && {name}"],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        pytest.skip(f"no PID namespace here: {out.stderr.strip()[-200:]}")
+    other = out.stdout.strip()
+    assert other.split(":")[1] == str(pid)
+    space, runner = replay
+    db = open_database(db_url)
+    cid, tid, did = _open(db, space, runner)
+    db.record_batch(tid, did, cid, [], worker=other, claim_next=(2, 4))
+    db.reserve(cid, other, _cands(space, 2))
+    got = db.record_batch(tid, did, cid, [], worker=worker_id(run=True), claim_next=(4, 4))
+    assert got.granted == 2 and got.adopted == []
+    assert set(db.pending_keys(cid).values()) == {other}
 
 
 def test_a_campaign_measures_the_reservations_of_a_dead_worker(sqlite_url, replay):
@@ -253,3 +284,18 @@ def test_a_running_campaign_whose_workers_are_gone_shows_as_stopped(db_url, repl
     assert status() == "stopped"
     db.set_campaign_status(cid, "finished")
     assert status() == "finished"
+
+
+def test_a_worker_out_of_its_own_time_leaves_the_campaign_running_for_the_others(db_url, replay):
+    """The time budget is each run's: one that stops at it while other workers run on does not mark the campaign
+    ended; the last run to end does."""
+    space, runner = replay
+    db = open_database(db_url)
+    cid, _, _ = _open(db, space, runner, "t")
+    db.heartbeat(cid, "elsewhere:1:x")  # a live worker of another host
+    slow = ReplayRunner(space.cache, delay_s=0.05)
+    result = Campaign("t", space, "random", slow, db, trials=1000, time_budget=0.3, batch=2, seed=1).run()
+    assert result.status == "time-budget" and db.campaign("t").status == "running"
+    db.release_claim(cid, "elsewhere:1:x")
+    Campaign("t", space, "random", slow, db, trials=1000, time_budget=0.3, batch=2, seed=1).run()
+    assert db.campaign("t").status == "time-budget"

@@ -2,6 +2,7 @@
 
 import functools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -68,7 +69,7 @@ def test_killing_an_actor_mid_campaign_loses_no_trial(cluster, space, sqlite_url
     killer.start()
     try:
         result = Campaign("kill", space, "random", runner, open_database(sqlite_url), trials=60, seed=2).run()
-        restarted = ray.get([a.ready.remote() for a in runner.actors])
+        restarted = ray.get([a.ready.remote(runner.factory) for a in runner.actors])
     finally:
         killer.join()
         runner.close()
@@ -94,6 +95,18 @@ def test_a_candidate_ray_gives_up_on_is_a_failed_trial_that_says_why(cluster, sp
     assert len(out) == 1 and out[0].status is Status.RUNTIME_ERROR and "Ray gave up" in out[0].error
 
 
+def test_closing_with_candidates_in_flight_prints_nothing(cluster, space, capfd):
+    """Ctrl-C closes the runner while actors measure: their calls end with them, without Ray announcing on
+    standard output (where --json prints) that it will retry them."""
+    runner = RayRunner(functools.partial(ReplayRunner, space.cache, 3.0), actors=2)
+    runner.submit(space.task, list(space.enumerate())[:4])
+    time.sleep(1.0)
+    runner.close()
+    time.sleep(3.0)  # Ray's messages come from a thread of its own
+    out, err = capfd.readouterr()
+    assert "retr" not in out + err, out + err
+
+
 def test_builds_run_as_cpu_tasks_and_the_actor_runs_what_they_built(cluster, sqlite_url):
     from autotune.runners.c import CRunner
     from autotune.search_spaces.kernels import kernel_problem
@@ -112,11 +125,31 @@ def test_builds_run_as_cpu_tasks_and_the_actor_runs_what_they_built(cluster, sql
     assert all(m.build_s >= 0 and m.meta["runner"] == "c" for m in ms)
 
 
+def test_actors_holding_every_cpu_build_their_own_candidates(cluster):
+    """One C actor per core of the cluster: no CPU is left for a build task, so each actor builds what it
+    measures, rather than every candidate waiting for a build that is never scheduled."""
+    from autotune.runners.c import CRunner
+    from autotune.search_spaces.kernels import kernel_problem
+
+    kspace, template = kernel_problem("softmax", "64,64", "cpu", threads=1)
+    runner = RayRunner(functools.partial(CRunner, template), actors=2, num_cpus=1)
+    try:
+        assert runner.stage is not None and runner.slots == 2
+        runner.submit(template.task, [kspace.initial()])
+        out = runner.collect(timeout_s=120)
+    finally:
+        runner.close()
+    assert len(out) == 1 and out[0].ok, [m.error for m in out]
+
+
 def test_actors_that_cannot_start_are_a_usage_error(cluster, space):
     with pytest.raises(UsageError, match="at least one actor"):
         RayRunner(functools.partial(ReplayRunner, space.cache), actors=0)
     with pytest.raises(UsageError, match="did not start"):
         RayRunner(functools.partial(ReplayRunner, space.cache), actors=1, num_gpus=64, start_timeout_s=3)
+    with pytest.raises(UsageError, match="could not make its runner: ValueError: invalid literal") as failed:
+        RayRunner(functools.partial(int, "x"), actors=1)  # the runner's own error, in one line
+    assert "\n" not in str(failed.value)
 
 
 def test_tune_many_runs_each_campaign_as_a_ray_task_and_reports_failures(cluster, tmp_path, sqlite_url):
@@ -138,6 +171,17 @@ campaigns:
     assert len(_keys(db, "a")) == 12
 
 
+def test_tune_many_on_ray_tells_which_campaigns_still_run_while_none_ends(cluster, sqlite_url):
+    from autotune.drivers.scale import tune_many
+
+    entry = {"kind": "replay", "args": {"cache": EXAMPLE, "trials": 10, "measure_delay": 0.2, "algorithm": "random",
+                                        "cost_model": None}, "campaign": "slow"}
+    waits = []
+    results = tune_many([entry], sqlite_url, ray="local", on_wait=waits.append, wait_s=0.5)
+    assert results[0]["trials"] == 10
+    assert waits and all([e["campaign"] for e in running] == ["slow"] for running in waits)
+
+
 def test_tune_replay_with_ray_on_the_command_line(tmp_path):
     """A fresh process with --ray local starts its own cluster, measures there and logs as usual."""
     url = f"sqlite:///{tmp_path / 'cli.db'}"
@@ -146,4 +190,68 @@ def test_tune_replay_with_ray_on_the_command_line(tmp_path):
                         "--no-progress"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert '"trials": 20' in r.stdout.splitlines()[-1]
+    # no error line from Ray's core (an actor's constructor arguments in the object store, say) alarms the user
+    assert not re.search(r"^\[[^]]* E \d+ \d+\]", r.stderr, re.M), r.stderr[-2000:]
     assert len(_keys(open_database(url), "cli")) == 20
+
+
+def test_ctrl_c_interrupts_the_campaigns_running_as_ray_tasks(cluster, tmp_path, sqlite_url):
+    """Ctrl-C in `tune many --ray`: each campaign's Ray task is interrupted as Ctrl-C interrupts a campaign here:
+    it stores what it measured and is marked interrupted, with no claim left."""
+    from autotune.drivers.scale import load_many, tune_many
+
+    spec = tmp_path / "many.yaml"
+    spec.write_text(f"""
+defaults: {{trials: 5000, measure_delay: 0.05, algorithm: random, cost_model: null, batch: 2}}
+campaigns:
+  - {{kind: replay, cache: "{EXAMPLE}", campaign: a, seed: 1}}
+  - {{kind: replay, cache: "{EXAMPLE}", campaign: b, seed: 2}}
+""")
+    db = open_database(sqlite_url)
+
+    def interrupt_once_both_measure():
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if all(len(_keys(db, n)) >= 2 for n in "ab"):
+                    break
+            except UsageError:  # not opened yet
+                pass
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    ctrl_c = threading.Thread(target=interrupt_once_both_measure)
+    ctrl_c.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tune_many(load_many(spec), sqlite_url, ray="local")
+    finally:
+        ctrl_c.join()
+    for name in "ab":
+        row = db.campaign(name)
+        assert row.status == "interrupted" and db.campaign_workers(row.id) == []
+        assert 2 <= len(_keys(db, name)) < 5000
+
+
+def test_a_worker_of_a_parallel_campaign_with_ray_runs_it_as_a_ray_task(cluster, sqlite_url):
+    """`autotune worker --ray` on a campaign whose driver has no actors runs it on the cluster, as `tune parallel
+    --ray` does, rather than here."""
+    from sqlalchemy import select
+
+    from autotune.db.models import CampaignRow, TrialRow
+    from autotune.drivers.parallel import parallelize
+    from autotune.drivers.scale import join_campaign
+
+    parallelize("mlp-unity", "dgx-a100-x1", trials=3, campaign="p", db=sqlite_url)
+    db = open_database(sqlite_url)
+    with db.session() as s:  # the recipe asks for more than was run
+        row = s.scalar(select(CampaignRow).where(CampaignRow.name == "p"))
+        recipe = dict(row.options["recipe"])
+        recipe["args"] = {**recipe["args"], "trials": 8}
+        row.options = {**row.options, "recipe": recipe}
+    before = len(_keys(db, "p"))
+    out = join_campaign("p", sqlite_url, ray="local")
+    with db.session() as s:
+        workers = s.scalars(select(TrialRow.worker).where(TrialRow.campaign_id == db.campaign("p").id)).all()
+    assert out["status"] == "finished" and len(_keys(db, "p")) > before
+    assert {int(w.split(":")[1]) for w in workers} - {os.getpid()}, "the worker ran here, not on Ray"
