@@ -226,13 +226,8 @@ def count_lines(path: str | Path) -> int:
     return n + (last != b"\n")
 
 
-def import_file(db: Database, path: str | Path, batch: int = 5000,
-                progress: Progress | None = None) -> tuple[int, int]:
-    """Import a JSONL export in one transaction: every line is validated, and the trials are stored
-    all together or not at all (a bad line, or a database error, leaves the database as it was).
-    Trials already present (same task, device and candidate) are kept as they are.
-    Returns (lines read, trials added). ``progress``: a phase counting the file's lines (counted
-    first when the bar is drawn)."""
+def jsonl_path(path: str | Path) -> Path:
+    """``path`` as a Path when it is a file; UsageError otherwise."""
     path = Path(path)
     try:
         found = path.is_file()
@@ -240,6 +235,17 @@ def import_file(db: Database, path: str | Path, batch: int = 5000,
         found = False
     if not found:
         raise UsageError(f"file {str(path)[:200]!r} does not exist; give a JSONL file written by autotune export")
+    return path
+
+
+def import_file(db: Database, path: str | Path, batch: int = 5000,
+                progress: Progress | None = None) -> tuple[int, int]:
+    """Import a JSONL export in one transaction: every line is validated, and the trials are stored
+    all together or not at all (a bad line, or a database error, leaves the database as it was).
+    Trials already present (same task, device and candidate) are kept as they are.
+    Returns (lines read, trials added). ``progress``: a phase counting the file's lines (counted
+    first when the bar is drawn)."""
+    path = jsonl_path(path)
     bar = progress or Progress("import", enabled=False)
     parser = _LineParser()
     read = added = 0
@@ -308,16 +314,17 @@ def _campaign_in(db: Database, s, c: dict, task_id: int, device_id: int) -> int:
     return row.id
 
 
-def import_kt(db: Database, spec: str | Path, batch: int = 5000,
+def import_kt(db: Database, spec, batch: int = 5000,
               progress: Progress | None = None) -> tuple[Task, Device, int, int]:
-    """Store every configuration of a Kernel Tuner cache as a trial of its task and device, ``batch`` per
-    transaction; ``progress``: a phase counting the cache's records as they are stored."""
+    """Store every configuration of a Kernel Tuner cache (a path, ``example:NAME`` or a loaded KTCache) as a
+    trial of its task and device, ``batch`` per transaction; ``progress``: a phase counting the cache's
+    records as they are stored."""
     from autotune.runners.replay import record_measurement, replay_device
     from autotune.search_spaces.replay import KTCache
     from autotune.types import Candidate
 
     bar = progress or Progress("import-kt", enabled=False)
-    cache = KTCache.load(spec)
+    cache = spec if isinstance(spec, KTCache) else KTCache.load(spec)
     task, device = cache.task(), replay_device(cache)
     worker = f"import-kt:{Path(cache.path).name}"
     records = list(cache.records.items())

@@ -94,13 +94,14 @@ def campaign_figures(db: Database, campaign_id: int) -> CampaignFigures:
 def campaigns(db: Database, include_reused: bool = False) -> pd.DataFrame:
     """One row per campaign: its task, device, algorithm, status ("stopped" for one stored as running whose
     workers are all gone: Database.running_status), its own measured ``trials``, the
-    ``reused`` trials it looked up (measured elsewhere), and the ``best_cost`` and ``simulated_s`` of
-    its own trials (:class:`CampaignFigures`). ``include_reused`` adds ``evaluations`` (trials +
-    reused) and ``best_cost_including_reused``."""
+    ``reused`` trials it looked up (measured elsewhere), and the ``best_cost``, ``simulated_s`` and
+    ``errors`` (failed trials) of its own trials (:class:`CampaignFigures`). ``include_reused`` adds
+    ``evaluations`` (trials + reused) and ``best_cost_including_reused``."""
     with db.session() as s:
         own = (
             select(TrialRow.campaign_id, func.count(TrialRow.id).label("trials"), func.min(TrialRow.cost).label("best_cost"),
-                   func.sum(TrialRow.simulated_s).label("simulated_s"))
+                   func.sum(TrialRow.simulated_s).label("simulated_s"),
+                   func.count(TrialRow.id).filter(TrialRow.status != Status.OK.value).label("errors"))
             .where(TrialRow.campaign_id.is_not(None)).group_by(TrialRow.campaign_id).subquery()
         )
         looked_up = (
@@ -112,19 +113,20 @@ def campaigns(db: Database, include_reused: bool = False) -> pd.DataFrame:
         rows = s.execute(
             select(CampaignRow.name, TaskRow.name, TaskRow.key, DeviceRow.name, CampaignRow.algorithm, CampaignRow.status,
                    own.c.trials, looked_up.c.reused, own.c.best_cost, looked_up.c.reused_best, own.c.simulated_s,
-                   CampaignRow.created, CampaignRow.updated, CampaignRow.id)
+                   own.c.errors, CampaignRow.created, CampaignRow.updated, CampaignRow.id)
             .join(TaskRow, TaskRow.id == CampaignRow.task_id).join(DeviceRow, DeviceRow.id == CampaignRow.device_id)
             .outerjoin(own, own.c.campaign_id == CampaignRow.id)
             .outerjoin(looked_up, looked_up.c.campaign_id == CampaignRow.id).order_by(CampaignRow.id)
         ).all()
     df = pd.DataFrame(rows, columns=["campaign", "task", "task_key", "device", "algorithm", "status", "trials",
-                                     "reused", "best_cost", "reused_best", "simulated_s", "created", "updated", "id"])
+                                     "reused", "best_cost", "reused_best", "simulated_s", "errors", "created", "updated",
+                                     "id"])
     shown = db.running_status(list(zip(df["id"].tolist(), df["status"].tolist())))  # "running" and no worker: stopped
     df["status"] = df["id"].map(shown)
     df = df.drop(columns=["id"])
-    for col in ("trials", "reused"):
+    for col in ("trials", "reused", "errors"):
         df[col] = df[col].fillna(0).astype(int)
-    assert (df["trials"] >= 0).all() and (df["reused"] >= 0).all()
+    assert (df["trials"] >= 0).all() and (df["reused"] >= 0).all() and (df["errors"] <= df["trials"]).all()
     df["simulated_s"] = df["simulated_s"].astype(float).fillna(0.0)
     if include_reused:
         df.insert(df.columns.get_loc("reused") + 1, "evaluations", df["trials"] + df["reused"])
@@ -331,7 +333,8 @@ def load_cost_model(db: Database, model_id: int | None = None, campaign: str | N
     task = Task(task_row.kind, task_row.name, task_row.params)
     device, props = (device_row.name, device_row.properties) if device_row is not None else (None, None)
     return model, task, {"id": row.id, "name": row.name, "n_samples": row.n_samples, "metrics": row.metrics,
-                         "device": device, "device_properties": props}
+                         "device": device, "device_properties": props, "task_id": row.task_id,
+                         "device_id": row.device_id, "campaign_id": row.campaign_id}
 
 
 def campaign_objectives(db: Database, campaign_id: int) -> list[tuple[int, str, float]]:
@@ -353,16 +356,6 @@ def measurements_by_id(db: Database, trial_ids) -> dict[int, Measurement]:
     with db.session() as s:
         rows = s.scalars(select(TrialRow).where(TrialRow.id.in_(ids))).all() if ids else []
         return {int(t.id): row_to_measurement(t) for t in rows}
-
-
-def costs_by_key(db: Database, task_kind: str, device_id: int) -> dict[str, float]:
-    """Cost of every OK trial of tasks of one kind on one device, by candidate key (e.g. graph op costs)."""
-    with db.session() as s:
-        rows = s.execute(
-            select(TrialRow.candidate_key, TrialRow.cost).join(TaskRow, TaskRow.id == TrialRow.task_id)
-            .where(TaskRow.kind == task_kind, TrialRow.device_id == device_id, TrialRow.cost.is_not(None))
-        ).all()
-    return dict(rows)
 
 
 def rules(db: Database, status: str | None = None, provenance: str | None = None) -> pd.DataFrame:

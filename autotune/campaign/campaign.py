@@ -76,7 +76,8 @@ class Campaign:
     cannot overrun it. A resumed campaign evaluates only those its history lacks.
 
     ``recipe``: how to make this campaign again, ``{"kind": ..., "args": {...}}`` of a driver
-    (autotune.drivers.scale), stored with the campaign so that `autotune worker` can join it.
+    (autotune.drivers.scale), stored with the campaign so that `autotune worker` can join it; a script's
+    campaign (``tune_kernel``), which no worker can make again, keeps only its warm start's, with no kind.
 
     ``fresh``: start afresh under this name: an existing campaign of that name is deleted first (its
     measured trials stay in the database, with no campaign, and this campaign looks them up as
@@ -121,11 +122,28 @@ class Campaign:
         inner = getattr(self.algorithm, "inner", None)
         if isinstance(inner, SearchAlgorithm):  # a wrapper (model guidance): its inner algorithm's options too
             config = {**inner.config, **config}
-        options = {"algorithm_options": config, "seed": self.seed, "batch": self.batch,
-                   "budget": {"trials": self.trials, "time_s": self.time_budget, "simulated_s": self.simulated_budget}}
+        options = {"algorithm_options": config, "seed": self.seed, "batch": self.batch, "budget": self._budget()}
         if self.recipe is not None:
             options["recipe"] = self.recipe
         return options
+
+    def _budget(self) -> dict:
+        return {"trials": self.trials, "time_s": self.time_budget, "simulated_s": self.simulated_budget}
+
+    def _share_budget(self, campaign_id: int, stored_options: dict | None, joining: bool) -> None:
+        """The live workers' claims count against one trial budget: a run joining them takes theirs (stored by
+        the run that started or last resumed the campaign; a worker's recipe may be older), saying so when it
+        was given another; a run resuming the campaign alone stores its own, for the workers that join it."""
+        stored = (stored_options or {}).get("budget") or {}
+        if not joining:
+            if stored != self._budget():
+                self.db.set_campaign_budget(campaign_id, self._budget())
+            return
+        theirs = stored.get("trials")
+        if theirs is not None and theirs != self.trials:
+            print(f"campaign {self.name!r}: joining its running workers with their trial budget of {theirs}, "
+                  f"not {self.trials}", file=sys.stderr)
+            self.trials = int(theirs)
 
     def _check_same_sources(self, stored_options: dict | None) -> None:
         """A warm-started campaign resumes from the sources it started from: its search state and the
@@ -159,6 +177,8 @@ class Campaign:
         cid = row.id
         worker = worker_id(run=True)
         joining = any(w["alive"] for w in self.db.campaign_workers(cid))
+        if resumed:
+            self._share_budget(cid, row.options, joining)
         # this run is a live worker from now on, before its history loads: a --fresh or a delete of the
         # campaign started meanwhile is refused rather than pulling the campaign from under it
         heartbeat = Heartbeat(self.db, cid, worker)
@@ -207,7 +227,8 @@ class Campaign:
                 self._interrupted(cid)
             elif failed and not self._others_alive(cid):
                 self.db.set_campaign_status(cid, "failed")
-        self.db.set_campaign_status(cid, status)
+        if status != "time-budget" or not self._others_alive(cid):  # a run's own time: others run on
+            self.db.set_campaign_status(cid, status)
         return campaign_result(self.name, task, device, status, campaign_figures(self.db, cid),
                                time.perf_counter() - start, resumed, run.measured_here)
 

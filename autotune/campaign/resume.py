@@ -40,7 +40,7 @@ _CLI_DEFAULTS = {"algorithm": DEFAULT_ALGORITHM, "cost_model": DEFAULT_COST_MODE
                  "measure_delay": 0.0, "target": "cpu", "device_index": 0, "backend": "auto",
                  "transfer_top": DEFAULT_TRANSFER_TOP}
 #: a kind's own defaults where they differ from those above
-_KIND_DEFAULTS = {"graph": {"algorithm": "taso-queue", "batch": 16, "device": "cpu", "max_measure": 400, "rounds": 25},
+_KIND_DEFAULTS = {"graph": {"algorithm": "taso-queue", "batch": 16, "device": "cpu", "rounds": 25},
                   "parallel": {"algorithm": "mcmc", "batch": None, "microbatches": 1, "optimizer": "megatron"}}
 #: arguments a kind's command line needs to be spelled (the output model of ``tune graph``: its ``-o``)
 _REQUIRED = {"graph": ("model", "output"), "parallel": ("model", "cluster")}
@@ -85,7 +85,7 @@ def resume_command(name: str, recipe: dict | None, db: Database | None = None) -
     if kind not in _COMMANDS or not _spelled(kind, args, files):
         worker = _shell(["autotune", "worker", "--campaign", name, *db_arg])
         return (f"rerun the same command with --campaign {shlex.quote(name)}"
-                + (f" (or: {worker})" if recipe else ""))
+                + (f" (or: {worker})" if kind else ""))  # a script's campaign keeps no kind: no worker makes it
     command, positional, flags = _COMMANDS[kind]
     defaults = {**_CLI_DEFAULTS, **_KIND_DEFAULTS.get(kind, {})}
     words = [str(args.get(p)) for p in positional]

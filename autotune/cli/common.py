@@ -53,11 +53,24 @@ def with_old_budget_names(trials, time_budget, budget, time_limit):
     return (budget if trials is None else trials), (time_limit if time_budget is None else time_budget)
 
 
+def wants_json(fn, kwargs: dict) -> bool:
+    """Whether the command ``fn``, called with ``kwargs``, was asked for JSON on standard output: ``--json``, or
+    ``--format json`` of a listing (a command whose ``--format`` defaults to a table)."""
+    if kwargs.get("json") is True or kwargs.get("json_out") is True:
+        return True
+    if kwargs.get("format") != "json":
+        return False
+    import inspect
+
+    param = inspect.signature(fn).parameters.get("format")
+    return param is not None and param.default == "table"
+
+
 def handle_errors(fn):
     """Turn the project's own errors into one sentence on stderr, naming the inputs by their flags
     (:meth:`AutotuneError.command_line_message`), and exit status 2 (no traceback); a command
-    asked for ``--json`` also prints the error as a JSON object on standard output, so that a script
-    reading the output gets one either way."""
+    asked for JSON (:func:`wants_json`) also prints the error as a JSON object, the last line of standard
+    output, so that a script reading the output gets one either way."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -66,7 +79,7 @@ def handle_errors(fn):
         except AutotuneError as exc:
             message = exc.command_line_message()  # the library's inputs named by their flags
             typer.echo(f"error: {message}", err=True)
-            if kwargs.get("json") is True or kwargs.get("json_out") is True:
+            if wants_json(fn, kwargs):
                 emit_json({"error": message, "kind": type(exc).__name__, "exit_code": 2})
             raise typer.Exit(2) from None
 
@@ -82,7 +95,9 @@ def on_interrupt(fn):
     """Ctrl-C (KeyboardInterrupt) in the command ``fn``: one line on standard error, exit status 130. A campaign
     has said how to resume it already (:class:`autotune.errors.Interrupted`); otherwise the line says what
     became of the database: a command without a --db (a ``db`` parameter) stores nothing, and in one with it
-    every transaction committed before stays. (Left alone, typer exits 130 saying nothing.)"""
+    every transaction committed before stays. A command asked for JSON (:func:`wants_json`) also ends standard
+    output with the interruption as a JSON object, as it does an error. (Left alone, typer exits 130 saying
+    nothing.)"""
     if getattr(fn, "_on_interrupt", False):
         return fn
     import inspect
@@ -101,6 +116,8 @@ def on_interrupt(fn):
                 typer.echo()  # ends the prompt's line
             if not isinstance(exc, Interrupted):
                 typer.echo(interrupted_message(stores), err=True)
+            if wants_json(fn, kwargs):
+                emit_json({"error": str(exc) or interrupted_message(stores), "kind": "Interrupted", "exit_code": 130})
             raise typer.Exit(130) from None
 
     wrapper._on_interrupt = True
@@ -197,8 +214,8 @@ def print_table(df, title: str = "", max_width: int = 60, columns: list[Col] | N
     """Print a DataFrame as a rich table. With ``columns`` (a command's default layout) and not ``wide``:
     only those columns, each rendered by its spec, one line per row, fitting the console (100 columns
     when the output is not a terminal). Else every column, long cells shortened to ``max_width`` and
-    folded to the terminal's width; ``wide`` (the commands' --wide) folds nothing when the output is
-    not a terminal (and COLUMNS is unset): each row is one line, as long as it needs."""
+    folded to the terminal's width; ``wide`` (the commands' --wide) shortens no cell, and folds nothing
+    when the output is not a terminal (and COLUMNS is unset): each row is one line, as long as it needs."""
     from rich.console import Console
     from rich.table import Table
 
@@ -213,6 +230,8 @@ def print_table(df, title: str = "", max_width: int = 60, columns: list[Col] | N
             console.print(Text(line, style="bold" if n == head else ""), soft_wrap=True)
         console.print(Text("\n".join(lines[head + 1:])), soft_wrap=True)
         return
+    if wide:
+        max_width = None  # every cell in full
     table = Table(title=title or None, show_lines=False)
     for col in df.columns:
         table.add_column(str(col), overflow="fold")
@@ -220,7 +239,7 @@ def print_table(df, title: str = "", max_width: int = 60, columns: list[Col] | N
         cells = []
         for v in row:
             text = _cell(v)
-            cells.append(text if len(text) <= max_width else text[: max_width - 1] + "…")
+            cells.append(text if max_width is None or len(text) <= max_width else text[: max_width - 1] + "…")
         table.add_row(*cells)
     if console is None:
         console = Console()
@@ -308,15 +327,20 @@ def write_pages(frames, fmt: str, max_width: int = 300, columns: list[Col] | Non
     rows = 0
     if fmt == "json":
         typer.echo("[", nl=False)
-    for n, df in enumerate(frames):
-        if fmt == "csv" and n > 0:
-            typer.echo(_csv_ready(df).to_csv(index=False, header=False), nl=False)
-        elif fmt == "json":
-            if len(df):
-                typer.echo(("," if rows else "") + _json_rows(df)[1:-1], nl=False)
-        else:
-            write_frame(df, fmt, max_width, columns=columns, wide=wide)
-        rows += len(df)
+    try:
+        for n, df in enumerate(frames):
+            if fmt == "csv" and n > 0:
+                typer.echo(_csv_ready(df).to_csv(index=False, header=False), nl=False)
+            elif fmt == "json":
+                if len(df):
+                    typer.echo(("," if rows else "") + _json_rows(df)[1:-1], nl=False)
+            else:
+                write_frame(df, fmt, max_width, columns=columns, wide=wide)
+            rows += len(df)
+    except BaseException:  # an error or Ctrl-C part-way: the array's line ends, so the error's JSON is a line of its own
+        if fmt == "json":
+            typer.echo()
+        raise
     if fmt == "json":
         typer.echo("]")
     return rows

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -9,6 +10,7 @@ from typing import Annotated
 import typer
 
 from autotune.cli.common import DEFAULT_DB, DbOption, ProgressOption, handle_errors, open_db, writable_output
+from autotune.errors import UsageError
 from autotune.progress import Progress
 
 
@@ -26,20 +28,26 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         standard error counts each cache's records as they are stored; with several caches, a summary
         line of their totals ends the run (--no-progress: neither)."""
         from autotune.db.logs import import_kt
+        from autotune.search_spaces.replay import KTCache, resolve_cache_path
 
+        for f in files:  # every file is there before anything is stored
+            resolve_cache_path(f)
         bar = Progress("import-kt", enabled=progress)
-        database = open_db(db)
+        database = None  # opened once the first cache has loaded: a cache refused creates no database
         total = new = 0
         try:
             for f in files:
                 t0 = time.perf_counter()
-                task, device, n, added = import_kt(database, f, progress=bar)
+                cache = KTCache.load(f)
+                database = database or open_db(db)
+                task, device, n, added = import_kt(database, cache, progress=bar)
                 dt = time.perf_counter() - t0
                 total, new = total + n, new + added
                 typer.echo(f"{f}: {added} new of {n} trials for task {task.name} [{task.key}] on {device.name} "
                            f"({n / dt:,.0f} trials/s)")
         finally:
-            database.close()
+            if database is not None:
+                database.close()
         if len(files) > 1:  # one cache's line says it all already
             bar.summary(f"{new:,} new of {total:,} trials from {len(files)} cache files in {bar.elapsed_s:.1f} s")
 
@@ -61,6 +69,9 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         if not to_stdout:
             writable_output(output, "the export file")
         database = open_db(db, existing=True)
+        stored = database.engine.url.database if database.dialect == "sqlite" else None
+        if not to_stdout and stored and output.exists() and os.path.samefile(output, stored):
+            raise UsageError(f"the export file {str(output)[:200]!r} is the database itself; give -o another file")
         names = resolve_filters(database, campaign=campaign, task=task, device=device)  # unknown: closest names
         if to_stdout:
             n = 0
@@ -81,8 +92,9 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         One line says how many trials were read and how many were new. On a terminal, a bar on standard
         error counts the file's lines as they are read (--no-progress: no bar)."""
-        from autotune.db.logs import import_file
+        from autotune.db.logs import import_file, jsonl_path
 
+        jsonl_path(file)  # a missing file creates no database
         bar = Progress("import", enabled=progress)
         database = open_db(db)
         try:

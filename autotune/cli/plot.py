@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -21,15 +23,69 @@ def convergence_series(database, campaigns: list[str], include_reused: bool = Fa
     """What ``plot convergence`` draws, one dict per campaign: ``label``, ``trial`` (the x axis: the
     campaign's own measurements, or every evaluation with ``include_reused``), ``simulated_s`` (the
     cumulative simulated time at each), ``best`` (the best cost so far at each; NaN before the first
-    success) and ``reused`` (how many of the points are look-ups: 0 unless ``include_reused``)."""
+    success), ``reused`` (how many of the points are look-ups: 0 unless ``include_reused``) and ``time``
+    (whether its costs are seconds: not a minimized function's values)."""
+    from sqlalchemy import select
+
     from autotune.db import queries
+    from autotune.db.models import CampaignRow, TaskRow
 
     series = []
-    for name in campaigns:
+    for name in dict.fromkeys(campaigns):  # a campaign named twice is drawn once
         df = queries.convergence(database, name, include_reused=include_reused)
+        with database.session() as s:
+            kind = s.scalar(select(TaskRow.kind).join(CampaignRow, CampaignRow.task_id == TaskRow.id)
+                            .where(CampaignRow.name == name))
         series.append({"label": name, "trial": df["trial"].to_list(), "simulated_s": df["simulated_cum_s"].to_list(),
-                       "best": df["best_so_far"].to_list(), "reused": int(df["reused"].sum())})
+                       "best": df["best_so_far"].to_list(), "reused": int(df["reused"].sum()),
+                       "time": kind != "function"})
     return series
+
+
+@contextlib.contextmanager
+def _no_glyph_warnings():
+    """Draw a name in a script the font lacks as boxes, without a warning."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        yield
+
+
+def convergence_figure(series: list[dict], include_reused: bool = False):
+    """The matplotlib figure of ``series`` (:func:`convergence_series`): best so far against trials, and
+    against simulated time where a campaign spent some. A campaign without a point, or without a
+    success, says so in the legend; the cost axis is logarithmic unless a best is 0, and in seconds unless
+    a campaign minimized a function (whose values have no unit)."""
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with_sim = any(s["simulated_s"] and max(s["simulated_s"]) > 0 for s in series)
+    bests = [b for s in series for b in s["best"] if not math.isnan(b)]
+    fig, axes = plt.subplots(1, 2 if with_sim else 1, figsize=(11 if with_sim else 6, 4), squeeze=False)
+    for s in series:
+        label = s["label"]
+        if not s["trial"]:
+            label += " (empty)"
+        elif all(math.isnan(b) for b in s["best"]):
+            label += f" (no successful trial: {len(s['trial'])} failed)"
+        axes[0][0].step(s["trial"], s["best"], where="post", label=label)
+        if with_sim:
+            axes[0][1].step(s["simulated_s"], s["best"], where="post", label=label)
+    axes[0][0].set_xlabel("evaluation (own trials and reused look-ups)" if include_reused else "trial (own measurements)")
+    if with_sim:
+        axes[0][1].set_xlabel("simulated tuning time (s)")
+    for ax in axes[0]:
+        ax.set_ylabel("best cost so far" + (" (s)" if all(s["time"] for s in series) else ""))
+        if bests and min(bests) > 0:  # a log axis cannot show a cost of 0
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    with _no_glyph_warnings():
+        fig.tight_layout()
+    return fig
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
@@ -47,32 +103,14 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         """Draw the best cost so far against the campaign's own trials, and against simulated time where
         there is one. With --include-reused, the trials it looked up count too (at no simulated time)."""
         writable_output(output, "the plot", (".png", ".svg", ".pdf"))
-        import matplotlib
-
-        matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
         from autotune.db.queries import resolve_filters
 
         database = open_db(db, existing=True)
         campaign = [resolve_filters(database, campaign=name)["campaign"] for name in campaign]  # as `trials` names them
-        series = convergence_series(database, campaign, include_reused)
-        with_sim = any(s["simulated_s"] and max(s["simulated_s"]) > 0 for s in series)
-        fig, axes = plt.subplots(1, 2 if with_sim else 1, figsize=(11 if with_sim else 6, 4), squeeze=False)
-        for s in series:
-            label = s["label"] if s["trial"] else f"{s['label']} (empty)"
-            axes[0][0].step(s["trial"], s["best"], where="post", label=label)
-            if with_sim:
-                axes[0][1].step(s["simulated_s"], s["best"], where="post", label=label)
-        axes[0][0].set_xlabel("evaluation (own trials and reused look-ups)" if include_reused else "trial (own measurements)")
-        if with_sim:
-            axes[0][1].set_xlabel("simulated tuning time (s)")
-        for ax in axes[0]:
-            ax.set_ylabel("best cost so far (s)")
-            ax.set_yscale("log")
-            ax.grid(True, alpha=0.3)
-            ax.legend()
-        fig.tight_layout()
-        fig.savefig(output)
+        fig = convergence_figure(convergence_series(database, campaign, include_reused), include_reused)
+        with _no_glyph_warnings():
+            fig.savefig(output)
         plt.close(fig)
         typer.echo(f"wrote {output}")

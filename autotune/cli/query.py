@@ -46,6 +46,7 @@ CAMPAIGN_COLUMNS = [
     Col("status", width=10, least=8),
     Col("trials", render=number, right=True),
     Col("reused", render=number, right=True),
+    Col("errors", render=lambda v: "" if v == 0 else number(v), right=True, optional=True),  # left out when none failed
     Col("best_cost", header="best", render=seconds, right=True),
     Col("best_cost_including_reused", header="best+reused", render=seconds, right=True),
     Col("updated", render=relative_time, least=10),
@@ -153,7 +154,8 @@ def list_campaigns(db: str, format: str, include_reused: bool, wide: bool, task:
         typer.echo("no campaigns" + (" match" if task or device else " yet"), err=True)
         return
     df = next(plain_costs(database, [df.reset_index(drop=True)], format))
-    write_frame(df, format, columns=CAMPAIGN_COLUMNS, wide=wide)
+    # --include-reused's two columns leave no room for the errors within 100 columns (--wide shows them)
+    write_frame(df, format, columns=_layout(CAMPAIGN_COLUMNS, ("errors",) if include_reused else ()), wide=wide)
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
@@ -289,8 +291,13 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         own = filters["campaign"] is not None and queries.lookups(database, filters["campaign"]) == 0
         drop = tuple(k for k, same in (("campaign", own), ("device", filters["device"] is not None)) if same)
         frames = plain_costs(database, pages, format)
-        if format == "table" and not wide:  # csv, json and --wide have every column, raw: task and task_key
-            frames = _with_task_column(frames)
+        if format == "table":  # laid out once over every page: read whole anyway
+            frames = list(frames)
+            if not any(len(df) for df in frames):
+                typer.echo("no trials" + (" match" if any(filters.values()) else " yet"), err=True)
+                return
+            if not wide:  # csv, json and --wide have every column, raw: task and task_key
+                frames = _with_task_column(frames)
         shown = write_pages(frames, format, columns=_layout(TRIAL_COLUMNS, drop), wide=wide)
         if not all_ and top is None and shown == limit:
             total = queries.count_trials(database, **filters)
@@ -339,8 +346,11 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             res = best_config(task, device, db=database).to_json()
             res["from"] = ", ".join(f"{d['device']} (similarity {d['score']})" for d in res["from"])
             df = pd.DataFrame([res])[["task", "task_key", "device", "source", "from", "config"]]
-        if df.empty:
-            raise UsageError("no successful trial matches" + (f" task {task!r}" if task else "") + (f" device {device!r}" if device else ""))
+        if df.empty and format == "table":  # csv and json say it as a header alone, an empty array
+            typer.echo(("no successful trial matches" if task or device else "no successful trials yet")
+                       + (f" task {task!r}" if task else "")
+                       + (f" device {device!r}" if device else ""), err=True)
+            return
         df = next(plain_costs(database, [df], format))
         write_frame(df, format, columns=_layout(BEST_COLUMNS, () if k > 1 else ("rank",)), wide=wide)
 

@@ -29,7 +29,7 @@ from sqlalchemy import func, or_, select
 
 from autotune.dashboard.analysis import dimensions, flatten, main_effects, transfer_of
 from autotune.dashboard.domains import DomainReads
-from autotune.dashboard.paging import decode_cursor, encode_cursor, text_filter, trial_page
+from autotune.dashboard.paging import decode_cursor, encode_cursor, like_literal, text_filter, trial_page
 from autotune.dashboard.rows import NotFound, resolve_stored
 from autotune.dashboard.rows import json_value as _json
 from autotune.dashboard.summary import Series, Summary, as_text, seconds_between
@@ -87,18 +87,22 @@ class DashboardData(DomainReads):
                 .join(DeviceRow, DeviceRow.id == CampaignRow.device_id).where(CampaignRow.name == name)).first()
 
     def summary_of(self, campaign_id: int, wait: bool = True) -> tuple[Summary, bool]:
-        """(the campaign's summary, whether it is complete), brought up to date first (a deleted and
-        re-made history starts over). Without ``wait``, a summary another thread is reading (the
+        """(the campaign's summary, whether it is complete), brought up to date first. A campaign deleted
+        and made again (``--fresh``) starts over, though SQLite may give it the same id and link ids: its
+        creation time tells it apart. Without ``wait``, a summary another thread is reading (the
         start-up warm-up, a first visit) is returned as far as it got, and marked incomplete."""
         with self._lock:
             summ = self._summaries.setdefault(campaign_id, Summary(campaign_id))
         if not summ.lock.acquire(blocking=wait):
             return summ, False
         try:
+            last_link = select(func.max(L.c.id)).where(L.c.campaign_id == campaign_id).scalar_subquery()
             with self.db.session() as s:
-                last = s.scalar(select(func.max(L.c.id)).where(L.c.campaign_id == campaign_id)) or 0
-            if last < summ.last_link:
-                summ.reset()
+                created, last = s.execute(select(CampaignRow.created, last_link)
+                                          .where(CampaignRow.id == campaign_id)).first() or (None, None)
+            last = last or 0
+            if last < summ.last_link or created != summ.created:
+                summ.reset(created)
             if last > summ.last_link:
                 summ.update(self.db)
             return summ, True
@@ -138,10 +142,10 @@ class DashboardData(DomainReads):
         device contains ``q``."""
         limit, offset = max(1, min(int(limit), 500)), max(0, int(offset))
         where = True
-        if q:
-            pat = f"%{q}%"
-            where = or_(CampaignRow.name.ilike(pat), TaskRow.name.ilike(pat), DeviceRow.name.ilike(pat),
-                        CampaignRow.algorithm.ilike(pat))
+        if q:  # the text as it is: % and _ are no wildcards
+            pat = f"%{like_literal(q)}%"
+            where = or_(*(col.ilike(pat, escape="\\") for col in (CampaignRow.name, TaskRow.name, DeviceRow.name,
+                                                                    CampaignRow.algorithm)))
         base = (select(CampaignRow, TaskRow, DeviceRow).join(TaskRow, TaskRow.id == CampaignRow.task_id)
                 .join(DeviceRow, DeviceRow.id == CampaignRow.device_id).where(where))
         with self.db.session() as s:

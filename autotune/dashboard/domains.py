@@ -123,24 +123,27 @@ class DomainReads:
             raise NotFound("task", key, [])
         with self.db.session() as s:
             max_trial = s.scalar(select(func.max(T.c.id))) or 0  # any new trial may change the comparison
-        return self._cached(("task", task.id), max_trial, lambda: self._task(task))
+            # the campaigns are read afresh (a few rows): their status changes with no new trial
+            camps = s.execute(select(CampaignRow, DeviceRow.name).join(DeviceRow, DeviceRow.id == CampaignRow.device_id)
+                              .where(CampaignRow.task_id == task.id).order_by(CampaignRow.id)).all()
+        shown = self.db.running_status([(c.id, c.status) for c, _ in camps])  # "running" with no live worker: stopped
+        campaigns = [{"name": c.name, "device": dname, "algorithm": c.algorithm, "status": shown[c.id],
+                      "created": as_text(c.created), "transfer": transfer_of(c.algorithm, c.options or {}),
+                      "options": c.options or {}} for c, dname in camps]
+        return {"key": task.key, "kind": task.kind, "name": task.name, "params": task.params or {},
+                "devices": self._cached(("task", task.id), max_trial, lambda: self._devices(task)),
+                "campaigns": campaigns}
 
-    def _task(self, task: TaskRow) -> dict:
+    def _devices(self, task: TaskRow) -> list[dict]:
+        """The devices that measured ``task``, fastest first: best cost, trials and successes of each."""
         with self.db.session() as s:
             per_device = s.execute(
                 select(T.c.device_id, func.min(T.c.cost), func.count(T.c.id), func.count(T.c.cost))
                 .where(T.c.task_id == task.id).group_by(T.c.device_id)).all()
             devices = {d.id: d for d in s.execute(select(DeviceRow).where(
                 DeviceRow.id.in_([r[0] for r in per_device]))).scalars().all()} if per_device else {}
-            camps = s.execute(select(CampaignRow, DeviceRow.name).join(DeviceRow, DeviceRow.id == CampaignRow.device_id)
-                              .where(CampaignRow.task_id == task.id).order_by(CampaignRow.id)).all()
-        out_devices = sorted(
+        return sorted(
             ({"device": devices[d].name, "device_key": devices[d].key, "kind": devices[d].kind, "best_cost": best,
               "trials": n, "ok": ok, "properties": devices[d].properties or {}} for d, best, n, ok in per_device),
             key=lambda r: (r["best_cost"] is None, r["best_cost"] or 0.0))
-        campaigns = [{"name": c.name, "device": dname, "algorithm": c.algorithm, "status": c.status,
-                      "created": as_text(c.created), "transfer": transfer_of(c.algorithm, c.options or {}),
-                      "options": c.options or {}} for c, dname in camps]
-        return {"key": task.key, "kind": task.kind, "name": task.name, "params": task.params or {},
-                "devices": out_devices, "campaigns": campaigns}
 

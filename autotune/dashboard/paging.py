@@ -11,6 +11,7 @@ stopped. The cursor is the sort key of the last row seen, as opaque URL-safe tex
 from __future__ import annotations
 
 import base64
+import math
 import re
 
 import orjson
@@ -30,27 +31,43 @@ def encode_cursor(d: dict) -> str:
     return base64.urlsafe_b64encode(orjson.dumps(d)).decode().rstrip("=")
 
 
+def _cursor_ok(d) -> bool:
+    """Whether ``d`` has a cursor's shape: a trial id ``i`` (an integer) and a cost ``c`` (a finite number,
+    with ``i``, or null), each optional."""
+    if not isinstance(d, dict):
+        return False
+    i, c = d.get("i"), d.get("c")
+    if "i" in d and type(i) is not int:
+        return False
+    return c is None or (type(c) in (int, float) and math.isfinite(c) and "i" in d)
+
+
 def decode_cursor(text: str | None) -> dict | None:
     """The cursor ``encode_cursor`` made (None for none); UsageError for anything else."""
     if not text:
         return None
     try:
         d = orjson.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-        if isinstance(d, dict):
+        if _cursor_ok(d):
             return d
     except (ValueError, orjson.JSONDecodeError):
         pass
     raise UsageError(f"bad page cursor {text[:40]!r}")
 
 
+def like_literal(text: str) -> str:
+    """``text`` for a LIKE pattern with escape character backslash: its % and _ match themselves."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def text_filter(q: str):
     """Trials whose configuration (as JSON text), error or status contains ``q`` (any case);
     ``name=value`` matches a configuration entry (``"name":value`` in its JSON)."""
-    esc = q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    esc = like_literal(q)
     cand = cast(T.c.candidate, Text)
     m = re.fullmatch(r"\s*([\w.:-]+)\s*=\s*(.+?)\s*", q)
     if m:
-        k, v = (x.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") for x in m.groups())
+        k, v = (like_literal(x) for x in m.groups())
         pats = [f'%"{k}":{v}%', f'%"{k}": {v}%', f'%"{k}":"{v}"%', f'%"{k}": "{v}"%']
         return or_(*[cand.ilike(p, escape="\\") for p in pats])
     pat = f"%{esc}%"

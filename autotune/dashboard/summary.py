@@ -75,6 +75,7 @@ class Summary:
     """Everything a single pass over a campaign's history in order gives, kept up to date."""
 
     campaign_id: int
+    created: object = None  # the campaign's creation time: another campaign given the same id has another
     last_link: int = 0
     own: Series = field(default_factory=Series)
     all: Series = field(default_factory=Series)  # own and reused evaluations
@@ -84,15 +85,15 @@ class Summary:
     last_created: object = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def reset(self) -> None:
-        """Forget everything read (the history shrank: a campaign deleted and made again)."""
-        self.last_link, self.own, self.all = 0, Series(), Series()
+    def reset(self, created=None) -> None:
+        """Forget everything read (a campaign deleted and made again, created at ``created``)."""
+        self.created, self.last_link, self.own, self.all = created, 0, Series(), Series()
         self.statuses, self.reused_statuses = Counter(), Counter()
         self.first_created = self.last_created = None
 
     @property
-    def version(self) -> tuple[int, int]:
-        return self.last_link, self.all.n
+    def version(self) -> tuple:
+        return self.created, self.last_link, self.all.n
 
     def update(self, db: Database) -> None:
         """Read the links added since the last update (all of them the first time), SCAN_CHUNK at a time."""

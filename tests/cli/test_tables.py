@@ -190,8 +190,8 @@ def _table(r, rows: int, width: int = 100) -> list[str]:
 
 def test_campaigns_table(tuned):
     lines = _table(run("campaigns", "--db", tuned), 2)
-    assert lines[0].split() == ["campaign", "task", "device", "algorithm", "status", "trials", "reused", "best",
-                                "updated"]
+    assert lines[0].split() == ["campaign", "task", "device", "algorithm", "status", "trials", "reused", "errors",
+                                "best", "updated"]  # the recording's failed configurations: errors
     assert all(line.rstrip().endswith("just now") or line.rstrip().endswith("min ago") for line in lines[2:])
     assert " ms " in lines[2] + " " and "RTX 3090" in lines[2] and "NVIDIA" not in lines[2]
     assert "…" in lines[2]  # the long derived campaign names, cut at the start

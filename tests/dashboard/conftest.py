@@ -146,3 +146,14 @@ def demo_db(tmp_path_factory) -> dict:
     small = insert_bulk_campaign(url, "bulk-small", 3000, seed=1, device="Other Synthetic GPU")
     big = insert_bulk_campaign(url, "bulk-100k", BULK_N, seed=0)
     return {"url": url, "folder": folder, "graph": graph, "bulk": big, "bulk_small": small}
+
+
+@pytest.fixture(scope="module")
+def client(demo_db):
+    """The dashboard over the shared database, through Starlette's test client (no warm-up thread)."""
+    from starlette.testclient import TestClient
+
+    from autotune.dashboard.app import create_app
+
+    with TestClient(create_app(demo_db["url"], warm=False)) as c:
+        yield c

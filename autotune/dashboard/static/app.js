@@ -44,15 +44,32 @@ async function api(path, params) {
   return body;
 }
 
-function fmtCost(v) {
-  if (v === null || v === undefined || !isFinite(v)) return "—";
-  const a = Math.abs(v);
-  if (a === 0) return "0 s";
-  if (a >= 1) return `${v.toPrecision(4)} s`;
-  if (a >= 1e-3) return `${(v * 1e3).toPrecision(4)} ms`;
-  if (a >= 1e-6) return `${(v * 1e6).toPrecision(4)} µs`;
-  return `${(v * 1e9).toPrecision(4)} ns`;
+function sig(x) {
+  // x to 4 significant digits as Python's format(x, ".4g") writes it: no trailing zeros, 1.235e+05
+  const r = Number(x.toPrecision(4));
+  const e = r === 0 ? 0 : Math.floor(Math.log10(Math.abs(r)));
+  if (e >= -4 && e < 4) return String(r);
+  const [m, ex] = r.toExponential(3).split("e");
+  return `${m.replace(/\.?0+$/, "")}e${ex[0] === "-" ? "-" : "+"}${ex.replace(/^[-+]/, "").padStart(2, "0")}`;
 }
+function fmtCost(v, kind) {
+  // as the command line's tables write costs: seconds to 4 significant digits with a unit, rounded before the
+  // unit is chosen (0.99996 s is "1 s"); the value a minimized function returned (a "function" task) has no
+  // unit: the number alone
+  if (v === null || v === undefined || !isFinite(v)) return "—";
+  if (kind === "function") return sig(v);
+  const r = Number(v.toPrecision(4));
+  const a = Math.abs(r);
+  if (a === 0) return "0 s";
+  if (a >= 1e4) return `${r.toLocaleString("en-US", { maximumFractionDigits: 0 })} s`;
+  if (a >= 1) return `${sig(r)} s`;
+  if (a >= 1e-3) return `${sig(r * 1e3)} ms`;
+  if (a >= 1e-6) return `${sig(r * 1e6)} µs`;
+  return `${sig(r * 1e9)} ns`;
+}
+// a cost axis: in seconds unless the task minimized a function; logarithmic unless a cost is 0
+const costAxis = (text, kind, ys) => ({ title: text === undefined ? undefined : { text: kind === "function" ? text : `${text} (s)` },
+  type: ys.some((y) => y !== null && y <= 0) ? "linear" : "log", exponentformat: "SI" });
 const fmtInt = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US"));
 const fmtNum = (v, d = 3) => (v === null || v === undefined || !isFinite(v) ? "—"
   : Math.abs(v) >= 1000 ? Number(v).toLocaleString("en-US", { maximumFractionDigits: 0 }) : Number(v).toPrecision(d));
@@ -189,7 +206,7 @@ async function campaignsPage(view, gen) {
       el("td", { class: "num", title: c.complete ? null : "still reading this campaign's history" }, fmtInt(c.measured), c.complete ? "" : "…"),
       el("td", { class: "num" }, fmtInt(c.reused), c.complete ? "" : "…"),
       el("td", { class: "num" }, fmtInt(c.errors)),
-      el("td", { class: "num" }, fmtCost(c.best_cost)),
+      el("td", { class: "num" }, fmtCost(c.best_cost, c.task_kind)),
       el("td", { class: "num" }, fmtTime(c.updated))));
     body.replaceChildren(data.campaigns.length ? table(
       ["campaign", "task", "device", "algorithm", "status", { label: "measured", num: true },
@@ -241,7 +258,7 @@ async function campaignPage(view, name, gen) {
   renderStatuses(statusDiv, c);
   let convData = await api("convergence", { campaign: name });
   if (gen !== generation) return;
-  const drawConv = () => renderConvergence(conv, convData, reusedBox.checked);
+  const drawConv = () => renderConvergence(conv, convData, reusedBox.checked, c.task_kind);
   reusedBox.addEventListener("change", drawConv);
   drawConv();
   trialTable(tableCard, c, gen);
@@ -250,8 +267,8 @@ async function campaignPage(view, name, gen) {
     Promise.all([api("sample", { campaign: name }), api("importance", { campaign: name })]).then(([s, imp]) => {
       if (gen !== generation) return;
       renderImportance(impDiv, imp);
-      renderParcoords(pcDiv, s, imp);
-      renderSlices(sliceDiv, s, imp);
+      renderParcoords(pcDiv, s, imp, c.task_kind);
+      renderSlices(sliceDiv, s, imp, c.task_kind);
     }),
     api("cost-models", { campaign: name }).then((m) => { if (gen === generation) renderModels(modelsDiv, m.models, false); }),
   ];
@@ -278,8 +295,8 @@ function renderHead(head, c) {
       kpi("measured trials", fmtInt(c.measured)),
       kpi("reused look-ups", fmtInt(c.reused)),
       kpi("errors", fmtInt(c.errors)),
-      kpi("best cost", fmtCost(c.best_cost)),
-      c.best_cost_including_reused !== c.best_cost ? kpi("best incl. reused", fmtCost(c.best_cost_including_reused)) : null,
+      kpi("best cost", fmtCost(c.best_cost, c.task_kind)),
+      c.best_cost_including_reused !== c.best_cost ? kpi("best incl. reused", fmtCost(c.best_cost_including_reused, c.task_kind)) : null,
       kpi("simulated time", `${fmtNum(c.simulated_s, 4)} s`),
       kpi("updated", fmtTime(c.updated))),
     c.complete ? null : el("div", { class: "note" }, `still reading this campaign's history (${fmtInt(c.evaluations)} evaluations so far): the figures fill in as the page refreshes`),
@@ -301,7 +318,7 @@ function renderStatuses(div, c) {
     margin: { l: 60, r: 20, t: 20, b: 60 } });
 }
 
-function renderConvergence(divs, data, includeReused) {
+function renderConvergence(divs, data, includeReused, kind) {
   const s = includeReused ? data.all : data.own;
   const axes = [
     [divs.own, "n", includeReused ? "evaluations" : "own trials", "by trial"],
@@ -320,12 +337,12 @@ function renderConvergence(divs, data, includeReused) {
     const x = pts.map((p) => p[key]);
     const y = pts.map((p) => p.cost);
     if (pts.length) { x.push(s.end[key]); y.push(pts[pts.length - 1].cost); }
-    const text = pts.map((p) => `trial ${p.trial} (#${p.n})<br>${fmtCost(p.cost)}`);
+    const text = pts.map((p) => `trial ${p.trial} (#${p.n})<br>${fmtCost(p.cost, kind)}`);
     plot(div, [{ type: "scatter", mode: "lines+markers", line: { shape: "hv", color: "#2c6bd6" }, marker: { size: 6 },
       x, y, text, hovertemplate: "%{text}<extra></extra>", name: "best so far" }], {
       title: { text: title, font: { size: 13 } },
       xaxis: { title: { text: key === "n" && s.n > 1000 ? `${label} (log scale)` : label }, type: key === "n" && s.n > 1000 ? "log" : "linear" },
-      yaxis: { title: { text: "best cost (s)" }, type: "log", exponentformat: "SI" },
+      yaxis: costAxis("best cost", kind, y),
       annotations: pts.length ? [] : [{ text: "no successful trial yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }],
     });
   }
@@ -375,7 +392,7 @@ function trialTable(cardEl, c, gen) {
     tbody.replaceChildren(...data.trials.map((t) => el("tr", {},
       el("td", {}, String(t.id), t.reused ? el("span", { class: "tag", title: "measured elsewhere, looked up" }, " reused") : null),
       el("td", {}, statusTag(t.status)),
-      el("td", { class: "num" }, fmtCost(t.cost)),
+      el("td", { class: "num" }, fmtCost(t.cost, c.task_kind)),
       el("td", { class: "config", title: configText(t.candidate) }, shorten(configText(t.candidate), 180)),
       el("td", { class: "err", title: t.error }, shorten(t.error || "", 80)),
       el("td", { class: "num" }, fmtTime(t.created)))));
@@ -431,7 +448,7 @@ function levels(trials, d) {
   return vs.length <= 16 ? vs.sort((a, b) => a - b) : null;
 }
 
-function renderParcoords(div, sample, imp) {
+function renderParcoords(div, sample, imp, kind) {
   const ok = sample.trials.filter((t) => t.cost !== null && t.cost > 0);
   const dims = orderedDims(sample, imp).slice(0, 10);
   if (ok.length < 2 || !dims.length) { div.replaceChildren(note("not enough successful trials with varying parameters")); return; }
@@ -450,10 +467,10 @@ function renderParcoords(div, sample, imp) {
   const logc = ok.map((t) => Math.log10(t.cost));
   dimensions.push({ label: "log10 cost", values: logc });
   plot(p, [{ type: "parcoords", dimensions, line: { color: logc, colorscale: "Viridis", showscale: true,
-    colorbar: { title: { text: "log10 s" } } } }], { margin: { l: 70, r: 70, t: 50, b: 30 } });
+    colorbar: { title: { text: kind === "function" ? "log10 cost" : "log10 s" } } } }], { margin: { l: 70, r: 70, t: 50, b: 30 } });
 }
 
-function renderSlices(div, sample, imp) {
+function renderSlices(div, sample, imp, kind) {
   const ok = sample.trials.filter((t) => t.cost !== null && t.cost > 0);
   const dims = orderedDims(sample, imp).slice(0, 6);
   if (!ok.length || !dims.length) { div.replaceChildren(note("not enough successful trials with varying parameters")); return; }
@@ -476,11 +493,11 @@ function renderSlices(div, sample, imp) {
         legendgroup: best ? "best" : "random", showlegend: i === 0,
         x: pts.map((t) => (vals ? String(t.params[d.name]) : t.params[d.name])), y: pts.map((t) => t.cost),
         marker: { size: 5, opacity: best ? 0.9 : 0.45, color: best ? "#d2453d" : "#2c6bd6" },
-        text: pts.map((t) => `trial ${t.id}`), hovertemplate: `%{text}<br>${d.name}=%{x}<br>%{y:.4s}s<extra></extra>` });
+        text: pts.map((t) => `trial ${t.id}<br>${fmtCost(t.cost, kind)}`), hovertemplate: `%{text}<br>${d.name}=%{x}<extra></extra>` });
     }
     layout[`xaxis${ax}`] = vals ? { title: { text: d.name, font: { size: 11 } }, type: "category", categoryorder: "array",
       categoryarray: vals.map(String) } : { title: { text: d.name, font: { size: 11 } } };
-    layout[`yaxis${ax}`] = { type: "log", exponentformat: "SI", title: i % cols === 0 ? { text: "cost (s)" } : undefined };
+    layout[`yaxis${ax}`] = costAxis(i % cols === 0 ? "cost" : undefined, kind, []);  // costs of 0 are left out
   });
   plot(p, traces, layout);
 }
@@ -593,7 +610,7 @@ async function taskPage(view, key, gen) {
   if (gen !== generation) return;
   document.title = `${t.name} · autotune`;
   const bar = plotDiv("task-devices");
-  const devRows = t.devices.map((d) => el("tr", {}, el("td", {}, d.device), el("td", {}, d.kind), el("td", { class: "num" }, fmtCost(d.best_cost)),
+  const devRows = t.devices.map((d) => el("tr", {}, el("td", {}, d.device), el("td", {}, d.kind), el("td", { class: "num" }, fmtCost(d.best_cost, t.kind)),
     el("td", { class: "num" }, fmtInt(d.ok)), el("td", { class: "num" }, fmtInt(d.trials))));
   const campRows = t.campaigns.map((c) => el("tr", {}, el("td", {}, campaignLink(c.name)), el("td", {}, c.device), el("td", {}, c.algorithm),
     el("td", {}, statusTag(c.status)),
@@ -609,9 +626,9 @@ async function taskPage(view, key, gen) {
     card("Task parameters", el("pre", {}, JSON.stringify(t.params, null, 2))));
   if (t.devices.length) {
     const ds = t.devices.filter((d) => d.best_cost !== null);
-    plot(bar, [{ type: "bar", x: ds.map((d) => d.device), y: ds.map((d) => d.best_cost), text: ds.map((d) => fmtCost(d.best_cost)),
+    plot(bar, [{ type: "bar", x: ds.map((d) => d.device), y: ds.map((d) => d.best_cost), text: ds.map((d) => fmtCost(d.best_cost, t.kind)),
       textposition: "auto", marker: { color: "#2c6bd6" }, hovertemplate: "%{x}: %{text}<extra></extra>" }],
-    { yaxis: { title: { text: "best cost (s)" }, type: "log", exponentformat: "SI" }, margin: { l: 60, r: 20, t: 20, b: 80 } });
+    { yaxis: costAxis("best cost", t.kind, ds.map((d) => d.best_cost)), margin: { l: 60, r: 20, t: 20, b: 80 } });
   }
 }
 
