@@ -52,6 +52,15 @@ _UNSPELLED = {"graph": {"threads": 1, "fusion": None, "tolerance": 1e-3}}
 DEFAULT_DB_URL = "sqlite:///autotune.db"
 
 
+def recipe_path(value: str | os.PathLike | None, written: bool = False) -> str | None:
+    """A file named in a recipe, as a resume or a worker started in another folder finds it: the absolute path
+    of an existing file, or of any file the command writes (``written``); anything else (a built-in model or
+    cluster, an ``example:`` recording) as given."""
+    if value is None:
+        return None
+    return os.path.abspath(value) if written or os.path.isfile(value) else str(value)
+
+
 def _db_arg(db: Database | None) -> list[str]:
     """The --db words of a resume command: none for the default database or the one AUTOTUNE_DB names
     (the variable names it again); a URL with a password as "$AUTOTUNE_DB", since the password is never

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from autotune.algorithms.model_guided import make_search
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, check_options
 from autotune.campaign import Campaign, CampaignResult, check_run
+from autotune.campaign.resume import recipe_path
 from autotune.db import open_database
 from autotune.drivers.function import budgets, with_task
 from autotune.errors import UsageError, argument
@@ -52,7 +53,7 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
         name = campaign or f"command-{program}-{knobs.task.key[:8]}-{algo.name}-seed{seed}"
         # how `autotune worker` runs it again (on another host: the program and the space file at the same paths)
         recipe = {"kind": "command", "args": {
-            "argv": argv, "space_file": os.path.abspath(space_file), "trials": trials, "time_budget": time_budget,
+            "argv": argv, "space_file": recipe_path(space_file), "trials": trials, "time_budget": time_budget,
             "algorithm": algorithm, "cost_model": cost_model, "seed": seed, "batch": batch, "timeout_s": timeout_s}}
         if options:
             recipe["args"]["options"] = options

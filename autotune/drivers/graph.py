@@ -37,6 +37,7 @@ import numpy as np
 from autotune.algorithms.base import SearchAlgorithm
 from autotune.algorithms.registry import ALGORITHMS, algorithm_class, check_options
 from autotune.campaign import Campaign, checked_seed
+from autotune.campaign.resume import recipe_path
 from autotune.db import open_database
 from autotune.db.database import Database
 from autotune.db.op_costs import DatabaseOpCostCache
@@ -274,14 +275,14 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
             recipe = None
             if isinstance(model, (str, os.PathLike)):  # a file any worker can read again
                 recipe = {"kind": "graph", "args": {
-                    "model": str(model), "device": device, "algorithm": algorithm, "alpha": alpha, "trials": trials,
-                    "time_budget": time_budget, "seed": seed, "batch": batch, "rules_file": rules_file,
+                    "model": recipe_path(model), "device": device, "algorithm": algorithm, "alpha": alpha, "trials": trials,
+                    "time_budget": time_budget, "seed": seed, "batch": batch, "rules_file": recipe_path(rules_file),
                     "max_measure": max_measure, "rounds": rounds, "threads": threads, "fusion": fusion,
                     "tolerance": tolerance, **({"options": options} if options else {}),
                     **({"input_shapes": {k: list(v) for k, v in input_shapes.items()}} if input_shapes else {}),
-                    **({"start_from": start_from} if start_from else {})}}
+                    **({"start_from": recipe_path(start_from)} if start_from else {})}}
                 if output:  # what the command printed to resume it (on Ctrl-C) writes; a worker writes nothing
-                    recipe["files"] = {"output": str(output)}
+                    recipe["files"] = {"output": recipe_path(output, written=True)}
             return _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign,
                              trials, time_budget, seed, batch, max_measure, rounds, fusion, tolerance, bar,
                              t_start, [rule_record(r) for r in rules], recipe, fresh, (start, start_speedup))

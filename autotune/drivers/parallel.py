@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from autotune.algorithms.registry import ALGORITHMS, check_options, make_algorithm
 from autotune.campaign import Campaign, check_run
+from autotune.campaign.resume import recipe_path
 from autotune.db import open_database, open_existing_database, queries
 from autotune.db.calibration import measured
 from autotune.errors import UsageError, argument, did_you_mean
@@ -243,13 +244,13 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
             recipe = None
             if isinstance(model, str) and isinstance(cluster, str) and _storable_url(measured_db):
                 recipe = {"kind": "parallel", "args": {
-                    "model": model, "cluster": cluster, "batch": batch, "algorithm": algorithm, "trials": trials,
+                    "model": recipe_path(model), "cluster": recipe_path(cluster), "batch": batch, "algorithm": algorithm, "trials": trials,
                     "seed": seed, "time_budget": time_budget, "options": options, "microbatches": microbatches,
                     **({"recompute": mode} if mode is not None else {}),
                     **({"optimizer": optimizer} if optimizer != DEFAULT_OPTIMIZER else {}),
                     **({"input_shapes": {k: list(v) for k, v in input_shapes.items()}} if input_shapes else {}),
                     **({"measured_db": measured_db, "measured_device": measured_device} if measured_db else {})}}
-                files = {k: str(v) for k, v in (command_files or {}).items() if v}
+                files = {k: recipe_path(v, written=True) for k, v in (command_files or {}).items() if v}
                 if files:
                     recipe["files"] = files
             result = _search(space, runner, database, algo, trials, seed, time_budget, name, bar, t0, recipe, fresh)

@@ -12,6 +12,7 @@ from autotune.algorithms.registry import (
     check_options,
 )
 from autotune.campaign import Campaign, CampaignResult, check_run
+from autotune.campaign.resume import recipe_path
 from autotune.db import open_database
 from autotune.errors import UsageError, argument
 from autotune.runners.replay import ReplayRunner
@@ -56,7 +57,7 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
     else:
         runner = ReplayRunner(space.cache, measure_delay)
     recipe = {"kind": "replay", "args": {
-        "cache": cache, "algorithm": algorithm, "cost_model": cost_model, "trials": trials, "time_budget": time_budget,
+        "cache": recipe_path(cache), "algorithm": algorithm, "cost_model": cost_model, "trials": trials, "time_budget": time_budget,
         "simulated_budget": simulated_budget, "seed": seed, "batch": batch, "measure_delay": measure_delay}}
     if options:
         recipe["args"]["options"] = options

@@ -78,3 +78,27 @@ def test_ray_options_a_campaign_kind_cannot_use_are_refused_not_ignored(sqlite_u
         join_campaign("p", sqlite_url, ray="local", ray_actors=2)
     with pytest.raises(UsageError, match="does not apply to parallel campaigns"):
         join_campaign("p", sqlite_url, ray_actors=2)
+
+
+def test_a_worker_started_in_another_folder_reads_the_files_a_relative_path_named(tmp_path, monkeypatch):
+    """`tune replay --cache x.json.gz` in one folder, a worker started in another: the recipe keeps the file's
+    absolute path, so the worker reads the same recording, and the resume command names it from anywhere."""
+    import shutil
+
+    from autotune.campaign import resume_command
+    from autotune.search_spaces.replay import resolve_cache_path
+
+    first, other = tmp_path / "first", tmp_path / "other"
+    first.mkdir(), other.mkdir()
+    shutil.copy(resolve_cache_path(EXAMPLE), first / "rec.json.gz")
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    monkeypatch.chdir(first)
+    tune_replay("rec.json.gz", algorithm="random", cost_model=None, trials=10, campaign="rel", db=url, progress=False)
+    db = open_database(url)
+    recipe = db.campaign("rel").options["recipe"]
+    assert recipe["args"]["cache"] == str(first / "rec.json.gz")
+    assert str(first / "rec.json.gz") in resume_command("rel", recipe)
+    monkeypatch.chdir(other)
+    db.close()
+    out = join_campaign("rel", url)  # the campaign is done: the worker opens the recording and finds no work
+    assert out["campaign"] == "rel"
