@@ -361,13 +361,18 @@ def report(result, as_json: bool, extra: dict | None = None) -> None:
     c.print(escape(f"task {result.task.name} [{result.task.key}] on {result.device.name}"))
     assert result.trials >= 0 and result.reused >= 0, (result.trials, result.reused)
     c.print(f"trials {result.trials} measured, {result.reused} reused (looked up, not measured), {result.errors} errors")
+    from autotune.cli.tables import PlainCost, seconds
+
+    def cost(m) -> str:  # as the tables show it: a time with its unit, a minimized function's value alone
+        return seconds(PlainCost(m.cost) if getattr(result.task, "kind", None) == "function" else m.cost)
+
     if result.best is not None:
-        c.print(escape(f"best {result.best.cost:.6g} s  config {json.dumps(result.best.candidate.payload)}"))
+        c.print(escape(f"best {cost(result.best)}  config {json.dumps(result.best.candidate.payload)}"))
     else:
         c.print("no successful measurement")
     if result.best_including_reused is not None:
         better = result.best_including_reused
-        c.print(escape(f"best including reused trials {better.cost:.6g} s  config {json.dumps(better.candidate.payload)}"))
+        c.print(escape(f"best including reused trials {cost(better)}  config {json.dumps(better.candidate.payload)}"))
     c.print(f"simulated time {result.simulated_s:.1f} s, wall time {result.wall_s:.2f} s")
     for k, v in (extra or {}).items():
         c.print(escape(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"))

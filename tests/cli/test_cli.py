@@ -187,4 +187,8 @@ def test_summary_shows_keys_and_names_that_look_like_markup_on_one_line_each(cap
     out = capsys.readouterr().out
     assert "campaign c[red] (finished)" in out
     assert "task gemm [abcdef0123456789] on cpu[x]" in out
-    assert f"best 0.5 s  config {json.dumps(payload)}\n" in out  # one line, however long, when piped
+    assert f"best 500 ms  config {json.dumps(payload)}\n" in out  # one line, however long, when piped
+    # a minimized function's value has no unit, as in the tables
+    report(SimpleNamespace(**{**vars(result), "task": SimpleNamespace(name="f", key="0" * 16, kind="function")}),
+           as_json=False)
+    assert f"best 0.5  config {json.dumps(payload)}\n" in capsys.readouterr().out
