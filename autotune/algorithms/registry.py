@@ -137,3 +137,14 @@ def parse_options(pairs: Iterable[str] | None) -> dict:
             value = text
         out[key] = value
     return out
+
+
+def same_sources_spec(a: str | None, b: str | None) -> bool:
+    """Whether two ``transfer_from`` values ask for the same sources: ``auto`` in any case, device names or keys
+    whatever the spaces around their commas."""
+    def norm(spec):
+        if spec is None:
+            return None
+        names = [n.strip() for n in str(spec).split(",") if n.strip()]
+        return ["auto"] if [n.lower() for n in names] == ["auto"] else names
+    return norm(a) == norm(b)

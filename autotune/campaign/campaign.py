@@ -19,7 +19,7 @@ from rich.console import Console
 from sqlalchemy import select
 
 from autotune.algorithms.base import SearchAlgorithm
-from autotune.algorithms.registry import make_algorithm
+from autotune.algorithms.registry import make_algorithm, same_sources_spec
 from autotune.campaign.loop import CampaignRun, Heartbeat
 from autotune.campaign.result import CampaignResult, campaign_result
 from autotune.campaign.resume import resume_command
@@ -151,12 +151,19 @@ class Campaign:
         stored = ((stored_options or {}).get("recipe") or {}).get("args") or {}
         if self.recipe is None or "transfer_from" not in stored:
             return
-        new = (self.recipe.get("args") or {}).get("transfer_from")
-        if new != stored["transfer_from"]:
+        args = self.recipe.get("args") or {}
+        new = args.get("transfer_from")
+        if not same_sources_spec(new, stored["transfer_from"]):
             raise UsageError(
                 f"campaign {self.name!r} was warm-started with {argument('transfer_from')} {stored['transfer_from']!r}, "
                 f"not {new!r}; resume it with the same sources, start it afresh ({argument('fresh=True', '--fresh')}), "
                 f"or choose another {argument('campaign')} name")
+        top = stored.get("transfer_top")
+        if top is not None and args.get("transfer_top", top) != top:  # the probes were chosen from its top k
+            raise UsageError(
+                f"campaign {self.name!r} was warm-started with {argument('transfer_top')} {top}, not "
+                f"{args['transfer_top']}; resume it with the same, start it afresh "
+                f"({argument('fresh=True', '--fresh')}), or choose another {argument('campaign')} name")
 
     def _start_afresh(self) -> None:
         """Delete the campaign of this name, if there is one (refused while it has live workers); its

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from sqlalchemy import select
 
 from autotune.algorithms.base import SearchAlgorithm
-from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP
+from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP, same_sources_spec
 from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.db import transfer as store
 from autotune.db.models import CampaignRow
@@ -96,7 +96,7 @@ def kept_sources(db, campaign: str, spec: str) -> dict[str, str] | None:
     with db.session() as s:
         options = s.scalar(select(CampaignRow.options).where(CampaignRow.name == campaign))
     recipe = (options or {}).get("recipe") or {}
-    return recipe.get("sources") if (recipe.get("args") or {}).get("transfer_from") == spec else None
+    return recipe.get("sources") if same_sources_spec((recipe.get("args") or {}).get("transfer_from"), spec) else None
 
 
 def warm_start_search(db, task: Task, target: Device, algorithm: str, spec: str, top_k: int = DEFAULT_TRANSFER_TOP,

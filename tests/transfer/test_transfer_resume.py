@@ -74,3 +74,19 @@ def test_a_resumed_warm_start_continues_the_search_it_would_have_run_straight_th
     when the campaign started stay the probes."""
     straight = _history(tmp_path, "straight", [24])
     assert _history(tmp_path, "resumed", [8, 24]) == straight
+
+
+def test_a_resume_asking_the_same_sources_in_other_words_resumes_and_another_transfer_top_is_refused(recorded,
+                                                                                                      capsys):
+    """`AUTO` and `auto`, `A,B` and `A , B` ask for the same sources: the campaign resumes from those it kept. A
+    different --transfer-top would not be used (the first probes were chosen from the top k) and is refused."""
+    db, url, _, tmp = recorded
+    toy = write_cache(tmp / "ti.json.gz", NAMES["turing2"], lambda a, b, c: 2 * turing_time(a, b, c))
+    run = dict(batch=2, db=url, campaign="warm", progress=False)
+    tune_replay(toy, trials=4, transfer_from="auto", **run)
+    chosen = _warm_from(capsys.readouterr().err)
+    again = tune_replay(toy, trials=6, transfer_from=" AUTO ", **run)
+    assert again.resumed and again.trials == 6 and _warm_from(capsys.readouterr().err) == chosen
+    with pytest.raises(UsageError, match="warm-started with transfer_top 8, not 3"):
+        tune_replay(toy, trials=8, transfer_from="auto", transfer_top=3, **run)
+    assert len(queries.trials(db, campaign="warm")) == 6
