@@ -160,12 +160,13 @@ class CampaignWorkers:
                        claims.c.heartbeat > since, pending.c.candidate_key.in_(keys[i:i + CHUNK]))).all())
         return found
 
-    def set_campaign_budget(self, campaign_id: int, budget: dict) -> None:
-        """Store the budget the campaign runs to now (its options' ``budget``), the one workers joining it take."""
+    def set_campaign_run(self, campaign_id: int, budget: dict, recipe: dict | None = None) -> None:
+        """Store the budget the campaign runs to now (its options' ``budget``), the one workers joining it take,
+        and the recipe of the run that set it (when it has one), which a worker started later runs."""
         with self.session() as s:
             row = s.get(CampaignRow, campaign_id)
             if row is not None:
-                row.options = {**(row.options or {}), "budget": budget}
+                row.options = {**(row.options or {}), "budget": budget, **({"recipe": recipe} if recipe else {})}
 
     def heartbeat(self, campaign_id: int, worker: str) -> None:
         """Tell the other workers that ``worker`` is alive (creates its claim row, holding nothing, if none)."""

@@ -132,17 +132,19 @@ class Campaign:
 
     def _share_budget(self, campaign_id: int, stored_options: dict | None, joining: bool) -> None:
         """The live workers' claims count against one trial budget: a run joining them takes theirs (stored by
-        the run that started or last resumed the campaign; a worker's recipe may be older), saying so when it
-        was given another; a run resuming the campaign alone stores its own, for the workers that join it."""
+        the run that started or last resumed the campaign alone), saying so when it was given another; a run
+        resuming the campaign alone stores its own, and its recipe, which a worker started later runs (with that
+        budget)."""
         stored = (stored_options or {}).get("budget") or {}
         if not joining:
-            if stored != self._budget():
-                self.db.set_campaign_budget(campaign_id, self._budget())
+            recipe = (stored_options or {}).get("recipe")
+            if stored != self._budget() or (self.recipe is not None and recipe != self.recipe):
+                self.db.set_campaign_run(campaign_id, self._budget(), self.recipe)
             return
         theirs = stored.get("trials")
         if theirs is not None and theirs != self.trials:
-            print(f"campaign {self.name!r}: joining its running workers with their trial budget of {theirs}, "
-                  f"not {self.trials}", file=sys.stderr)
+            print(f"campaign {self.name!r}: joining its running workers with their trial budget of {theirs}"
+                  + (f", not {self.trials}" if self.trials is not None else ""), file=sys.stderr)
             self.trials = int(theirs)
 
     def _check_same_sources(self, stored_options: dict | None) -> None:

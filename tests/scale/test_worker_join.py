@@ -27,7 +27,7 @@ def _workers(db, name):
 
 def test_a_worker_joins_with_the_trial_budget_the_campaign_runs_to_not_its_first_runs(sqlite_url, capsys):
     """The campaign ran to 10 trials (its recipe says 10) and is resumed to 30: a worker joining the resumed run
-    measures its share of the 30, where it used to stop at once, the 10 of the recipe being stored already."""
+    measures its share of the 30, not stopping at once as the 10 of its recipe, stored already, would have it."""
     tune_replay(EXAMPLE, algorithm="random", cost_model=None, trials=10, campaign="b", db=sqlite_url, progress=False)
     space, db = ReplaySpace(EXAMPLE), open_database(sqlite_url)
     first = {w for _, w in _workers(db, "b")}
@@ -102,3 +102,25 @@ def test_a_worker_started_in_another_folder_reads_the_files_a_relative_path_name
     db.close()
     out = join_campaign("rel", url)  # the campaign is done: the worker opens the recording and finds no work
     assert out["campaign"] == "rel"
+
+
+def test_a_worker_started_alone_runs_the_recipe_and_budget_of_the_last_run_not_the_first(sqlite_url, monkeypatch):
+    """The campaign ran to 10 trials, then was resumed to 30 and stopped by Ctrl-C: a worker started later, alone,
+    goes on to the 30, where it ran the first run's recipe to 10 and stored that back."""
+    from autotune.errors import Interrupted
+    from autotune.testing.fakes import interrupting
+
+    run = dict(algorithm="random", cost_model=None, campaign="b", db=sqlite_url, progress=False)
+    tune_replay(EXAMPLE, trials=10, **run)
+    with monkeypatch.context() as m, pytest.raises(Interrupted):
+        m.setattr("autotune.drivers.replay.ReplayRunner", interrupting(ReplayRunner, 1))  # a fake: this test only
+        tune_replay(EXAMPLE, trials=30, **run)
+    db = open_database(sqlite_url)
+    assert 10 < len(_workers(db, "b")) < 30
+    db.close()
+    out = join_campaign("b", sqlite_url)
+    assert out["trials"] == 30
+    db = open_database(sqlite_url)
+    options = db.campaign("b").options
+    assert options["budget"]["trials"] == 30 and options["recipe"]["args"]["trials"] == 30
+    db.close()
