@@ -228,7 +228,7 @@ class KnobSpace(Space):
 
     def _table(self, progress: Callable[[float], None] | None = None) -> np.ndarray | None:
         if self._rows is None and self.too_large_by is None:
-            if not self.constraints and math.prod(len(v) for v in self.values) > self.enumerate_limit:
+            if not self.constraints and self.combinations() > self.enumerate_limit:
                 self.too_large_by = "points"  # every combination is a point: nothing to walk to know it
                 return None
             rows = []

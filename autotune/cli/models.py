@@ -83,11 +83,9 @@ def space_for_task(database, task, info: dict) -> TaskSpace:
                          "configurations of the task in the database",
                          hint="; the recording (the campaign's --cache file, readable from here) lists every point")
     if task.kind == "kernel":
-        from autotune.search_spaces.kernels import kernel_problem
+        from autotune.search_spaces.kernels import space_for_task as kernel_space
 
-        p = task.params
-        props = _kernel_props(p["target"], info["device_properties"])
-        return TaskSpace(kernel_problem(task.name, p["shape"], p["target"], props, p.get("threads"))[0])
+        return TaskSpace(kernel_space(task, info["device_properties"]))
     knobs = task.params.get("knobs")
     if isinstance(knobs, dict) and knobs:  # autotune.minimize, tune command, a space file
         from autotune.search_spaces.constraints import Constraint
@@ -121,16 +119,6 @@ def _recording(database, task, info: dict):
     except UsageError:  # moved, removed or rewritten since
         return None
     return space if space.task.key == task.key else None
-
-
-def _kernel_props(target: str, props: dict | None) -> dict | None:
-    """The properties a kernel template builds its knobs from, of the device the model was trained for: a GPU's
-    as stored, a CPU's cores, vector units and caches from its stored description (not this host's)."""
-    if not props or target != "cpu":
-        return props or None
-    flags = set(props.get("flags") or ())
-    return {"cores": int(props.get("cores") or 1), "avx2": {"avx2", "fma"} <= flags, "avx512": "avx512f" in flags,
-            "l1d_bytes": int(props.get("l1d_bytes") or 32768), "l2_bytes": int(props.get("l2_bytes") or 524288)}
 
 
 def _whole_space(ts: TaskSpace) -> tuple[list, bool]:

@@ -71,7 +71,7 @@ def _stored_device(database: Database, name: str) -> tuple[Device, dict] | None:
 def estimated_on_device(database: Database, task: Task, device: Device) -> dict[str | None, int]:
     """{campaign name (None: a deleted campaign's): OK graph trials} of ``task`` stored on ``device`` itself whose
     cost rests partly on estimated op costs (their ``meta.ops_estimated``, stored with every graph trial). Only
-    older versions stored such costs there (now they go to ``estimating_device``); a campaign on ``device`` looks
+    older versions stored such costs there (this one stores them on ``estimating_device``); a campaign on ``device`` looks
     them up as measurements."""
     from sqlalchemy import func, select
 

@@ -29,9 +29,15 @@ def kernel_problem(name: str, shape: Mapping | str, target: str = "cpu", device_
 
 
 def space_for_task(task, device_props: Mapping | None = None) -> KnobSpace:
-    """The knob space of a stored kernel task on a device (for ranking configurations with a stored model)."""
+    """The knob space of a stored kernel task on the device whose stored properties are ``device_props`` (for
+    ranking configurations with a model trained there): a GPU's as stored, a CPU's cores, vector units and
+    caches from its stored description (autotune.runners.c.cpu_device), not this host's."""
     p = task.params
-    props = device_props if p["target"] == "cuda" and device_props else None
+    props = dict(device_props) if device_props else None
+    if props and p["target"] == "cpu":
+        flags = set(props.get("flags") or ())
+        props = {"cores": int(props.get("cores") or 1), "avx2": {"avx2", "fma"} <= flags, "avx512": "avx512f" in flags,
+                 "l1d_bytes": int(props.get("l1d_bytes") or 32768), "l2_bytes": int(props.get("l2_bytes") or 524288)}
     return kernel_problem(task.name, p["shape"], p["target"], device_props=props, threads=p.get("threads"))[0]
 
 

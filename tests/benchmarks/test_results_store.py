@@ -15,7 +15,7 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
 def test_two_stores_on_one_file_keep_each_others_results(tmp_path, load_script):
-    """Each store rewrote the file with what it held: the one that wrote last dropped the other's results."""
+    """Each store merges the file's results into its own before it writes: neither drops the other's."""
     ResultStore = load_script("results_store").ResultStore
     path = tmp_path / "r.json"
     first, second = ResultStore([str(path)]), ResultStore([str(path)])

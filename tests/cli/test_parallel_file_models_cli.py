@@ -51,8 +51,8 @@ def test_an_onnx_models_batch_is_its_first_non_scalar_inputs_and_input_shape_fix
 
 
 def test_a_json_graph_at_another_batch_is_refused_naming_its_own(tmp_path):
-    """--batch with a .json graph was ignored (the search ran at the saved batch, reported as that batch): now
-    another batch exits with status 2 naming the saved one; the saved one (per micro-batch) runs."""
+    """A .json graph keeps the batch it was saved at: --batch at another batch exits with status 2 naming the
+    saved one; the saved one (per micro-batch) runs."""
     mlp(64, layers=2, width=256, name="mlp-json").save(str(tmp_path / "m.json"))
     r = run("--model", tmp_path / "m.json", "--cluster", "p100-4x4", "--batch", 4096, "--trials", 3)
     assert r.exit_code == 2 and r.stderr == (
