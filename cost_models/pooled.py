@@ -30,7 +30,7 @@ import numpy as np
 import xgboost as xgb
 
 from autotune.cost_models.base import CostModel
-from autotune.cost_models.features import throughput
+from autotune.cost_models.features import positive_costs, throughput
 from autotune.cost_models.metrics import rank_correlation
 from autotune.cost_models.xgb import XGBCostModel, inplace_scores, stored_document, xgb_message
 from autotune.errors import UsageError, argument
@@ -55,8 +55,9 @@ def kept_rows(X: np.ndarray, exclude: set[bytes]) -> np.ndarray:
 
 
 def speed(y: np.ndarray) -> np.ndarray | None:
-    """-log cost per row, a failure one below the slowest success; None without a success."""
-    y = np.asarray(y, dtype=float)
+    """-log cost per row (a cost of 0 the fastest, see ``positive_costs``), a failure one below the slowest
+    success; None without a success."""
+    y = positive_costs(y)
     s = np.where(np.isfinite(y), -np.log(np.where(np.isfinite(y) & (y > 0), y, 1.0)), -np.inf)
     finite = s[np.isfinite(s)]
     return np.where(np.isfinite(s), s, finite.min() - 1.0) if len(finite) else None

@@ -4,11 +4,13 @@ A chain holds a current point. ``ask(n)`` proposes ``n`` unseen neighbours of it
 walks when the direct neighbourhood is explored); ``tell`` applies the Metropolis rule to each
 result in order: a better point is always accepted, a worse one with probability
 ``exp(-(cost/current - 1) / T)``. Acceptance uses the *relative* cost difference, so the search
-behaves the same whether costs are microseconds or seconds. The temperature ``T`` is multiplied
-by ``cooling`` after every result down to ``t_min``; after ``restart_after`` results without a
-new best the chain restarts from the best point with the initial temperature. The chain starts
-from ``space.initial()`` when the space has one. Failures have infinite cost and are never
-accepted. Uses only the Space interface (sample, neighbor, initial, contains, size).
+behaves the same whether costs are microseconds or seconds; the two costs are read through
+``positive_costs``, so a cost of 0 counts as half the other one (the best, at a finite ratio). The
+temperature ``T`` is multiplied by ``cooling`` after every result down to ``t_min``; after
+``restart_after`` results without a new best the chain restarts from the best point with the
+initial temperature. The chain starts from ``space.initial()`` when the space has one. Failures
+have infinite cost and are never accepted. Uses only the Space interface (sample, neighbor,
+initial, contains, size).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from autotune.algorithms.support import (
     start_point,
     unfinite,
 )
+from autotune.cost_models.features import positive_costs
 from autotune.types import Candidate, Measurement
 
 
@@ -90,7 +93,8 @@ class MCMC(SearchAlgorithm):
                 if self.current is None or math.isfinite(cost):
                     self.current, self.current_cost = m.candidate, cost
             elif math.isfinite(cost):
-                delta = cost / self.current_cost - 1.0
+                ratio, current = positive_costs([cost, self.current_cost])  # a cost of 0 is finitely best
+                delta = ratio / current - 1.0
                 if delta <= 0 or self.rng.random() < math.exp(-delta / max(self.temperature, 1e-12)):
                     self.current, self.current_cost = m.candidate, cost
             self.temperature = max(self.temperature * float(self.config["cooling"]), float(self.config["t_min"]))

@@ -22,6 +22,7 @@ from autotune.algorithms.batch_choice import SCREEN_ROWS, member_scores
 from autotune.algorithms.support import exhausted
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.failures import FailureModel
+from autotune.cost_models.features import positive_costs
 from autotune.cost_models.metrics import quality
 
 
@@ -76,9 +77,9 @@ class ModelRetraining:
         calib = self._calib
         ok = np.isfinite(y)
         if ok.sum() >= 3 and getattr(model, "trained", True):
-            s = model.predict(X[ok])
-            a, b = np.polyfit(s, np.log(y[ok]), 1) if np.ptp(s) > 0 else (0.0, 0.0)
-            calib = (a, b) if a < 0 else (-1.0, float(np.log(np.min(y[ok]))) + float(np.max(s)))
+            s, log_y = model.predict(X[ok]), np.log(positive_costs(y[ok]))  # a cost of 0 at a finite log
+            a, b = np.polyfit(s, log_y, 1) if np.ptp(s) > 0 else (0.0, 0.0)
+            calib = (a, b) if a < 0 else (-1.0, float(np.min(log_y)) + float(np.max(s)))
         scores = member_scores(model, self._all_X, screen=True) if self._all_X is not None and not keep_members \
             else None
         return (model, calib, model.save() if self.on_retrain is not None else b"", scores, failures, p_fail,

@@ -9,6 +9,8 @@ from collections import Counter
 import numpy as np
 import orjson
 
+from autotune.cost_models.features import positive_costs
+
 
 def flatten(payload) -> dict:
     """A candidate as flat named scalars, the dimensions of the plots and of parameter importance:
@@ -75,13 +77,14 @@ def dimensions(trials: list[dict]) -> list[dict]:
 def main_effects(trials: list[dict], min_rows: int = 10) -> dict:
     """fANOVA-style main effects: per parameter, the share of the variance of log cost explained by the
     mean per value (numbers with more than 12 values in 10 quantile bins). Uses the random part of the
-    sample (the best trials would bias it), or every successful trial when that is too small."""
-    ok = [t for t in trials if t["cost"] is not None and t["cost"] > 0 and not t["best"]]
+    sample (the best trials would bias it), or every successful trial when that is too small. Costs of 0
+    are read through ``positive_costs`` (the best, at a finite log)."""
+    ok = [t for t in trials if t["cost"] is not None and t["cost"] >= 0 and not t["best"]]
     if len(ok) < min_rows:
-        ok = [t for t in trials if t["cost"] is not None and t["cost"] > 0]
+        ok = [t for t in trials if t["cost"] is not None and t["cost"] >= 0]
     if len(ok) < min_rows:
         return {"n": len(ok), "params": [], "source": "trials"}
-    y = np.log(np.array([t["cost"] for t in ok], dtype=float))
+    y = np.log(positive_costs([t["cost"] for t in ok]))
     total = float(np.var(y))
     names = sorted({k for t in ok for k in t["params"]})
     out = []

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autotune.cost_models.features import positive_costs
 from autotune.db import transfer as store
 from autotune.db.names import UnknownName, resolve
 from autotune.errors import UsageError, argument
@@ -85,19 +86,25 @@ def _best(ms: list[Measurement]) -> Measurement | None:
     return min(ok, key=lambda m: m.cost) if ok else None
 
 
+def cost_ratios(ms: list[Measurement]) -> list[tuple[Measurement, float]]:
+    """(measurement, cost / the best cost) of each successful one of ``ms``, the costs read through
+    ``positive_costs``: a cost of 0 is the best (ratio 1) and the others' ratios to it are finite."""
+    ok = [m for m in ms if m.ok]
+    costs = positive_costs([m.cost for m in ok])
+    best = float(costs.min()) if ok else 0.0
+    return [(m, float(c) / best) for m, c in zip(ok, costs)]
+
+
 def consensus(per_device: list[tuple[list[Measurement], float]]) -> tuple[dict, dict] | None:
     """The configuration with the best weighted mean of -log(cost/best) over the devices that
-    measured it, among those measured by every device (else by the most devices)."""
+    measured it, among those measured by every device (else by the most devices); costs of 0 (the
+    best) are read through ``positive_costs``."""
     scores: dict[str, list[tuple[float, float]]] = {}
     payload: dict[str, dict] = {}
     for ms, w in per_device:
-        best = _best(ms)
-        if best is None:
-            continue
-        for m in ms:
-            if m.ok:
-                scores.setdefault(m.candidate.key, []).append((w, -math.log(m.cost / best.cost)))
-                payload[m.candidate.key] = m.candidate.payload
+        for m, ratio in cost_ratios(ms):
+            scores.setdefault(m.candidate.key, []).append((w, -math.log(ratio)))
+            payload[m.candidate.key] = m.candidate.payload
     if not scores:
         return None
     most = max(len(v) for v in scores.values())

@@ -2,8 +2,10 @@
 
 The fallback is the configuration that is good across all the exported devices: among the
 configurations every such device measured successfully, the one minimising the worst ratio
-of its cost to each device's best (ties: the geometric mean of the ratios). Without such a
-common configuration, the consensus of the devices (autotune.transfer.dispatch.consensus).
+of its cost to each device's best (ties: the geometric mean of the ratios). Costs of 0 are read
+through autotune.cost_models.features.positive_costs: a configuration at a device's best of 0 ranks
+first there, and the ratios are not reported when it costs more than 0 on such a device. Without
+such a common configuration, the consensus of the devices (autotune.transfer.dispatch.consensus).
 
 The C header has one ``#if defined(AUTOTUNE_DEVICE_<NAME>)`` block per device (NAME: the
 device name in capitals, other characters as underscores) and an ``#else`` block with the
@@ -20,7 +22,7 @@ import numpy as np
 from autotune.db import transfer as store
 from autotune.errors import UsageError, argument
 from autotune.search_spaces.kernels.macros import check_macros, macro_name
-from autotune.transfer.dispatch import _best, consensus, measured_device, newest_by_name
+from autotune.transfer.dispatch import _best, consensus, cost_ratios, measured_device, newest_by_name
 from autotune.types import Task
 
 __all__ = ["c_header", "export_configs", "fallback_config", "macro_name"]
@@ -34,13 +36,15 @@ def fallback_config(per_device: dict[str, list]) -> dict | None:
         return None
     costs: dict[str, dict[str, float]] = {}
     payload: dict[str, dict] = {}
+    above_zero: set[str] = set()  # configurations above 0 on a device whose best is 0: no true ratio there
     for k, ms in per_device.items():
         if k not in bests:
             continue
-        for m in ms:
-            if m.ok:
-                costs.setdefault(m.candidate.key, {})[k] = m.cost / bests[k].cost
-                payload[m.candidate.key] = m.candidate.payload
+        for m, ratio in cost_ratios(ms):
+            costs.setdefault(m.candidate.key, {})[k] = ratio
+            payload[m.candidate.key] = m.candidate.payload
+            if bests[k].cost == 0 < m.cost:
+                above_zero.add(m.candidate.key)
     common = [c for c, r in costs.items() if len(r) == len(bests)]
     if common:
         def rank(c):
@@ -49,6 +53,10 @@ def fallback_config(per_device: dict[str, list]) -> dict | None:
 
         c = min(common, key=rank)
         worst, geo, _ = rank(c)
+        if c in above_zero:
+            return {"config": payload[c], "worst_ratio": None, "geomean_ratio": None,
+                    "basis": f"measured on all {len(bests)} devices; no ratio to each device's best, as it costs "
+                             "more than 0 where a device's best is 0"}
         return {"config": payload[c], "worst_ratio": round(worst, 4), "geomean_ratio": round(geo, 4),
                 "basis": f"measured on all {len(bests)} devices"}
     picked = consensus([(per_device[k], 1.0) for k in bests])

@@ -70,6 +70,12 @@ function fmtCost(v, kind) {
 // a cost axis: in seconds unless the task minimized a function; logarithmic unless a cost is 0
 const costAxis = (text, kind, ys) => ({ title: text === undefined ? undefined : { text: kind === "function" ? text : `${text} (s)` },
   type: ys.some((y) => y !== null && y <= 0) ? "linear" : "log", exponentformat: "SI" });
+// costs a log can take, as autotune.cost_models.features.positive_costs reads them: a 0 (the best) as
+// half the smallest positive cost (1 when every cost is 0), the others as they are
+const positiveCosts = (cs) => {
+  const floor = cs.reduce((m, c) => (c > 0 && c < m ? c : m), Infinity);
+  return cs.map((c) => (c === 0 ? (isFinite(floor) ? floor / 2 : 1) : c));
+};
 const fmtInt = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US"));
 const fmtNum = (v, d = 3) => (v === null || v === undefined || !isFinite(v) ? "—"
   : Math.abs(v) >= 1000 ? Number(v).toLocaleString("en-US", { maximumFractionDigits: 0 }) : Number(v).toPrecision(d));
@@ -449,7 +455,7 @@ function levels(trials, d) {
 }
 
 function renderParcoords(div, sample, imp, kind) {
-  const ok = sample.trials.filter((t) => t.cost !== null && t.cost > 0);
+  const ok = sample.trials.filter((t) => t.cost !== null && t.cost >= 0);
   const dims = orderedDims(sample, imp).slice(0, 10);
   if (ok.length < 2 || !dims.length) { div.replaceChildren(note("not enough successful trials with varying parameters")); return; }
   const p = plotDiv("parcoords", true);
@@ -464,14 +470,14 @@ function renderParcoords(div, sample, imp, kind) {
     return { label: d.name, values: ok.map((t) => index.get(String(t.params[d.name])) ?? NaN),
       tickvals: vals.map((_, i) => i), ticktext: vals.map((v) => shorten(String(v), 12)) };
   });
-  const logc = ok.map((t) => Math.log10(t.cost));
+  const logc = positiveCosts(ok.map((t) => t.cost)).map(Math.log10);
   dimensions.push({ label: "log10 cost", values: logc });
   plot(p, [{ type: "parcoords", dimensions, line: { color: logc, colorscale: "Viridis", showscale: true,
     colorbar: { title: { text: kind === "function" ? "log10 cost" : "log10 s" } } } }], { margin: { l: 70, r: 70, t: 50, b: 30 } });
 }
 
 function renderSlices(div, sample, imp, kind) {
-  const ok = sample.trials.filter((t) => t.cost !== null && t.cost > 0);
+  const ok = sample.trials.filter((t) => t.cost !== null && t.cost >= 0);
   const dims = orderedDims(sample, imp).slice(0, 6);
   if (!ok.length || !dims.length) { div.replaceChildren(note("not enough successful trials with varying parameters")); return; }
   const whole = sample.trials.length >= sample.n;
@@ -497,7 +503,7 @@ function renderSlices(div, sample, imp, kind) {
     }
     layout[`xaxis${ax}`] = vals ? { title: { text: d.name, font: { size: 11 } }, type: "category", categoryorder: "array",
       categoryarray: vals.map(String) } : { title: { text: d.name, font: { size: 11 } } };
-    layout[`yaxis${ax}`] = costAxis(i % cols === 0 ? "cost" : undefined, kind, []);  // costs of 0 are left out
+    layout[`yaxis${ax}`] = costAxis(i % cols === 0 ? "cost" : undefined, kind, ok.map((t) => t.cost));  // linear with a 0
   });
   plot(p, traces, layout);
 }
