@@ -77,6 +77,11 @@ def _shell(words: list[str]) -> str:
     return shlex.join(words).replace("'$AUTOTUNE_DB'", '"$AUTOTUNE_DB"')
 
 
+def _word(value) -> str:
+    """An option's value as a user types it: a whole number given as a float without its ".0" (45, not 45.0)."""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
 def _spelled(kind: str, args: dict, files: dict) -> bool:
     """Whether a command line can run a recipe of ``kind``: it has what the command needs, and every
     argument no option sets has the value the command line runs with."""
@@ -104,7 +109,7 @@ def resume_command(name: str, recipe: dict | None, db: Database | None = None) -
             value = "none"
         if value is None or (key in defaults and value == defaults[key]):
             continue
-        words += [flag, str(value)]
+        words += [flag, _word(value)]
     for key, flag in _FILES.get(kind, {}).items():
         if key in files:
             words += [flag, str(files[key])]

@@ -218,10 +218,9 @@ def print_table(df, title: str = "", max_width: int = 60, columns: list[Col] | N
     when the output is not a terminal (and COLUMNS is unset): each row is one line, as long as it needs."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     if columns is not None and not wide:
-        from rich.text import Text
-
         from autotune.cli.tables import narrow_lines, table_console
 
         console = console or table_console()
@@ -239,7 +238,8 @@ def print_table(df, title: str = "", max_width: int = 60, columns: list[Col] | N
         cells = []
         for v in row:
             text = _cell(v)
-            cells.append(text if max_width is None or len(text) <= max_width else text[: max_width - 1] + "…")
+            text = text if max_width is None or len(text) <= max_width else text[: max_width - 1] + "…"
+            cells.append(Text(text))  # plain text: brackets in a value ('autotune[cuda]') are not rich markup
         table.add_row(*cells)
     if console is None:
         console = Console()

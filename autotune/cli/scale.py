@@ -39,7 +39,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         from autotune.drivers.scale import load_many, tune_many
 
         entries = load_many(file)
-        console = Console(stderr=True)
+        console = Console(stderr=True, markup=False)  # names and errors are plain text ('autotune[cuda]')
         done = []
 
         def show(r: dict) -> None:
@@ -77,7 +77,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     ) -> None:
         """Join a campaign as one more worker, on this machine or any other that reaches the database (PostgreSQL for several hosts: postgresql+psycopg://USER@HOST/DB).
 
-        The campaign is made again from the recipe its first run stored, with the trial budget it runs to now (that of its live workers, or of its last run). With --ray a replay or kernel campaign is measured on Ray actors, a graph or parallel one runs as one Ray task. Workers reserve each candidate in the database before measuring it (none is measured twice), claim from the shared trial budget (it is met exactly) and send heartbeats: a worker that dies is noticed (at once on its own host, after a minute elsewhere) and the candidates it held are measured by the others."""
+        The campaign is made again from the recipe of the run that started or last resumed it alone, with the trial budget it runs to now (that of its live workers, or of that run). With --ray a replay or kernel campaign is measured on Ray actors, a graph or parallel one runs as one Ray task. Workers reserve each candidate in the database before measuring it (none is measured twice), claim from the shared trial budget (it is met exactly) and send heartbeats: a worker that dies is noticed (at once on its own host, after a minute elsewhere) and the candidates it held are measured by the others."""
         from autotune.drivers.scale import join_campaign
 
         out = join_campaign(campaign, db, ray, ray_actors, progress)

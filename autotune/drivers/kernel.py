@@ -134,14 +134,14 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
         # before the database is opened: a refused command leaves no --db file behind
         check_run(space, algo, trials=trials, time_budget=time_budget, batch=batch, seed=seed)
         database = open_database(db)
-        name = None
+        warm_name = None  # the warm start's campaign name (not `name`, the kernel's, which named() reads)
         if transfer_from:
             from autotune.transfer.sources import warm_started
 
-            algo, name = warm_started(database, template.task, runner.device, algorithm, transfer_from, transfer_top,
-                                      algo, named, fresh=fresh, recipe=recipe)
+            algo, warm_name = warm_started(database, template.task, runner.device, algorithm, transfer_from, transfer_top,
+                                           algo, named, fresh=fresh, recipe=recipe)
         base = default_measurement(database, template, runner)
-        result = Campaign(name or named(algo.name), space, algo, runner, database, trials=trials, time_budget=time_budget,
+        result = Campaign(warm_name or named(algo.name), space, algo, runner, database, trials=trials, time_budget=time_budget,
                           batch=batch, seed=seed, progress=progress, recipe=recipe, fresh=fresh).run()
     finally:
         runner.close()
