@@ -54,10 +54,11 @@ def cluster_resources() -> dict:
     return dict(_ray().cluster_resources())
 
 
-def _own_error(exc: Exception) -> AutotuneError | None:
-    """The error of autotune's own that a Ray task or actor raised, if that is what ``exc`` carries."""
+def ray_failure(exc: Exception, what: str) -> AutotuneError:
+    """The error to raise for ``exc``, a Ray error (any: a task's or actor's, a worker that died, a cancelled
+    task): the error of autotune's own that the remote code raised, else a UsageError ``what: why`` in one line."""
     cause = getattr(exc, "cause", None)
-    return cause if isinstance(cause, AutotuneError) else None
+    return cause if isinstance(cause, AutotuneError) else UsageError(f"{what}: {_why(exc)}")
 
 
 def _why(exc: Exception) -> str:
@@ -146,7 +147,7 @@ class RayRunner(StreamingRunner):
             infos = ray.get(ready)
         except ray.exceptions.RayError as exc:
             self.close()
-            raise _own_error(exc) or UsageError(f"a Ray actor could not make its runner: {_why(exc)}") from None
+            raise ray_failure(exc, "a Ray actor could not make its runner") from None
         self.start_s = time.perf_counter() - t0
         devices = {d.name for d, _, _ in infos}
         if len(devices) > 1:
@@ -230,4 +231,4 @@ def probe_device(target: str, backend: str = "auto", address: str | None = "loca
         raise UsageError(f"no {'GPU' if target == 'cuda' else 'CPU'} of the Ray cluster took the device probe "
                          f"within 600 s (cluster: {cluster_resources()})") from None
     except ray.exceptions.RayError as exc:
-        raise _own_error(exc) or UsageError(f"the device probe failed on the Ray cluster: {_why(exc)}") from None
+        raise ray_failure(exc, "the device probe failed on the Ray cluster") from None

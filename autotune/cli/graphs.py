@@ -212,6 +212,9 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                 _check_provenance(provenance, rules_query(database)["provenance"])
         finally:
             database.close()
+        if format == "table" and df.empty:
+            typer.echo("no rules" + (" match" if status or provenance else " yet"), err=True)
+            return
         write_frame(df.drop(columns=["rule"]) if format == "table" else df, format, columns=RULE_COLUMNS, wide=wide)
 
 

@@ -24,14 +24,16 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     ) -> None:
         """Store Kernel Tuner caches' measurements as trials of their task and device.
 
-        Each cache gets one line: its new and stored trials, its task and device. On a terminal, a bar on
-        standard error counts each cache's records as they are stored; with several caches, a summary
-        line of their totals ends the run (--no-progress: neither)."""
+        Every cache is read and checked before anything is stored. Each cache gets one line: its new and stored
+        trials, its task and device. On a terminal, a bar on standard error counts each cache's records as they
+        are stored; with several caches, a summary line of their totals ends the run (--no-progress: neither)."""
         from autotune.db.logs import import_kt
         from autotune.search_spaces.replay import KTCache, resolve_cache_path
 
         for f in files:  # every file is there before anything is stored
             resolve_cache_path(f)
+        for f in files[1:]:  # and every cache loads: read here and dropped, so one cache at a time is in memory
+            KTCache.load(f)
         bar = Progress("import-kt", enabled=progress)
         database = None  # opened once the first cache has loaded: a cache refused creates no database
         total = new = 0

@@ -263,6 +263,9 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         try:
             campaign = resolve_filters(database, campaign=campaign)["campaign"]
             cost_model, task, info = _load_model(database, model, campaign)
+            if untried and info["device_id"] is None:
+                raise UsageError(f"model {info['id']} was stored without a device: --untried leaves out the "
+                                 "configurations measured on the model's device, and it has none")
             ts = space_for_task(database, task, info)
             given = [parse_json_arg(c, "--config") for c in (config or [])]
             if configs is not None:
@@ -280,7 +283,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             cands = [_candidate(ts, c) for c in given] if given else None
             if cands is None:
                 cands, sampled = _whole_space(ts)
-            if untried and info["device_id"] is not None:
+            if untried:
                 tried = database.lookup(info["task_id"], info["device_id"], [c.key for c in cands])
                 cands = [c for c in cands if c.key not in tried]
         finally:
@@ -299,8 +302,12 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         noun = ("untried " if untried else "") + ts.noun
         if sampled:
             noun = f"random {noun} (too many to rank each)"
-        shown = "" if given else (f": the best {len(order):,} of the {len(cands):,} {noun}" if len(order) < len(cands)
-                                  else f": all {len(cands):,} {noun}" if cands else f": no {noun}, every one is measured")
+        if given:
+            shown = (f": {len(cands):,} untried of the {len(given):,} given configurations" if cands else
+                     ": none of the given configurations is untried, every one is measured") if untried else ""
+        else:
+            shown = (f": the best {len(order):,} of the {len(cands):,} {noun}" if len(order) < len(cands)
+                     else f": all {len(cands):,} {noun}" if cands else f": no {noun}, every one is measured")
         typer.echo(f"model {info['id']} ({info['name']}, {info['n_samples']} samples) for task {task.name}{on}{shown}")
         if cands:
             print_table(df, max_width=200)

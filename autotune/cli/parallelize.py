@@ -104,8 +104,8 @@ def tune_parallel(
         check_algorithm,
         check_cluster,
         check_model,
-        data_parallel_label,
         parallelize,
+        speedup,
         summary_text,
     )
 
@@ -170,9 +170,8 @@ def tune_parallel(
     typer.echo(f"  {'best (' + out['best']['source'] + ')':22s}{_fmt(out['best'])}")
     for name, s in out["baselines"].items():
         typer.echo(f"  {name:22s}{_fmt(s)}")
-    dp = out["baselines"]["data-parallel"]["iteration_s"]
-    if dp and out["best"]["iteration_s"]:
-        typer.echo(f"  speed-up over {data_parallel_label(r, long=True)}: {dp / out['best']['iteration_s']:.2f}x")
+    against, ratio = speedup(r, long=True)
+    typer.echo(f"  speed-up over {against}: {ratio:.2f}x" if ratio is not None else f"  no speed-up: {against}")
     typer.echo(f"  search: {r.simulations} simulations in {r.search_s:.2f} s ({algorithm}), "
                f"logged as campaign {r.campaign!r} in {db}")
     if r.measured is not None:

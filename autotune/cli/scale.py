@@ -17,6 +17,13 @@ from autotune.cli.common import (
     handle_errors,
     print_table,
 )
+from autotune.cli.tables import Col, number, seconds
+
+# `tune many`'s table: one line per campaign at any width (the error shortened; --json and the line each
+# campaign printed on standard error as it ended give it whole)
+MANY_COLUMNS = [Col("campaign", flex=True, cut="start", least=12), Col("kind"), Col("status", width=10, least=8),
+                Col("trials", render=number, right=True), Col("best_cost", render=seconds, right=True),
+                Col("error", flex=True, optional=True)]
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
@@ -39,7 +46,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         from autotune.drivers.scale import load_many, tune_many
 
         entries = load_many(file)
-        console = Console(stderr=True, markup=False)  # names and errors are plain text ('autotune[cuda]')
+        # names and errors are plain text ('autotune[cuda]'); one line per campaign when piped, however long
+        console = Console(stderr=True, markup=False, soft_wrap=True)
         done = []
 
         def show(r: dict) -> None:
@@ -61,7 +69,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             emit_json({"campaigns": results, "failed": failed})
         else:
             cols = ["campaign", "kind", "status", "trials", "best_cost", "error"]
-            print_table(pd.DataFrame([{c: r.get(c) for c in cols} for r in results]), title=f"{len(results)} campaigns")
+            print_table(pd.DataFrame([{c: r.get(c) for c in cols} for r in results]), title=f"{len(results)} campaigns",
+                        columns=MANY_COLUMNS)
         if failed:
             raise typer.Exit(1)
 

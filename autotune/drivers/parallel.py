@@ -282,10 +282,28 @@ def summary_text(r: ParallelizeResult) -> str:
     best = r.best
     if not best.ok:
         return f"{r.simulations:,} strategies simulated in {r.search_s:.1f} s; none fits in memory"
-    dp = r.baselines.get("data-parallel")
-    over = f", {dp.cost / best.cost:.2f}x over {data_parallel_label(r)}" if dp is not None and dp.ok else ""
+    against, ratio = speedup(r)
+    over = f", {ratio:.2f}x over {against}" if ratio is not None else f"; {against}"
     return (f"{r.simulations:,} strategies simulated in {r.search_s:.1f} s, best {best.cost * 1e3:.3f} ms/iteration "
             f"({r.best_source}){over}")
+
+
+def speedup(r: ParallelizeResult, long: bool = False) -> tuple[str, float | None]:
+    """(what the best strategy is compared with, its speed-up over that): data parallelism as
+    :func:`data_parallel_label` says it (``long``: and why); where data parallelism does not fit in memory, the
+    fastest baseline that fits. The speed-up is None, and the text says why, when no baseline fits or no
+    strategy does."""
+    if not r.best.ok:
+        return "no strategy fits in memory", None
+    dp = r.baselines["data-parallel"]
+    if dp.ok:
+        return data_parallel_label(r, long), dp.cost / r.best.cost
+    why = "data parallelism does not fit in memory" if "capacity_bytes" in dp.meta else "data parallelism fails"
+    fits = [(m.cost, name) for name, m in r.baselines.items() if m.ok]
+    if not fits:
+        return f"{why}, nor does any other baseline", None
+    cost, name = min(fits)
+    return f"{name}, the fastest baseline that fits ({why})", cost / r.best.cost
 
 
 def data_parallel_devices(r: ParallelizeResult) -> int | None:

@@ -167,7 +167,7 @@ def tune_many(entries: list[dict], db: str, ray: str | None = None,
             if on_done:
                 on_done(out[-1])
         return out
-    from autotune.runners.ray import _ray, ray_init
+    from autotune.runners.ray import _ray, ray_failure, ray_init
 
     rt = _ray()
     ray_init(ray)
@@ -184,7 +184,7 @@ def tune_many(entries: list[dict], db: str, ray: str | None = None,
                     out.append(rt.get(ref))
                 except rt.exceptions.RayError as exc:
                     out.append({"kind": e["kind"], "campaign": e.get("campaign"), "status": "failed",
-                                "error": f"the Ray task failed: {str(exc).splitlines()[0]}"})
+                                "error": str(ray_failure(exc, "the Ray task failed"))})
                 if on_done:
                     on_done(out[-1])
     except KeyboardInterrupt:
@@ -211,7 +211,7 @@ def _call(kind: str, kwargs: dict):
 def run_on_ray(kind: str, kwargs: dict, address: str):
     """Run one whole campaign as a Ray task on the cluster and return what its driver returns (graph
     and parallel campaigns, whose evaluations are simulations too short to send one by one)."""
-    from autotune.runners.ray import _ray, ray_init
+    from autotune.runners.ray import _ray, ray_failure, ray_init
 
     rt = _ray()
     ray_init(address)
@@ -222,7 +222,5 @@ def run_on_ray(kind: str, kwargs: dict, address: str):
     except KeyboardInterrupt:
         _interrupt(rt, [ref])
         raise
-    except rt.exceptions.RayTaskError as exc:
-        if isinstance(exc.cause, AutotuneError):
-            raise exc.cause from None
-        raise UsageError(f"the campaign's Ray task failed: {str(exc).splitlines()[0]}") from None
+    except rt.exceptions.RayError as exc:
+        raise ray_failure(exc, "the campaign's Ray task failed") from None

@@ -25,7 +25,7 @@ from autotune.search_spaces.kernels.macros import check_macros, macro_name
 from autotune.transfer.dispatch import _best, consensus, cost_ratios, measured_device, newest_by_name
 from autotune.types import Task
 
-__all__ = ["c_header", "export_configs", "fallback_config", "macro_name"]
+__all__ = ["c_header", "export_configs", "fallback_config"]
 
 
 def fallback_config(per_device: dict[str, list]) -> dict | None:

@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 from autotune.cli.main import app
 from autotune.db import open_database, queries
 from autotune.db.logs import import_kt
+from autotune.search_spaces.kernels.macros import macro_name
 from autotune.testing.caches import NAMES, ampere_time, turing_time, write_cache
-from autotune.transfer.export import c_header, export_configs, fallback_config, macro_name
+from autotune.transfer.export import c_header, export_configs, fallback_config
 from autotune.errors import UsageError
 from autotune.transfer.dispatch import best_config
 from autotune.types import Candidate, Device, Measurement, Status, Task

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from autotune.cli.main import app
-from autotune.transfer.export import macro_name
+from autotune.search_spaces.kernels.macros import macro_name
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 
