@@ -1,8 +1,9 @@
 """CRunner: measure C kernel candidates on the host CPU.
 
 Build: gcc (or $CC) -O3 -march=native -fopenmp -shared, one compiler process per
-candidate, ``build_workers`` at a time, each with a compile timeout; shared objects are
-cached by a hash of source and flags. Run: one candidate at a time, each in a fresh
+candidate, ``build_workers`` at a time, each with a compile timeout (past it the compiler's
+whole process group is killed; its temporary files are in the build folder); shared objects
+are cached by a hash of source and flags. Run: one candidate at a time, each in a fresh
 worker process that loads the shared object through ctypes (runners/workers.py), so a
 segfault is a RUNTIME_ERROR and a hang a TIMEOUT. Timing follows runners/timing.py;
 every output is checked against the template's numpy reference (WRONG_RESULT).
@@ -29,7 +30,7 @@ import numpy as np
 from autotune.errors import MissingDependencyError, UsageError
 from autotune.runners.base import BatchRunner, Built
 from autotune.runners.child import run_shared_object, run_user_function
-from autotune.runners.processes import private_workdir
+from autotune.runners.processes import private_workdir, run_compiler, stop_compilers
 from autotune.runners.timing import Protocol
 from autotune.runners.workers import IsolatedWorker
 from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props, physical_memory
@@ -78,9 +79,9 @@ def cpu_device(cc: list[str], flags: tuple[str, ...]) -> Device:
     })
 
 
-def _build(cc: list[str], flags: tuple[str, ...], source: str, workdir: Path, timeout_s: float
-           ) -> tuple[str | None, str, float]:
-    """(shared object path or None, error text, seconds spent)."""
+def _build(cc: list[str], flags: tuple[str, ...], source: str, workdir: Path, timeout_s: float,
+           running: set | None = None) -> tuple[str | None, str, float]:
+    """(shared object path or None, error text, seconds spent); the compiler is in ``running`` while it runs."""
     digest = hashlib.sha1((" ".join([*cc, *flags]) + "\n" + source).encode()).hexdigest()[:20]
     so = workdir / f"k_{digest}.so"
     if so.exists():
@@ -90,7 +91,7 @@ def _build(cc: list[str], flags: tuple[str, ...], source: str, workdir: Path, ti
     tmp = workdir / f"k_{digest}.{os.getpid()}.{threading.get_ident()}.tmp.so"
     t0 = time.perf_counter()
     try:
-        r = subprocess.run([*cc, *flags, "-o", str(tmp), str(src)], capture_output=True, text=True, timeout=timeout_s, check=False)
+        r = run_compiler([*cc, *flags, "-o", str(tmp), str(src)], timeout_s, tmpdir=workdir, running=running)
     except subprocess.TimeoutExpired:
         return None, f"compilation did not finish within {timeout_s:g} s", time.perf_counter() - t0
     except OSError as exc:
@@ -162,6 +163,7 @@ class CRunner(BatchRunner):
         self.workdir = Path(workdir) if workdir else private_workdir("autotune-c-")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._pool = ThreadPoolExecutor(max_workers=max(1, build_workers), thread_name_prefix="cbuild")
+        self._compiling: set = set()  # the compilers running now (close() kills them)
         self.device = cpu_device(self.cc, self.flags)
         self.inputs = template.make_inputs(seed)
         self._reference: np.ndarray | None = None
@@ -180,7 +182,7 @@ class CRunner(BatchRunner):
             source = self.template.source(config)
         except (UsageError, KeyError, ValueError) as exc:
             return None, f"invalid configuration: {exc}", 0.0
-        return _build(self.cc, self.flags, source, self.workdir, self.compile_timeout_s)
+        return _build(self.cc, self.flags, source, self.workdir, self.compile_timeout_s, self._compiling)
 
     def _prepare(self, task: Task, candidates: list[Candidate]) -> list:
         if task.key != self.template.task.key:
@@ -236,6 +238,8 @@ class CRunner(BatchRunner):
         return m
 
     def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)  # an interrupted batch builds no more...
+        stop_compilers(self._compiling)  # ...and waits for none of its running builds
         self._pool.shutdown(wait=True)
         self._worker.close()
         if self._own_dir:
@@ -271,6 +275,7 @@ class UserCRunner(BatchRunner):
         self.compile_timeout_s, self.run_timeout_s = compile_timeout_s, run_timeout_s
         self.workdir = private_workdir("autotune-userc-")
         self._pool = ThreadPoolExecutor(max_workers=max(1, build_workers), thread_name_prefix="cbuild")
+        self._compiling: set = set()  # the compilers running now (close() kills them)
         self.device = cpu_device(self.cc, self.flags)
         self.outputs = [i for i, a in enumerate(answer or []) if a is not None]
         self._worker = IsolatedWorker(memory_limit=memory_limit if memory_limit is not None else physical_memory())
@@ -280,7 +285,7 @@ class UserCRunner(BatchRunner):
             source = self.kernel.source(config)
         except (UsageError, KeyError, ValueError, TypeError) as exc:
             return None, f"invalid configuration: {exc}", 0.0
-        return _build(self.cc, self.flags, source, self.workdir, self.compile_timeout_s)
+        return _build(self.cc, self.flags, source, self.workdir, self.compile_timeout_s, self._compiling)
 
     def _prepare(self, task: Task, candidates: list[Candidate]) -> list:
         if task.key != self.kernel.task.key:
@@ -311,6 +316,8 @@ class UserCRunner(BatchRunner):
         return Measurement(cand, Status.OK, times=list(times), build_s=build_s, run_s=out.wall_s, meta=meta)
 
     def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)  # an interrupted batch builds no more...
+        stop_compilers(self._compiling)  # ...and waits for none of its running builds
         self._pool.shutdown(wait=True)
         self._worker.close()
         shutil.rmtree(self.workdir, ignore_errors=True)

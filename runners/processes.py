@@ -6,7 +6,11 @@
   in the candidate, not in the machine);
 - ``private_workdir(prefix)``: a build folder named after this process, removed at exit;
   folders of processes that no longer exist (killed before they could clean up) are removed
-  the next time a runner starts.
+  the next time a runner starts;
+- ``run_compiler(cmd, timeout_s, tmpdir, running)``: a compiler run in its own process group with
+  its temporary files in ``tmpdir``; past the timeout, or at ``stop_compilers(running)``, the whole
+  group is killed (a compiler driver's own children, gcc's cc1 and as, too), so a timed-out or
+  interrupted build leaves no process and no file behind.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import os
 import resource
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -76,3 +81,40 @@ def private_workdir(prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
     atexit.register(shutil.rmtree, path, True)
     return path
+
+
+def run_compiler(cmd: list[str], timeout_s: float, tmpdir: str | Path | None = None,
+                 running: set[subprocess.Popen] | None = None) -> subprocess.CompletedProcess:
+    """Run ``cmd`` (text output captured) in a process group of its own, with TMPDIR set to ``tmpdir``;
+    subprocess.TimeoutExpired once it has run ``timeout_s`` seconds, after the whole group is killed.
+    While it runs it is in ``running``, where ``stop_compilers`` finds it."""
+    env = {**os.environ, "TMPDIR": str(tmpdir)} if tmpdir is not None else None
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          process_group=0) as proc:
+        if running is not None:
+            running.add(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except BaseException:  # the timeout, or Ctrl-C in the thread that waits: nothing of the build stays
+            _kill_group(proc)
+            proc.communicate()
+            raise
+        finally:
+            if running is not None:
+                running.discard(proc)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def stop_compilers(running: set[subprocess.Popen]) -> None:
+    """Kill the compilers in ``running`` with their process groups: a runner closed while it builds (Ctrl-C
+    reaches only the foreground process group, not theirs) waits for none of them."""
+    for proc in list(running):
+        _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -80,6 +80,17 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
+def _kill_child(pid: int) -> None:
+    """SIGKILL a child of the fork server and every process in its group."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class IsolatedWorker:
     """A handle on one fork server; ``call`` runs a function in a fresh child of it."""
 
@@ -110,17 +121,15 @@ class IsolatedWorker:
             frame = read_frame(proc.stdout.fileno(), t0 + timeout_s)
         except TimeoutError:
             timed_out = True
-            try:
-                os.killpg(pid, signal.SIGKILL)  # the child's whole group; the server reaps the child and reports
-            except (ProcessLookupError, PermissionError):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            _kill_child(pid)  # the server reaps the child and reports
             try:
                 frame = read_frame(proc.stdout.fileno(), time.perf_counter() + 10.0)
             except TimeoutError:
                 frame = None
+        except BaseException:  # Ctrl-C while the child runs: it stops now, not once it has finished
+            _kill_child(pid)
+            self.close()
+            raise
         wall = time.perf_counter() - t0
         if frame is None:
             self.close()

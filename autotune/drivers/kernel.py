@@ -81,8 +81,10 @@ def default_measurement(database, template, runner):
     if cand.key in known:
         return known[cand.key]
     m = runner.measure(template.task, [cand])[0]
-    database.add_trials(template.task, runner.device, [m])
-    return m
+    if database.add_trials(template.task, runner.device, [m]):
+        return m
+    # another process stored the baseline meanwhile: the stored one is the baseline every run reports
+    return database.lookup(tid, did, [cand.key]).get(cand.key, m)
 
 
 def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = DEFAULT_ALGORITHM, trials: int | None = 100,
@@ -111,7 +113,7 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
         raise UsageError(f"algorithm options ({argument('options', '--option')}) apply to the ordinary search, not to a "
                          f"warm start ({argument('transfer_from')})")
     algo = make_search(algorithm, cost_model, **options)
-    shape = shape or DEFAULT_SHAPES[name]
+    shape = DEFAULT_SHAPES[name] if shape is None else shape  # an empty shape is refused, not the default
     if ray is not None:
         space, template, runner = make_ray_runner(name, shape, target, threads, backend, seed, ray, ray_actors)
     else:

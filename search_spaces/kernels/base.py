@@ -37,16 +37,22 @@ def parse_shape(shape: Mapping | str, names: tuple[str, ...], optional: Mapping[
     """A shape from a dict or from text "1024,1024,1024" / "M=1024,N=512,K=256" (names in order)."""
     optional = dict(optional or {})
     if isinstance(shape, str):
-        parts = [p.strip() for p in shape.replace("x", ",").split(",") if p.strip()]
+        parts = [p.strip() for p in shape.replace("x", ",").split(",")]
+        if not any(parts):
+            raise UsageError(f"the shape is empty; expected {','.join(names)}")
         out: dict = {}
         for i, p in enumerate(parts):
+            if not p or p[0] == "=" or p[-1] == "=":
+                raise UsageError(f"shape {shape!r} has an empty name or value; expected {','.join(names)}")
             if "=" in p:
-                k, _, v = p.partition("=")
-                out[k.strip()] = v.strip()
+                k, _, v = (t.strip() for t in p.partition("="))
             elif i < len(names):
-                out[names[i]] = p
+                k, v = names[i], p
             else:
                 raise UsageError(f"shape {shape!r} has too many values; expected {','.join(names)}")
+            if k in out:  # a typo, not a choice: neither value is taken
+                raise UsageError(f"shape {shape!r} gives {k} twice")
+            out[k] = v
         shape = out
     if not isinstance(shape, Mapping):
         raise UsageError(f"a shape is a dict or text like {','.join(names)}, not {type(shape).__name__}")
@@ -64,8 +70,8 @@ def parse_shape(shape: Mapping | str, names: tuple[str, ...], optional: Mapping[
             v = int(str(shape[n]))
         except ValueError:
             raise UsageError(f"shape value {n}={shape[n]!r} is not an integer") from None
-        if v < (0 if n in ("pad",) else 1):
-            raise UsageError(f"shape value {n}={v} must be positive")
+        if v < (0 if n == "pad" else 1):
+            raise UsageError(f"shape value {n}={v} must be {'0 or more' if n == 'pad' else 'positive'}")
         result[n] = v
     return result
 
@@ -78,13 +84,22 @@ def physical_memory() -> int | None:
         return None
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (taskset, a container's or a batch job's cpuset),
+    not every core of the machine, where the system says."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _read(path: str) -> str:
     with open(path) as f:
         return f.read().strip()
 
 
 def cpu_props() -> dict:
-    """Enough of the host CPU for knob ranges: cores, vector flags, cache sizes."""
+    """Enough of the host CPU for knob ranges: usable cores, vector flags, cache sizes."""
     flags: set[str] = set()
     try:
         with open("/proc/cpuinfo") as f:
@@ -94,7 +109,7 @@ def cpu_props() -> dict:
                     break
     except OSError:
         pass
-    props = {"cores": os.cpu_count() or 1, "avx2": "avx2" in flags and "fma" in flags,
+    props = {"cores": usable_cores(), "avx2": "avx2" in flags and "fma" in flags,
              "avx512": "avx512f" in flags, "l1d_bytes": 32 * 1024, "l2_bytes": 512 * 1024}
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
@@ -127,6 +142,7 @@ class KernelTemplate:
     shape_optional: ClassVar[dict[str, int]] = {}
     rtol = 1e-4
     atol = 1e-4
+    memory_also = ""  # what else memory_needed() counts, for its message: "; also ..."
 
     def __init__(self, shape: Mapping | str, target: str = "cpu", device_props: Mapping | None = None,
                  threads: int | None = None):
@@ -215,8 +231,8 @@ class KernelTemplate:
         have = host_bytes if host_bytes is not None else physical_memory()
         if have and need["host"] > have:
             raise UsageError(f"the {self.name} shape {shape} needs {format_bytes(need['host'])} of memory (its float32 "
-                             f"inputs and output, {format_bytes(need['device'])}, and their float64 reference), more than "
-                             f"this machine's {format_bytes(have)}; choose a smaller shape")
+                             f"inputs and output, {format_bytes(need['device'])}, and their float64 reference"
+                             f"{self.memory_also}), more than this machine's {format_bytes(have)}; choose a smaller shape")
         gpu = self.props.get("memory_bytes") if self.target == "cuda" else None
         if gpu and need["device"] > int(gpu):
             raise UsageError(f"the {self.name} shape {shape} needs {format_bytes(need['device'])} of GPU memory for its "

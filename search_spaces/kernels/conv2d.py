@@ -25,11 +25,25 @@ class Conv2d(KernelTemplate):
     shape_names = ("N", "C", "H", "W", "K", "R", "S")
     shape_optional: ClassVar[dict[str, int]] = {"stride": 1, "pad": 0}
     rtol = 1e-4
+    memory_also = "; also the zero-padded input, which the reference and the C kernel copy"
 
     def check_shape(self):
         s = self.shape
         if self.out_hw[0] < 1 or self.out_hw[1] < 1:
             raise UsageError(f"conv2d shape {s} gives an empty output; check H, W, R, S, stride and pad")
+        # past the padded input every stride gives the same one-window output, and the generated code
+        # (which strides over a padded copy) would overflow its index arithmetic
+        widest = max(s["H"], s["W"]) + 2 * s["pad"]
+        if s["stride"] > widest:
+            raise UsageError(f"conv2d stride={s['stride']} is larger than the padded input (max(H, W) + 2 * pad = "
+                             f"{widest}); a stride of {widest} gives the same output")
+
+    def memory_needed(self) -> dict[str, int]:
+        """The base's, and the zero-padded input: a float64 copy in the reference, a float32 copy in the C kernel."""
+        need = super().memory_needed()
+        s = self.shape
+        padded = s["N"] * s["C"] * (s["H"] + 2 * s["pad"]) * (s["W"] + 2 * s["pad"])
+        return {**need, "host": need["host"] + 12 * padded}
 
     @property
     def atol(self) -> float:
@@ -49,14 +63,19 @@ class Conv2d(KernelTemplate):
         return (self.shape["N"], self.shape["K"], *self.out_hw)
 
     def reference(self, inputs):
+        """One product per filter tap (r, s), accumulated: memory of the order of the padded input and
+        the output, never of an unfolded N x C x OH x OW x R x S window array."""
         x, w = (a.astype(np.float64) for a in inputs)
         s = self.shape
         st, p = s["stride"], s["pad"]
         xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
         oh, ow = self.out_hw
-        win = np.lib.stride_tricks.sliding_window_view(xp, (s["R"], s["S"]), axis=(2, 3))
-        win = win[:, :, ::st, ::st][:, :, :oh, :ow]  # N C OH OW R S
-        return np.einsum("nchwrs,kcrs->nkhw", win, w, optimize=True)
+        out = np.zeros((s["K"], s["N"], oh, ow))
+        for r in range(s["R"]):
+            for q in range(s["S"]):
+                tap = xp[:, :, r:r + (oh - 1) * st + 1:st, q:q + (ow - 1) * st + 1:st]  # N C OH OW
+                out += np.tensordot(w[:, :, r, q], tap, axes=([1], [1]))               # K N OH OW
+        return out.transpose(1, 0, 2, 3)
 
     @property
     def flops(self) -> int:
