@@ -9,7 +9,8 @@ This module is the public Python API: scripts import from ``autotune`` only. ::
 One function per domain (each builds a space and a runner and runs a Campaign):
 ``tune_replay``, ``tune_template``, ``optimize_graph``, ``parallelize``; the engine's
 parts for a campaign of one's own: ``Campaign``, ``open_database``, ``KnobSpace``,
-``ReplaySpace``, ``ReplayRunner``, ``make_algorithm``, ``make_search``; and
+``ReplaySpace``, ``ReplayRunner``, ``make_algorithm``, ``make_search``, and the base classes ``Space`` and
+``Runner`` for a space or runner of one's own; and
 ``queries`` (the tuning log as pandas DataFrames), ``best_config`` (transfer) and
 ``zoo_model`` (the graph benchmarks' ONNX models).
 """
@@ -30,6 +31,8 @@ _LAZY = {
     "CampaignResult": "autotune.campaign",
     "open_database": "autotune.db",
     "KnobSpace": "autotune.search_spaces.knobs",
+    "Space": "autotune.search_spaces.base",
+    "Runner": "autotune.runners.base",
     "ReplaySpace": "autotune.search_spaces.replay",
     "ReplayRunner": "autotune.runners.replay",
     "make_algorithm": "autotune.algorithms.registry",

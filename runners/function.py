@@ -13,6 +13,7 @@ its entry point with ``if __name__ == "__main__":``.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import os
@@ -50,8 +51,17 @@ def host_device(name: str) -> Device:
     })
 
 
+def unpartial(fn: Callable) -> Callable:
+    """The function a functools.partial (of a partial...) wraps; any other callable itself."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
+
+
 def function_name(fn: Callable) -> str:
-    """``module.qualname`` of a callable; a function of the main script is named after the script's file."""
+    """``module.qualname`` of a callable (of the function a functools.partial wraps); a function of the main
+    script is named after the script's file."""
+    fn = unpartial(fn)
     module = getattr(fn, "__module__", None) or type(fn).__module__
     qual = getattr(fn, "__qualname__", None) or type(fn).__qualname__
     if module == "__main__":
@@ -68,9 +78,23 @@ def error_text(exc: BaseException, limit: int = 2000) -> str:
     return text[:limit]
 
 
+def _scalar(value):
+    """A one-number value as a Python number: a 0-d array or tensor (numpy, torch, jax) by ``item()``, a
+    Decimal by ``float()``; anything else as it is."""
+    try:
+        if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):
+            return value.item()
+        if isinstance(value, numbers.Number) and not isinstance(value, numbers.Complex):
+            return float(value)
+    except Exception:  # noqa: BLE001 - not one number after all (a signalling NaN): refused as it is
+        pass
+    return value
+
+
 def to_measurement(candidate: Candidate, value, wall_s: float) -> Measurement:
-    """The objective's return value as a Measurement: a number is the cost; a Measurement is kept
-    (for this candidate); anything else, or a cost that is not finite and >= 0, is a failed trial."""
+    """The objective's return value as a Measurement: a number (or a 0-d array) is the cost; a Measurement
+    is kept (for this candidate); anything else, or a cost that is not finite and >= 0, is a failed trial."""
+    value = _scalar(value)
     if isinstance(value, Measurement):
         m = replace(value, candidate=candidate)
         if not m.run_s:
@@ -81,6 +105,8 @@ def to_measurement(candidate: Candidate, value, wall_s: float) -> Measurement:
         if _is_cost(value):
             return Measurement(candidate, Status.OK, times=[float(value)], cost=float(value), run_s=wall_s)
         why = f"the objective returned {_shown(value)}; a cost must be a finite number >= 0"
+        if value < 0:
+            why += " (to maximise a score, return e.g. 1 / score)"
     else:
         why = (f"the objective returned {_shown(value)} ({type(value).__name__}); it must return a number "
                "(the cost) or a Measurement")
@@ -151,6 +177,9 @@ class FunctionRunner(Runner):
             raise UsageError(f"the timeout must be a positive number of seconds, not {timeout_s!r}")
         if timeout_s is not None and not isolate:
             raise UsageError("a timeout needs isolate=True: an objective running in this process cannot be stopped")
+        if memory_limit is not None and not (isinstance(memory_limit, numbers.Integral)
+                                             and not isinstance(memory_limit, bool) and memory_limit > 0):
+            raise UsageError(f"the memory limit must be a positive whole number of bytes, not {memory_limit!r}")
         if memory_limit is not None and not isolate:
             raise UsageError("a memory limit needs isolate=True")
         self.objective, self.isolate = objective, bool(isolate)
@@ -160,6 +189,7 @@ class FunctionRunner(Runner):
         self._worker: IsolatedWorker | None = None
         self._blob = b""
         self._main: str | None = None
+        self._told = False  # whether the user was told of a failed call (once: every one is in the database)
         if self.isolate:
             if _IN_WORKER:
                 raise UsageError("the main script started a campaign again in its isolated worker process; guard the "
@@ -181,7 +211,14 @@ class FunctionRunner(Runner):
                              "(not a lambda or a nested function)") from None
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
-        return [self._one(c) for c in candidates]
+        out = [self._one(c) for c in candidates]
+        failed = next((m for m in out if not m.ok), None)
+        if failed is not None and not self._told:
+            self._told = True  # an objective that fails everywhere (a bug, a negative cost) is seen at once
+            print(f"autotune: {self.name} failed at {_shown(failed.candidate.payload)}: "
+                  f"{failed.error.splitlines()[0] if failed.error else failed.status.value} (a failed trial; the "
+                  "campaign goes on, and each failure's message is in its trial's error column)", file=sys.stderr)
+        return out
 
     def _one(self, c: Candidate) -> Measurement:
         config = dict(c.payload) if isinstance(c.payload, dict) else c.payload

@@ -104,8 +104,17 @@ class Constraint:
     def _reject(self, node: ast.AST, what: str) -> UsageError:
         return UsageError(
             f"constraint {self.text!r}: {what} is not allowed; use knob names, numbers, arithmetic, "
-            f"comparisons, and/or/not, 'x if c else y' and the functions {', '.join(sorted(FUNCTIONS))}"
+            f"comparisons (of strings too: layout == 'row'), and/or/not, 'x if c else y' and the functions "
+            f"{', '.join(sorted(FUNCTIONS))}"
         )
+
+    def _operand(self, node: ast.AST) -> Compiled:
+        """A comparison's operand: what ``_compile`` takes, or a string (``layout == 'row'``: knobs take strings;
+        only here, where a string cannot be multiplied into a huge one)."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            value = node.value
+            return lambda env: value
+        return self._compile(node)
 
     def _compile(self, node: ast.AST) -> Compiled:  # noqa: C901 - one branch per node type
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
@@ -130,8 +139,8 @@ class Constraint:
                 return lambda env: all(p(env) for p in parts)
             return lambda env: any(p(env) for p in parts)
         if isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
-            first = self._compile(node.left)
-            rest = [(_CMPOPS[type(o)], self._compile(c)) for o, c in zip(node.ops, node.comparators)]
+            first = self._operand(node.left)
+            rest = [(_CMPOPS[type(o)], self._operand(c)) for o, c in zip(node.ops, node.comparators)]
 
             def compare(env: Env) -> bool:
                 left = first(env)

@@ -38,21 +38,30 @@ def _is_power_of_two_list(values: Sequence) -> bool:
     )
 
 
+def _plain(name: str, v):
+    """A knob value as the configuration stored in the database gives it back: numpy scalars as Python
+    numbers, tuples as lists and mappings with sorted keys (a value read back from its JSON), so that a
+    resumed campaign's points are the points of the space. UsageError for a value JSON cannot hold (NaN,
+    infinity, an object)."""
+    v = v.item() if isinstance(v, np.generic) else v
+    if v is None or type(v) in (bool, int, str) or (type(v) is float and math.isfinite(v)):
+        return v
+    try:
+        return json.loads(canonical_json(v))
+    except (TypeError, ValueError):
+        raise UsageError(f"knob {name!r} has the value {v!r} ({type(v).__name__}); a value must be a finite "
+                         "number, a string, a boolean, None or a list of them (it is stored as JSON)"[:300]) from None
+
+
 def _knob_values(name: str, raw) -> list:
-    """A knob's values as a list of plain values (numpy scalars as Python numbers); UsageError for a single
-    value or a string where a list belongs, and for a value JSON cannot hold (NaN, infinity, an object):
-    every configuration is stored as JSON."""
-    if isinstance(raw, (str, bytes)) or not isinstance(raw, Iterable):
-        raise UsageError(f"knob {name!r} must be a list of values, not {raw!r} ({type(raw).__name__}); "
-                         f"e.g. {{{name!r}: [{raw!r}]}}"[:300])
-    vals = [v.item() if isinstance(v, np.generic) else v for v in raw]
-    for v in vals:
-        try:
-            json.dumps(v, allow_nan=False)
-        except (TypeError, ValueError):
-            raise UsageError(f"knob {name!r} has the value {v!r} ({type(v).__name__}); a value must be a finite "
-                             "number, a string, a boolean, None or a list of them (it is stored as JSON)"[:300]) from None
-    return vals
+    """A knob's values as a list of plain values (``_plain``); UsageError for a single value, a string, a
+    mapping (the ``{range: ...}`` forms of space files) or a set (no fixed order) where a list belongs."""
+    if isinstance(raw, (str, bytes, Mapping, set, frozenset)) or not isinstance(raw, Iterable):
+        hint = (" (the {range: ...} and {pow2: ...} forms are for space files; in Python give e.g. list(range(0, 10)))"
+                if isinstance(raw, Mapping) else " (a set has no fixed order; give e.g. sorted(values))"
+                if isinstance(raw, (set, frozenset)) else f"; e.g. {{{name!r}: [{raw!r}]}}")
+        raise UsageError(f"knob {name!r} must be a list of values, not {raw!r} ({type(raw).__name__}){hint}"[:300])
+    return [_plain(name, v) for v in raw]
 
 
 class KnobSpace(Space):
@@ -69,6 +78,11 @@ class KnobSpace(Space):
     ):
         if not knobs:
             raise UsageError("a knob space needs at least one knob")
+        if not isinstance(knobs, Mapping):
+            raise UsageError(f"the knobs must be a dict of knob name -> list of values, not {type(knobs).__name__}")
+        for name in knobs:
+            if not isinstance(name, str):  # a configuration is stored as JSON, whose keys are strings
+                raise UsageError(f"knob name {name!r} ({type(name).__name__}) is not a string; name knobs with strings")
         self.names: list[str] = list(knobs)
         self.values: list[list] = []
         for name in self.names:
@@ -80,8 +94,11 @@ class KnobSpace(Space):
             self.values.append(vals)
         self._index = [{repr(v): i for i, v in enumerate(vals)} for vals in self.values]
         names = set(self.names)
+        if isinstance(constraints, str) or callable(constraints):
+            constraints = [constraints]  # one constraint, not a list of them
         self.constraints = [make_constraint(c, names) for c in constraints]
-        self.task = task or Task("knobs", "custom", {"knobs": {n: list(v) for n, v in zip(self.names, self.values)}})
+        self._made_task = Task("knobs", "custom", {"knobs": {n: list(v) for n, v in zip(self.names, self.values)}})
+        self.task = task or self._made_task
         # an expression can be checked at the depth where its last knob is fixed; a callable at the end
         depth = {n: i for i, n in enumerate(self.names)}
         self._checks_at: list[list] = [[] for _ in self.names]
@@ -104,8 +121,18 @@ class KnobSpace(Space):
         self._idx_of: dict[str, tuple] = {}
         self._json = self._json_fragments()
         self._sorted_knobs = sorted(range(len(self.names)), key=self.names.__getitem__)  # canonical JSON's order
-        if self._default is not None and not self.is_valid(self._default):
-            raise UsageError(f"the default configuration {self._default} is not a valid point of the space")
+        if self._default is not None:  # every knob, no other name, a valid point
+            try:
+                self._default = self.candidate(self._default).payload
+            except UsageError as exc:
+                raise UsageError(f"the default {exc}") from None
+
+    @property
+    def anonymous(self) -> bool:
+        """Whether the task is the one the space made for want of one: it names the knobs, not what a runner
+        measures over them, so a Campaign makes it the campaign's own (two campaigns of other runners over
+        the same knobs must not look up each other's measurements)."""
+        return self.task is self._made_task
 
     # -- conversions -----------------------------------------------------------------
     def _config(self, idx: Sequence[int]) -> dict:
@@ -165,7 +192,7 @@ class KnobSpace(Space):
                 f"configuration {config} does not match the knobs {self.names}"
                 + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else "")
             )
-        ordered = {n: config[n] for n in self.names}
+        ordered = {n: _plain(n, config[n]) for n in self.names}
         if not self.is_valid(ordered):
             raise UsageError(f"configuration {ordered} is not a valid point of the space")
         return self._make(ordered)

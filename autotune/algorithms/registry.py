@@ -109,6 +109,8 @@ def check_options(algorithm: str, options: Mapping[str, Any] | None, cost_model:
     each value must have its default's type. Returns them, with numbers as their default's type."""
     if not options:
         return {}
+    if not isinstance(options, Mapping):
+        raise UsageError(f"the options must be a dict of option name -> value, not {options!r} ({type(options).__name__})")
     valid = valid_options(algorithm, cost_model)
     guide = f" guided by {cost_model}" if _guided(cost_model) else ""
     out = {}

@@ -7,6 +7,7 @@ a campaign killed at any point loses at most the batch in flight, and resuming i
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 import sys
@@ -31,12 +32,15 @@ from autotune.db.workers import worker_id
 from autotune.errors import Interrupted, UsageError, argument
 from autotune.runners.base import Runner
 from autotune.search_spaces.base import Space
-from autotune.types import Candidate
+from autotune.types import Candidate, Device, Task
 
 
 def _positive(name: str, value, kind=float):
-    if value is not None and not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
-        raise UsageError(f"{name} must be a positive number, not {value!r}")
+    """``value`` as ``kind`` (None stays None); UsageError unless it is a finite number > 0 (a whole one for
+    ``int``; never a bool: ``trials=True`` is a mistake, not one trial)."""
+    if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+                                  and math.isfinite(value) and (kind is not int or float(value).is_integer())):
+        raise UsageError(f"{name} must be a positive number{', a whole one' if kind is int else ''}, not {value!r}")
     return kind(value) if value is not None else None
 
 
@@ -100,8 +104,17 @@ class Campaign:
         warmup: Sequence[Candidate] = (), warmup_required: int | None = None, recipe: dict | None = None,
         fresh: bool = False,
     ):
-        if not name:
-            raise UsageError("a campaign needs a name")
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"a campaign needs a name (a non-empty string), not {name!r}")
+        if not isinstance(getattr(space, "task", None), Task):
+            raise UsageError(f"the space must be a Space (e.g. autotune.KnobSpace({{'x': [1, 2, 4]}})), not "
+                             f"{type(space).__name__}")
+        if not callable(getattr(runner, "measure", None)) or not isinstance(getattr(runner, "device", None), Device):
+            raise UsageError(f"the runner must be a Runner with a device and a measure method, not "
+                             f"{type(runner).__name__} (to minimise a Python function: autotune.minimize)")
+        if getattr(space, "anonymous", False):  # a KnobSpace made without a task: it cannot say what is measured
+            space = copy.copy(space)
+            space.task = Task("knobs", name, space.task.params)
         self.name, self.space, self.runner, self.db = name, space, runner, db
         self.algorithm = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
         self.trials, self.time_budget, self.simulated_budget, self.batch, self.seed = check_run(

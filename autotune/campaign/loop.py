@@ -12,6 +12,8 @@ unmeasured). Measurements already running finish and are stored.
 
 from __future__ import annotations
 
+import math
+import numbers
 import sys
 import threading
 import time
@@ -27,6 +29,7 @@ from rich.progress import (
 
 from autotune.db.database import Database
 from autotune.db.queries import CampaignFigures
+from autotune.errors import UsageError
 from autotune.progress import NameColumn
 from autotune.runners.base import Runner, StreamingRunner
 from autotune.types import Candidate, Measurement, Task
@@ -291,11 +294,29 @@ class _Batches:
         if not batch:
             return []
         if self.deadline is None:
-            return self.runner.measure(self.task, batch)
-        results = self.runner.measure_until(self.task, batch, self.deadline)
+            return _checked(self.runner, batch, self.runner.measure(self.task, batch), whole=True)
+        results = _checked(self.runner, batch, self.runner.measure_until(self.task, batch, self.deadline))
         done = {m.candidate.key for m in results}
         self.dropped += [c for c in batch if c.key not in done]
         return results
+
+
+def _checked(runner: Runner, batch: list[Candidate], results, whole: bool = False) -> list[Measurement]:
+    """``results`` if they are what ``Runner.measure`` promises: Measurements of the batch's candidates (all of
+    them where ``whole``), each cost a finite number >= 0; else UsageError naming the runner (a runner of the
+    user's own that broke the promise would hang the campaign, or rank a negative cost first)."""
+    name, results = type(runner).__name__, list(results)
+    keys = [m.candidate.key if isinstance(m, Measurement) else None for m in results]
+    asked = {c.key for c in batch}
+    if None in keys or not set(keys) <= asked or (whole and set(keys) != asked):
+        raise UsageError(f"runner {name} returned {len(results)} results for {len(batch)} candidates; measure() "
+                         "returns one Measurement per candidate, of that candidate, in order")
+    for m in results:
+        if m.ok and not (isinstance(m.cost, numbers.Real) and not isinstance(m.cost, bool) and math.isfinite(m.cost)
+                         and m.cost >= 0):
+            raise UsageError(f"runner {name} measured {m.candidate.payload!r} at cost {m.cost!r}; a cost must be a "
+                             "finite number >= 0 (a failure is a Measurement with a failed status)"[:400])
+    return results
 
 
 class Heartbeat:

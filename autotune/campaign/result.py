@@ -40,6 +40,20 @@ class CampaignResult:
         return self.best.cost if self.best is not None else None
 
     @property
+    def best_config(self):
+        """The configuration (candidate payload) of the best own measurement; None when none succeeded."""
+        return self.best.candidate.payload if self.best is not None else None
+
+    def __repr__(self) -> str:  # the figures a user looks for first; the task and device are attributes
+        reused = f", reused={self.reused}" if self.reused else ""
+        better = self.best_including_reused
+        looked_up = (f", best_including_reused=({better.cost!r}, {better.candidate.payload!r})"
+                     if better is not None else "")
+        return (f"CampaignResult(campaign={self.campaign!r}, status={self.status!r}, trials={self.trials}, "
+                f"errors={self.errors}{reused}, best_cost={self.best_cost!r}, best_config={self.best_config!r}"
+                f"{looked_up})")
+
+    @property
     def best_evaluated(self) -> Measurement | None:
         """The best of everything the campaign evaluated, look-ups included."""
         return self.best_including_reused or self.best
@@ -52,7 +66,7 @@ class CampaignResult:
         out = {
             "campaign": self.campaign, "task": self.task.key, "device": self.device.name, "trials": self.trials,
             "reused": self.reused,
-            "best_cost": self.best_cost, "best_config": self.best.candidate.payload if self.best else None,
+            "best_cost": self.best_cost, "best_config": self.best_config,
             "simulated_s": round(self.simulated_s, 6), "wall_s": round(self.wall_s, 6), "status": self.status,
             "measured_here": self.measured_here,
         }

@@ -16,6 +16,7 @@ qualified name plus the space, so another function or another space is another c
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import os
 from collections.abc import Callable, Mapping
@@ -25,11 +26,11 @@ from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, 
 from autotune.campaign import Campaign, CampaignResult, check_run
 from autotune.db import open_database
 from autotune.errors import UsageError
-from autotune.runners.function import FunctionRunner
+from autotune.runners.function import FunctionRunner, unpartial
 from autotune.search_spaces.constraints import Constraint
 from autotune.search_spaces.knobs import KnobSpace
 from autotune.search_spaces.space_file import load_space_file
-from autotune.types import Task, callable_identity, names_its_code
+from autotune.types import Task, callable_identity, names_its_code, stable_key
 
 DEFAULT_TRIALS = 100
 
@@ -59,6 +60,22 @@ def constraint_texts(space: KnobSpace) -> list[str]:
     return out
 
 
+def bound_state(fn: Callable) -> str | None:
+    """A digest of the numbers and strings an objective carries besides its code (None: none): the arguments
+    a functools.partial binds, the attributes of a bound method's instance or of a callable object, so that
+    ``partial(f, scale=1)`` and ``partial(f, scale=2)``, or ``Objective(64).run`` and ``Objective(128).run``,
+    are two tasks (as two closures over other numbers are)."""
+    plain, values = (bool, int, float, str, type(None)), []
+    while isinstance(fn, functools.partial):
+        values += [repr(v) if isinstance(v, plain) else type(v).__name__ for v in fn.args]
+        values += [f"{k}={v!r}" if isinstance(v, plain) else k for k, v in sorted(fn.keywords.items())]
+        fn = fn.func
+    owner = fn.__self__ if inspect.ismethod(fn) else None if inspect.isroutine(fn) or inspect.isclass(fn) else fn
+    if owner is not None and not inspect.isclass(owner) and not inspect.ismodule(owner):
+        values += [f"{k}={v!r}" for k, v in sorted(getattr(owner, "__dict__", {}).items()) if isinstance(v, plain)]
+    return stable_key(values) if values else None
+
+
 def with_task(space: KnobSpace, kind: str, name: str, params: dict) -> KnobSpace:
     """A shallow copy of ``space`` whose task is ``(kind, name, params + the knobs and constraints)``."""
     out = copy.copy(space)
@@ -77,28 +94,44 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
              db: str = "sqlite:///autotune.db", campaign: str | None = None, seed: int = 0, batch: int = 8,
              isolate: bool = False, timeout_s: float | None = None, progress: bool | None = None,
              memory_limit: int | None = None, fresh: bool = False, options: dict | None = None) -> CampaignResult:
-    """Run (or resume) a campaign minimising ``objective(config)`` over ``space``.
+    """Run (or resume) a campaign minimising ``objective(config)`` over ``space``; returns its CampaignResult
+    (``best_config``, ``best_cost``, ``trials``, ``errors``, ``status``, ``summary()``).
 
-    ``space``: a KnobSpace, a dict of knobs (name -> list of values) or a space file's path (YAML or
-    JSON, docs/own-code.md). ``objective`` returns the cost (a finite number >= 0) or a Measurement;
-    an exception or any other value is a failed trial and the campaign goes on. Without a budget
-    the campaign makes 100 evaluations (fewer when the space is smaller). ``isolate=True`` runs each
-    call in a fresh worker process (the objective must be picklable: a module-level function), where
-    ``timeout_s`` stops a hang (a TIMEOUT trial) and a crash is a RUNTIME_ERROR trial;
-    ``memory_limit`` caps its address space in bytes. The campaign's default name is the function's
-    name, the space's hash, the algorithm and the seed. ``fresh``: delete a campaign of that name
-    first (its trials stay, reused as look-ups). ``options``: the algorithm's options, and the
-    cost-model guidance's (``autotune algorithms``), e.g. ``{"population": 16}``.
+    - ``objective``: any callable taking the configuration (a dict: knob name -> value) and returning its
+      cost, a finite number >= 0 (an int, a float, a numpy scalar or a 0-d array), or a Measurement. An
+      exception or any other value is a failed trial (said once on stderr), and the campaign goes on.
+    - ``space``: a KnobSpace, a dict of knobs (name -> list of values) or a space file's path (YAML or
+      JSON, docs/own-code.md).
+    - ``trials``: the evaluations to make, counted over every run of the campaign; ``time_budget``: the
+      wall seconds of this run. Without either, 100 evaluations (fewer when the space is smaller).
+    - ``algorithm``, ``cost_model`` (None: no model) and ``options`` (e.g. ``{"population": 16}``): the
+      search, as ``autotune algorithms`` lists them.
+    - ``db``: the database URL (default ``sqlite:///autotune.db``, a file in the working directory).
+    - ``campaign``: its name; by default the function's name, a hash of the task, the algorithm and the
+      seed. The same call again resumes the campaign and evaluates nothing twice; ``fresh``: True starts it
+      over (its trials stay in the database, looked up rather than measured again).
+    - ``seed``: the search's random seed; ``batch``: the candidates asked of the search at a time.
+    - ``isolate``: True runs each call in a fresh worker process (the objective must be picklable: a
+      module-level function), where ``timeout_s`` stops a hang (a TIMEOUT trial), ``memory_limit`` caps
+      the address space in bytes and a crash is a RUNTIME_ERROR trial.
+    - ``progress``: draw the progress bar (None: when stderr is a terminal).
+
+    The task is the function's qualified name and the space (docs/own-code.md says what else tells
+    two objectives apart), so another function or another space is another campaign.
     """
+    if campaign is not None and not (isinstance(campaign, str) and campaign.strip()):
+        raise UsageError(f"the campaign name must be a non-empty string, not {campaign!r}")
     options = check_options(algorithm, options, cost_model)
     algo = make_search(algorithm, cost_model, **options)  # validates the names before anything is written
     runner = FunctionRunner(objective, isolate=isolate, timeout_s=timeout_s, memory_limit=memory_limit)
     try:
         params = {"function": runner.name}
         if not names_its_code(runner.name):
-            params["code"] = callable_identity(objective).rsplit(":", 1)[-1]
+            params["code"] = callable_identity(unpartial(objective)).rsplit(":", 1)[-1]
+        if (state := bound_state(objective)) is not None:
+            params["bound"] = state
         knobs = with_task(as_knob_space(space), "function", runner.name, params)
-        name = campaign or f"{runner.name}-{knobs.task.key[:8]}-{algo.name}-seed{seed}"
+        name = campaign if campaign is not None else f"{runner.name}-{knobs.task.key[:8]}-{algo.name}-seed{seed}"
         check_run(knobs, algo, trials=budgets(trials, time_budget), time_budget=time_budget, batch=batch, seed=seed)
         database = open_database(db)  # after the refusals: a refused call leaves no database file behind
         try:
