@@ -5,16 +5,22 @@ from __future__ import annotations
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.db.database import Database
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 
 __all__ = ["Database", "open_database", "open_existing_database"]
 
 
 def open_database(url: str = "sqlite:///autotune.db", create: bool = True) -> Database:
-    """Open (and, when empty, create) an experiment database; bad or unreachable URLs raise UsageError."""
+    """Open (and, when empty, create) an experiment database; bad or unreachable URLs raise UsageError. With
+    ``create`` (a command that writes: a campaign, an import), an SQLite file this process cannot write is
+    refused before any work starts; without it, such a file is opened read-only."""
     from autotune.db.migrate import check_schema
 
     db = Database(url)
+    if create and db.read_only:
+        db.close()
+        raise UsageError(f"cannot write database {db.safe_url}: {db.read_only}; tuning and imports store into it "
+                         f"(the query commands read it as it is); use a writable {argument('url', '--db')}")
     try:
         check_schema(db.engine, db.safe_url, create=create)
     except SQLAlchemyError as exc:

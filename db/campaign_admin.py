@@ -8,6 +8,7 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from autotune.db.engine import waits_out_locks
 from autotune.db.models import (
     AlgorithmStateRow,
     CampaignClaimRow,
@@ -25,6 +26,7 @@ class CampaignAdmin:
     """Campaign administration methods of the Database facade (which provides session, dialect and
     refuse_live_workers)."""
 
+    @waits_out_locks
     def set_campaign_status(self, campaign_id: int, status: str) -> None:
         """Set a campaign's status (nothing when it was deleted meanwhile)."""
         with self.session() as s:

@@ -15,6 +15,7 @@ SQLite (the default, WAL mode) and PostgreSQL run through the same code.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 
 from sqlalchemy import select
@@ -26,7 +27,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.db.campaign_admin import CampaignAdmin
 from autotune.db.campaigns import CampaignRuns
-from autotune.db.engine import make_engine
+from autotune.db import engine as _engine
+from autotune.db.engine import make_engine, read_only_reason, sqlite_file
 from autotune.db.graph_rules import GraphRules
 from autotune.db.models import DeviceRow, TaskRow
 from autotune.db.stored_models import StoredModels
@@ -44,6 +46,32 @@ class Database(CampaignRuns, TrialStore, GraphRules, CampaignWorkers, StoredMode
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._ids: dict[tuple[str, str], int] = {}
         self.dialect = self.engine.dialect.name
+        file = sqlite_file(url)
+        self._file = os.path.abspath(file) if file else None
+        #: why this process cannot write the SQLite file (it was opened read-only), else None
+        self.read_only = read_only_reason(file) if file else None
+        self._identity = self._file_identity()
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        """(device, inode) of the SQLite file now; None when there is none (yet)."""
+        try:
+            st = os.stat(self._file) if self._file else None
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino) if st else None
+
+    def _check_same_file(self) -> None:
+        """Refuse to commit into an SQLite file that was deleted or replaced since this process opened it: the
+        open connections would go on writing into the old file, and every later trial would vanish with it."""
+        if self._file is None:
+            return
+        now = self._file_identity()
+        if self._identity is None:  # created by this process's first connection
+            self._identity = now
+        elif now != self._identity:
+            raise DatabaseError(f"the database file {self._file} was {'deleted' if now is None else 'replaced'} "
+                                "while this process used it; nothing more is written (what was stored before "
+                                "went with the old file)")
 
     def close(self) -> None:
         self.engine.dispose()
@@ -54,15 +82,33 @@ class Database(CampaignRuns, TrialStore, GraphRules, CampaignWorkers, StoredMode
         s = self._sessions()
         try:
             yield s
+            self._check_same_file()
             s.commit()
         except SQLAlchemyError as exc:
             s.rollback()
-            raise DatabaseError(f"database error on {self.safe_url}: {exc.__class__.__name__}: {exc.orig if hasattr(exc, 'orig') else exc}") from exc
+            orig = getattr(exc, "orig", None)
+            raise DatabaseError(self._error_message(exc, orig)) from exc
         except BaseException:
             s.rollback()
             raise
         finally:
             s.close()
+
+    def _error_message(self, exc: SQLAlchemyError, orig) -> str:
+        """One line on a failed transaction (rolled back: nothing of it was stored), the usual causes in words."""
+        text = str(orig)
+        if "readonly database" in text:
+            why = f" ({self.read_only})" if self.read_only else ""
+            return (f"database {self.safe_url} is read-only here{why}: this command writes to it; the query "
+                    "commands (trials, best, campaigns) read it")
+        if "database is locked" in text:
+            return (f"database {self.safe_url} is locked: another process has kept a write transaction open for "
+                    f"over {_engine.BUSY_TIMEOUT_S:.0f} s (a sqlite3 shell, a database browser, a long import); "
+                    "try again once it ends")
+        if "disk is full" in text:
+            return (f"database {self.safe_url}: the disk is full; the last transaction was not stored (what was "
+                    "stored before stays): free some space and run the command again")
+        return f"database error on {self.safe_url}: {exc.__class__.__name__}: {orig if orig is not None else exc}"
 
     @property
     def safe_url(self) -> str:

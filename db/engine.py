@@ -1,18 +1,67 @@
 """The database engine for a URL: SQLite (a file, in WAL mode, with a long busy timeout) or PostgreSQL;
-a malformed URL, another backend or a missing driver is a UsageError naming what is accepted."""
+a malformed URL, another backend or a missing driver is a UsageError naming what is accepted.
+
+An SQLite file this process cannot write (the file, or the folder that holds its -wal and -shm files, is
+read-only) is opened read-only: queries work, and a write fails (Database says so in one line)."""
 
 from __future__ import annotations
 
+import functools
+import os
 import sqlite3
+import sys
 import time
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-from autotune.errors import UsageError
+from autotune.errors import DatabaseError, UsageError
 
 ACCEPTED = "sqlite:///FILE (for example sqlite:///autotune.db) or postgresql+psycopg://USER@HOST:PORT/DBNAME"
+
+
+#: seconds an SQLite statement waits for another connection's write lock before it fails (the busy timeout)
+BUSY_TIMEOUT_S = 60.0
+
+
+def is_locked(exc: BaseException) -> bool:
+    """Whether ``exc`` (a DatabaseError) is SQLite giving up on the busy timeout: another connection held
+    the write lock all that time."""
+    orig = getattr(exc.__cause__, "orig", None)
+    return isinstance(orig, sqlite3.OperationalError) and "database is locked" in str(orig)
+
+
+def waits_out_locks(method):
+    """A Database write method that tries again, for as long as it takes, when another process holds the
+    SQLite write lock past the busy timeout (a transaction left open in a sqlite3 shell or a database
+    browser, a long import), saying so on standard error once while the lock lasts (whichever of the
+    process's threads waits first): what it stores (a batch of measurements, a campaign's claim) is kept
+    rather than dropped with the campaign. Each try is one transaction, rolled back when it fails, so a
+    retry stores everything once."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        waited = False
+        while True:
+            try:
+                result = method(self, *args, **kwargs)
+            except DatabaseError as exc:
+                if not is_locked(exc):
+                    raise
+                if not getattr(self, "_waiting_said", False):
+                    self._waiting_said = True
+                    print(f"autotune: database {self.safe_url} is locked: another process has kept a write "
+                          f"transaction open for over {BUSY_TIMEOUT_S:.0f} s (a sqlite3 shell, a database browser, "
+                          "a long import); waiting for it to end (Ctrl-C stops)", file=sys.stderr, flush=True)
+                waited = True
+                continue
+            if waited:
+                self._waiting_said = False
+            return result
+
+    return wrapper
 
 
 def _wal(cur, wait_s: float = 60.0) -> None:
@@ -30,6 +79,43 @@ def _wal(cur, wait_s: float = 60.0) -> None:
             pause = min(0.5, pause * 2)
 
 
+def sqlite_file(url: str) -> str | None:
+    """The file an ``sqlite:///FILE`` URL names; None for another backend, an in-memory database or a
+    malformed URL."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return parsed.database
+
+
+def read_only_reason(path: str) -> str | None:
+    """Why this process cannot write the existing SQLite file ``path`` ("the file is read-only", "its folder
+    is read-only": WAL mode keeps the -wal and -shm files beside it); None when it can, or it does not exist."""
+    if not os.path.isfile(path):
+        return None
+    if not os.access(path, os.W_OK):
+        return "the file is read-only"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.access(folder, os.W_OK | os.X_OK) and not all(
+            os.access(path + suffix, os.W_OK) for suffix in ("-wal", "-shm")):
+        return "its folder is read-only"
+    return None
+
+
+def _read_only_url(parsed, path: str):
+    """``parsed`` rewritten to open ``path`` read-only. Reading a WAL file needs its -shm file, which SQLite
+    creates beside it; in a read-only folder without a -wal file (no writer has it open) it is read as
+    immutable, the one way SQLite reads it there."""
+    query = {"mode": "ro", "uri": "true"}
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.access(folder, os.W_OK | os.X_OK) and not os.path.exists(path + "-wal"):
+        query["immutable"] = "1"
+    return parsed.set(database="file:" + quote(os.path.abspath(path)), query=query)
+
+
 def make_engine(url: str) -> Engine:
     """The SQLAlchemy engine of ``url`` (nothing is connected yet)."""
     try:
@@ -43,14 +129,18 @@ def make_engine(url: str) -> Engine:
         if backend == "sqlite":
             if parsed.database in (None, ""):
                 raise UsageError(f"database URL {url!r} names no file; use {ACCEPTED}")
-            engine = create_engine(parsed, connect_args={"timeout": 60})
+            read_only = read_only_reason(parsed.database)
+            if read_only:
+                parsed = _read_only_url(parsed, parsed.database)
+            engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_S})
 
             @event.listens_for(engine, "connect")
             def _pragmas(dbapi_conn, _record):  # noqa: ANN001
                 cur = dbapi_conn.cursor()
-                cur.execute("PRAGMA busy_timeout=60000")
-                _wal(cur)
-                cur.execute("PRAGMA synchronous=NORMAL")  # durable against a killed process; fsync at checkpoints
+                cur.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+                if not read_only:
+                    _wal(cur)
+                    cur.execute("PRAGMA synchronous=NORMAL")  # durable against a killed process; fsync at checkpoints
                 cur.execute("PRAGMA foreign_keys=ON")
                 cur.close()
 

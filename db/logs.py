@@ -14,11 +14,11 @@ from datetime import datetime
 from pathlib import Path
 
 import orjson
-from sqlalchemy import and_, select
+from sqlalchemy import select
 
 from autotune.db.database import Database
 from autotune.db.models import CampaignRow, DeviceRow, TaskRow, TrialRow, utcnow
-from autotune.db.queries import _device_filter, _task_filter
+from autotune.db.queries import _trial_filters
 from autotune.errors import UsageError
 from autotune.progress import Progress
 from autotune.types import Device, Status, Task
@@ -40,21 +40,30 @@ def _line(t: TrialRow, task: TaskRow, dev: DeviceRow, camp: CampaignRow | None) 
 
 
 def export_lines(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
-                 status: str | None = None) -> Iterator[str]:
-    conds = [_task_filter(db, task), _device_filter(device)]
+                 status: str | None = None, page: int = 5000) -> Iterator[str]:
+    """The matching trials as JSON lines, oldest first, read ``page`` trials at a time (keyset pages), so
+    memory stays bounded however large the log; each task, device and campaign is read once."""
+    conds = _trial_filters(db, task, device)
     if status:
         conds.append(TrialRow.status == Status.parse(status).value)
     if campaign:
         conds.append(TrialRow.campaign_id == db.campaign(campaign).id)
-    with db.session() as s:
-        rows = s.execute(
-            select(TrialRow, TaskRow, DeviceRow, CampaignRow)
-            .join(TaskRow, TaskRow.id == TrialRow.task_id).join(DeviceRow, DeviceRow.id == TrialRow.device_id)
-            .outerjoin(CampaignRow, CampaignRow.id == TrialRow.campaign_id)
-            .where(and_(*conds)).order_by(TrialRow.id)
-        ).all()
-    for t, task_row, dev_row, camp in rows:
-        yield json.dumps(_line(t, task_row, dev_row, camp), sort_keys=True)
+    known: dict[type, dict[int, object]] = {TaskRow: {}, DeviceRow: {}, CampaignRow: {None: None}}
+    last = 0
+    while True:
+        with db.session() as s:
+            rows = s.scalars(select(TrialRow).where(*conds, TrialRow.id > last).order_by(TrialRow.id).limit(page)).all()
+            for model, ids in ((TaskRow, {t.task_id for t in rows}), (DeviceRow, {t.device_id for t in rows}),
+                               (CampaignRow, {t.campaign_id for t in rows})):
+                missing = ids - known[model].keys()
+                if missing:
+                    known[model].update((r.id, r) for r in s.scalars(select(model).where(model.id.in_(missing))))
+        for t in rows:
+            yield json.dumps(_line(t, known[TaskRow][t.task_id], known[DeviceRow][t.device_id],
+                                   known[CampaignRow][t.campaign_id]), sort_keys=True)
+        if len(rows) < page:
+            return
+        last = rows[-1].id
 
 
 def export_file(db: Database, path: str | Path, **filters) -> int:

@@ -104,17 +104,19 @@ def upgrade_database(url: str) -> tuple[str, str | None, str | None]:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
-    from autotune.db.engine import make_engine
+    from autotune.db.engine import make_engine, sqlite_file
 
     engine = make_engine(url)  # a malformed URL or an unknown backend: UsageError
-    safe = engine.url.render_as_string(hide_password=True)
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
-            and not os.path.isfile(parsed.database):
+    safe = make_url(url).render_as_string(hide_password=True)
+    file = sqlite_file(url)
+    if file is not None and not os.path.isfile(file):
         engine.dispose()
-        raise UsageError(f"no database file {parsed.database!r} (db upgrade upgrades an existing database; "
+        raise UsageError(f"no database file {file!r} (db upgrade upgrades an existing database; "
                          "campaigns create one)")
     try:
+        current = current_revision(engine)
+        if current == head_revision():  # nothing to do: no write lock taken (none waited for, none needed)
+            return safe, current, current
         before, after = upgrade(engine, url=safe)
     except SQLAlchemyError as exc:
         orig = getattr(exc, "orig", None)
@@ -152,7 +154,9 @@ def check_schema(engine, url: str, create: bool = True) -> None:
         return
     if current is None:
         if not create:
-            raise UsageError(f"database {url} has no autotune schema")
+            copy = ("; a copy of an SQLite file in use needs its -wal file too, which holds the latest commits "
+                    "(or copy with: sqlite3 FILE \".backup COPY\")") if engine.dialect.name == "sqlite" else ""
+            raise UsageError(f"database {url} has no autotune schema{copy}")
         create_schema(engine, url)
         current = current_revision(engine)
         if current == head:

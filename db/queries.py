@@ -8,7 +8,8 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import and_, false, func, or_, select
+from sqlalchemy import and_, false, func, or_, select, true
+from sqlalchemy.orm import aliased
 
 from autotune.db.database import Database
 from autotune.db.models import row_to_measurement
@@ -42,6 +43,36 @@ def _task_filter(db: Database, task: str | None):
 
 def _device_filter(device: str | None):
     return or_(DeviceRow.name == device, DeviceRow.key == device) if device else True
+
+
+def _trial_filters(db: Database, task: str | None, device: str | None) -> list:
+    """The task and device filters as conditions on the trials' own columns, so that the (task, device, cost)
+    index serves them: a device alone is matched with every task (an IN over the tasks' ids, each an index
+    seek) rather than by reading every trial to join its device."""
+    conds = []
+    if task:
+        row = one_task(db, task)
+        conds.append(TrialRow.task_id == row.id if row is not None else false())
+    if device:
+        conds.append(TrialRow.device_id.in_(select(DeviceRow.id).where(_device_filter(device))))
+        if not task:
+            conds.append(TrialRow.task_id.in_(select(TaskRow.id)))
+    return conds
+
+
+def _fastest(db: Database, k: int, task: str | None = None, device: str | None = None):
+    """A select of the ids of the ``k`` fastest OK trials (by cost, then id) of every (task, device) the
+    filters keep: each pair's read from the (task, device, cost) index, never the whole trials table (a
+    window over every trial reads all of them: seconds on a million). PostgreSQL joins each pair to its k trials
+    laterally; SQLite, which has no LATERAL, with a correlated IN."""
+    t = aliased(TrialRow)
+    per_pair = (select(t.id).where(t.task_id == TaskRow.id, t.device_id == DeviceRow.id, t.cost.is_not(None))
+                .order_by(t.cost, t.id).limit(k))
+    pairs = select().select_from(TaskRow).join(DeviceRow, true()).where(_task_filter(db, task), _device_filter(device))
+    if db.dialect == "postgresql":
+        lateral = per_pair.lateral()
+        return pairs.add_columns(lateral.c.id).join(lateral, true())
+    return pairs.add_columns(TrialRow.id).join(TrialRow, TrialRow.id.in_(per_pair.scalar_subquery()))
 
 
 class CampaignFigures(NamedTuple):
@@ -136,13 +167,13 @@ def campaigns(db: Database, include_reused: bool = False) -> pd.DataFrame:
 
 
 def _trial_query(db: Database, campaign, task, device, status):
-    conds = [_task_filter(db, task), _device_filter(device)]
+    conds = _trial_filters(db, task, device)
     if status:
         conds.append(TrialRow.status == Status.parse(status).value)
     if campaign:
         camp = db.campaign(campaign)
         conds.append(TrialRow.id.in_(select(CampaignTrialRow.trial_id).where(CampaignTrialRow.campaign_id == camp.id)))
-    return and_(*conds)
+    return and_(true(), *conds)
 
 
 def _trial_frame(rows) -> pd.DataFrame:
@@ -172,6 +203,8 @@ def trials(db: Database, campaign: str | None = None, task: str | None = None, d
             raise UsageError(f"{name} must be a positive number of trials, not {v}")
     query = _trial_select(_trial_query(db, campaign, task, device, status))
     if top is not None:
+        if not campaign:  # the k fastest of all are among each (task, device)'s k fastest
+            query = query.where(TrialRow.id.in_(_fastest(db, top, task, device)))
         query = query.where(TrialRow.cost.is_not(None)).order_by(TrialRow.cost, TrialRow.id).limit(top)
     else:
         query = query.order_by(TrialRow.id).limit(limit)
@@ -182,9 +215,7 @@ def trials(db: Database, campaign: str | None = None, task: str | None = None, d
 def count_trials(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
                  status: str | None = None) -> int:
     with db.session() as s:
-        return s.scalar(select(func.count(TrialRow.id)).join(TaskRow, TaskRow.id == TrialRow.task_id)
-                        .join(DeviceRow, DeviceRow.id == TrialRow.device_id)
-                        .where(_trial_query(db, campaign, task, device, status)))
+        return s.scalar(select(func.count(TrialRow.id)).where(_trial_query(db, campaign, task, device, status)))
 
 
 def lookups(db: Database, campaign: str) -> int:
@@ -214,20 +245,17 @@ def trial_pages(db: Database, campaign: str | None = None, task: str | None = No
 
 def best(db: Database, task: str | None = None, device: str | None = None, k: int = 1) -> pd.DataFrame:
     """The k fastest OK trials per (task, device)."""
-    ranked = (
-        select(TrialRow.id, func.row_number().over(
-            partition_by=(TrialRow.task_id, TrialRow.device_id), order_by=(TrialRow.cost, TrialRow.id)).label("rank"))
-        .where(TrialRow.cost.is_not(None)).subquery()
-    )
     with db.session() as s:
         rows = s.execute(
-            select(TaskRow.name, TaskRow.key, DeviceRow.name, ranked.c.rank, TrialRow.cost, TrialRow.candidate, TrialRow.candidate_key)
-            .join(ranked, ranked.c.id == TrialRow.id)
+            select(TaskRow.name, TaskRow.key, DeviceRow.name, TrialRow.cost, TrialRow.candidate, TrialRow.candidate_key,
+                   TrialRow.task_id, TrialRow.device_id)
             .join(TaskRow, TaskRow.id == TrialRow.task_id).join(DeviceRow, DeviceRow.id == TrialRow.device_id)
-            .where(ranked.c.rank <= k, _task_filter(db, task), _device_filter(device))
-            .order_by(TaskRow.name, DeviceRow.name, ranked.c.rank)
+            .where(TrialRow.id.in_(_fastest(db, k, task, device)))
+            .order_by(TaskRow.name, DeviceRow.name, TrialRow.task_id, TrialRow.device_id, TrialRow.cost, TrialRow.id)
         ).all()
-    return pd.DataFrame(rows, columns=["task", "task_key", "device", "rank", "cost", "config", "candidate_key"])
+    df = pd.DataFrame(rows, columns=["task", "task_key", "device", "cost", "config", "candidate_key", "tid", "did"])
+    df.insert(3, "rank", df.groupby(["tid", "did"]).cumcount() + 1 if len(df) else pd.Series(dtype=int))
+    return df.drop(columns=["tid", "did"])
 
 
 def convergence(db: Database, campaign: str, include_reused: bool = False) -> pd.DataFrame:

@@ -8,6 +8,7 @@ import zlib
 
 from sqlalchemy import and_, func, select, update
 
+from autotune.db.engine import waits_out_locks
 from autotune.db.models import CampaignRow, CostModelRow, utcnow
 from autotune.errors import UsageError
 from autotune.types import Device, Task
@@ -16,6 +17,7 @@ from autotune.types import Device, Task
 class StoredModels:
     """Cost-model storage methods of the Database facade (which provides session, task_id, device_id)."""
 
+    @waits_out_locks
     def save_cost_model(self, name: str, data: bytes, metrics: dict, n_samples: int, task: Task | None = None,
                         device: Device | None = None, campaign_id: int | None = None, fmt: str = "json") -> int:
         """Store a trained model and return its id.

@@ -16,6 +16,7 @@ import orjson
 from sqlalchemy import JSON, Column, DateTime, Float, Integer, MetaData, Table, Text, TypeDecorator, func, select, update
 from sqlalchemy.orm import Session
 
+from autotune.db.engine import waits_out_locks
 from autotune.db.models import (
     CHUNK,
     AlgorithmStateRow,
@@ -102,6 +103,7 @@ class TrialStore:
                 table.c.candidate_key.in_(uniq[i:i + CHUNK]))).all())
         return out
 
+    @waits_out_locks
     def record_batch(
         self, task_id: int, device_id: int, campaign_id: int | None, measured: list[Measurement],
         reused: list[Measurement] = (), state: dict | None = None, worker: str | None = None,

@@ -20,6 +20,7 @@ from datetime import timedelta
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
+from autotune.db.engine import waits_out_locks
 from autotune.db.models import CHUNK, CampaignClaimRow, CampaignPendingRow, CampaignRow, TrialRow, utcnow
 from autotune.errors import UsageError, argument
 from autotune.runners.processes import process_alive
@@ -99,6 +100,7 @@ class CampaignWorkers:
                       .on_conflict_do_update(index_elements=["campaign_id", "worker"], set_={"n": n, "heartbeat": now}))
         return granted, adopted
 
+    @waits_out_locks
     def reserve(self, campaign_id: int, worker: str, candidates: list[Candidate], limit: int | None = None,
                 elsewhere: list[Candidate] | None = None) -> list[Candidate]:
         """Reserve candidates for ``worker`` to measure, in order, until ``limit`` are reserved; returns
@@ -168,6 +170,7 @@ class CampaignWorkers:
             if row is not None:
                 row.options = {**(row.options or {}), "budget": budget, **({"recipe": recipe} if recipe else {})}
 
+    @waits_out_locks
     def heartbeat(self, campaign_id: int, worker: str) -> None:
         """Tell the other workers that ``worker`` is alive (creates its claim row, holding nothing, if none)."""
         claims, now = CampaignClaimRow.__table__, utcnow()
@@ -175,6 +178,7 @@ class CampaignWorkers:
             s.execute(self._insert(claims).values(campaign_id=campaign_id, worker=worker, n=0, heartbeat=now)
                       .on_conflict_do_update(index_elements=["campaign_id", "worker"], set_={"heartbeat": now}))
 
+    @waits_out_locks
     def release_claim(self, campaign_id: int, worker: str) -> None:
         """Give back whatever ``worker`` still holds of the campaign: its claim and its reservations."""
         claims, pending = CampaignClaimRow.__table__, CampaignPendingRow.__table__

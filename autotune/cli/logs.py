@@ -119,4 +119,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         from autotune.db.migrate import upgrade_database
 
         safe, before, after = upgrade_database(db)
-        typer.echo(f"{safe}: schema {before or 'empty'} -> {after}")
+        if before == after:
+            typer.echo(f"{safe}: schema {after} is this autotune's; nothing to upgrade")
+        else:
+            typer.echo(f"{safe}: schema {before or 'empty'} -> {after}")
