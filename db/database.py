@@ -27,8 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.db.campaign_admin import CampaignAdmin
 from autotune.db.campaigns import CampaignRuns
-from autotune.db import engine as _engine
-from autotune.db.engine import make_engine, read_only_reason, sqlite_file
+from autotune.db.engine import locked_text, make_engine, read_only_reason, sqlite_file
 from autotune.db.graph_rules import GraphRules
 from autotune.db.models import DeviceRow, TaskRow
 from autotune.db.stored_models import StoredModels
@@ -102,9 +101,7 @@ class Database(CampaignRuns, TrialStore, GraphRules, CampaignWorkers, StoredMode
             return (f"database {self.safe_url} is read-only here{why}: this command writes to it; the query "
                     "commands (trials, best, campaigns) read it")
         if "database is locked" in text:
-            return (f"database {self.safe_url} is locked: another process has kept a write transaction open for "
-                    f"over {_engine.BUSY_TIMEOUT_S:.0f} s (a sqlite3 shell, a database browser, a long import); "
-                    "try again once it ends")
+            return f"{locked_text(self.safe_url)}; try again once it ends"
         if "disk is full" in text:
             return (f"database {self.safe_url}: the disk is full; the last transaction was not stored (what was "
                     "stored before stays): free some space and run the command again")

@@ -26,6 +26,12 @@ ACCEPTED = "sqlite:///FILE (for example sqlite:///autotune.db) or postgresql+psy
 BUSY_TIMEOUT_S = 60.0
 
 
+def locked_text(safe_url: str) -> str:
+    """What a write that gave up on the busy timeout met, in words (a caller adds what happens next)."""
+    return (f"database {safe_url} is locked: another process has kept a write transaction open for over "
+            f"{BUSY_TIMEOUT_S:.0f} s (a sqlite3 shell, a database browser, a long import)")
+
+
 def is_locked(exc: BaseException) -> bool:
     """Whether ``exc`` (a DatabaseError) is SQLite giving up on the busy timeout: another connection held
     the write lock all that time."""
@@ -52,9 +58,8 @@ def waits_out_locks(method):
                     raise
                 if not getattr(self, "_waiting_said", False):
                     self._waiting_said = True
-                    print(f"autotune: database {self.safe_url} is locked: another process has kept a write "
-                          f"transaction open for over {BUSY_TIMEOUT_S:.0f} s (a sqlite3 shell, a database browser, "
-                          "a long import); waiting for it to end (Ctrl-C stops)", file=sys.stderr, flush=True)
+                    print(f"autotune: {locked_text(self.safe_url)}; waiting for it to end (Ctrl-C stops)",
+                          file=sys.stderr, flush=True)
                 waited = True
                 continue
             if waited:

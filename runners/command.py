@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from autotune.errors import UsageError, argument
 from autotune.runners.base import Runner
 from autotune.runners.function import host_device
+from autotune.runners.processes import kill_group
 from autotune.search_spaces.space_file import Objective
 from autotune.types import Candidate, Measurement, Status, Task
 
@@ -155,13 +156,6 @@ def _read_end(f, limit: int = MAX_OUTPUT_BYTES) -> bytes:
     return f.read()
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _stop(proc: subprocess.Popen, linux: bool) -> int:
     """End a run before the program exits (a timeout, Ctrl-C); its exit status. On Linux the launcher is
     asked (SIGTERM) and kills every process of the run; else, or if it does not end, the group is killed."""
@@ -171,7 +165,7 @@ def _stop(proc: subprocess.Popen, linux: bool) -> int:
             return proc.wait(STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             pass
-    _kill_group(proc.pid)
+    kill_group(proc.pid)
     return proc.wait()
 
 
@@ -255,7 +249,7 @@ class CommandRunner(Runner):
                 os.close(r)
                 raise
             t1 = time.monotonic()
-            _kill_group(proc.pid)  # whatever is left in the group (a launcher that was killed, or not Linux)
+            kill_group(proc.pid)  # whatever is left in the group (a launcher that was killed, or not Linux)
             report = _read_all(r).split()
             os.close(r)
             if linux and len(report) in (2, 3):  # [the program's start,] its end and its wait status

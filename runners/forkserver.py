@@ -21,22 +21,14 @@ import sys
 import traceback
 
 import autotune.runners.child  # noqa: F401 - preload numpy and ctypes before forking
-from autotune.runners.processes import die_with_parent, limit_memory
+from autotune.runners.processes import die_with_parent, kill_group, limit_memory
 from autotune.runners.workers import read_frame, write_frame
 
 _running: int | None = None  # the child being measured: its pid is also its process group
 
 
-def _kill_group(pgid: int | None) -> None:
-    if pgid:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
 def _on_parent_death(signum, frame) -> None:  # noqa: ANN001
-    _kill_group(_running)
+    kill_group(_running)
     os._exit(1)
 
 
@@ -78,7 +70,7 @@ def serve(inp: int, out: int) -> None:
         data = read_frame(r)
         os.close(r)
         _, status = os.waitpid(pid, 0)
-        _kill_group(pid)  # whatever the candidate forked
+        kill_group(pid)  # whatever the candidate forked
         _running = None
         write_frame(out, pickle.dumps((data, os.waitstatus_to_exitcode(status))))
 

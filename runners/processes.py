@@ -96,7 +96,7 @@ def run_compiler(cmd: list[str], timeout_s: float, tmpdir: str | Path | None = N
         try:
             out, err = proc.communicate(timeout=timeout_s)
         except BaseException:  # the timeout, or Ctrl-C in the thread that waits: nothing of the build stays
-            _kill_group(proc)
+            _kill_compiler(proc)
             proc.communicate()
             raise
         finally:
@@ -109,12 +109,18 @@ def stop_compilers(running: set[subprocess.Popen]) -> None:
     """Kill the compilers in ``running`` with their process groups: a runner closed while it builds (Ctrl-C
     reaches only the foreground process group, not theirs) waits for none of them."""
     for proc in list(running):
-        _kill_group(proc)
+        _kill_compiler(proc)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    if proc.returncode is None:
+def _kill_compiler(proc: subprocess.Popen) -> None:
+    if proc.returncode is None:  # not yet reaped: its pid is still its group's
+        kill_group(proc.pid)
+
+
+def kill_group(pgid: int | None) -> None:
+    """SIGKILL every process of the process group ``pgid`` (nothing when it is None or already gone)."""
+    if pgid:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
