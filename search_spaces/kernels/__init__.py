@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from autotune.errors import UsageError
-from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props
+from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props, cpu_props_from
 from autotune.search_spaces.kernels.conv2d import Conv2d
 from autotune.search_spaces.kernels.gemm import Gemm
 from autotune.search_spaces.kernels.softmax import Softmax
@@ -35,9 +35,8 @@ def space_for_task(task, device_props: Mapping | None = None) -> KnobSpace:
     p = task.params
     props = dict(device_props) if device_props else None
     if props and p["target"] == "cpu":
-        flags = set(props.get("flags") or ())
-        props = {"cores": int(props.get("cores") or 1), "avx2": {"avx2", "fma"} <= flags, "avx512": "avx512f" in flags,
-                 "l1d_bytes": int(props.get("l1d_bytes") or 32768), "l2_bytes": int(props.get("l2_bytes") or 524288)}
+        props = cpu_props_from(int(props.get("cores") or 1), props.get("flags"), int(props.get("l1d_bytes") or 0),
+                               int(props.get("l2_bytes") or 0))
     return kernel_problem(task.name, p["shape"], p["target"], device_props=props, threads=p.get("threads"))[0]
 
 

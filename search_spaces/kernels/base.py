@@ -98,6 +98,14 @@ def _read(path: str) -> str:
         return f.read().strip()
 
 
+def cpu_props_from(cores: int, flags, l1d_bytes: int | None = None, l2_bytes: int | None = None) -> dict:
+    """A CPU's knob-range properties from its core count, its flags (/proc/cpuinfo's) and cache sizes (32 KiB
+    and 512 KiB where unknown)."""
+    flags = set(flags or ())
+    return {"cores": cores, "avx2": {"avx2", "fma"} <= flags, "avx512": "avx512f" in flags,
+            "l1d_bytes": l1d_bytes or 32 * 1024, "l2_bytes": l2_bytes or 512 * 1024}
+
+
 def cpu_props() -> dict:
     """Enough of the host CPU for knob ranges: usable cores, vector flags, cache sizes."""
     flags: set[str] = set()
@@ -109,8 +117,7 @@ def cpu_props() -> dict:
                     break
     except OSError:
         pass
-    props = {"cores": usable_cores(), "avx2": "avx2" in flags and "fma" in flags,
-             "avx512": "avx512f" in flags, "l1d_bytes": 32 * 1024, "l2_bytes": 512 * 1024}
+    props = cpu_props_from(usable_cores(), flags)
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
         entries = [e for e in os.listdir(base) if e.startswith("index")]
