@@ -4,6 +4,7 @@ of this package and registers itself through ``register(app, tune_app)``."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 
 import typer
@@ -59,9 +60,24 @@ COMMAND_MODULES = [
     "autotune.cli.dashboard",
 ]
 
+
+
+def _one_line_listings(group: typer.Typer) -> None:
+    """Give each command of ``group`` (and of its subgroups) its docstring's first paragraph as one line for
+    the command lists of ``--help``: there rich keeps a docstring's line breaks, which cut its sentences
+    mid-line (a command's own ``--help`` joins them)."""
+    for info in group.registered_commands:
+        doc = info.help or (info.callback.__doc__ if info.callback else None)
+        if info.short_help is None and doc:
+            info.short_help = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+    for sub in group.registered_groups:
+        _one_line_listings(sub.typer_instance)
+
+
 try:
     for _name in COMMAND_MODULES:
         importlib.import_module(_name).register(app, tune_app)
+    _one_line_listings(app)
     # Ctrl-C in a command: one line on stderr (whether anything was stored), status 130; a campaign first stores
     # what it measured, marks itself "interrupted" and says how to resume (autotune.campaign), and that line is
     # the only one. Typer alone would exit 130 saying nothing.

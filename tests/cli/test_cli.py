@@ -125,6 +125,16 @@ def test_every_command_has_help():
     assert "random" in run("algorithms").stdout
 
 
+def test_command_lists_give_each_command_its_first_paragraph_unbroken():
+    """The command lists of --help (the top level's, a group's) join a docstring's lines: a break there
+    cut sentences mid-line, whatever the terminal's width."""
+    top = runner.invoke(app, ["--help"], env={"COLUMNS": "300"}).output
+    assert "status and cost: every trial a --campaign evaluated (with those it looked up" in top
+    assert "(in the database without a trial of it, or a GPU of the known table)" in top
+    tune = runner.invoke(app, ["tune", "--help"], env={"COLUMNS": "300"}).output
+    assert "Run many campaigns (one per operator shape, one task on several GPUs, ...); with --ray" in tune
+
+
 def test_version_prints_the_installed_version():
     from importlib.metadata import version
 
