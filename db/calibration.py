@@ -41,7 +41,7 @@ def _cand(key: str) -> Candidate:
 
 
 def measured(db, device_name: str) -> tuple[dict[str, float], list[tuple[str, int, float, float]]]:
-    """(op_times, collectives) measured on devices whose name contains ``device_name``."""
+    """(op_times, collectives) measured on devices whose name contains ``device_name``, sorted by key."""
     q = (select(TaskRow.kind, TaskRow.name, TaskRow.params, func.min(TrialRow.cost))
          .join(TrialRow, TrialRow.task_id == TaskRow.id).join(DeviceRow, DeviceRow.id == TrialRow.device_id)
          .where(and_(TaskRow.kind.in_(("parallel-op", "collective")), TrialRow.status == Status.OK.value,
@@ -56,4 +56,4 @@ def measured(db, device_name: str) -> tuple[dict[str, float], list[tuple[str, in
                 ops[name + ("#bwd" if params.get("direction") == "bwd" else "")] = float(cost)
             else:
                 coll.append((name, int(params["group"]), float(params["bytes"]), float(cost)))
-    return ops, coll
+    return dict(sorted(ops.items())), sorted(coll)  # in one order whatever the query's (a cluster's key digests them)

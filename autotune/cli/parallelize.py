@@ -149,10 +149,11 @@ def tune_parallel(
                         recompute=recompute, optimizer=optimizer, input_shapes=input_shapes,
                         command_files={"output": output, "timeline": timeline})
     out = r.to_json()
-    if output:
+    fits = r.best.ok  # where no strategy fits in memory there is none to write or draw
+    if output and fits:
         with open(output, "w") as f:
             jsonlib.dump(r.best.candidate.payload, f, indent=1)
-    if timeline:
+    if timeline and fits:
         from autotune.search_spaces.parallel.timeline import plot_timeline
 
         m = r.runner.measure_one(r.best.candidate, timeline=True)
@@ -176,10 +177,9 @@ def tune_parallel(
                f"logged as campaign {r.campaign!r} in {db}")
     if r.measured is not None:
         typer.echo(f"  measured: {r.measured['op_times']} op times, {r.measured['collectives']} collective points")
-    if output:
-        typer.echo(f"  strategy written to {output}")
-    if timeline:
-        typer.echo(f"  timeline drawn to {timeline}")
+    for path, what in ((output, "strategy written"), (timeline, "timeline drawn")):
+        if path:
+            typer.echo(f"  {what} to {path}" if fits else f"  nothing written to {path}: no strategy fits in memory")
     bar.write_summary()
 
 

@@ -202,6 +202,9 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
         raise UsageError(f"the time budget must be a positive number of seconds, not {time_budget}")
     if trials is None and time_budget is None:
         trials = DEFAULT_TRIALS
+    if measured_device is not None and measured_db is None:
+        raise UsageError(f"{argument('measured_device')} picks the devices of {argument('measured_db')}'s "
+                         f"measurements; give {argument('measured_db')} too")
     check_algorithm(algorithm)
     whole_grads = optimizer_layout(optimizer)
     options = check_options(algorithm, options)
@@ -228,7 +231,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     runner = SimulatorRunner(graph, cl, space, microbatches, whole_grads)
     digest = space.task.params.get("model_digest")  # a model read from a file: its content, not its inner name
     name = campaign or (f"parallelize-{space.task.name}{'-' + digest[:8] if digest else ''}-b{space.task.params['batch']}"
-                        f"{f'-m{microbatches}' if microbatches > 1 else ''}{'-rc-' + graph.meta['recompute'] if graph.meta.get('recompute', 'none') != 'none' else ''}"
+                        f"{f'-m{microbatches}' if microbatches > 1 else ''}{'-rc-' + graph.meta['recompute'] if mode or graph.meta.get('recompute', 'none') != 'none' else ''}"
                         f"{'' if optimizer == DEFAULT_OPTIMIZER else '-' + optimizer}"
                         f"{'-i' + space.task.key[:6] if 'input_shapes' in space.task.params else ''}"
                         f"-{algorithm}-s{seed}-{runner.device.key[:6]}")

@@ -15,23 +15,34 @@ import time
 from autotune.errors import UsageError
 from autotune.runners.base import Runner
 from autotune.runners.simulator.engine import Simulator
-from autotune.search_spaces.parallel.clusters import Cluster
+from autotune.search_spaces.parallel.clusters import Cluster, preset
 from autotune.search_spaces.parallel.graph import Graph
 from autotune.search_spaces.parallel.space import StrategySpace
-from autotune.types import Candidate, Device, Measurement, Status, Task
+from autotune.types import Candidate, Device, Measurement, Status, Task, text_key
 
 
-def cluster_device(cluster: Cluster) -> Device:
+def cluster_device(cluster: Cluster, whole_grad_bytes: float = 0.0) -> Device:
     """The simulated cluster as the device its trials are logged on. Its properties (and so its key) hold the
     figures a user or a calibration changes on a preset: the device, its hardware and GEMM efficiency, the links,
-    NCCL's figures and how many times were measured; two clusters that differ in one log their trials apart."""
+    NCCL's figures and how many times were measured; a cluster that is not a preset as it stands (a cluster file,
+    a preset with measured times) also holds a digest of all its figures, measured times included; and the
+    optimizer state that ZeRO stage 1 keeps whole (``whole_grad_bytes``, when not 0). Two clusters or optimizers
+    that differ in any of them log their trials apart, so a trial of one is never looked up for the other."""
     d = cluster.device
-    return Device(f"{cluster.name} ({cluster.devices} x {d.name})", "simulated",
-                  {"cluster": cluster.name, "nodes": cluster.nodes, "per_node": cluster.per_node, "device": d.name,
-                   "hardware": d.hardware_name, "gemm_efficiency": d.gemm_efficiency, "intra_bw": cluster.intra_bw,
-                   "inter_bw": cluster.inter_bw, "link": cluster.link, "bus_efficiency": cluster.bus_efficiency,
-                   "latency_scale": cluster.latency_scale, "net_efficiency": cluster.net_efficiency,
-                   "measured_ops": len(cluster.op_times), "measured_collectives": len(cluster.collectives)})
+    props = {"cluster": cluster.name, "nodes": cluster.nodes, "per_node": cluster.per_node, "device": d.name,
+             "hardware": d.hardware_name, "gemm_efficiency": d.gemm_efficiency, "intra_bw": cluster.intra_bw,
+             "inter_bw": cluster.inter_bw, "link": cluster.link, "bus_efficiency": cluster.bus_efficiency,
+             "latency_scale": cluster.latency_scale, "net_efficiency": cluster.net_efficiency,
+             "measured_ops": len(cluster.op_times), "measured_collectives": len(cluster.collectives)}
+    try:
+        same = cluster == preset(cluster.name)
+    except UsageError:  # a name of a preset larger than is modelled
+        same = False
+    if not same:
+        props["figures"] = text_key(repr(cluster))  # every field, infinite ones too (a Python caller's)
+    if whole_grad_bytes:
+        props["whole_grad_bytes"] = float(whole_grad_bytes)
+    return Device(f"{cluster.name} ({cluster.devices} x {d.name})", "simulated", props)
 
 
 class SimulatorRunner(Runner):
@@ -44,7 +55,7 @@ class SimulatorRunner(Runner):
         self.space = space or StrategySpace(model, cluster, microbatches=microbatches)
         self.sim = Simulator(model, cluster, microbatches, whole_grad_bytes=self.whole_grad_bytes)
         self.sims = {(microbatches, 0, self.space.recompute, None, False): self.sim}
-        self.device = cluster_device(cluster)
+        self.device = cluster_device(cluster, self.whole_grad_bytes)
 
     @property
     def simulations(self) -> int:

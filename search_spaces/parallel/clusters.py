@@ -274,15 +274,23 @@ def get_cluster(spec: str) -> Cluster:
         except (yaml.YAMLError, RecursionError) as exc:
             raise UsageError(f"cluster file {spec!r} is not valid YAML ({str(exc).splitlines()[0][:80]})") from None
         return Cluster.from_json(doc)
+    cluster = preset(spec)
+    if cluster is None:
+        raise UsageError(f"unknown cluster {spec!r}; valid: {', '.join(PRESETS)} (N = number of nodes) "
+                         "or a .json/.yaml file")
+    return cluster
+
+
+def preset(name: str) -> Cluster | None:
+    """The preset cluster of that name (``dgx-a100-x4``; ``-xN`` presets take any N >= 1), or None."""
     for pattern, (dev, per, ibw, ilat, nbw, nlat, fixed, link) in PRESETS.items():
         nccl = {"link": link, "bus_efficiency": bus_efficiency(DEVICES[dev])}
-        if fixed is not None and spec == pattern:
-            return Cluster(spec, fixed, per, DEVICES[dev], ibw, ilat, nbw, nlat, **nccl)
-        m = re.fullmatch(re.escape(pattern[:-1]) + r"(\d+)", spec) if fixed is None else None
+        if fixed is not None and name == pattern:
+            return Cluster(name, fixed, per, DEVICES[dev], ibw, ilat, nbw, nlat, **nccl)
+        m = re.fullmatch(re.escape(pattern[:-1]) + r"(\d+)", name) if fixed is None else None
         if m and int(m.group(1)) >= 1:
             if int(m.group(1)) * per > MAX_DEVICES:
-                raise UsageError(f"cluster {spec!r} has {int(m.group(1)) * per:,} devices; at most "
+                raise UsageError(f"cluster {name!r} has {int(m.group(1)) * per:,} devices; at most "
                                  f"{MAX_DEVICES:,} are modelled")
-            return Cluster(spec, int(m.group(1)), per, DEVICES[dev], ibw, ilat, nbw, nlat, **nccl)
-    raise UsageError(f"unknown cluster {spec!r}; valid: {', '.join(PRESETS)} (N = number of nodes) "
-                     "or a .json/.yaml file")
+            return Cluster(name, int(m.group(1)), per, DEVICES[dev], ibw, ilat, nbw, nlat, **nccl)
+    return None

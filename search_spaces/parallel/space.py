@@ -90,7 +90,9 @@ class StrategySpace(Space):
         self.task = Task("parallel", f"{graph.name}@{cluster.name}",
                          {"model": graph.name, "cluster": cluster.name, "batch": graph.batch * microbatches,
                           "devices": self.D, **({"microbatches": microbatches} if microbatches > 1 else {}),
-                          **({"recompute": self.recompute or "full"} if graph.recompute else {}),
+                          # a recomputation mode fixed for the search is part of the task; one it chooses is not
+                          **({"recompute": self.recompute or "full"}
+                             if graph.recompute or (self.recompute is not None and not self.modes) else {}),
                           # an ONNX model at other input shapes is another task (never its campaign resumed)
                           **({"input_shapes": graph.meta["input_shapes"]} if graph.meta.get("input_shapes") else {}),
                           # a model read from a file (ONNX, JSON graph) is known by its content, not by the

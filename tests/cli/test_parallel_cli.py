@@ -197,6 +197,14 @@ def test_an_unknown_measured_device_names_the_devices_measured(tmp_path):
                          "--json"))["measured"] == {"op_times": 0, "collectives": 1}
 
 
+def test_a_measured_device_without_a_measured_database_is_refused(tmp_path):
+    """--measured-device chooses among --measured-db's measurements: alone it would be ignored, the estimates used."""
+    r = run("-m", "rnnlm", "-c", "p100-4x4", "-n", 0, "--measured-device", "P100")
+    assert r.exit_code == 2 and r.stderr == ("error: --measured-device picks the devices of --measured-db's "
+                                             "measurements; give --measured-db too\n")
+    assert not (tmp_path / "parallel.db").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cluster", PRESETS)
 @pytest.mark.parametrize("model", BUILTIN)

@@ -40,6 +40,17 @@ def test_where_no_baseline_fits_the_line_says_so(tmp_path):
     assert "  no speed-up: no strategy fits in memory\n" in r.stdout and "none fits in memory" in r.stderr
 
 
+def test_where_no_strategy_fits_no_strategy_file_or_timeline_is_written(tmp_path):
+    """-o and --timeline are the best strategy's; a baseline that does not fit is none, so neither is written,
+    and the report says so."""
+    args = small_devices(tmp_path, 0.05e9)  # nothing fits
+    r = run(*args, "-o", "strategy.json", "--timeline", "timeline.png")
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "strategy.json").exists() and not (tmp_path / "timeline.png").exists()
+    assert "  nothing written to strategy.json: no strategy fits in memory\n" in r.stdout
+    assert "  nothing written to timeline.png: no strategy fits in memory\n" in r.stdout
+
+
 def test_where_only_a_searched_strategy_fits_there_is_no_baseline_to_compare_with():
     """Unit test of the comparison on hand-made results: data parallelism and Megatron do not fit, a strategy
     the search found does."""

@@ -117,3 +117,86 @@ def test_measured_times_from_a_database_override_the_estimates(tmp_path):
     slow = by_url.baselines["data-parallel"].cost
     assert slow > plain.baselines["data-parallel"].cost + 1.0 and by_db.baselines["data-parallel"].cost == slow
     assert by_url.runner.device.key != plain.runner.device.key  # measured figures make another device
+
+
+TINY_GPT = "transformer:layers=2,hidden=512,heads=8,seq=256,vocab=1000"
+
+
+def _dp(r) -> tuple:
+    m = r.baselines["data-parallel"]
+    return m.status, m.cost, m.meta.get("capacity_bytes")
+
+
+def test_a_run_with_another_optimizer_on_the_same_database_simulates_it_afresh(tmp_path):
+    """The optimizer changes every strategy's time: a run with DeepSpeed's BF16 optimizer after a run with
+    Megatron's, on one database, reports what a run of its own reports, not the other's trials looked up."""
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    megatron = parallelize(TINY_GPT, "p100-4x4", trials=0, db=url)
+    shared = parallelize(TINY_GPT, "p100-4x4", trials=0, db=url, optimizer="deepspeed-bf16")
+    alone = parallelize(TINY_GPT, "p100-4x4", trials=0, optimizer="deepspeed-bf16")
+    assert _dp(shared) == _dp(alone) and _dp(shared)[1] > _dp(megatron)[1]
+    assert shared.runner.device.key != megatron.runner.device.key
+
+
+def test_an_edited_cluster_file_is_simulated_afresh_on_the_same_database(tmp_path):
+    """A cluster file whose device memory is edited between two runs on one database: the second run
+    checks memory against the new capacity, as a run on a database of its own does."""
+    import json
+
+    url, path = f"sqlite:///{tmp_path / 'shared.db'}", tmp_path / "my-cluster.json"
+    spec = {"name": "my-cluster", "nodes": 1, "per_node": 4, "intra_bw": 32e9, "inter_bw": 25e9, "link": "pcie",
+            "device": {"name": "L40S", "flops_fp32": 91.6e12, "flops_fp16": 362e12, "memory_bytes": 48e9,
+                       "mem_bandwidth": 864e9}}
+    path.write_text(json.dumps(spec))
+    big = parallelize("gpt-1.3b", str(path), trials=0, db=url, time_budget=1e-3)
+    spec["device"]["memory_bytes"] = 16e9
+    path.write_text(json.dumps(spec))
+    shared = parallelize("gpt-1.3b", str(path), trials=0, db=url, time_budget=1e-3)
+    alone = parallelize("gpt-1.3b", str(path), trials=0, time_budget=1e-3)
+    assert _dp(big)[2] == 48e9 and _dp(shared) == _dp(alone) and _dp(shared)[2] == 16e9
+    for r in (shared, alone):
+        assert not r.best.ok or r.best.meta["peak_memory_bytes"] <= 16e9
+
+
+def test_other_measured_times_of_as_many_points_are_simulated_afresh_on_the_same_database(tmp_path):
+    """Two measurement databases with the same collectives measured at other times: a run with the second
+    after a run with the first, on one database, uses the second's times."""
+    from autotune.db import open_database
+    from autotune.db.calibration import record
+    from autotune.types import Device
+
+    urls = []
+    for i, scale in enumerate((1.0, 10.0)):
+        urls.append(f"sqlite:///{tmp_path / f'measured{i}.db'}")
+        db = open_database(urls[-1])
+        record(db, Device("Tesla P100-SXM2-16GB", "cuda", {}),
+               collectives=[("allreduce", 16, 1e3, scale * 1e-4), ("allreduce", 16, 1e9, scale * 0.1)])
+        db.close()
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    first = parallelize("rnnlm", "p100-4x4", trials=0, db=url, measured_db=urls[0])
+    shared = parallelize("rnnlm", "p100-4x4", trials=0, db=url, measured_db=urls[1])
+    alone = parallelize("rnnlm", "p100-4x4", trials=0, measured_db=urls[1])
+    assert _dp(shared) == _dp(alone) and _dp(shared)[1] > _dp(first)[1]
+
+
+def test_a_run_without_recomputation_after_one_that_chooses_it_does_not_report_a_recomputing_strategy(tmp_path):
+    """Sequences of 8,192 on devices of 3 GB: only a recomputing strategy fits. A run with recomputation fixed
+    to none, on the database of a run that chose it, is a campaign of its own and reports what a run of its
+    own reports (nothing fits), not the other's recomputing strategy."""
+    import json
+
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps({"name": "small", "nodes": 1, "per_node": 4, "intra_bw": 300e9, "inter_bw": 25e9,
+                                "device": {"name": "small", "flops_fp32": 19.5e12, "flops_fp16": 312e12,
+                                           "memory_bytes": 3e9, "mem_bandwidth": 2e12}}))
+    model, url = "transformer:layers=4,hidden=1024,heads=16,seq=8192,vocab=1000", f"sqlite:///{tmp_path / 'shared.db'}"
+    chosen = parallelize(model, str(path), 1, trials=20, db=url)
+    assert chosen.best.ok and chosen.to_json()["recompute"] != "none"
+    fixed = parallelize(model, str(path), 1, trials=5, db=url, recompute="none")
+    alone = parallelize(model, str(path), 1, trials=5, recompute="none")
+    assert fixed.campaign != chosen.campaign and fixed.to_json()["recompute"] == "none"
+    assert not fixed.best.ok and not alone.best.ok
+    from autotune.errors import UsageError
+
+    with pytest.raises(UsageError, match="already exists for another task"):  # naming the other's campaign
+        parallelize(model, str(path), 1, trials=5, db=url, recompute="none", campaign=chosen.campaign)
