@@ -41,12 +41,17 @@ from autotune.search_spaces.graphs.cost import (
     op_features,
     roofline_cost,
 )
+from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.ir import Graph, Node
 from autotune.types import Candidate, Device, Measurement, Status, Task, stable_key
 
 ANALYTIC_DEVICE = Device("analytic-op-costs", "simulated", {"op_costs": "FLOPs and bytes at fitted rates"})
 #: what the name of a device whose graph costs are partly estimated ends with (:func:`estimating_device`)
 ESTIMATED_SUFFIX = " (estimated op costs)"
+#: the most elements a constant input of an opaque op has for its values to be part of the op's spec
+#: (``node_spec``): axes, pads, starts, ends and scales are a few; a larger constant is timed with zeros for
+#: integers (indices valid in any table) and random floats (``onnx_ops.spec_weight``)
+SPEC_VALUES = 16
 #: the ``op_costs`` property of such a device
 ESTIMATED_OP_COSTS = "timed up to the campaign's --max-measure distinct ops, the rest estimated by the op-cost model"
 
@@ -68,9 +73,23 @@ def is_estimating(device: Device) -> bool:
 
 
 def node_spec(g: Graph, n: Node) -> dict:
-    """The op spec (``onnx_ops.op_spec``) of one node: what an op runner times."""
+    """The op spec (``onnx_ops.op_spec``) of one node: what an op runner times. An op the graph IR does not
+    model (an opaque node) is timed at the graph's opset, in its domain, with the values of its small constant
+    inputs (axes, pads, starts and ends, scales: what it computes depends on them); the IR's own ops need
+    neither (Reshape's target is its output shape, Split's sizes an attribute)."""
     ins = [(g.shape[t], g.dtype[t], g.is_weight[t]) if t else None for t in n.inputs]
-    return op_spec(n.op, n.a, ins, [g.shape[t] for t in n.outputs])
+    outs, dtypes = [g.shape[t] for t in n.outputs], [g.dtype[t] for t in n.outputs]
+    if ops.is_known(n.op) and not n.domain:
+        return op_spec(n.op, n.a, ins, outs, output_dtypes=dtypes)
+    return op_spec(n.op, n.a, ins, outs, g.opset, n.domain, [_spec_values(g.weights.get(t)) for t in n.inputs],
+                   dtypes)
+
+
+def _spec_values(w) -> list | None:
+    """A constant's values for an op spec: a small one's, finite (a spec is canonical JSON), else None."""
+    if w is None or w.size > SPEC_VALUES or (w.dtype.kind in "fc" and not np.isfinite(w).all()):
+        return None
+    return w.tolist()
 
 
 def failure_text(status: str, error: str) -> str:

@@ -56,16 +56,53 @@ def random_feeds(sess, seed: int = 0, model=None) -> dict:
                          index_bounds(model))
 
 
-def op_spec(op: str, attrs: dict, inputs: list, outputs: list) -> dict:
-    """JSON op spec: inputs as [shape, dtype, is_weight] (None for an absent optional input)."""
-    return {"op": op, "attrs": {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items()},
+#: the operator set single-op models are written at, unless their spec names another (``op_spec``'s ``opset``)
+OP_OPSET = 17
+
+
+def op_spec(op: str, attrs: dict, inputs: list, outputs: list, opset: int | None = None, domain: str = "",
+            values: list | None = None, output_dtypes: list | None = None) -> dict:
+    """JSON op spec: inputs as [shape, dtype, is_weight] (None for an absent optional input). ``opset``: the
+    model's operator set (an op's inputs and attributes differ between opsets: ReduceMean's axes are an input
+    from 18 on); ``domain``: another operator set the op is in; ``values``: per input, the values of a constant
+    whose values decide what the op computes (Squeeze's axes, Slice's starts), else None; ``output_dtypes``:
+    the outputs' dtypes (an op's need not be its input's: Cast, Equal, Shape). Each is in the spec only when it
+    says something (an opset other than ``OP_OPSET``, a domain, a value, an output that is not float32), so that
+    the spec, and the key of its stored timing, of an op that needs none is the same whatever model it is in."""
+    spec = {"op": op, "attrs": {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items()},
             "inputs": [None if i is None else [list(i[0]), i[1], bool(i[2])] for i in inputs],
             "outputs": [list(s) for s in outputs]}
+    if opset is not None and opset != OP_OPSET:
+        spec["opset"] = int(opset)
+    if domain:
+        spec["domain"] = domain
+    if values and any(v is not None for v in values):
+        spec["values"] = list(values)
+    if output_dtypes and any(d != "float32" for d in output_dtypes):
+        spec["output_dtypes"] = [str(d) for d in output_dtypes]
+    return spec
+
+
+def spec_weight(spec: dict, i: int, rng) -> np.ndarray:
+    """Input ``i`` of an op spec, a weight: its values when the spec carries them, else zeros for integers (an
+    index valid in any table) and random values otherwise."""
+    shape, dtype, _ = spec["inputs"][i]
+    given = (spec.get("values") or [None] * (i + 1))[i]
+    if given is not None:
+        return np.asarray(given, dtype=dtype).reshape(shape)
+    if np.issubdtype(np.dtype(dtype), np.integer):
+        return np.zeros(shape, dtype=dtype)
+    return rng.standard_normal(shape).astype(dtype)
 
 
 def single_op_model(spec: dict, seed: int = 0):
+    """The spec's op alone as a model at its opset: weights as initializers, activations as inputs."""
     from onnx import helper, numpy_helper
+
+    from autotune.search_spaces.graphs.onnx_io import ir_version_for
+
     rng = np.random.default_rng(seed)
+    opset = spec.get("opset", OP_OPSET)
     ins, inits, vis = [], [], []
     attrs = dict(spec["attrs"])
     for i, inp in enumerate(spec["inputs"]):
@@ -78,25 +115,27 @@ def single_op_model(spec: dict, seed: int = 0):
         if spec["op"] == "Reshape" and i == 1:
             continue  # the target shape comes from 'outputs'
         if weight:
-            inits.append(numpy_helper.from_array(rng.standard_normal(shape).astype(dtype), name))
+            inits.append(numpy_helper.from_array(spec_weight(spec, i, rng), name))
         else:
             vis.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape))
     if spec["op"] == "Reshape":
         ins[1] = "shape"
         inits = [t for t in inits if t.name != "in1"]
         inits.append(numpy_helper.from_array(np.asarray(spec["outputs"][0], dtype=np.int64), "shape"))
-    if spec["op"] == "Split":
+    if spec["op"] == "Split":  # the graph IR's own ops are timed at OP_OPSET, where the sizes are an input
         inits.append(numpy_helper.from_array(np.asarray(attrs.pop("split"), dtype=np.int64), "split"))
         ins.append("split")
     outs = [f"out{i}" for i in range(len(spec["outputs"]))]
     op_type, domain = ops.onnx_type(spec["op"], spec.get("domain", ""))
     node = helper.make_node(op_type, ins, outs, domain=domain or None, **attrs)
-    ovis = [helper.make_tensor_value_info(o, 1, s) for o, s in zip(outs, spec["outputs"])]
+    dtypes = spec.get("output_dtypes") or ["float32"] * len(outs)
+    ovis = [helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(np.dtype(d)), s)
+            for o, d, s in zip(outs, dtypes, spec["outputs"])]
     g = helper.make_graph([node], "op", vis, ovis, inits)
-    ids = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, ops.DOMAIN_VERSIONS.get(domain, 1))]
-                                           if domain else [])
+    ids = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, ops.DOMAIN_VERSIONS.get(domain, 1))]
+                                              if domain else [])
     m = helper.make_model(g, opset_imports=ids)
-    m.ir_version = 8
+    m.ir_version = ir_version_for(ids)
     return m
 
 

@@ -216,8 +216,8 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     search and the end-to-end check, and a closing summary line (True, False, None: when standard
     error is a terminal, or an :class:`autotune.progress.Progress`). ``fresh``: delete an existing
     campaign of that name first (its trials stay, to be looked up); ``options``: the algorithm's options;
-    ``input_shapes``: {input name: static shape} for inputs with dynamic axes (the model kept is written
-    with those shapes); ``start_from``: search from a peer optimizer's output ("onnxruntime",
+    ``input_shapes``: {input name: static shape} for inputs with dynamic axes (a rewritten model is written
+    with those shapes, the input model kept as it came); ``start_from``: search from a peer optimizer's output ("onnxruntime",
     "ort-transformers", "onnxsim", or "best": the fastest of those faster than the model beyond noise,
     else the model), as a user chains tools; the model kept is then the fastest of the original, the
     peer's and ours (CPU only)."""
@@ -247,7 +247,8 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
             raise UsageError(f"rules file {str(rules_file)!r}: rule {clash[0]!r} has the name of a built-in rule "
                              "(names identify rewrites); rename it")
         rules += extra
-    original = with_input_shapes(original, input_shapes or {})  # both models are checked at these shapes
+    # both models are checked at these shapes; the input kept is written as given (its dynamic axes too)
+    given, original = original, with_input_shapes(original, input_shapes or {})
     if start_from is not None and device != "cpu":
         cpu = argument("device='cpu'", "--device cpu")
         raise UsageError(f"starting from a peer optimizer's output ({argument('start_from')}) is for {cpu} "
@@ -285,7 +286,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
                     recipe["files"] = {"output": recipe_path(output, written=True)}
             return _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign,
                              trials, time_budget, seed, batch, max_measure, rounds, fusion, tolerance, bar,
-                             t_start, [rule_record(r) for r in rules], recipe, fresh, (start, start_speedup))
+                             t_start, [rule_record(r) for r in rules], recipe, fresh, (start, start_speedup), given)
         finally:
             backend.op_runner.close()
             if database is not db:
@@ -294,7 +295,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
 
 def _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign, trials, time_budget,
               seed, batch, max_measure, rounds, fusion, tolerance, bar: Progress, t_start, records, recipe=None,
-              fresh: bool = False, start: tuple[str, float] = ("original", 1.0)) -> dict:
+              fresh: bool = False, start: tuple[str, float] = ("original", 1.0), given=None) -> dict:
     store_rules(database, records)
     op_device = backend.op_runner.device
     cache = DatabaseOpCostCache(database, op_device, backend.label)
@@ -329,7 +330,8 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
     result = search.run()  # Ctrl-C in the search: the campaign says how to resume it
     try:
         report = _check_and_report(result, original, graph, space, algo, backend, op_costs, output, device, task,
-                                   op_device, measured_before, rules, rounds, tolerance, bar, t_start, start, runner)
+                                   op_device, measured_before, rules, rounds, tolerance, bar, t_start, start, runner,
+                                   given)
     except KeyboardInterrupt:  # after the search: rerunning resumes the finished campaign, then checks again
         print(f"interrupted: {result.trials} trials stored, the end-to-end check not done; resume with: "
               f"{search.resume_command()}", file=sys.stderr)
@@ -339,8 +341,11 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
 
 
 def _check_and_report(result, original, graph, space, algo, backend, op_costs, output, device, task, op_device,
-                      measured_before, rules, rounds, tolerance, bar: Progress, t_start, start, runner) -> dict:
-    """The end-to-end check of a finished search's best graph, the model kept written to ``output``, and the report."""
+                      measured_before, rules, rounds, tolerance, bar: Progress, t_start, start, runner,
+                      given=None) -> dict:
+    """The end-to-end check of a finished search's best graph, the model kept written to ``output``, and the report:
+    a rewritten model at the static input shapes it was searched at, the input model as ``given`` (dynamic axes
+    and all; default ``original``)."""
     # the best graph evaluated, own or looked up: a graph found by an earlier campaign is as good to keep
     best = result.best_evaluated.candidate if result.best_evaluated is not None else space.initial()
     best_graph = space.graph(best)
@@ -361,7 +366,7 @@ def _check_and_report(result, original, graph, space, algo, backend, op_costs, o
     if output:
         from autotune.search_spaces.graphs.onnx_io import _onnx
 
-        _onnx().save(out_model, output)
+        _onnx().save(out_model if report["kept"] or given is None else given, output)
     applied = [step[0] if isinstance(step, list) else "e-graph extraction" for step in best.payload]
     summary = result.summary()
     out = {

@@ -47,10 +47,11 @@ class _ENode:
 
 class _View:
     """What rule conditions and attribute functions read of a graph (shape, weights, order), for e-classes
-    named ``"c<id>"``; and the ``op_key`` an op cost is looked up by."""
+    named ``"c<id>"``; and the ``op_key`` an op cost is looked up by, and the opset its op is timed at."""
 
     def __init__(self, eg: EGraph):
         self.shape, self.dtype, self.is_weight, self.weights, self.order = {}, {}, {}, {}, {}
+        self.opset = eg.graph.opset
         for c in eg.classes():
             t = eg.name(c)
             self.shape[t], self.dtype[t], self.is_weight[t] = eg.shape[c], eg.dtype[c], eg.is_weight[c]

@@ -286,11 +286,18 @@ def to_onnx(graph: Graph):
     versions = {**ops.DOMAIN_VERSIONS, **graph.domains}
     ids = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, versions.get(d, 1)) for d in sorted(used)]
     model = helper.make_model(og, opset_imports=ids, producer_name="autotune")
-    try:
-        model.ir_version = max(helper.find_min_ir_version_for(ids), 3)
-    except (AttributeError, ValueError):  # an onnx without the table, or an opset it does not know
-        model.ir_version = EXPORT_IR_VERSION
+    model.ir_version = ir_version_for(ids)
     return model
+
+
+def ir_version_for(opset_ids) -> int:
+    """The oldest IR version that carries these operator sets: what the installed onnxruntime loads."""
+    from onnx import helper
+
+    try:
+        return max(helper.find_min_ir_version_for(opset_ids), 3)
+    except (AttributeError, ValueError):  # an onnx without the table, or an opset it does not know
+        return EXPORT_IR_VERSION
 
 
 def save(graph: Graph, path: str) -> None:

@@ -253,7 +253,7 @@ def test_two_campaigns_of_one_task_and_device_never_measure_a_point_twice(db_url
         try:
             results[name] = Campaign(name, space, "random", ReplayRunner(space.cache, delay_s=0.01),
                                      open_database(db_url), trials=40, batch=8, seed=3).run()
-        except Exception as exc:  # noqa: BLE001 - reported by the assertion below, with its traceback
+        except Exception:  # noqa: BLE001 - reported by the assertion below, with its traceback
             import traceback
             errors[name] = traceback.format_exc()
 

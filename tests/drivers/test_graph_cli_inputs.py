@@ -64,6 +64,25 @@ def test_a_model_of_constants_only_is_refused_and_one_with_an_empty_axis_is_sear
     assert json.loads(r.stdout.splitlines()[-1])["check"]["passed"]
 
 
+def test_the_input_model_kept_is_written_with_its_dynamic_axes(tmp_path):
+    """--input-shape fixes a dynamic batch axis for the search and the check; when no rewrite is kept, the model
+    written is the input as it came, which still runs at any batch size (it was written pinned to the shape
+    given: a model exported for any batch then served one batch size only)."""
+    import numpy as np
+    import onnxruntime as ort
+
+    out = tmp_path / "o.onnx"
+    r = CliRunner().invoke(app, ["tune", "graph", str(_relu_model(tmp_path / "d.onnx", ["batch", 4])), "-o", str(out),
+                                 "--input-shape", "x=2x4", "--trials", "5", "--rounds", "3",
+                                 "--db", f"sqlite:///{tmp_path / 'g.db'}", "--no-progress", "--json"])
+    assert r.exit_code == 0, r.output
+    assert not json.loads(r.stdout.splitlines()[-1])["kept"]
+    written = onnx.load(out)
+    assert [d.dim_param or d.dim_value for d in written.graph.input[0].type.tensor_type.shape.dim] == ["batch", 4]
+    x = np.ones((5, 4), np.float32)
+    assert ort.InferenceSession(out.read_bytes()).run(None, {"x": x})[0].shape == (5, 4)
+
+
 def test_the_help_text_spells_the_extras_to_install():
     """Square brackets in help text are rich markup unless escaped: `autotune[bench]` showed as `autotune`."""
     r = CliRunner().invoke(app, ["tune", "graph", "--help"], env={"COLUMNS": "400"})

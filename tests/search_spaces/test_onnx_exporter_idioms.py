@@ -165,3 +165,67 @@ def test_onnxruntime_contrib_ops_are_kept_as_opaque_nodes():
     assert [(n.op_type, n.domain) for n in out.graph.node][1:3] == [("FastGelu", "com.microsoft"),
                                                                     ("Gelu", "com.microsoft")]
     assert {(o.domain, o.version) for o in out.opset_import} == {("", 17), ("com.microsoft", 1)}
+
+
+def exporter_ops_model(opset):
+    """The ops around which exporters write shape and mask handling, each timed alone by the search: Squeeze,
+    Unsqueeze and Slice of constant axes and starts (Squeeze's and Unsqueeze's axes are inputs from opset 13 on,
+    attributes before), ReduceMean (its axes an input from 18 on), outputs that are not float (Equal, Cast to bool, a Reshape of int64 ids), GatherND of more constant
+    indices than a spec carries, Gelu (opset 20) and onnxruntime's FastGelu with a bias (com.microsoft)."""
+    i64 = lambda name, v: (name, np.array(v, np.int64))  # noqa: E731
+    reduce = (helper.make_node("ReduceMean", ["s", "axes1"], ["m"], keepdims=1) if opset >= 18 else
+              helper.make_node("ReduceMean", ["s"], ["m"], axes=[1], keepdims=1))
+    squeeze = (helper.make_node("Squeeze", ["x", "axes1"], ["s"]) if opset >= 13 else
+               helper.make_node("Squeeze", ["x"], ["s"], axes=[1]))
+    unsqueeze = (helper.make_node("Unsqueeze", ["fg", "axes0"], ["u"]) if opset >= 13 else
+                 helper.make_node("Unsqueeze", ["fg"], ["u"], axes=[0]))
+    nodes = [squeeze, reduce,
+             helper.make_node("Sub", ["s", "m"], ["d"]),
+             helper.make_node("Slice", ["d", "starts", "ends", "axes1"], ["sl"]),
+             helper.make_node("Equal", ["sl", "zero"], ["e"]),
+             helper.make_node("Cast", ["e"], ["eb"], to=TensorProto.BOOL),
+             helper.make_node("Where", ["eb", "zero", "sl"], ["w"]),
+             helper.make_node("FastGelu", ["w", "bias"], ["fg"], domain="com.microsoft"),
+             unsqueeze,
+             helper.make_node("GatherND", ["w", "indices"], ["gnd"]),
+             helper.make_node("Reshape", ["ids", "flat"], ["r"]),
+             helper.make_node("Cast", ["r"], ["rf"], to=TensorProto.FLOAT)]
+    outputs = [f32("u", [1, 2, 4]), f32("gnd", [10]), f32("rf", [8])]
+    if opset >= 20:
+        nodes.append(helper.make_node("Gelu", ["d"], ["gelu"]))
+        outputs.append(f32("gelu", [2, 8]))
+    inits = [i64("axes1", [1]), i64("axes0", [0]), i64("starts", [2]), i64("ends", [6]), i64("flat", [8]),
+             ("zero", np.array(0.0, np.float32)), ("bias", np.full(4, 0.5, np.float32)),
+             i64("indices", [[i % 2, i % 4] for i in range(10)])]
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 4])
+    g = helper.make_graph(nodes, "m", [f32("x", [2, 1, 8]), ids], outputs,
+                          [numpy_helper.from_array(v, k) for k, v in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("com.microsoft", 1)])
+
+
+@pytest.mark.parametrize("opset", [11, 13, 18, 20])
+def test_every_op_of_an_exporters_model_is_timed_alone_at_its_opset(opset):
+    """The search costs a graph by timing each op alone in onnxruntime: an op it cannot time makes every graph
+    holding it a failed trial, so a model whose ops cannot all be timed is never searched."""
+    from autotune.runners.graph import node_spec
+    from autotune.runners.onnx_ops import OnnxOpRunner
+    from autotune.types import Candidate, Task
+
+    g, _ = roundtrip(exporter_ops_model(opset))
+    specs = [node_spec(g, n) for n in g.runtime_nodes()]
+    assert {s["op"] for s in specs} >= {"Squeeze", "ReduceMean", "Slice", "Equal", "Cast", "FastGelu", "GatherND"}
+    timed = OnnxOpRunner(min_time=0.0).measure(Task("op", "ops", {}), [Candidate(s) for s in specs])
+    assert [(s["op"], m.error) for s, m in zip(specs, timed) if not m.ok] == []
+
+
+@pytest.mark.parametrize("algorithm", ["taso-queue", "equality-saturation"])
+def test_a_model_at_the_dynamo_exporters_opset_is_searched(tmp_path, algorithm):
+    """Every op timed, the graphs the search evaluates are measured trials, not failures naming an op."""
+    from autotune.db import open_database, queries
+    from autotune.drivers.graph import optimize_graph
+
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    r = optimize_graph(exporter_ops_model(18), trials=4, rounds=1, db=url, campaign="c", algorithm=algorithm)
+    assert r["ops_failed"] == [] and r["check"]["passed"]
+    trials = queries.trials(open_database(url), campaign="c")
+    assert len(trials) >= 1 and (trials["status"] == "OK").all(), trials["error"].tolist()
