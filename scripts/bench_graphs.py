@@ -246,7 +246,7 @@ def _optimized(model, args, start_from: str | None = None):
     """The model ``optimize_graph`` keeps (never slower than its input, by its own end-to-end check)."""
     with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
         optimize_graph(model, f.name, device="cpu", algorithm=args.algorithm, trials=args.trials,
-                       time_budget=args.time_budget, rounds=args.rounds, start_from=start_from)
+                       time_budget=args.time_budget, rounds=args.rounds, start_from=start_from, db=None)
         return onnx.load(f.name)
 
 

@@ -81,7 +81,7 @@ def run_case(case, time_budget: float | None, seed: int, algorithm: str, trials:
     graph = transformer(name, batch, layers, hidden, heads, SEQ, VOCAB, recompute=True)
     t0 = time.perf_counter()
     r = parallelize(graph, get_cluster(f"dgx-a100-x{gpus // 8}"), algorithm=algorithm, seed=seed,
-                    time_budget=time_budget, trials=trials)
+                    time_budget=time_budget, trials=trials, db=None)  # a fresh search, kept nowhere
     wall = time.perf_counter() - t0
     best = r.best.cost if r.best.ok else None
     return {"source": source, "model": name, "gpus": gpus, "batch": batch, "published_layout": f"t{t} p{p} d{gpus // (t * p)}" + (f" v{virtual}" if virtual > 1 else ""),

@@ -34,7 +34,7 @@ SCALE = ("gpt-15b", "dgx-a100-x8", 1)  # 437 ops on 64 devices
 
 def row(paper, model, cluster, per_dev, algorithm, trials, seed, time_budget=None):
     devices = get_cluster(cluster).devices
-    r = parallelize(model, cluster, per_dev * devices, algorithm, trials, seed, time_budget)
+    r = parallelize(model, cluster, per_dev * devices, algorithm, trials, seed, time_budget, db=None)  # a fresh search
     base = {n: m.cost for n, m in r.baselines.items()}
     dp = base["data-parallel"]
     valid = [c for c in base.values() if c is not None]

@@ -193,8 +193,9 @@ def _budgets(trials: int | None, time_budget: float | None, batch: int) -> tuple
 
 def optimize_graph(model, output: str | None = None, *, device: str = "cpu", algorithm: str = DEFAULT_ALGORITHM,
                    alpha: float | None = None, trials: int | None = None, time_budget: float | None = None,
-                   seed: int = 0, batch: int = 16, campaign: str | None = None, db: str | Database | None = None,
-                   rules_file: str | None = None, max_measure: int | None = None, rounds: int = 25, threads: int = 1,
+                   seed: int = 0, batch: int = 16, campaign: str | None = None,
+                   db: str | Database | None = "sqlite:///autotune.db", rules_file: str | None = None,
+                   max_measure: int | None = None, rounds: int = 25, threads: int = 1,
                    fusion: bool | None = None, tolerance: float = 1e-3,
                    progress: bool | Progress | None = False, fresh: bool = False,
                    options: dict | None = None, input_shapes: dict | None = None,
@@ -206,7 +207,8 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     CPU). Budgets: ``trials`` (graphs evaluated, over every run of the campaign) and ``time_budget``
     (seconds of this run); with neither, 3000 graphs and 45 s. ``campaign`` names the campaign (a known
     name resumes it; default: derived from the model, device, algorithm and seed). ``db``: a database
-    URL or :class:`Database`; None uses a throw-away SQLite file (nothing is kept). ``max_measure``:
+    URL or :class:`Database` (default ``sqlite:///autotune.db``, a file in the working directory, as every
+    driver's); None uses a throw-away SQLite file (nothing is kept: a benchmark's fresh start). ``max_measure``:
     distinct ops timed during the search (at least 1), the rest estimated by the op-cost model (the ops
     the result relies on are timed at the end); the campaign's graph costs are then partly estimated and
     stored on a device of its own, "... (estimated op costs)", never looked up by another campaign. None

@@ -172,7 +172,7 @@ def _measured_devices(database) -> list[str]:
 
 def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = None, algorithm: str = "mcmc",
                 trials: int | None = None, seed: int = 0, time_budget: float | None = None,
-                options: dict | None = None, db=None, campaign: str | None = None,
+                options: dict | None = None, db="sqlite:///autotune.db", campaign: str | None = None,
                 progress: bool | Progress | None = False, microbatches: int = 1, measured_db=None,
                 measured_device: str | None = None, fresh: bool = False,
                 recompute: bool | str | None = None, optimizer: str = DEFAULT_OPTIMIZER,
@@ -181,8 +181,8 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
 
     ``trials``: simulations of the search after the baselines, over every run of the campaign
     (``DEFAULT_TRIALS`` when neither it nor ``time_budget``, wall seconds of this call, is given).
-    Every simulated strategy is a trial in ``db`` (a Database or URL; a throw-away SQLite file when
-    None), so a named ``campaign`` resumes and `autotune trials` shows it. ``measured_db`` (a
+    Every simulated strategy is a trial in ``db`` (a Database or URL; default ``sqlite:///autotune.db``, a
+    file in the working directory, as every driver's; None: a throw-away SQLite file, nothing kept), so a named ``campaign`` resumes and `autotune trials` shows it. ``measured_db`` (a
     Database or URL) supplies measured op and collective times (see :func:`calibrate`). ``progress``:
     the campaign's bar on standard error and a closing summary line (True, False, None: when standard
     error is a terminal, or an :class:`autotune.progress.Progress`). ``options``: the algorithm's

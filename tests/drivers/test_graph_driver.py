@@ -68,10 +68,17 @@ def test_a_campaign_resumes_with_a_larger_budget(fake, resnet, tmp_path):
     assert sorted(ops[0]["candidate_key"]) == sorted(ops[1]["candidate_key"])
 
 
+def test_without_a_database_named_the_search_is_kept_in_the_working_directory(fake, resnet, tmp_path, monkeypatch):
+    """As every driver and command: autotune.db in the working directory, which the queries read afterwards."""
+    monkeypatch.chdir(tmp_path)
+    r = optimize_graph(resnet, device="fake", trials=8, batch=8, rounds=3)
+    assert len(queries.trials(open_database("sqlite:///autotune.db"), campaign=r["campaign"])) == 8
+
+
 @pytest.mark.parametrize("algorithm", ["taso-queue", "equality-saturation", "backtracking", "mcmc", "evolutionary",
                                        "random", "bandit"])
 def test_registered_algorithms_search_graphs(fake, resnet, algorithm):
-    r = optimize_graph(resnet, device="fake", algorithm=algorithm, trials=40, batch=8, rounds=3)
+    r = optimize_graph(resnet, device="fake", algorithm=algorithm, trials=40, batch=8, rounds=3, db=None)
     # equality saturation evaluates the input and the graph it extracts, and is done
     assert r["algorithm"] == algorithm and r["evaluated"] >= (2 if algorithm == "equality-saturation" else 40 - 8)
     assert r["predicted_cost_after_s"] < r["predicted_cost_before_s"] and r["rules_applied"]
@@ -187,7 +194,7 @@ def test_the_op_cost_model_is_trained_and_stored_with_the_campaign(fake, tmp_pat
 
 
 def test_time_budget_stops_the_search(fake, resnet):
-    r = optimize_graph(resnet, device="fake", time_budget=0.01, batch=1, rounds=3)
+    r = optimize_graph(resnet, device="fake", time_budget=0.01, batch=1, rounds=3, db=None)
     assert r["status"] == "time-budget" and r["evaluated"] < 20
 
 
@@ -247,11 +254,11 @@ def test_a_search_can_start_from_a_peer_optimizers_output(tmp_path):
     assert any(n.domain == "com.microsoft" for n in peer.graph.node)
     g = onnx_io.from_onnx(peer)
     assert any(n.domain == "com.microsoft" for n in g.nodes) and onnx_io.to_onnx(g).graph.node
-    r = optimize_graph(model, str(tmp_path / "o.onnx"), trials=5, rounds=5, start_from="onnxruntime")
+    r = optimize_graph(model, str(tmp_path / "o.onnx"), trials=5, rounds=5, start_from="onnxruntime", db=None)
     assert r["started_from"] in ("onnxruntime", "original") and r["check"]["passed"]
     assert (r["start_speedup"] > 1.0) == (r["started_from"] == "onnxruntime")
     with pytest.raises(UsageError, match="start from one of onnxruntime, ort-transformers, onnxsim or best"):
-        optimize_graph(model, trials=1, start_from="tvm")
+        optimize_graph(model, trials=1, start_from="tvm", db=None)
 
 
 def test_a_peer_is_a_start_only_when_faster_beyond_noise(monkeypatch):

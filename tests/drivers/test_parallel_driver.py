@@ -3,6 +3,7 @@
 import pytest
 
 from autotune.drivers.parallel import parallelize, warmup
+from autotune.db import open_database, queries
 
 
 @pytest.mark.parametrize("algorithm", ["mcmc", "evolutionary", "random"])
@@ -12,7 +13,7 @@ def test_every_algorithm_finds_a_strategy_better_than_every_baseline(algorithm):
     between nodes); the search itself must find a faster strategy, and report its true time."""
     from autotune.runners.simulator.engine import Simulator
 
-    r = parallelize("mlp-unity", "p100-4x4", 256, algorithm, trials=150, seed=1)
+    r = parallelize("mlp-unity", "p100-4x4", 256, algorithm, trials=150, seed=1, db=None)
     assert r.best_source == "search" and r.best.cost < 0.5 * min(m.cost for m in r.baselines.values())
     best = r.best.candidate
     sim = Simulator(r.model, r.cluster, zero=r.space.zero_of(best), zero_prefetch=r.space.prefetch_of(best))
@@ -26,7 +27,7 @@ def test_every_algorithm_finds_a_strategy_better_than_every_baseline(algorithm):
 
 
 def test_mcmc_improves_on_data_parallel_where_it_is_poor():
-    r = parallelize("dlrm", "p100-4x4", 4096, "mcmc", trials=300, seed=0)
+    r = parallelize("dlrm", "p100-4x4", 4096, "mcmc", trials=300, seed=0, db=None)
     assert r.best.cost < 0.5 * r.baselines["data-parallel"].cost
     best = r.space.candidate(r.best.candidate.payload)
     assert best.key == r.best.candidate.key and r.space.contains(best)
@@ -45,7 +46,7 @@ def resnet(tmp_path_factory):
 def test_onnx_model_parallelizes_through_the_cli_path(resnet):
     from autotune.runners.simulator.engine import Simulator
 
-    r = parallelize(resnet, "p100-4x4", 32, "mcmc", trials=20)
+    r = parallelize(resnet, "p100-4x4", 32, "mcmc", trials=20, db=None)
     assert r.best.ok and r.simulations == len(warmup(r.space)) + 20  # the baselines and seeds, then 20 new
     best = r.best.candidate
     sim = Simulator(r.model, r.cluster, zero=r.space.zero_of(best), zero_prefetch=r.space.prefetch_of(best))
@@ -57,10 +58,10 @@ def test_budgets_are_checked_and_only_the_baselines_are_measured_whatever_the_ti
     from autotune.errors import UsageError
 
     with pytest.raises(UsageError, match="trial budget must be >= 0"):
-        parallelize("rnnlm", "p100-4x4", trials=-1)
+        parallelize("rnnlm", "p100-4x4", trials=-1, db=None)
     with pytest.raises(UsageError, match="time budget must be a positive number"):
-        parallelize("rnnlm", "p100-4x4", time_budget=0)
-    r = parallelize("gpt-1.3b", "dgx-a100-x2", time_budget=1e-6)
+        parallelize("rnnlm", "p100-4x4", time_budget=0, db=None)
+    r = parallelize("gpt-1.3b", "dgx-a100-x2", time_budget=1e-6, db=None)
     assert len(warmup(r.space)) > 3  # the seed layouts stop at the time budget, the baselines do not
     assert len(r.baselines) == 3 and r.simulations == 3 and r.trace == []
 
@@ -109,9 +110,9 @@ def test_measured_times_from_a_database_override_the_estimates(tmp_path):
     url = f"sqlite:///{tmp_path / 'm.db'}"
     db = open_database(url)
     record(db, Device("Tesla P100-SXM2-16GB", "cuda", {}), collectives=[("allreduce", 16, 1e3, 1.0), ("allreduce", 16, 1e9, 10.0)])
-    plain = parallelize("rnnlm", "p100-4x4", trials=0)
-    by_url = parallelize("rnnlm", "p100-4x4", trials=0, measured_db=url)
-    by_db = parallelize("rnnlm", "p100-4x4", trials=0, measured_db=db, measured_device="P100")
+    plain = parallelize("rnnlm", "p100-4x4", trials=0, db=None)
+    by_url = parallelize("rnnlm", "p100-4x4", trials=0, measured_db=url, db=None)
+    by_db = parallelize("rnnlm", "p100-4x4", trials=0, measured_db=db, measured_device="P100", db=None)
     db.close()
     assert plain.measured is None and by_url.measured == by_db.measured == {"op_times": 0, "collectives": 2}
     slow = by_url.baselines["data-parallel"].cost
@@ -133,7 +134,7 @@ def test_a_run_with_another_optimizer_on_the_same_database_simulates_it_afresh(t
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     megatron = parallelize(TINY_GPT, "p100-4x4", trials=0, db=url)
     shared = parallelize(TINY_GPT, "p100-4x4", trials=0, db=url, optimizer="deepspeed-bf16")
-    alone = parallelize(TINY_GPT, "p100-4x4", trials=0, optimizer="deepspeed-bf16")
+    alone = parallelize(TINY_GPT, "p100-4x4", trials=0, optimizer="deepspeed-bf16", db=None)
     assert _dp(shared) == _dp(alone) and _dp(shared)[1] > _dp(megatron)[1]
     assert shared.runner.device.key != megatron.runner.device.key
 
@@ -152,7 +153,7 @@ def test_an_edited_cluster_file_is_simulated_afresh_on_the_same_database(tmp_pat
     spec["device"]["memory_bytes"] = 16e9
     path.write_text(json.dumps(spec))
     shared = parallelize("gpt-1.3b", str(path), trials=0, db=url, time_budget=1e-3)
-    alone = parallelize("gpt-1.3b", str(path), trials=0, time_budget=1e-3)
+    alone = parallelize("gpt-1.3b", str(path), trials=0, time_budget=1e-3, db=None)
     assert _dp(big)[2] == 48e9 and _dp(shared) == _dp(alone) and _dp(shared)[2] == 16e9
     for r in (shared, alone):
         assert not r.best.ok or r.best.meta["peak_memory_bytes"] <= 16e9
@@ -175,7 +176,7 @@ def test_other_measured_times_of_as_many_points_are_simulated_afresh_on_the_same
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     first = parallelize("rnnlm", "p100-4x4", trials=0, db=url, measured_db=urls[0])
     shared = parallelize("rnnlm", "p100-4x4", trials=0, db=url, measured_db=urls[1])
-    alone = parallelize("rnnlm", "p100-4x4", trials=0, measured_db=urls[1])
+    alone = parallelize("rnnlm", "p100-4x4", trials=0, measured_db=urls[1], db=None)
     assert _dp(shared) == _dp(alone) and _dp(shared)[1] > _dp(first)[1]
 
 
@@ -193,10 +194,20 @@ def test_a_run_without_recomputation_after_one_that_chooses_it_does_not_report_a
     chosen = parallelize(model, str(path), 1, trials=20, db=url)
     assert chosen.best.ok and chosen.to_json()["recompute"] != "none"
     fixed = parallelize(model, str(path), 1, trials=5, db=url, recompute="none")
-    alone = parallelize(model, str(path), 1, trials=5, recompute="none")
+    alone = parallelize(model, str(path), 1, trials=5, recompute="none", db=None)
     assert fixed.campaign != chosen.campaign and fixed.to_json()["recompute"] == "none"
     assert not fixed.best.ok and not alone.best.ok
     from autotune.errors import UsageError
 
     with pytest.raises(UsageError, match="already exists for another task"):  # naming the other's campaign
         parallelize(model, str(path), 1, trials=5, db=url, recompute="none", campaign=chosen.campaign)
+
+
+def test_without_a_database_named_the_search_is_kept_in_the_working_directory(tmp_path, monkeypatch):
+    """As every driver and command: autotune.db in the working directory, where a rerun resumes the campaign."""
+    monkeypatch.chdir(tmp_path)
+    first = parallelize("rnnlm", "p100-4x4", trials=3)
+    again = parallelize("rnnlm", "p100-4x4", trials=6)
+    stored = queries.trials(open_database("sqlite:///autotune.db"), campaign=first.campaign)
+    assert again.campaign == first.campaign and len(stored) == first.simulations + again.simulations
+    assert again.simulations == 3  # the rerun resumed the campaign: three more simulations, not six

@@ -287,7 +287,7 @@ def test_optimize_graph_on_torch_rejects_an_unmapped_op_before_searching(tmp_pat
     g = helper.make_graph([helper.make_node("Elu", ["x"], ["y"], name="act")], "t", [x], [y])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
     with pytest.raises(UsageError, match="op Elu .*'y'"):
-        optimize_graph(str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx"), device="torch-cpu")
+        optimize_graph(str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx"), device="torch-cpu", db=None)
 
 
 # ---- GPU ---------------------------------------------------------------------
