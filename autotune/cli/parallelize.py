@@ -112,9 +112,10 @@ def tune_parallel(
     check_model(model)  # before the database is opened: a typo creates nothing
     check_cluster(cluster)
     from autotune.search_spaces.graphs.onnx_prepare import parse_input_shapes
+    from autotune.search_spaces.parallel.models import file_kind
 
     input_shapes = parse_input_shapes(input_shape) or None
-    if input_shapes and not model.endswith(".onnx"):
+    if input_shapes and file_kind(model) != "onnx":
         raise UsageError(f"--input-shape applies to ONNX models, not {model!r}")
     if recompute is not None:
         from autotune.search_spaces.parallel.models import recompute_mode

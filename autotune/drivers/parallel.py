@@ -39,6 +39,7 @@ from autotune.search_spaces.parallel.models import (
     MODELS,
     RECOMPUTE,
     default_batch,
+    file_kind,
     get_model,
     optimizer_layout,
     rebuild,
@@ -89,7 +90,7 @@ class ParallelizeResult:
 def check_model(name: str) -> str:
     """``name`` when it is a built-in model or names a .onnx/.json file; else UsageError naming the built-in
     models and the closest ones (checked before anything is opened or built)."""
-    if name in MODELS or name.endswith((".onnx", ".json")):
+    if name in MODELS or file_kind(name):
         return name
     if ":" in name:
         shaped(name)  # UsageError naming what is wrong with the shape

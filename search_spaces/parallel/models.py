@@ -292,23 +292,30 @@ def default_batch(name: str) -> int | None:
     return DEFAULT_BATCH.get(name.partition(":")[0], 32) if ":" in name else DEFAULT_BATCH.get(name)
 
 
+def file_kind(name: str) -> str | None:
+    """"onnx" or "json" when ``name`` names a model file by its extension (any case: ``BERT.ONNX``), else None."""
+    suffix = os.path.splitext(name)[1].lower()
+    return suffix[1:] if suffix in (".onnx", ".json") else None
+
+
 def get_model(name: str, batch: int | None = None, input_shapes: dict | None = None) -> Graph:
     """The training graph of a built-in model, a shaped transformer, an ONNX file or a JSON graph file, at
     ``batch`` (default: the model's); ``input_shapes``: static shapes of an ONNX model's dynamic inputs."""
-    if input_shapes and not name.endswith(".onnx"):
+    kind = file_kind(name)
+    if input_shapes and kind != "onnx":
         raise UsageError(f"{argument('input_shapes', '--input-shape')} applies to ONNX models, not {name!r}")
-    if ":" in name and not name.endswith((".onnx", ".json")):
+    if ":" in name and kind is None:
         b = default_batch(name) if batch is None else int(batch)
         if b < 1:
             raise UsageError(f"batch must be positive, got {b}")
         return shaped(name)(b)
-    if name.endswith(".onnx"):
+    if kind == "onnx":
         if not os.path.exists(name):
             raise UsageError(f"model file {name!r} does not exist")
         from autotune.search_spaces.parallel.onnx_import import load_onnx
 
         return load_onnx(name, batch, input_shapes)
-    if name.endswith(".json"):
+    if kind == "json":
         if not os.path.exists(name):
             raise UsageError(f"model file {name!r} does not exist")
         import json

@@ -87,3 +87,10 @@ def test_a_json_graph_that_cannot_be_read_exits_2_with_one_line(text, msg, tmp_p
     (tmp_path / "g.json").write_text(text)
     r = run("--model", "g.json", "--cluster", "p100-4x4", "--trials", 3)
     assert r.exit_code == 2 and r.stderr.startswith(f"error: {msg}") and len(r.stderr.splitlines()) == 1
+
+
+def test_a_model_files_extension_is_read_in_any_case(tmp_path):
+    """MODEL.ONNX is an ONNX file, as model.onnx is: not an unknown built-in model's name."""
+    model = _onnx_model(tmp_path / "UPPER.ONNX", ["N", 16])
+    out = last_json(run("--model", model, "--cluster", "p100-4x4", "--trials", 3, "--input-shape", "x=8x16", "--json"))
+    assert out["batch"] == 8 and out["best"]["iteration_s"] > 0
