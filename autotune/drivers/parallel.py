@@ -183,8 +183,8 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     ``trials``: simulations of the search after the baselines, over every run of the campaign
     (``DEFAULT_TRIALS`` when neither it nor ``time_budget``, wall seconds of this call, is given).
     Every simulated strategy is a trial in ``db`` (a Database or URL; default ``sqlite:///autotune.db``, a
-    file in the working directory, as every driver's; None: a throw-away SQLite file, nothing kept), so a named ``campaign`` resumes and `autotune trials` shows it. ``measured_db`` (a
-    Database or URL) supplies measured op and collective times (see :func:`calibrate`). ``progress``:
+    file in the working directory, as every driver's; None: a throw-away SQLite file, nothing kept), so a
+    named ``campaign`` resumes and `autotune trials` shows it. ``measured_db`` (a Database or URL) supplies measured op and collective times (see :func:`calibrate`). ``progress``:
     the campaign's bar on standard error and a closing summary line (True, False, None: when standard
     error is a terminal, or an :class:`autotune.progress.Progress`). ``options``: the algorithm's
     options; ``fresh``: delete an existing campaign of that name first (its trials stay, to be looked up);
