@@ -129,6 +129,7 @@ def test_output_strategy_and_timeline(tmp_path):
     (["--model", "dlrm", "--cluster", "dgx-a10-x2"],
      "(did you mean 'dgx-a100-x2' or 'dgx-h100-x2' or 'dgx-a100-deepspeed-x2'?)"),  # closest first
     (["--model", "dlrm", "--cluster", "dgx-a100-xfoo"], "unknown cluster 'dgx-a100-xfoo'; valid: p100-4x4"),
+    (["--model", "dlrm", "--cluster", "dgx-a100-x100000"], "has 800,000 devices; at most 16,384 are modelled"),
     (["--model", "dlrm"], "required"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--algorithm", "nope"], "unknown algorithm"),
     (["--model", "dlrm", "--cluster", "p100-4x4", "--algorithm", "mcmcm"], "(did you mean 'mcmc'?)"),

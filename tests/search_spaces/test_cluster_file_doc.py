@@ -43,6 +43,6 @@ def test_a_misspelt_key_and_an_oversized_preset_are_refused(tmp_path):
     path.write_text(_doc_yaml() + "intra_latncy: 1.0\n")  # would silently keep the default latency
     with pytest.raises(UsageError, match=r"unknown key\(s\) 'intra_latncy' .*did you mean 'intra_latency'"):
         get_cluster(str(path))
-    assert get_cluster("dgx-a100-x131072").devices == 1 << 20  # the most modelled, as a file allows
-    with pytest.raises(UsageError, match="1,048,584 devices; at most 1,048,576"):
-        get_cluster("dgx-a100-x131073")
+    assert get_cluster("dgx-a100-x2048").devices == 1 << 14  # the most modelled, as a file allows
+    with pytest.raises(UsageError, match="16,392 devices; at most 16,384"):
+        get_cluster("dgx-a100-x2049")
