@@ -296,8 +296,8 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
 
 
 def _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign, trials, time_budget,
-              seed, batch, max_measure, rounds, fusion, tolerance, bar: Progress, t_start, records, recipe=None,
-              fresh: bool = False, start: tuple[str, float] = ("original", 1.0), given=None) -> dict:
+              seed, batch, max_measure, rounds, fusion, tolerance, bar: Progress, t_start, records, recipe,
+              fresh: bool, start: tuple[str, float], given) -> dict:
     store_rules(database, records)
     op_device = backend.op_runner.device
     cache = DatabaseOpCostCache(database, op_device, backend.label)
@@ -344,10 +344,10 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
 
 def _check_and_report(result, original, graph, space, algo, backend, op_costs, output, device, task, op_device,
                       measured_before, rules, rounds, tolerance, bar: Progress, t_start, start, runner,
-                      given=None) -> dict:
+                      given) -> dict:
     """The end-to-end check of a finished search's best graph, the model kept written to ``output``, and the report:
-    a rewritten model at the static input shapes it was searched at, the input model as ``given`` (dynamic axes
-    and all; default ``original``)."""
+    a rewritten model at the static input shapes it was searched at, the input model as ``given`` (its dynamic
+    axes too)."""
     # the best graph evaluated, own or looked up: a graph found by an earlier campaign is as good to keep
     best = result.best_evaluated.candidate if result.best_evaluated is not None else space.initial()
     best_graph = space.graph(best)
@@ -368,7 +368,7 @@ def _check_and_report(result, original, graph, space, algo, backend, op_costs, o
     if output:
         from autotune.search_spaces.graphs.onnx_io import _onnx
 
-        _onnx().save(out_model if report["kept"] or given is None else given, output)
+        _onnx().save(out_model if report["kept"] else given, output)
     applied = [step[0] if isinstance(step, list) else "e-graph extraction" for step in best.payload]
     summary = result.summary()
     out = {
