@@ -91,7 +91,7 @@ def tune_graph(
     ctx: typer.Context,
     model: Annotated[str, typer.Argument(help="Input ONNX model (static shapes, or dynamic axes given with --input-shape)")],
     output: Annotated[str, typer.Option("-o", "--output", help="Where to write the optimized ONNX model")],
-    device: Annotated[str, typer.Option("--device", help="cpu (onnxruntime) or cuda (PyTorch on the GPU; needs the torch extra)")] = "cpu",
+    device: Annotated[str, typer.Option("--device", help="cpu (onnxruntime), cuda (PyTorch on the GPU) or torch-cpu (PyTorch on the CPU); the last two need the torch extra")] = "cpu",
     algorithm: GraphAlgorithmOption = "taso-queue",
     alpha: Annotated[float | None, typer.Option("--alpha", help="taso-queue and backtracking: keep graphs costing up to alpha x the best (default: the algorithm's, 1.05 for taso-queue)")] = None,
     trials: GraphTrialsOption = None,
