@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.db.campaign_admin import CampaignAdmin
 from autotune.db.campaigns import CampaignRuns
-from autotune.db.engine import locked_text, make_engine, read_only_reason, sqlite_file
+from autotune.db.engine import locked_error, locked_text, make_engine, read_only_reason, sqlite_file
 from autotune.db.graph_rules import GraphRules
 from autotune.db.models import DeviceRow, TaskRow
 from autotune.db.stored_models import StoredModels
@@ -100,7 +100,7 @@ class Database(CampaignRuns, TrialStore, GraphRules, CampaignWorkers, StoredMode
             why = f" ({self.read_only})" if self.read_only else ""
             return (f"database {self.safe_url} is read-only here{why}: this command writes to it; the query "
                     "commands (trials, best, campaigns) read it")
-        if "database is locked" in text:
+        if locked_error(orig):
             return f"{locked_text(self.safe_url)}; try again once it ends"
         if "disk is full" in text:
             return (f"database {self.safe_url}: the disk is full; the last transaction was not stored (what was "

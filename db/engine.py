@@ -27,22 +27,33 @@ BUSY_TIMEOUT_S = 60.0
 
 
 def locked_text(safe_url: str) -> str:
-    """What a write that gave up on the busy timeout met, in words (a caller adds what happens next)."""
+    """What a write that gave up on the busy timeout (PostgreSQL: the lock timeout) met, in words (a caller
+    adds what happens next)."""
+    if safe_url.startswith("postgresql"):
+        return (f"database {safe_url} is locked: another session has held a lock this write needs for over "
+                f"{BUSY_TIMEOUT_S:.0f} s (a transaction left open in psql or a database browser, a long import)")
     return (f"database {safe_url} is locked: another process has kept a write transaction open for over "
             f"{BUSY_TIMEOUT_S:.0f} s (a sqlite3 shell, a database browser, a long import)")
 
 
+def locked_error(orig) -> bool:
+    """Whether the driver's error ``orig`` is a lock waited on past the timeout: SQLite's busy timeout, or
+    PostgreSQL's lock_timeout (SQLSTATE 55P03, lock_not_available)."""
+    if isinstance(orig, sqlite3.OperationalError):
+        return "database is locked" in str(orig)
+    return getattr(orig, "sqlstate", None) == "55P03"
+
+
 def is_locked(exc: BaseException) -> bool:
-    """Whether ``exc`` (a DatabaseError) is SQLite giving up on the busy timeout: another connection held
-    the write lock all that time."""
-    orig = getattr(exc.__cause__, "orig", None)
-    return isinstance(orig, sqlite3.OperationalError) and "database is locked" in str(orig)
+    """Whether ``exc`` (a DatabaseError) is a write that gave up waiting for a lock another connection held
+    all that time."""
+    return locked_error(getattr(exc.__cause__, "orig", None))
 
 
 def waits_out_locks(method):
     """A Database write method that tries again, for as long as it takes, when another process holds the
-    SQLite write lock past the busy timeout (a transaction left open in a sqlite3 shell or a database
-    browser, a long import), saying so on standard error once while the lock lasts (whichever of the
+    SQLite write lock (on PostgreSQL, a lock the write needs) past the busy timeout (a transaction left open in
+    a sqlite3 shell, psql or a database browser, a long import), saying so on standard error once while the lock lasts (whichever of the
     process's threads waits first): what it stores (a batch of measurements, a campaign's claim) is kept
     rather than dropped with the campaign. Each try is one transaction, rolled back when it fails, so a
     retry stores everything once."""
@@ -150,7 +161,10 @@ def make_engine(url: str) -> Engine:
                 cur.close()
 
             return engine
-        return create_engine(parsed, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+        # a lock another session holds (a transaction left open in psql) is waited on for BUSY_TIMEOUT_S, as on
+        # SQLite, then reported: waits_out_locks says so and tries again, where PostgreSQL alone waits silently
+        return create_engine(parsed, pool_pre_ping=True, connect_args={
+            "connect_timeout": 10, "options": f"-c lock_timeout={int(BUSY_TIMEOUT_S * 1000)}"})
     except (NoSuchModuleError, ImportError) as exc:
         hint = " (pip install 'autotune[postgres]')" if backend == "postgresql" else ""
         raise UsageError(f"database URL {url!r} needs a driver that is not installed: {exc}{hint}") from None
