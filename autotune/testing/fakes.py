@@ -183,6 +183,21 @@ class FakeRunner(Runner):
         return out
 
 
+class FakeRunnerTroubledOnSecondBatch(FakeRunner):
+    """Measures as FakeRunner does, and calls ``then`` (once) as its second batch is measured: trouble (a lock
+    taken, the database file deleted) starts between a batch's measurement and its storing."""
+
+    def __init__(self, space: Space, then):
+        super().__init__(space)
+        self.then = then
+
+    def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
+        out = super().measure(task, candidates)
+        if self.calls == 2:
+            self.then()
+        return out
+
+
 class FakeStreamingRunner(StreamingRunner):
     """Measures with ``inner`` on ``slots`` threads, each candidate after ``delay(candidate)`` seconds,
     and hands results back as they complete; ``log`` records (event, key, time) for the tests."""

@@ -11,7 +11,7 @@ import pytest
 from autotune.campaign import Campaign
 from autotune.db import engine, open_database, queries
 from autotune.errors import DatabaseError
-from autotune.testing.fakes import FakeRunner, small_knob_space
+from autotune.testing.fakes import FakeRunner, FakeRunnerTroubledOnSecondBatch, small_knob_space
 
 
 def _hold_row_lock(url: str, campaign: str, seconds: float) -> tuple[threading.Thread, threading.Event]:
@@ -36,20 +36,6 @@ def _hold_row_lock(url: str, campaign: str, seconds: float) -> tuple[threading.T
     return t, held
 
 
-class _OnSecondBatch(FakeRunner):
-    """Measures as FakeRunner does, and calls ``then`` (once) as its second batch is measured."""
-
-    def __init__(self, space, then):
-        super().__init__(space)
-        self.then = then
-
-    def measure(self, task, candidates):
-        out = super().measure(task, candidates)
-        if self.calls == 2:
-            self.then()
-        return out
-
-
 def test_a_batch_is_stored_once_another_session_lets_go_of_a_lock_held_past_the_lock_timeout(
         postgres_url, monkeypatch, capsys):
     monkeypatch.setattr(engine, "BUSY_TIMEOUT_S", 0.3)  # read when the database is opened
@@ -58,7 +44,7 @@ def test_a_batch_is_stored_once_another_session_lets_go_of_a_lock_held_past_the_
     space = small_knob_space()
     try:
         result = Campaign("c", space, "random",
-                          _OnSecondBatch(space, lambda: holders.append(_hold_row_lock(postgres_url, "c", 2.0)[0])),
+                          FakeRunnerTroubledOnSecondBatch(space, lambda: holders.append(_hold_row_lock(postgres_url, "c", 2.0)[0])),
                           db, trials=12, batch=4, progress=False).run()
         holders[0].join(30)
         assert result.status == "finished" and result.trials == 12

@@ -20,7 +20,7 @@ from autotune.cli.main import app
 from autotune.db import engine, open_database, queries
 from autotune.errors import DatabaseError, UsageError
 from autotune.testing.caches import turing_time, write_cache
-from autotune.testing.fakes import FakeRunner, small_knob_space
+from autotune.testing.fakes import FakeRunnerTroubledOnSecondBatch, small_knob_space
 
 HOLD_LOCK = """
 import sqlite3, sys, time
@@ -34,21 +34,6 @@ c.execute("COMMIT")
 
 def cli(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
-
-
-class _OnSecondBatch(FakeRunner):
-    """Measures as FakeRunner does, and calls ``then`` (once) as its second batch is measured: the trouble
-    starts between a batch's measurement and its storing."""
-
-    def __init__(self, space, then):
-        super().__init__(space)
-        self.then = then
-
-    def measure(self, task, candidates):
-        out = super().measure(task, candidates)
-        if self.calls == 2:
-            self.then()
-        return out
 
 
 def test_a_batch_is_stored_once_another_process_lets_go_of_a_write_lock_held_past_the_busy_timeout(
@@ -69,8 +54,8 @@ def test_a_batch_is_stored_once_another_process_lets_go_of_a_write_lock_held_pas
 
     space = small_knob_space()
     try:
-        result = Campaign("c", space, "random", _OnSecondBatch(space, hold_the_lock), db, trials=12, batch=4,
-                          progress=False).run()
+        result = Campaign("c", space, "random", FakeRunnerTroubledOnSecondBatch(space, hold_the_lock), db, trials=12,
+                          batch=4, progress=False).run()
         assert holders and holders[0].wait(timeout=30) == 0
         assert result.status == "finished" and result.trials == 12
         assert queries.count_trials(db, campaign="c") == 12
@@ -113,7 +98,7 @@ def test_a_campaign_whose_database_file_is_deleted_or_replaced_stops_saying_so(t
     space = small_knob_space()
     try:
         with pytest.raises(DatabaseError, match=f"database file {path} was {how} while this process used it"):
-            Campaign("c", space, "random", _OnSecondBatch(space, trouble), db, trials=12, batch=4,
+            Campaign("c", space, "random", FakeRunnerTroubledOnSecondBatch(space, trouble), db, trials=12, batch=4,
                      progress=False).run()
     finally:
         db.close()
