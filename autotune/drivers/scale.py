@@ -38,13 +38,17 @@ def driver(kind: str) -> Callable:
 
 
 def check_args(kind: str, args: dict, where: str = "") -> None:
-    """Refuse arguments the driver does not take, with the closest valid name."""
+    """Refuse arguments the driver does not take, with the closest valid name, and arguments it needs missing."""
     params = inspect.signature(driver(kind)).parameters
     for key in args:
         if key not in params or key in RUN_ARGS:
             hint = did_you_mean(key, [p for p in params if p not in RUN_ARGS], n=1)
             raise UsageError(f"{where}{kind} campaigns take no argument {key!r}{hint} "
                              f"(valid: {', '.join(p for p in params if p not in RUN_ARGS)})")
+    missing = [name for name, p in params.items() if p.default is inspect.Parameter.empty
+               and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and name not in args and name not in RUN_ARGS]
+    if missing:
+        raise UsageError(f"{where}{kind} campaigns need {', '.join(map(repr, missing))}")
 
 
 def summarize(kind: str, result) -> dict:

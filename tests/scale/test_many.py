@@ -29,6 +29,8 @@ def _write(tmp_path, text, name="many.yaml"):
     ("- {kind: replay, cache: x, campaign: a}\n- {kind: replay, cache: y, campaign: a}", "same name"),
     ("- {kind: replay, cache: x, db: 'sqlite:///a.db', ray: local}", "no argument 'ray'"),
     ("- {kind: replay\n  cache", "not valid YAML"),
+    ("- {kind: replay, cache: x}\n- {kind: replay, trials: 5}", "campaign 2: replay campaigns need 'cache'"),
+    ("- {kind: kernel, target: cpu}", "kernel campaigns need 'name'"),
 ])
 def test_bad_campaign_files_are_refused_before_anything_runs(tmp_path, text, match):
     with pytest.raises(UsageError, match=match):
