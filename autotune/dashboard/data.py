@@ -89,12 +89,14 @@ class DashboardData(DomainReads):
     def summary_of(self, campaign_id: int, wait: bool = True) -> tuple[Summary, bool]:
         """(the campaign's summary, whether it is complete), brought up to date first. A campaign deleted
         and made again (``--fresh``) starts over, though SQLite may give it the same id and link ids: its
-        creation time tells it apart. Without ``wait``, a summary another thread is reading (the
-        start-up warm-up, a first visit) is returned as far as it got, and marked incomplete."""
+        creation time tells it apart. Without ``wait``, a summary another thread holds is returned as it
+        is: complete when it was read to the end (that thread is only checking for new links, or reading
+        the last few), marked incomplete while its history is still being read (the start-up warm-up, a
+        first visit, a backlog of more than one chunk)."""
         with self._lock:
             summ = self._summaries.setdefault(campaign_id, Summary(campaign_id))
         if not summ.lock.acquire(blocking=wait):
-            return summ, False
+            return summ, summ.ready
         try:
             last_link = select(func.max(L.c.id)).where(L.c.campaign_id == campaign_id).scalar_subquery()
             with self.db.session() as s:
@@ -105,6 +107,7 @@ class DashboardData(DomainReads):
                 summ.reset(created)
             if last > summ.last_link:
                 summ.update(self.db)
+            summ.ready = True
             return summ, True
         finally:
             summ.lock.release()

@@ -11,6 +11,7 @@ stopped. The cursor is the sort key of the last row seen, as opaque URL-safe tex
 from __future__ import annotations
 
 import base64
+import json
 import math
 import re
 
@@ -60,18 +61,27 @@ def like_literal(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def json_inner(text: str) -> str:
+    """``text`` as it reads inside a JSON string, as the configurations are stored: a quote as \\", a
+    backslash doubled, other characters (non-ASCII included) as they are."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
 def text_filter(q: str):
     """Trials whose configuration (as JSON text), error or status contains ``q`` (any case);
-    ``name=value`` matches a configuration entry (``"name":value`` in its JSON)."""
-    esc = like_literal(q)
+    ``name=value`` also matches a configuration entry (``"name":value`` in its JSON), whatever
+    characters the name holds."""
     cand = cast(T.c.candidate, Text)
-    m = re.fullmatch(r"\s*([\w.:-]+)\s*=\s*(.+?)\s*", q)
+    pat = f"%{like_literal(q)}%"
+    anywhere = [cand.ilike(pat, escape="\\"), T.c.error.ilike(pat, escape="\\"), T.c.status.ilike(pat, escape="\\")]
+    if json_inner(q) != q:  # a quote or a backslash: written escaped in the configuration's JSON
+        anywhere.append(cand.ilike(f"%{like_literal(json_inner(q))}%", escape="\\"))
+    m = re.fullmatch(r"\s*([^=]*[^=\s])\s*=\s*(.+?)\s*", q)
     if m:
-        k, v = (like_literal(x) for x in m.groups())
+        k, v = (like_literal(json_inner(x)) for x in m.groups())
         pats = [f'%"{k}":{v}%', f'%"{k}": {v}%', f'%"{k}":"{v}"%', f'%"{k}": "{v}"%']
-        return or_(*[cand.ilike(p, escape="\\") for p in pats])
-    pat = f"%{esc}%"
-    return or_(cand.ilike(pat, escape="\\"), T.c.error.ilike(pat, escape="\\"), T.c.status.ilike(pat, escape="\\"))
+        return or_(*[cand.ilike(p, escape="\\") for p in pats], *anywhere)
+    return or_(*anywhere)
 
 
 def id_page(conn, cid: int, desc: bool, cursor: dict, filters: list, limit: int):

@@ -83,6 +83,10 @@ class Summary:
     reused_statuses: Counter = field(default_factory=Counter)
     first_created: object = None
     last_created: object = None
+    #: the figures hold the campaign's history as of the last read: False until a first read ends, and
+    #: while a read has more than one chunk to catch up on (a reader that finds the lock taken by a
+    #: mere freshness check may use them as they are)
+    ready: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def reset(self, created=None) -> None:
@@ -90,6 +94,7 @@ class Summary:
         self.created, self.last_link, self.own, self.all = created, 0, Series(), Series()
         self.statuses, self.reused_statuses = Counter(), Counter()
         self.first_created = self.last_created = None
+        self.ready = False
 
     @property
     def version(self) -> tuple:
@@ -98,6 +103,8 @@ class Summary:
     def update(self, db: Database) -> None:
         """Read the links added since the last update (all of them the first time), SCAN_CHUNK at a time."""
         created = type_coerce(T.c.created, String)  # compared and shown as stored: no per-row parsing
+        if self.last_link == 0:
+            self.ready = False
         while True:
             with db.engine.connect() as conn:
                 rows = conn.execute(
@@ -109,7 +116,9 @@ class Summary:
                 self._add(rows)
                 self.last_link = rows[-1][0]
             if len(rows) < SCAN_CHUNK:
+                self.ready = True
                 return
+            self.ready = False  # a backlog: more chunks to read
 
     def _add(self, rows) -> None:
         """Count one chunk of (link, trial, owner, status, cost, simulated_s, created) rows, vectorised."""

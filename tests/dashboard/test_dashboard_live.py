@@ -31,19 +31,39 @@ def test_a_running_campaign_is_followed_live(tmp_path):
 
 def test_figures_being_read_by_another_thread_answer_at_once_marked_incomplete(demo_db):
     from autotune.dashboard.data import DashboardData, open_dashboard_db
+    from autotune.dashboard.summary import Summary
 
     data = DashboardData(open_dashboard_db(demo_db["url"]))
     try:
         row = data._campaign_row("bulk-small")[0]
-        summ, complete = data.summary_of(row.id)
-        assert complete and summ.all.n == 3000
-        with summ.lock:  # as while the warm-up reads a large history
+        summ = data._summaries[row.id] = Summary(row.id)  # never read yet, as at start-up
+        with summ.lock:  # as while the warm-up reads its history for the first time
             t0 = time.perf_counter()
             listed = {c["name"]: c for c in data.campaigns()["campaigns"]}
             page = data.trials("bulk-small", limit=5)
             assert time.perf_counter() - t0 < 5
         assert listed["bulk-small"]["complete"] is False and listed["toy-turing"]["complete"] is True
         assert data.campaign("bulk-small")["complete"] and not page["count_exact"]
+    finally:
+        data.db.close()
+
+
+def test_figures_read_to_the_end_stay_complete_while_another_request_checks_them(demo_db):
+    """The page's requests run at once: one holds a summary while it only checks for new links, and the
+    others must not then call a finished campaign's figures incomplete ("3,000+ trials", "3,000…")."""
+    from autotune.dashboard.data import DashboardData, open_dashboard_db
+
+    data = DashboardData(open_dashboard_db(demo_db["url"]))
+    try:
+        row = data._campaign_row("bulk-small")[0]
+        summ, complete = data.summary_of(row.id)
+        assert complete and summ.all.n == 3000
+        with summ.lock:  # as while the sample's request brings the summary up to date
+            listed = {c["name"]: c for c in data.campaigns(q="bulk-small")["campaigns"]}
+            page = data.trials("bulk-small", limit=5)
+            head = data.campaign("bulk-small")
+        assert listed["bulk-small"]["complete"] is True and head["complete"] is True
+        assert (page["count"], page["count_exact"]) == (3000, True)
     finally:
         data.db.close()
 
@@ -110,3 +130,21 @@ def test_the_task_page_shows_each_campaigns_status_as_it_is_now(tmp_path):
                 assert get(c, "campaign", campaign="c")["status"] == shown
         finally:
             db.close()
+
+
+def test_figures_catching_up_on_a_backlog_are_incomplete_until_read_to_the_end(demo_db, monkeypatch):
+    from autotune.dashboard import summary
+    from autotune.dashboard.data import DashboardData, open_dashboard_db
+
+    monkeypatch.setattr(summary, "SCAN_CHUNK", 1000)
+    seen = []
+    add = summary.Summary._add
+    monkeypatch.setattr(summary.Summary, "_add", lambda self, rows: (seen.append(self.ready), add(self, rows)))
+    data = DashboardData(open_dashboard_db(demo_db["url"]))
+    try:
+        row = data._campaign_row("bulk-small")[0]
+        summ, complete = data.summary_of(row.id)
+        assert complete and summ.ready and summ.all.n == 3000
+        assert seen == [False] * 3  # 3,000 links in chunks of 1,000: a reader meanwhile sees them incomplete
+    finally:
+        data.db.close()

@@ -106,3 +106,36 @@ def test_a_cursor_of_another_shape_answers_400(client, cursor):
     for sort in ("id", "cost"):
         body = get(client, "trials", expect=400, campaign="toy-turing", sort=sort, after=after)
         assert body["error"].startswith("bad page cursor")
+
+
+def test_text_filters_match_names_and_values_of_any_characters(db_url, tmp_path):
+    """name=value for a parameter named with markup, an ampersand or spaces, and text holding a quote
+    (which a configuration's JSON writes escaped), on SQLite and PostgreSQL alike."""
+    import gzip
+    import itertools
+
+    from starlette.testclient import TestClient
+
+    from autotune.dashboard.app import create_app
+    from autotune.drivers.replay import tune_replay
+
+    params = {"<i>tile</i>": [1, 2, 4, 8], "b&amp; c": [16, 32, 64], "%{y}mode": ["<b>x</b>", 'say "hi"']}
+    cache = {",".join(map(str, v)): {**dict(zip(params, v)), "time": 1.0 + i, "times": [1.0 + i]}
+             for i, v in enumerate(itertools.product(*params.values()))}
+    path = tmp_path / "odd.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"device_name": "GPU", "kernel_name": "k", "problem_size": [1], "tune_params_keys": list(params),
+                   "tune_params": params, "cache": cache}, f)
+    tune_replay(str(path), algorithm="random", cost_model=None, trials=24, db=db_url, campaign="odd")
+    with TestClient(create_app(db_url, warm=False)) as c:
+        def matched(q):
+            found = get(c, "trials", campaign="odd", q=q, limit=200)
+            assert found["count"] == len(found["trials"])
+            return [t["candidate"] for t in found["trials"]]
+
+        assert len(matched("<i>tile</i>=4")) == 6 and all(t["<i>tile</i>"] == 4 for t in matched("<i>tile</i>=4"))
+        assert len(matched("b&amp; c = 32")) == 8
+        assert len(matched("%{y}mode=<b>x</b>")) == 12
+        assert len(matched('%{y}mode=say "hi"')) == 12
+        assert len(matched('say "hi"')) == 12 and len(matched('"hi"')) == 12
+        assert matched("<i>tile</i>=3") == []

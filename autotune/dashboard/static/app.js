@@ -5,6 +5,7 @@
 const LIVE_MS = 10000;
 let generation = 0;   // bumped on every route change: answers for an older page are dropped
 let liveTimer = null;
+let liveRefresh = null;  // the open page's refresh: the live timer calls it (and browser tests, not to wait 10 s)
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -141,6 +142,10 @@ function plot(div, traces, layout) {
   };
   return Plotly.react(div, traces, Object.assign(base, layout || {}), PLOT_CONFIG);
 }
+// text from the database as Plotly shows it (axis titles and ticks, legends, hover labels), read literally:
+// Plotly reads its own HTML subset there (<b>, <br>, &amp;...), so a parameter named <i>x</i> must reach it
+// escaped. Never put such text in a hovertemplate either (its %{...} would be substituted): pass it as text.
+function plain(text) { return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"); }
 function plotDiv(id, tall) { return el("div", { id, class: tall ? "plot tall" : "plot" }); }
 
 function table(headers, rows, attrs) {
@@ -156,12 +161,23 @@ function route() {
   generation += 1;
   const gen = generation;
   if (liveTimer) { clearInterval(liveTimer); liveTimer = null; }
+  liveRefresh = null;
   const hash = location.hash.replace(/^#/, "") || "/";
   const view = document.getElementById("view");
   const parts = hash.split("/").filter((p) => p !== "");
   const page = parts[0] || "campaigns";
   for (const a of document.querySelectorAll("header nav a")) {
     a.classList.toggle("active", a.dataset.nav === (page === "campaign" ? "campaigns" : page === "task" ? "tasks" : page));
+  }
+  // the old page's plots let go of their WebGL contexts (parallel coordinates, slices): the browser keeps but
+  // a few, and past them drops the oldest, warning on the console
+  for (const div of view.querySelectorAll(".js-plotly-plot")) {
+    for (const canvas of div.querySelectorAll("canvas")) {
+      const gl = canvas.getContext("webgl");  // the one Plotly made (null for a 2d canvas)
+      const lose = gl && gl.getExtension("WEBGL_lose_context");
+      if (lose) lose.loseContext();
+    }
+    Plotly.purge(div);
   }
   view.replaceChildren(el("p", { class: "muted" }, "loading…"));
   view.dataset.ready = "0";  // "1" once the page has drawn (browser tests wait for it)
@@ -177,12 +193,25 @@ function route() {
 }
 
 function live(fn) {
-  // calls fn every LIVE_MS while the "live" box is ticked and this page is shown
+  // calls fn every LIVE_MS while the "live" box is ticked and this page is shown. A refresh that fails (the
+  // campaign deleted or renamed, the database unreachable) says so above the page, which keeps what it
+  // showed, until a refresh succeeds again
   const gen = generation;
+  const view = document.getElementById("view");
+  liveRefresh = () => fn().then(() => { if (gen === generation) liveFailed(view, null); },
+    (err) => { if (gen === generation) liveFailed(view, err); });
   liveTimer = setInterval(() => {
     if (gen !== generation || !document.getElementById("live").checked || document.hidden) return;
-    fn().catch(() => {});
+    liveRefresh();
   }, LIVE_MS);
+}
+
+function liveFailed(view, err) {
+  let box = document.getElementById("live-error");
+  if (!err) { if (box) box.remove(); return; }
+  if (!box) { box = el("div", { id: "live-error", class: "error" }); view.prepend(box); }
+  box.replaceChildren(`The live refresh failed at ${new Date().toLocaleTimeString()} (the page below is as it was `
+    + `before): ${err.message || err}`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -250,10 +279,11 @@ async function campaignPage(view, name, gen) {
   const sliceDiv = el("div", { id: "slices-box" });
   const modelsDiv = el("div", { id: "models-box" });
   const kindDiv = el("div", { id: "kind-box" });
+  const staleBox = el("div", { id: "sample-stale" });  // says when the campaign has grown past the sample plots
   view.replaceChildren(
     head, convCard,
     el("div", { class: "grid" }, card("Trials by status", statusDiv), card("Parameter importance", impDiv)),
-    tableCard,
+    tableCard, staleBox,
     card("Parallel coordinates (best trials and a random sample)", pcDiv),
     card("Slice plots: cost against each parameter", sliceDiv),
     kindDiv,
@@ -267,21 +297,26 @@ async function campaignPage(view, name, gen) {
   const drawConv = () => renderConvergence(conv, convData, reusedBox.checked, c.task_kind);
   reusedBox.addEventListener("change", drawConv);
   drawConv();
-  trialTable(tableCard, c, gen);
+  const trials = trialTable(tableCard, c, gen);
 
-  const rest = [
-    Promise.all([api("sample", { campaign: name }), api("importance", { campaign: name })]).then(([s, imp]) => {
-      if (gen !== generation) return;
-      renderImportance(impDiv, imp);
-      renderParcoords(pcDiv, s, imp, c.task_kind);
-      renderSlices(sliceDiv, s, imp, c.task_kind);
-    }),
-    api("cost-models", { campaign: name }).then((m) => { if (gen === generation) renderModels(modelsDiv, m.models, false); }),
-  ];
-  if (c.task_kind === "graph") rest.push(api("graph", { campaign: name }).then((g) => { if (gen === generation) renderGraph(kindDiv, g); }));
-  if (c.task_kind === "parallel") rest.push(api("parallel", { campaign: name }).then((p) => { if (gen === generation) renderParallel(kindDiv, p); }));
-  await Promise.all(rest.map((p) => p.catch((err) => { if (gen === generation) showError(kindDiv, err); })));
+  let sampled = c.evaluations;  // the campaign's evaluations when the sample plots were drawn
+  const drawSample = () => Promise.all([api("sample", { campaign: name }), api("importance", { campaign: name })]).then(([s, imp]) => {
+    if (gen !== generation) return;
+    sampled = s.n;
+    staleBox.replaceChildren();
+    renderImportance(impDiv, imp);
+    renderParcoords(pcDiv, s, imp, c.task_kind);
+    renderSlices(sliceDiv, s, imp, c.task_kind);
+  });
+  // the views without a state of the user's (no brushed ranges), redrawn as the campaign grows
+  const drawModels = () => api("cost-models", { campaign: name }).then((m) => { if (gen === generation) renderModels(modelsDiv, m.models, false); });
+  const drawKind = c.task_kind === "graph" ? () => api("graph", { campaign: name }).then((g) => { if (gen === generation) renderGraph(kindDiv, g); })
+    : c.task_kind === "parallel" ? () => api("parallel", { campaign: name }).then((p) => { if (gen === generation) renderParallel(kindDiv, p); })
+      : null;
+  const shown = (p) => p.catch((err) => { if (gen === generation) showError(kindDiv, err); });
+  await Promise.all([drawSample(), drawModels(), drawKind && drawKind()].filter((p) => p).map(shown));
 
+  let seen = c.evaluations;
   live(async () => {
     const [c2, conv2] = await Promise.all([api("campaign", { campaign: name }), api("convergence", { campaign: name })]);
     if (gen !== generation) return;
@@ -289,6 +324,16 @@ async function campaignPage(view, name, gen) {
     renderStatuses(statusDiv, c2);
     convData = conv2;
     drawConv();
+    if (c2.evaluations === seen) return;
+    seen = c2.evaluations;
+    trials.refresh(c2);  // the page shown, its count and any new status in the filter
+    await Promise.all([drawModels(), drawKind && drawKind()].filter((p) => p));
+    if (c2.evaluations !== sampled) {  // redrawn on request only: a redraw would drop the ranges dragged on the axes
+      staleBox.replaceChildren(el("div", { class: "note card" },
+        `The parameter importance, parallel coordinates and slice plots are drawn over ${fmtInt(sampled)} evaluations; `
+        + `the campaign has ${fmtInt(c2.evaluations)} now. `,
+        el("button", { id: "sample-redraw", onclick: () => drawSample().catch((err) => showError(staleBox, err)) }, "Redraw them")));
+    }
   });
 }
 
@@ -426,6 +471,15 @@ function trialTable(cardEl, c, gen) {
   });
   prev.addEventListener("click", () => { if (state.page > 0) { state.page -= 1; load(); } });
   load();
+  return {
+    refresh(c2) {  // the campaign moved on: the same page again (its cursor), with the statuses it has now
+      const have = new Set([...statusSel.options].map((o) => o.value));
+      for (const s of [...new Set([...Object.keys(c2.statuses), ...Object.keys(c2.reused_statuses)])].sort()) {
+        if (!have.has(s)) statusSel.append(el("option", { value: s }, s));
+      }
+      load();
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -442,7 +496,7 @@ function renderImportance(div, imp) {
   const p = plotDiv("importance");
   div.replaceChildren(p, el("div", { class: "muted" },
     `share of the variance of log cost explained by each parameter alone (main effects, fANOVA-style), over ${fmtInt(imp.n)} sampled successful trials`));
-  plot(p, [{ type: "bar", orientation: "h", x: top.map((r) => r.share), y: top.map((r) => r.name), marker: { color: "#2c6bd6" },
+  plot(p, [{ type: "bar", orientation: "h", x: top.map((r) => r.share), y: top.map((r) => plain(r.name)), marker: { color: "#2c6bd6" },
     hovertemplate: "%{y}: %{x:.1%}<extra></extra>" }], { xaxis: { title: { text: "variance share" }, tickformat: ".0%" },
     yaxis: { automargin: true }, margin: { l: 20, r: 20, t: 10, b: 50 } });
 }
@@ -465,10 +519,10 @@ function renderParcoords(div, sample, imp, kind) {
   div.replaceChildren(p, el("div", { class: "muted" }, `${what}; colour: log10 cost (darker is faster); drag on an axis to filter`));
   const dimensions = dims.map((d) => {
     const vals = levels(ok, d);
-    if (!vals) return { label: d.name, values: ok.map((t) => (t.params[d.name] === undefined ? NaN : t.params[d.name])) };
+    if (!vals) return { label: plain(d.name), values: ok.map((t) => (t.params[d.name] === undefined ? NaN : t.params[d.name])) };
     const index = new Map(vals.map((v, i) => [String(v), i]));  // one evenly spaced position per value
-    return { label: d.name, values: ok.map((t) => index.get(String(t.params[d.name])) ?? NaN),
-      tickvals: vals.map((_, i) => i), ticktext: vals.map((v) => shorten(String(v), 12)) };
+    return { label: plain(d.name), values: ok.map((t) => index.get(String(t.params[d.name])) ?? NaN),
+      tickvals: vals.map((_, i) => i), ticktext: vals.map((v) => shorten(String(v), 12)) };  // ticks are plain text here
   });
   const logc = positiveCosts(ok.map((t) => t.cost)).map(Math.log10);
   dimensions.push({ label: "log10 cost", values: logc });
@@ -497,12 +551,13 @@ function renderSlices(div, sample, imp, kind) {
       traces.push({ type: "scattergl", mode: "markers", xaxis: `x${ax}`, yaxis: `y${ax}`,
         name: best ? "best trials" : (whole ? "trials" : "random sample"),
         legendgroup: best ? "best" : "random", showlegend: i === 0,
-        x: pts.map((t) => (vals ? String(t.params[d.name]) : t.params[d.name])), y: pts.map((t) => t.cost),
+        x: pts.map((t) => (vals ? plain(t.params[d.name]) : t.params[d.name])), y: pts.map((t) => t.cost),
         marker: { size: 5, opacity: best ? 0.9 : 0.45, color: best ? "#d2453d" : "#2c6bd6" },
-        text: pts.map((t) => `trial ${t.id}<br>${fmtCost(t.cost, kind)}`), hovertemplate: `%{text}<br>${d.name}=%{x}<extra></extra>` });
+        text: pts.map((t) => `trial ${t.id}<br>${fmtCost(t.cost, kind)}<br>${plain(d.name)}=${plain(t.params[d.name])}`),
+        hovertemplate: "%{text}<extra></extra>" });
     }
-    layout[`xaxis${ax}`] = vals ? { title: { text: d.name, font: { size: 11 } }, type: "category", categoryorder: "array",
-      categoryarray: vals.map(String) } : { title: { text: d.name, font: { size: 11 } } };
+    layout[`xaxis${ax}`] = vals ? { title: { text: plain(d.name), font: { size: 11 } }, type: "category", categoryorder: "array",
+      categoryarray: vals.map(plain) } : { title: { text: plain(d.name), font: { size: 11 } } };
     layout[`yaxis${ax}`] = costAxis(i % cols === 0 ? "cost" : undefined, kind, ok.map((t) => t.cost));  // linear with a 0
   });
   plot(p, traces, layout);
@@ -524,7 +579,7 @@ function renderModels(div, models, byCampaign) {
   }
   const traces = [];
   for (const [key, ms] of groups) {
-    const label = byCampaign ? shorten(key, 40) : "";
+    const label = byCampaign ? plain(shorten(key, 40)) : "";
     traces.push({ type: "scatter", mode: "lines+markers", name: `${label} Spearman`.trim(), x: ms.map((m) => m.n_samples),
       y: ms.map((m) => m.metrics.spearman ?? null), text: ms.map((m) => `model ${m.id} · ${fmtTime(m.created)}`),
       hovertemplate: "%{text}<br>n=%{x}: %{y:.3f}<extra></extra>" });
@@ -563,10 +618,10 @@ function renderGraph(div, g) {
     el("div", { class: "grid" }, counts, usage),
     g.best.steps.length ? table([{ label: "#", num: true }, "rule", "applied at"], steps, { id: "graph-steps" }) : note("the best graph is the initial graph")));
   const rc = Object.entries(g.best.rule_counts);
-  plot(counts, [{ type: "bar", x: rc.map((r) => r[0]), y: rc.map((r) => r[1]), marker: { color: "#2c6bd6" } }],
+  plot(counts, [{ type: "bar", x: rc.map((r) => plain(r[0])), y: rc.map((r) => r[1]), marker: { color: "#2c6bd6" } }],
     { title: { text: "rules applied in the best graph", font: { size: 13 } }, yaxis: { title: { text: "applications" } } });
   const ru = Object.entries(g.top_rule_usage);
-  plot(usage, [{ type: "bar", x: ru.map((r) => r[0]), y: ru.map((r) => r[1]), marker: { color: "#2e9d5b" } }],
+  plot(usage, [{ type: "bar", x: ru.map((r) => plain(r[0])), y: ru.map((r) => r[1]), marker: { color: "#2e9d5b" } }],
     { title: { text: `rules used by the ${g.top_n} best graphs`, font: { size: 13 } }, yaxis: { title: { text: "graphs" } } });
 }
 
@@ -584,16 +639,16 @@ function renderParallel(div, p) {
     el("div", { class: "muted" }, "The trials hold each strategy's layout (per-operator parallel degrees and first device), not a per-device time breakdown: the charts show the layout."),
     el("div", { class: "grid" }, layoutDiv, timelineDiv)));
   const L = p.best.layout.slice().reverse();
-  plot(layoutDiv, [{ type: "bar", orientation: "h", y: L.map((o) => o.op), x: L.map((o) => o.devices), base: L.map((o) => o.start),
-    text: L.map((o) => degreesText(o.degrees)), textposition: "inside", marker: { color: L.map((o) => Math.log2(o.devices)), colorscale: "Blues", reversescale: true, cmin: 0, cmax: Math.log2(p.best.devices || 2) + 1 },
+  plot(layoutDiv, [{ type: "bar", orientation: "h", y: L.map((o) => plain(o.op)), x: L.map((o) => o.devices), base: L.map((o) => o.start),
+    text: L.map((o) => plain(degreesText(o.degrees))), textposition: "inside", marker: { color: L.map((o) => Math.log2(o.devices)), colorscale: "Blues", reversescale: true, cmin: 0, cmax: Math.log2(p.best.devices || 2) + 1 },
     hovertemplate: "%{y}: devices %{customdata[0]}–%{customdata[1]}<br>degrees %{text}<extra></extra>",
     customdata: L.map((o) => [o.start, o.end]) }],
   { title: { text: `best strategy (trial ${p.best.trial}): devices per operator`, font: { size: 13 } },
     xaxis: { title: { text: "device" }, range: [0, p.best.devices || undefined], dtick: 1 }, margin: { l: 110, r: 20, t: 40, b: 50 } });
   const ops = p.best.layout.map((o) => o.op);
   const z = p.timeline.map((t) => ops.map((op) => { const o = t.layout.find((x) => x.op === op); return o ? o.devices : null; }));
-  const text = p.timeline.map((t) => ops.map((op) => { const o = t.layout.find((x) => x.op === op); return o ? `${degreesText(o.degrees)} from device ${o.start}` : ""; }));
-  plot(timelineDiv, [{ type: "heatmap", x: ops, y: p.timeline.map((t) => `#${t.n} ${fmtCost(t.cost)}`), z, text, colorscale: "Blues", reversescale: true,
+  const text = p.timeline.map((t) => ops.map((op) => { const o = t.layout.find((x) => x.op === op); return o ? `${plain(degreesText(o.degrees))} from device ${o.start}` : ""; }));
+  plot(timelineDiv, [{ type: "heatmap", x: ops.map(plain), y: p.timeline.map((t) => `#${t.n} ${fmtCost(t.cost)}`), z, text, colorscale: "Blues", reversescale: true,
     hovertemplate: "%{y}<br>%{x}: %{z} devices (%{text})<extra></extra>", colorbar: { title: { text: "devices" } } }],
   { title: { text: "strategy timeline: each improvement of the search", font: { size: 13 } }, margin: { l: 120, r: 20, t: 40, b: 60 },
     yaxis: { autorange: "reversed", type: "category" } });
@@ -632,7 +687,7 @@ async function taskPage(view, key, gen) {
     card("Task parameters", el("pre", {}, JSON.stringify(t.params, null, 2))));
   if (t.devices.length) {
     const ds = t.devices.filter((d) => d.best_cost !== null);
-    plot(bar, [{ type: "bar", x: ds.map((d) => d.device), y: ds.map((d) => d.best_cost), text: ds.map((d) => fmtCost(d.best_cost, t.kind)),
+    plot(bar, [{ type: "bar", x: ds.map((d) => plain(d.device)), y: ds.map((d) => d.best_cost), text: ds.map((d) => fmtCost(d.best_cost, t.kind)),
       textposition: "auto", marker: { color: "#2c6bd6" }, hovertemplate: "%{x}: %{text}<extra></extra>" }],
     { yaxis: costAxis("best cost", t.kind, ds.map((d) => d.best_cost)), margin: { l: 60, r: 20, t: 20, b: 80 } });
   }
