@@ -9,10 +9,10 @@ This module is the public Python API: scripts import from ``autotune`` only. ::
 One function per domain (each builds a space and a runner and runs a Campaign):
 ``tune_replay``, ``tune_template``, ``optimize_graph``, ``parallelize``; the engine's
 parts for a campaign of one's own: ``Campaign``, ``open_database``, ``KnobSpace``,
-``ReplaySpace``, ``ReplayRunner``, ``make_algorithm``, ``make_search``, and the base classes ``Space`` and
-``Runner`` for a space or runner of one's own; and
-``queries`` (the tuning log as pandas DataFrames), ``best_config`` (transfer) and
-``zoo_model`` (the graph benchmarks' ONNX models).
+``ReplaySpace``, ``ReplayRunner``, ``make_algorithm``, ``make_search``, and the base classes ``Space``,
+``Runner``, ``SearchAlgorithm`` (with its ``Option``) and ``CostModel`` for parts of one's own; and
+``queries`` (the tuning log as pandas DataFrames), ``best_config`` (transfer),
+``zoo_model`` (the graph benchmarks' ONNX models) and ``UsageError`` (what bad input raises).
 """
 
 from importlib import import_module
@@ -33,6 +33,9 @@ _LAZY = {
     "KnobSpace": "autotune.search_spaces.knobs",
     "Space": "autotune.search_spaces.base",
     "Runner": "autotune.runners.base",
+    "SearchAlgorithm": "autotune.algorithms.base",
+    "Option": "autotune.algorithms.base",
+    "CostModel": "autotune.cost_models.base",
     "ReplaySpace": "autotune.search_spaces.replay",
     "ReplayRunner": "autotune.runners.replay",
     "make_algorithm": "autotune.algorithms.registry",
@@ -47,6 +50,8 @@ _LAZY = {
     "minimize": "autotune.drivers.function",
     "tune_command": "autotune.drivers.command",
     "load_space_file": "autotune.search_spaces.space_file",
+    # bad input (an unknown knob, a space with no valid point, a kernel that never compiles): a script catches it
+    "UsageError": "autotune.errors",
     # the tuning log as pandas DataFrames: queries.trials(db, campaign=...), best, campaigns, convergence
     "queries": "autotune.db.queries:",
     # transfer across devices

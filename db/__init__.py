@@ -45,7 +45,9 @@ def open_existing_database(url: str, who: str = "this command") -> Database:
     try:
         parsed = make_url(url)
     except Exception:  # noqa: BLE001 - any parse failure is the same usage error
-        raise UsageError(f"database URL {url!r} is malformed; use sqlite:///FILE or postgresql+psycopg://...") from None
+        from autotune.db.engine import malformed_url
+
+        raise malformed_url(url) from None
     sqlite_file = parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
     if sqlite_file and not os.path.isfile(parsed.database):
         raise UsageError(f"no database file {parsed.database!r} ({who} reads an existing database; campaigns "

@@ -83,9 +83,10 @@ class CampaignAdmin:
                 "trials_kept": 0 if with_trials else int(n_own), "models_deleted": int(dropped),
                 "models_kept": int(kept)}
 
-    def rename_campaign(self, old: str, new: str) -> None:
+    def rename_campaign(self, old: str, new: str, force: bool = False) -> None:
         """Rename the campaign ``old`` to ``new`` (refused when a campaign ``new`` exists); its history,
-        trials, models and workers follow, as they refer to it by id."""
+        trials, models and workers' claims follow, as they refer to it by id. A campaign with live workers is
+        refused (``refuse_live_workers``: they would go on naming it ``old``) unless ``force``."""
         if not new or not new.strip() or new != new.strip():
             raise UsageError(f"the new campaign name {new!r} must be non-empty, without leading or trailing spaces")
         if len(new) > CampaignRow.__table__.c.name.type.length:
@@ -94,6 +95,8 @@ class CampaignAdmin:
         table = CampaignRow.__table__
         with self.session() as s:
             cid = self._campaign_id_for_change(s, old)
+            if not force:
+                self.refuse_live_workers(cid, old, rename=True)
             if s.scalar(select(table.c.id).where(table.c.name == new)) is not None:
                 raise UsageError(f"campaign {new!r} already exists; choose another name, or delete it first "
                                  "(autotune campaigns delete)")

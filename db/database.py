@@ -36,6 +36,25 @@ from autotune.db.workers import CampaignWorkers
 from autotune.errors import DatabaseError
 from autotune.types import Device, Task
 
+#: SQLite's "disk I/O error" of a write (SQLITE_FULL is the disk full alone: ENOSPC)
+_WRITE_ERRORS = {"SQLITE_IOERR_WRITE", "SQLITE_IOERR_TRUNCATE", "SQLITE_IOERR_FSYNC", "SQLITE_IOERR_SHMSIZE"}
+
+
+def _why_a_write_fails() -> str:
+    """The usual causes of a failed write other than a full disk, this process's file size limit first when it
+    has one (``ulimit -f``: the write past it fails, where the disk still has room)."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError):
+        limit = None
+    quota = "a disk quota reached, or the disk failing"
+    if limit is None or limit == resource.RLIM_INFINITY:
+        return quota
+    return f"this process's file size limit, ulimit -f, of {limit} bytes reached; or {quota}"
+
+
 class Database(CampaignRuns, TrialStore, GraphRules, CampaignWorkers, StoredModels, CampaignAdmin):
     """The experiment database. Use :func:`autotune.db.open_database` to open one (it checks the schema)."""
 
@@ -105,6 +124,9 @@ class Database(CampaignRuns, TrialStore, GraphRules, CampaignWorkers, StoredMode
         if "disk is full" in text:
             return (f"database {self.safe_url}: the disk is full; the last transaction was not stored (what was "
                     "stored before stays): free some space and run the command again")
+        if getattr(orig, "sqlite_errorname", "") in _WRITE_ERRORS:
+            return (f"database {self.safe_url}: the file could not be written ({_why_a_write_fails()}); the last "
+                    "transaction was not stored (what was stored before stays)")
         return f"database error on {self.safe_url}: {exc.__class__.__name__}: {orig if orig is not None else exc}"
 
     @property

@@ -22,6 +22,14 @@ from autotune.errors import DatabaseError, UsageError
 ACCEPTED = "sqlite:///FILE (for example sqlite:///autotune.db) or postgresql+psycopg://USER@HOST:PORT/DBNAME"
 
 
+def malformed_url(url: str) -> UsageError:
+    """The error for a --db that is no URL; a file's path (no scheme) is answered with its sqlite URL."""
+    if isinstance(url, str) and url.strip() and ":" not in url:
+        return UsageError(f"database URL {url!r} is malformed: it names no backend; an SQLite file of that path "
+                          f"is sqlite:///{url}")
+    return UsageError(f"database URL {url!r} is malformed; use {ACCEPTED}")
+
+
 #: seconds an SQLite statement waits for another connection's write lock before it fails (the busy timeout)
 BUSY_TIMEOUT_S = 60.0
 
@@ -137,7 +145,7 @@ def make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise UsageError(f"database URL {url!r} is malformed; use {ACCEPTED}") from None
+        raise malformed_url(url) from None
     backend = parsed.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
         raise UsageError(f"database URL {url!r} names the unsupported backend {backend!r}; use {ACCEPTED}")

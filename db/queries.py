@@ -1,7 +1,11 @@
-"""Read-only queries over the experiment database, returned as pandas DataFrames."""
+"""Read-only queries over the experiment database, returned as pandas DataFrames. Each public query takes
+the database as a :class:`Database` or as its URL (``"sqlite:///autotune.db"``), as ``best_config`` and the
+drivers take one."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import zlib
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -25,6 +29,44 @@ from autotune.db.models import (
 from autotune.db.names import one_task, resolve, resolve_name  # noqa: F401 - resolve_name: the public helper
 from autotune.errors import UsageError, argument
 from autotune.types import Measurement, Status
+
+
+def _any_db(fn):
+    """``fn`` taking its database (the first argument, ``db``) as a Database or as a URL: a URL is opened for the
+    call as an existing database (a missing SQLite file is a UsageError, and none is created) and closed after it,
+    for a generator once it is exhausted or closed."""
+
+    def opened(db):
+        from autotune.db import open_existing_database
+
+        return open_existing_database(db, who=f"autotune.queries.{fn.__name__}")
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def pages(db, *args, **kwargs):
+            if not isinstance(db, str):
+                yield from fn(db, *args, **kwargs)
+                return
+            database = opened(db)
+            try:
+                yield from fn(database, *args, **kwargs)
+            finally:
+                database.close()
+
+        return pages
+
+    @functools.wraps(fn)
+    def wrapper(db, *args, **kwargs):
+        if not isinstance(db, str):
+            return fn(db, *args, **kwargs)
+        database = opened(db)
+        try:
+            return fn(database, *args, **kwargs)
+        finally:
+            database.close()
+
+    return wrapper
+
 
 TRIAL_COLUMNS = [
     "id", "campaign", "task", "task_key", "device", "candidate_key", "config", "status", "cost", "repeats",
@@ -99,7 +141,8 @@ def _not_own():
     return or_(TrialRow.campaign_id.is_(None), TrialRow.campaign_id != CampaignTrialRow.campaign_id)
 
 
-def campaign_figures(db: Database, campaign_id: int) -> CampaignFigures:
+@_any_db
+def campaign_figures(db: Database | str, campaign_id: int) -> CampaignFigures:
     """The figures of one campaign (by id), by the rule of :class:`CampaignFigures`."""
 
     with db.session() as s:
@@ -122,7 +165,8 @@ def campaign_figures(db: Database, campaign_id: int) -> CampaignFigures:
     return figures
 
 
-def campaigns(db: Database, include_reused: bool = False) -> pd.DataFrame:
+@_any_db
+def campaigns(db: Database | str, include_reused: bool = False) -> pd.DataFrame:
     """One row per campaign: its task, device, algorithm, status ("stopped" for one stored as running whose
     workers are all gone: Database.running_status), its own measured ``trials``, the
     ``reused`` trials it looked up (measured elsewhere), and the ``best_cost``, ``simulated_s`` and
@@ -193,7 +237,8 @@ def _trial_select(where):
     )
 
 
-def trials(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
+@_any_db
+def trials(db: Database | str, campaign: str | None = None, task: str | None = None, device: str | None = None,
            status: str | None = None, top: int | None = None, limit: int | None = None) -> pd.DataFrame:
     """Trials filtered by campaign name, task key or name (a name several tasks share is Ambiguous, naming
     their keys), device name or key, and status, oldest first (at most ``limit``); ``top`` keeps the k
@@ -212,13 +257,15 @@ def trials(db: Database, campaign: str | None = None, task: str | None = None, d
         return _trial_frame(s.execute(query).all())
 
 
-def count_trials(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
+@_any_db
+def count_trials(db: Database | str, campaign: str | None = None, task: str | None = None, device: str | None = None,
                  status: str | None = None) -> int:
     with db.session() as s:
         return s.scalar(select(func.count(TrialRow.id)).where(_trial_query(db, campaign, task, device, status)))
 
 
-def lookups(db: Database, campaign: str) -> int:
+@_any_db
+def lookups(db: Database | str, campaign: str) -> int:
     """How many of the trials ``campaign`` evaluated it looked up (measured before, elsewhere) rather than measured."""
     camp = db.campaign(campaign)
     with db.session() as s:
@@ -226,7 +273,8 @@ def lookups(db: Database, campaign: str) -> int:
                                                                      CampaignTrialRow.reused.is_(True)))
 
 
-def trial_pages(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
+@_any_db
+def trial_pages(db: Database | str, campaign: str | None = None, task: str | None = None, device: str | None = None,
                 status: str | None = None, page: int = 10_000) -> Iterator[pd.DataFrame]:
     """Every matching trial, oldest first, as DataFrames of at most ``page`` rows (memory stays bounded); one
     empty frame, with every column, when none matches (a CSV of no trials still has its header)."""
@@ -243,7 +291,8 @@ def trial_pages(db: Database, campaign: str | None = None, task: str | None = No
         last = rows[-1][0].id
 
 
-def best(db: Database, task: str | None = None, device: str | None = None, k: int = 1) -> pd.DataFrame:
+@_any_db
+def best(db: Database | str, task: str | None = None, device: str | None = None, k: int = 1) -> pd.DataFrame:
     """The k fastest OK trials per (task, device)."""
     with db.session() as s:
         rows = s.execute(
@@ -258,7 +307,8 @@ def best(db: Database, task: str | None = None, device: str | None = None, k: in
     return df.drop(columns=["tid", "did"])
 
 
-def convergence(db: Database, campaign: str, include_reused: bool = False) -> pd.DataFrame:
+@_any_db
+def convergence(db: Database | str, campaign: str, include_reused: bool = False) -> pd.DataFrame:
     """Best-so-far per trial of a campaign, in the order it evaluated them, with the cumulative
     simulated time: its own measurements only (:class:`CampaignFigures`), so ``trial`` counts what
     the campaign measured. ``include_reused`` also keeps its look-ups of trials measured elsewhere
@@ -284,7 +334,8 @@ def convergence(db: Database, campaign: str, include_reused: bool = False) -> pd
     return df
 
 
-def cost_models(db: Database, task: str | None = None, device: str | None = None, campaign: str | None = None,
+@_any_db
+def cost_models(db: Database | str, task: str | None = None, device: str | None = None, campaign: str | None = None,
                 latest: bool = False) -> pd.DataFrame:
     """Stored cost models: what they were trained for, on how many samples, their held-out quality and
     whether they are pinned (kept on purpose). ``latest`` keeps the latest model of each campaign, and
@@ -316,7 +367,8 @@ def cost_models(db: Database, task: str | None = None, device: str | None = None
     return df.drop(columns=["metrics"])
 
 
-def resolve_filters(db: Database, campaign: str | None = None, task: str | None = None,
+@_any_db
+def resolve_filters(db: Database | str, campaign: str | None = None, task: str | None = None,
                     device: str | None = None) -> dict:
     """The name filters of a query (campaign name, task key or name, device name or key), each resolved
     against the database by :func:`autotune.db.names.resolve`: taken as given when stored, a
@@ -352,10 +404,15 @@ def load_cost_model(db: Database, model_id: int | None = None, campaign: str | N
     if not row.data:
         raise UsageError(f"model {row.id} was superseded and its weights were not kept (only the latest model of "
                          "each campaign and pinned models keep theirs; `autotune models --pin ID` keeps one)")
+    which = f"model {model_id}" if model_id is not None else f"the latest model of campaign {campaign!r}"
     try:
-        model = cost_model_class(row.name).load(Database.cost_model_bytes(row.data, row.format))
+        cls = cost_model_class(row.name)
+    except UsageError as exc:  # a cost model of the user's own, stored under its name: not damage
+        raise UsageError(f"{which} is a {row.name!r} model, not one autotune can load ({exc}); its weights are "
+                         "intact") from None
+    try:
+        model = cls.load(Database.cost_model_bytes(row.data, row.format))
     except (zlib.error, ValueError, KeyError, TypeError) as exc:
-        which = f"model {model_id}" if model_id is not None else f"the latest model of campaign {campaign!r}"
         raise UsageError(f"{which} cannot be read: its stored weights are damaged ({str(exc)[:100]}); "
                          "`autotune models` lists the others") from None
     task = Task(task_row.kind, task_row.name, task_row.params)
@@ -386,7 +443,8 @@ def measurements_by_id(db: Database, trial_ids) -> dict[int, Measurement]:
         return {int(t.id): row_to_measurement(t) for t in rows}
 
 
-def rules(db: Database, status: str | None = None, provenance: str | None = None) -> pd.DataFrame:
+@_any_db
+def rules(db: Database | str, status: str | None = None, provenance: str | None = None) -> pd.DataFrame:
     """Stored graph substitution rules with their provenance and verification status."""
     conds = [RuleRow.status == status if status else True,
              RuleRow.provenance.like(f"{provenance}%") if provenance else True]

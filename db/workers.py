@@ -27,8 +27,9 @@ from autotune.runners.processes import process_alive
 from autotune.types import Candidate
 
 
-#: how a campaign with live workers is deleted anyway
+#: how a campaign with live workers is deleted, or renamed, anyway
 FORCE = argument("Database.delete_campaign(name, force=True)", "`autotune campaigns delete --force`")
+FORCE_RENAME = argument("Database.rename_campaign(old, new, force=True)", "`autotune campaigns rename --force`")
 
 
 @functools.cache
@@ -188,16 +189,20 @@ class CampaignWorkers:
 
     def running_status(self, rows: list[tuple[int, str]]) -> dict[int, str]:
         """The status to show for each (campaign id, stored status): a campaign stored as "running" with no
-        worker heard of within CLAIM_GRACE_S is "stopped" (killed: SIGKILL or a lost machine leave no word;
-        rerunning it resumes it)."""
+        live worker is "stopped" (killed: SIGKILL or a lost machine leave no word; rerunning it resumes it). A
+        worker is live as the claims judge it: heard of within CLAIM_GRACE_S and, on this host, its process
+        still there (one killed here is seen at once, as ``autotune workers`` sees it)."""
         running = [cid for cid, status in rows if status == "running"]
         live: set[int] = set()
         if running:
-            claims, since = CampaignClaimRow.__table__, utcnow() - timedelta(seconds=self.CLAIM_GRACE_S)
+            claims, now = CampaignClaimRow.__table__, utcnow()
+            since = now - timedelta(seconds=self.CLAIM_GRACE_S)
             with self.engine.connect() as conn:
                 for i in range(0, len(running), CHUNK):
-                    live.update(conn.execute(select(claims.c.campaign_id).where(
-                        claims.c.campaign_id.in_(running[i:i + CHUNK]), claims.c.heartbeat > since)).scalars())
+                    live.update(r.campaign_id for r in conn.execute(
+                        select(claims.c.campaign_id, claims.c.worker, claims.c.heartbeat).where(
+                            claims.c.campaign_id.in_(running[i:i + CHUNK]), claims.c.heartbeat > since))
+                        if not _worker_is_dead(r.worker, r.heartbeat, now, self.CLAIM_GRACE_S))
         return {cid: "stopped" if status == "running" and cid not in live else status for cid, status in rows}
 
     def campaign_workers(self, campaign_id: int) -> list[dict]:
@@ -211,11 +216,17 @@ class CampaignWorkers:
         return [{"worker": r.worker, "claimed": r.n, "reserved": reserved.get(r.worker, 0), "heartbeat": r.heartbeat,
                  "alive": not _worker_is_dead(r.worker, r.heartbeat, now, self.CLAIM_GRACE_S)} for r in rows]
 
-    def refuse_live_workers(self, campaign_id: int, name: str) -> None:
-        """UsageError naming the campaign's live workers, if it has any (before it is deleted)."""
+    def refuse_live_workers(self, campaign_id: int, name: str, rename: bool = False) -> None:
+        """UsageError naming the campaign's live workers, if it has any (before it is deleted, or ``rename``d:
+        a running worker goes on naming the campaign by the name it was started with, in its summary and in
+        the resume command a Ctrl-C prints, which would then start a new campaign of the old name)."""
         live = [w["worker"] for w in self.campaign_workers(campaign_id) if w["alive"]]
         if live:
             who = ", ".join(live[:3]) + (f" and {len(live) - 3} more" if len(live) > 3 else "")
+            if rename:
+                raise UsageError(f"campaign {name!r} has {len(live)} live worker(s) ({who}), which go on naming it "
+                                 f"{name!r} (a Ctrl-C's resume command would start a new campaign of that name); "
+                                 f"stop them first, or rename it anyway with {FORCE_RENAME}")
             raise UsageError(f"campaign {name!r} has {len(live)} live worker(s) ({who}); stop them first, "
                              f"or delete it anyway with {FORCE}")
 

@@ -149,11 +149,13 @@ def _tail(data: bytes, limit: int = TAIL_CHARS) -> str:
     return text[-limit:]
 
 
-def _read_end(f, limit: int = MAX_OUTPUT_BYTES) -> bytes:
+def _read_end(f) -> tuple[bytes, int]:
+    """The last MAX_OUTPUT_BYTES of the output file ``f`` and how many bytes it holds in all."""
+    limit = MAX_OUTPUT_BYTES
     f.flush()
     size = f.seek(0, os.SEEK_END)
     f.seek(max(0, size - limit))
-    return f.read()
+    return f.read(), size
 
 
 def _stop(proc: subprocess.Popen, linux: bool) -> int:
@@ -259,31 +261,32 @@ class CommandRunner(Runner):
                 except ValueError:
                     pass
             wall = t1 - t0
-            stdout, stderr = _read_end(out), _read_end(err)
+            (stdout, out_size), (stderr, err_size) = _read_end(out), _read_end(err)
         tails = self._tails(stdout, stderr)
         meta = {"returncode": code, "wall_s": wall, "argv": argv[:64]}
         if timed_out:
             return Measurement(c, Status.TIMEOUT, run_s=wall, meta=meta,
                                error=f"did not finish within {self.timeout_s:g} s; killed{tails}")
         if code != 0:
-            why = f"exit status {code}"
+            why = f"ended with exit status {code}"
             if code < 0:
                 try:
-                    why = f"killed by {signal.Signals(-code).name}"
+                    why = f"was killed by {signal.Signals(-code).name}"
                 except ValueError:
-                    why = f"killed by signal {-code}"
-            return Measurement(c, Status.RUNTIME_ERROR, run_s=wall, meta=meta, error=f"the program ended with {why}{tails}")
+                    why = f"was killed by signal {-code}"
+            return Measurement(c, Status.RUNTIME_ERROR, run_s=wall, meta=meta, error=f"the program {why}{tails}")
         if self._regex is None:
             cost = wall
         else:
-            cost, why = self._parse(stdout, stderr)
+            cost, why = self._parse(stdout, stderr, max(out_size, err_size) > MAX_OUTPUT_BYTES)
             if cost is None:
                 return Measurement(c, Status.RUNTIME_ERROR, run_s=wall, meta=meta, error=f"{why}{tails}")
         return Measurement(c, Status.OK, times=[cost], cost=cost, run_s=wall, meta=meta)
 
-    def _parse(self, stdout: bytes, stderr: bytes) -> tuple[float | None, str]:
+    def _parse(self, stdout: bytes, stderr: bytes, cut: bool = False) -> tuple[float | None, str]:
         """The cost: the last match in standard output, else the last in standard error (a program's report
-        is its output; a warning on stderr that happens to match does not override it)."""
+        is its output; a warning on stderr that happens to match does not override it). ``cut``: an output
+        was longer than MAX_OUTPUT_BYTES, and only its end was read."""
         last = None
         for stream in (stdout, stderr):
             for last in self._regex.finditer(stream.decode("utf-8", errors="replace")):
@@ -291,7 +294,9 @@ class CommandRunner(Runner):
             if last is not None:
                 break
         if last is None:
-            return None, f"no match of the objective regex {self.objective.regex!r} in the program's output"
+            where = (f"the last {MAX_OUTPUT_BYTES // 2**20} MiB of each of the program's outputs (only their ends are "
+                     "read: print the cost after the rest)" if cut else "the program's output")
+            return None, f"no match of the objective regex {self.objective.regex!r} in {where}"
         raw = last.group(1)
         try:
             value = float(raw) * self.objective.scale

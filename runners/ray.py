@@ -15,7 +15,10 @@ RUNTIME_ERROR that says why, so no trial is lost silently.
 
 from __future__ import annotations
 
+import atexit
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable
 
@@ -41,13 +44,41 @@ def ray_init(address: str | None = "local") -> None:
     if ray.is_initialized():
         return
     kwargs = {"include_dashboard": False, "log_to_driver": False}
-    if address in LOCAL_ADDRESSES:
-        ray.init(**kwargs)
-    else:
-        try:
-            ray.init(address=address, **kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UsageError(f"cannot reach the Ray cluster at {address!r}: {exc}") from None
+    main = threading.current_thread() is threading.main_thread()
+    # a SIGTERM handler of the program's own (the command line takes SIGTERM as Ctrl-C, which interrupts the
+    # campaigns on the cluster and lets each store what it measured) is kept: ray.init sets one that exits at once
+    term = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        if address in LOCAL_ADDRESSES:
+            ray.init(**kwargs)
+        else:
+            try:
+                ray.init(address=address, **kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise UsageError(f"cannot reach the Ray cluster at {address!r}: {exc}") from None
+    finally:
+        if callable(term):
+            signal.signal(signal.SIGTERM, term)
+    # registered after Ray's own exit handler (at its import), so it runs first, and Ray's then has nothing to do
+    atexit.register(shutdown_holding_ctrl_c, ray)
+
+
+def shutdown_holding_ctrl_c(ray) -> None:
+    """Shut Ray down (at exit: a cluster ``local`` started takes a few seconds to stop) with Ctrl-C and SIGTERM
+    held off until it is done. Either there, the work of the command long stored and reported, would cut Ray's
+    shutdown short: a traceback, then often a segmentation fault. The signal is dropped; the process exits
+    as the command ended."""
+    if not ray.is_initialized():
+        return
+    if threading.current_thread() is not threading.main_thread():  # only the main thread sets handlers
+        ray.shutdown()
+        return
+    held = {sig: signal.signal(sig, lambda signum, frame: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        ray.shutdown()
+    finally:
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
 
 
 def cluster_resources() -> dict:
@@ -120,6 +151,8 @@ class RayRunner(StreamingRunner):
                  max_restarts: int = 3, max_task_retries: int = 3, start_timeout_s: float = 600.0):
         ray = _ray()
         ray_init(address)
+        # where the campaign measures, as given (a resume command says it again)
+        self.ray_address, self.ray_actors_asked = address or "local", actors
         if actors is None:
             res = cluster_resources()
             actors = int(res.get("GPU", 0)) if num_gpus else int(res.get("CPU", 1) // max(num_cpus, 1))

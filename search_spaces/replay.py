@@ -237,34 +237,62 @@ def _json_default(o):
     return str(o)
 
 
+def _header_value(value):
+    """A cache header's value as its JSON reads back, a problem size of one dimension as a number (4096 and
+    [4096] are one size)."""
+    value = json.loads(json.dumps(value, default=_json_default))
+    return value[0] if isinstance(value, list) and len(value) == 1 and not isinstance(value[0], (list, dict)) else value
+
+
+def check_cache_header(path: str | os.PathLike, device_name: str, kernel_name: str, problem_size,
+                       names: list[str]) -> dict | None:
+    """The Kernel Tuner cache at ``path`` as a dict (None: there is none yet), or UsageError when it is no
+    cache or holds results for another device, kernel, problem size or parameter names (which
+    :func:`write_cache` may not extend: a caller checks before measuring what it will write)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    raw = path.read_bytes()
+    try:
+        text = (gzip.decompress(raw) if path.name.endswith(".gz") else raw).decode().strip()
+        if text and not text.endswith("}\n}") and not text.endswith("}}"):  # left open by an interrupted run
+            text = text.rstrip(",") + "}\n}"
+        old = json.loads(text)
+    except (ValueError, OSError, EOFError) as exc:
+        raise UsageError(f"cache file {str(path)!r} exists but is not a Kernel Tuner cache ({exc}); "
+                         "remove it or name another file") from None
+    if not isinstance(old, dict):
+        raise UsageError(f"cache file {str(path)!r} exists but is not a Kernel Tuner cache (not a JSON object); "
+                         "remove it or name another file")
+    for key, mine in (("device_name", device_name), ("kernel_name", kernel_name), ("tune_params_keys", names),
+                      ("problem_size", "callable" if callable(problem_size) else problem_size)):
+        if _header_value(old.get(key)) != _header_value(mine):
+            raise UsageError(f"cache file {str(path)!r} holds results for another {key.replace('_', ' ')} "
+                             f"({old.get(key)!r}, not {mine!r}); name another cache file")
+    return old
+
+
 def write_cache(path: str | os.PathLike, device_name: str, kernel_name: str, problem_size, tune_params: dict,
                 history: list[Measurement]) -> None:
     """Write (or extend) a Kernel Tuner cache file with ``history``: the header keys Kernel Tuner writes
     (device_name, kernel_name, problem_size, tune_params_keys, tune_params, objective, cache) and one
     record per configuration keyed by its values joined with commas. An existing cache must be of the
-    same device, kernel and parameters (as Kernel Tuner requires); its records are kept. A path ending in
-    .gz is read and written gzip-compressed (autotune's replay reads both)."""
+    same device, kernel, problem size and parameters (as Kernel Tuner requires); its records are kept, and
+    each parameter's values in the header are the old ones followed by any new ones, so that every record's
+    values are among them (a run over other values extends the cache without making it unreadable). A
+    path ending in .gz is read and written gzip-compressed (autotune's replay reads both)."""
     path = Path(path)
     gz = path.name.endswith(".gz")
     names = list(tune_params)
     data = {"device_name": device_name, "kernel_name": kernel_name,
             "problem_size": "callable" if callable(problem_size) else problem_size,
             "tune_params_keys": names, "tune_params": tune_params, "objective": "time", "cache": {}}
-    if path.exists():
-        raw = path.read_bytes()
-        text = (gzip.decompress(raw) if gz else raw).decode().strip()
-        if text and not text.endswith("}\n}") and not text.endswith("}}"):  # left open by an interrupted run
-            text = text.rstrip(",") + "}\n}"
-        try:
-            old = json.loads(text)
-        except ValueError as exc:
-            raise UsageError(f"cache file {str(path)!r} exists but is not a Kernel Tuner cache ({exc}); "
-                             "remove it or name another file") from None
-        for key, mine in (("device_name", device_name), ("kernel_name", kernel_name), ("tune_params_keys", names)):
-            if old.get(key) != mine:
-                raise UsageError(f"cache file {str(path)!r} holds results for another {key.replace('_', ' ')} "
-                                 f"({old.get(key)!r}, not {mine!r}); name another cache file")
+    old = check_cache_header(path, device_name, kernel_name, problem_size, names)
+    if old is not None:
         data["cache"] = dict(old.get("cache") or {})
+        before = old.get("tune_params") if isinstance(old.get("tune_params"), dict) else {}
+        prior = {n: before[n] if isinstance(before.get(n), list) else [] for n in names}
+        data["tune_params"] = {n: [*prior[n], *(v for v in vals if v not in prior[n])] for n, vals in tune_params.items()}
     for m in history:
         key = ",".join(str(m.candidate.payload[n]) for n in names)
         data["cache"][key] = _kt_record(m, names)

@@ -233,8 +233,19 @@ def _unique_pairs(pairs) -> dict:
     return out
 
 
+# YAML 1.2's core schema for the plain scalars that YAML 1.1 (PyYAML's default) reads otherwise: only
+# true/false are booleans (on, off, yes, no, y, n stay text), an integer with a leading 0 is decimal (010 is
+# 10; 0o10 and 0x10 are octal and hexadecimal), 1:30 is text (not 90, a base-60 number) and 1e3 is a number
+_BOOL_12 = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_INT_12 = re.compile(r"^(?:[-+]?[0-9][0-9_]*|0o[0-7_]+|0x[0-9a-fA-F_]+)$")
+_FLOAT_12 = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?"
+                       r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+
+
 def _yaml_loader():
-    """PyYAML's safe loader refusing a key given twice in one mapping (merge keys, ``<<``, still merge)."""
+    """PyYAML's safe loader refusing a key given twice in one mapping (merge keys, ``<<``, still merge), its
+    booleans and numbers read as YAML 1.2 reads them: a knob ``mode: [on, off]`` has the values "on" and
+    "off", which a command's ``{mode}`` writes as such, not True and False."""
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
@@ -243,6 +254,29 @@ def _yaml_loader():
             _unique_pairs((self.construct_object(k, deep=deep), None) for k, _ in node.value)
             return super().construct_mapping(node, deep=deep)
 
+    tags = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
+    UniqueKeyLoader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag not in tags]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL_12, list("tTfF"))
+    UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INT_12, list("-+0123456789"))
+    UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+.0123456789"))
+
+    def construct_bool(loader, node):
+        text = loader.construct_scalar(node)
+        if text.lower() not in ("true", "false"):  # an explicit !!bool tag on YAML 1.1's yes, on, ...
+            return yaml.SafeLoader.construct_yaml_bool(loader, node)
+        return text.lower() == "true"
+
+    def construct_int(loader, node):
+        text = loader.construct_scalar(node).replace("_", "")
+        if not _INT_12.match(text):  # an explicit !!int tag on other text
+            return yaml.SafeLoader.construct_yaml_int(loader, node)
+        base = 8 if text.startswith("0o") else 16 if text.startswith("0x") else 10
+        return int(text[2:] if base != 10 else text, base)
+
+    UniqueKeyLoader.add_constructor("tag:yaml.org,2002:bool", construct_bool)
+    UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", construct_int)
     return UniqueKeyLoader
 
 

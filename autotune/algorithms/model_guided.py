@@ -317,19 +317,28 @@ class ModelGuided(ListedCandidates, ModelRetraining, SearchAlgorithm):
                         self._refit_members([m], had)
 
 
-def make_guided(algorithm_name: str, cost_model_name: str = "xgb", cost_model_options: dict | None = None,
-                **options) -> ModelGuided:
-    """``ModelGuided`` around the registered algorithm ``algorithm_name``: options that ModelGuided
-    declares go to it, the others to the inner algorithm; ``cost_model_options`` to the model."""
+def make_guided(algorithm_name: str | type | SearchAlgorithm, cost_model_name: str | CostModel = "xgb",
+                cost_model_options: dict | None = None, **options) -> ModelGuided:
+    """``ModelGuided`` around the algorithm ``algorithm_name`` (as :func:`make_algorithm` takes it): options that
+    ModelGuided declares go to it, the others to the inner algorithm; ``cost_model_options`` to the model, named
+    as :func:`cost_model_class` takes it or given as a CostModel object."""
     guided = {k: v for k, v in options.items() if k in ModelGuided.options}
     inner = make_algorithm(algorithm_name, **{k: v for k, v in options.items() if k not in guided})
-    model = cost_model_class(cost_model_name)(**(cost_model_options or {}))
+    if isinstance(cost_model_name, CostModel):
+        if cost_model_options:
+            raise UsageError("the cost model is already made: give its options when making it, not here")
+        model = cost_model_name
+    else:
+        model = cost_model_class(cost_model_name)(**(cost_model_options or {}))
     return ModelGuided(inner, model, **guided)
 
 
-def make_search(algorithm: str, cost_model: str | None = None, **options: Any):
-    """The algorithm named ``algorithm``, model-guided by ``cost_model`` when one is named."""
-    if cost_model in (None, "", "none"):
+def make_search(algorithm: str | type | SearchAlgorithm, cost_model: str | CostModel | None = None, **options: Any):
+    """The algorithm ``algorithm``, model-guided by ``cost_model`` when one is given. Either may be a registered
+    name, a user's own class named "module:Class", or one of the user's own objects (a SearchAlgorithm, a
+    CostModel); ``algorithm`` also its class."""
+    if cost_model is None or (isinstance(cost_model, str) and cost_model in ("", "none")):
         return make_algorithm(algorithm, **options)
-    cost_model_class(cost_model)  # an unknown model name fails before the algorithm is built
+    if not isinstance(cost_model, CostModel):
+        cost_model_class(cost_model)  # an unknown model name fails before the algorithm is built
     return make_guided(algorithm, cost_model, **options)

@@ -1,4 +1,5 @@
 """Search algorithms by name (``--algorithm NAME``), loaded on first use; model guidance by cost-model name.
+A user's own algorithm is named "module:Class" wherever a registered name is taken.
 
 An entry is a "module:Class" string (autotune.lazy), imported only when asked for, so a
 missing optional dependency affects only the entry that needs it.
@@ -8,11 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.cost_models.registry import COST_MODELS, cost_model_class
 from autotune.errors import UsageError, argument, did_you_mean
-from autotune.lazy import load
+from autotune.lazy import is_spec, load, load_user
+
+if TYPE_CHECKING:
+    from autotune.algorithms.base import SearchAlgorithm
 
 ALGORITHMS: dict[str, str] = {
     "random": "autotune.algorithms.random_search:RandomSearch",
@@ -51,12 +55,35 @@ __all__ = [
 ]
 
 
-def algorithm_class(name: str) -> type:
+def algorithm_class(name: str | type | SearchAlgorithm) -> type:
+    """The class of the registered algorithm ``name``, of a user's own named "module:Class" (a SearchAlgorithm
+    subclass), or of a SearchAlgorithm class or object given as such."""
+    from autotune.algorithms.base import SearchAlgorithm  # here: the command line imports this module at start
+
+    if isinstance(name, SearchAlgorithm) or (isinstance(name, type) and issubclass(name, SearchAlgorithm)):
+        return name if isinstance(name, type) else type(name)
+    if not isinstance(name, str):
+        raise UsageError(f"an algorithm is a name (`autotune algorithms` lists them), 'module:Class' or a "
+                         f"SearchAlgorithm, not {name!r} ({type(name).__name__})")
+    if name not in ALGORITHMS and is_spec(name):
+        return load_user(name, "algorithm", SearchAlgorithm)
+    if name not in ALGORITHMS:
+        raise UsageError(f"unknown algorithm {name!r}; valid: {', '.join(sorted(ALGORITHMS))}, or 'module:Class' for "
+                         f"a SearchAlgorithm of your own{did_you_mean(name, sorted(ALGORITHMS))}")
     return load(ALGORITHMS, "algorithm", name)
 
 
-def make_algorithm(name: str, options: Mapping[str, Any] | None = None, **kwargs: Any):
-    """The registered algorithm ``name`` with ``options`` (checked by :func:`check_options`) and ``kwargs``."""
+def make_algorithm(name: str | type | SearchAlgorithm, options: Mapping[str, Any] | None = None, **kwargs: Any):
+    """The registered algorithm ``name`` (or a user's own, named "module:Class" or given as its class) with
+    ``options`` (checked by :func:`check_options`) and ``kwargs``; an algorithm object given is returned as it is
+    (it was made with its options)."""
+    from autotune.algorithms.base import SearchAlgorithm
+
+    if isinstance(name, SearchAlgorithm):
+        if options or kwargs:
+            raise UsageError(f"algorithm {name.name or type(name).__name__!r} is already made: give its options "
+                             "when making it, not here")
+        return name
     return algorithm_class(name)(**check_options(name, options), **kwargs)
 
 

@@ -8,6 +8,7 @@ a campaign killed at any point loses at most the batch in flight, and resuming i
 from __future__ import annotations
 
 import copy
+import json
 import math
 import numbers
 import sys
@@ -29,7 +30,7 @@ from autotune.db.trial_store import CampaignGone
 from autotune.db.models import CampaignRow
 from autotune.db.queries import campaign_figures
 from autotune.db.workers import worker_id
-from autotune.errors import Interrupted, UsageError, argument
+from autotune.errors import DatabaseError, Interrupted, UsageError, argument
 from autotune.runners.base import Runner
 from autotune.search_spaces.base import Space
 from autotune.types import Candidate, Device, Task
@@ -63,6 +64,20 @@ def check_run(space: Space, algorithm: SearchAlgorithm, *, trials=None, time_bud
         raise UsageError("give a budget (trials, time or simulated time): this space is unbounded")
     algorithm.check_space(space)
     return checked
+
+
+def _storable(recipe: dict | None) -> dict | None:
+    """``recipe``, when JSON holds it; else UsageError naming the driver's argument that it cannot hold (an
+    algorithm given as an object, which a resume or `autotune worker` could not make again from the recipe)."""
+    for key, value in ((recipe or {}).get("args") or {}).items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{argument(key)} {value!r} cannot be stored in the campaign's recipe, from which a "
+                             "resume or `autotune worker` makes it again; give plain names and numbers (an "
+                             "algorithm or cost model of your own as 'module:Class'), or run autotune.Campaign with "
+                             "the object") from None
+    return recipe
 
 
 class Campaign:
@@ -123,7 +138,7 @@ class Campaign:
         self.warmup = list({c.key: c for c in warmup}.values())
         warmup = list(warmup)
         self.required = {c.key for c in warmup[:len(warmup) if warmup_required is None else int(warmup_required)]}
-        self.recipe = recipe
+        self.recipe = _storable(recipe)
         self.fresh = bool(fresh)
         self.console = console or Console(stderr=True)
         # a bar only on a terminal (or a notebook): logs and pipes get no control characters; None, the
@@ -237,8 +252,15 @@ class Campaign:
             raise Interrupted from None  # once finally (below) has said how to resume
         except CampaignGone:
             raise  # its id may be another campaign's now: nothing more is written under it
-        except Exception:
+        except Exception as exc:
             failed = True  # what was stored stays; the campaign no longer says "running" for good
+            if run is not None and not isinstance(exc, DatabaseError):
+                # the error came from the algorithm or the runner (code of the user's own, often): what was
+                # measured before it is stored all the same, so that it is never measured again
+                try:
+                    run.store_unstored()
+                except Exception:  # noqa: BLE001 - the error that stopped the run is the one to raise
+                    pass
             raise
         finally:
             heartbeat.stop()
@@ -268,4 +290,5 @@ class Campaign:
 
     def resume_command(self) -> str:
         """The command line that resumes this campaign (from its recipe), or how to make one."""
-        return resume_command(self.name, self.recipe, self.db)
+        return resume_command(self.name, self.recipe, self.db, ray=getattr(self.runner, "ray_address", None),
+                              ray_actors=getattr(self.runner, "ray_actors_asked", None))

@@ -12,11 +12,13 @@ unmeasured). Measurements already running finish and are stored.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 from rich.progress import (
     BarColumn,
@@ -27,6 +29,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from autotune.algorithms.base import SearchAlgorithm
 from autotune.db.database import Database
 from autotune.db.queries import CampaignFigures
 from autotune.errors import UsageError
@@ -55,6 +58,7 @@ class CampaignRun:
         self.dispatch = runner if isinstance(runner, StreamingRunner) else _Batches(runner)
         self.slots = runner.slots if isinstance(runner, StreamingRunner) else campaign.batch
         self.algorithm.set_parallel(self.slots if self.dispatch is runner else 1)
+        self.own_code = _own_code(self.algorithm)  # whether ask's points are checked to be in the space
         self.size = campaign.space.size()
         # what the campaign has so far, counted as every report counts it (queries.CampaignFigures)
         self.measured, self.errors, self.simulated, self.best = figures.trials, figures.errors, figures.simulated_s, figures.best
@@ -187,7 +191,7 @@ class CampaignRun:
             # reservations are what its restored algorithm asks again)
             start_now = [c for c in self.adopted[:n] if c.key not in self.in_flight]
             self.adopted = []
-            asked = [c for c in {c.key: c for c in self.algorithm.ask(n)}.values() if c.key not in self.in_flight]
+            asked = [c for c in {c.key: c for c in self._ask(n)}.values() if c.key not in self.in_flight]
             if not asked and not start_now and not self.in_flight:
                 self.stopping = "exhausted"
         taken = {c.key for c in start_now}
@@ -218,12 +222,52 @@ class CampaignRun:
             self.dispatch.submit(self.task, start_now)
         return True
 
+    def _ask(self, n: int) -> list[Candidate]:
+        """``algorithm.ask(n)``, checked: a list of Candidates and, from an algorithm of the user's own (or one
+        wrapping it), at most ``n`` points of the space. One that breaks this is named, rather than failing deep
+        in the loop or having its runner measure what is no point of the space; the built-in ones pass the
+        conformance suite, and checking their points would cost graph and parallel spaces a rebuild of each."""
+        got = self.algorithm.ask(n)
+        items = list(got) if isinstance(got, (list, tuple, Iterator)) else None
+        if items is None or not all(isinstance(c, Candidate) for c in items):
+            what = _what(got) if items is None else \
+                f"{_what(got)} holding {_what(next(c for c in items if not isinstance(c, Candidate)))}"
+            raise UsageError(f"algorithm {_name(self.algorithm)}: ask({n}) returned {what}; ask returns a list of "
+                             "autotune.Candidate (Candidate(config), or space.candidate(config)), [] when it has no "
+                             "more")
+        if self.own_code and len({c.key for c in items}) > n:
+            raise UsageError(f"algorithm {_name(self.algorithm)}: ask({n}) returned {len(items)} candidates; ask(n) "
+                             "returns at most n (the campaign asks again for more as slots free up)")
+        space = self.c.space
+        outside = next((c for c in items if c.key not in self.seen and not space.contains(c)), None) \
+            if self.own_code else None
+        if outside is not None:
+            raise UsageError(f"algorithm {_name(self.algorithm)}: ask({n}) returned {outside.payload!r}"[:300]
+                             + f", which is not a point of the space ({type(space).__name__}.contains is False); "
+                             "propose points of the space (space.sample, space.neighbor, space.candidate(config)), "
+                             "or leave out those space.contains refuses")
+        return items
+
+    def _state(self) -> dict:
+        """``algorithm.state_dict()``, checked to be what the database stores, JSON, where it comes from an
+        algorithm of the user's own (the built-in ones' tests hold them to it; a graph search's state is large)."""
+        state = self.algorithm.state_dict()
+        if not self.own_code:
+            return state
+        try:
+            json.dumps(state)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"algorithm {_name(self.algorithm)}: state_dict() returned what JSON cannot hold "
+                             f"({exc}); return plain dicts, lists, str, int, float, bool and None (int(x) of a "
+                             "numpy number, list(x) of a set or an array)") from None
+        return state
+
     def _store(self, results: list[Measurement], keep_state: bool = False) -> None:
         """Store the results and the look-ups with the algorithm's state (``keep_state``: leave the stored
         state as it is), claiming the next measurements from the budget, which is the campaign's, shared
         by every worker running it."""
         want = self.slots - len(self.in_flight) if self.stopping is None else 0
-        state = None if keep_state else self.algorithm.state_dict()
+        state = None if keep_state else self._state()
         got = self.db.record_batch(self.tid, self.did, self.cid, results, self.reused, state=state,
                                    worker=self.worker, claim_next=(want, self.c.trials), in_flight=len(self.in_flight),
                                    created=self.created)
@@ -252,11 +296,17 @@ class CampaignRun:
         self.next_sync = time.perf_counter() + self.c.SYNC_S
 
     def store_unstored(self) -> None:
-        """On Ctrl-C: store what was measured (or looked up) and not yet stored, with the algorithm's
-        state if it was told them."""
+        """On Ctrl-C, or when the algorithm raised: store what was measured (or looked up) and not yet stored,
+        with the algorithm's state if it was told them and its state can be stored (else the stored state
+        stays as it was: a resumed run is told these results through its history)."""
         if self.unstored or self.reused:
-            self.db.record_batch(self.tid, self.did, self.cid, self.unstored, self.reused,
-                                 state=self.algorithm.state_dict() if self.told else None,
+            state = None
+            if self.told:
+                try:
+                    state = self._state()
+                except Exception:  # noqa: BLE001 - the results are stored all the same; the error is the caller's
+                    state = None
+            self.db.record_batch(self.tid, self.did, self.cid, self.unstored, self.reused, state=state,
                                  worker=self.worker, claim_next=(0, self.c.trials), created=self.created)
 
     def progress(self) -> Progress:
@@ -305,11 +355,20 @@ def _checked(runner: Runner, batch: list[Candidate], results, whole: bool = Fals
     """``results`` if they are what ``Runner.measure`` promises: Measurements of the batch's candidates (all of
     them where ``whole``), each cost a finite number >= 0; else UsageError naming the runner (a runner of the
     user's own that broke the promise would hang the campaign, or rank a negative cost first)."""
-    name, results = type(runner).__name__, list(results)
-    keys = [m.candidate.key if isinstance(m, Measurement) else None for m in results]
+    name = type(runner).__name__
+    if not isinstance(results, (list, tuple, Iterator)):
+        raise UsageError(f"runner {name} returned {_what(results)} for {len(batch)} candidates; measure() "
+                         "returns a list of one Measurement per candidate, of that candidate, in order")
+    results = list(results)
+    wrong = next((m for m in results if not isinstance(m, Measurement)), None)
+    if wrong is not None:
+        raise UsageError(f"runner {name} returned {_what(wrong)} among its results; measure() returns one "
+                         "autotune.Measurement per candidate, of that candidate, in order")
+    keys = [m.candidate.key for m in results]
     asked = {c.key for c in batch}
-    if None in keys or not set(keys) <= asked or (whole and set(keys) != asked):
-        raise UsageError(f"runner {name} returned {len(results)} results for {len(batch)} candidates; measure() "
+    if len(set(keys)) < len(keys) or not set(keys) <= asked or (whole and set(keys) != asked):
+        raise UsageError(f"runner {name} returned {len(results)} results for {len(batch)} candidates"
+                         f"{' (one candidate twice)' if len(set(keys)) < len(keys) else ''}; measure() "
                          "returns one Measurement per candidate, of that candidate, in order")
     for m in results:
         if m.ok and not (isinstance(m.cost, numbers.Real) and not isinstance(m.cost, bool) and math.isfinite(m.cost)
@@ -317,6 +376,25 @@ def _checked(runner: Runner, batch: list[Candidate], results, whole: bool = Fals
             raise UsageError(f"runner {name} measured {m.candidate.payload!r} at cost {m.cost!r}; a cost must be a "
                              "finite number >= 0 (a failure is a Measurement with a failed status)"[:400])
     return results
+
+
+def _own_code(algorithm) -> bool:
+    """Whether ``algorithm``, or an algorithm it wraps (``inner``: model guidance), is defined outside autotune."""
+    while isinstance(algorithm, SearchAlgorithm):
+        if not type(algorithm).__module__.startswith("autotune."):
+            return True
+        algorithm = getattr(algorithm, "inner", None)
+    return False
+
+
+def _what(value) -> str:
+    """A value's kind, as a message says what came back: "None", "a dict"."""
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
+def _name(algorithm) -> str:
+    """How a message names an algorithm: its name, else its class's."""
+    return repr(getattr(algorithm, "name", "") or type(algorithm).__name__)
 
 
 class Heartbeat:

@@ -90,9 +90,16 @@ def _spelled(kind: str, args: dict, files: dict) -> bool:
             and all(args.get(k, v) == v for k, v in _UNSPELLED.get(kind, {}).items()))
 
 
-def resume_command(name: str, recipe: dict | None, db: Database | None = None) -> str:
+#: the kinds whose command measures on Ray actors (``--ray``, ``--ray-actors``)
+_RAY_KINDS = ("replay", "kernel")
+
+
+def resume_command(name: str, recipe: dict | None, db: Database | None = None, ray: str | None = None,
+                   ray_actors: int | None = None) -> str:
     """``autotune tune KIND ... --campaign NAME`` rebuilt from a campaign's recipe; for a recipe the
-    command line cannot spell, or none, what to run instead."""
+    command line cannot spell, or none, what to run instead. ``ray``, ``ray_actors``: the run measured on that
+    Ray cluster (the recipe, which workers on any host share, does not say where a run measures), and its
+    resume does too."""
     db_arg = _db_arg(db)
     kind, args = (recipe or {}).get("kind"), dict((recipe or {}).get("args") or {})
     files = {k: v for k, v in ((recipe or {}).get("files") or {}).items() if v}
@@ -117,6 +124,8 @@ def resume_command(name: str, recipe: dict | None, db: Database | None = None) -
         words += ["--input-shape", f"{key}={'x'.join(str(int(d)) for d in shape)}"]
     for key, value in (args.get("options") or {}).items():
         words += ["--option", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+    if ray is not None and kind in _RAY_KINDS:
+        words += ["--ray", ray or "local"] + (["--ray-actors", str(int(ray_actors))] if ray_actors is not None else [])
     words += ["--campaign", name, *db_arg]
     if kind == "command":
         words += ["--", *[str(a) for a in args.get("argv") or []]]

@@ -22,7 +22,7 @@ DbOption = Annotated[
 ]
 
 # Options shared by the tuning commands: one vocabulary for budgets (--trials, --time-budget) everywhere.
-AlgorithmOption = Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (see `autotune algorithms`)")]
+AlgorithmOption = Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (see `autotune algorithms`), or MODULE:CLASS for a SearchAlgorithm of your own (a module on PYTHONPATH or in the working directory)")]
 TrialsOption = Annotated[int | None, typer.Option("--trials", "-n", help="Measurements to make (over all runs of the campaign); default 100 when no budget is given")]
 TimeOption = Annotated[float | None, typer.Option("--time-budget", help="Wall-clock seconds for this run")]
 SimOption = Annotated[float | None, typer.Option("--simulated-budget", help="Simulated seconds (recorded compile + benchmark time)")]
@@ -30,7 +30,7 @@ SeedOption = Annotated[int, typer.Option("--seed", help="Random seed")]
 BatchOption = Annotated[int, typer.Option("--batch", help="Candidates asked for and committed together (1 on one device measuring in turn: a model-guided search then sees every result before each pick)")]
 CampaignOption = Annotated[str | None, typer.Option("--campaign", help="Campaign name; an existing name resumes it (default: derived from the inputs)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object as the last line of standard output")]
-CostModelOption = Annotated[str | None, typer.Option("--cost-model", help="Guide the algorithm with a cost model (xgb, the default): it searches the model's predictions and only the most promising candidates are measured; none turns it off")]
+CostModelOption = Annotated[str | None, typer.Option("--cost-model", help="Guide the algorithm with a cost model (xgb, the default; MODULE:CLASS for a CostModel of your own): it searches the model's predictions and only the most promising candidates are measured; none turns it off")]
 TransferOption = Annotated[str | None, typer.Option("--transfer-from", help="Warm-start from other devices' measurements of this task in the database: DEVICE[,DEVICE...] or auto (the most similar)")]
 TransferTopOption = Annotated[int, typer.Option("--transfer-top", help="With --transfer-from: the sources' best configurations measured first")]
 RayOption = Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help="Measure on a Ray cluster (needs the ray extra): local (start one on this machine), auto (the cluster this machine belongs to) or HOST:PORT")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import signal
 import sys
 
 import typer
@@ -87,7 +88,15 @@ except KeyboardInterrupt:  # while the command line is still being put together
     sys.exit(130)
 
 
+def _terminate_as_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    # SIGTERM (kill PID, timeout, docker stop, a batch scheduler or Kubernetes ending the job) is Ctrl-C: a
+    # campaign stores what it measured, gives back its claim and reservations and says how to resume, rather
+    # than die with its batch in flight and its claim held until its heartbeat ages
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
         run_script(app, flags=True)  # the project's own errors: one line on stderr naming the flags, status 2
     except KeyboardInterrupt:  # outside a command (parsing the command line): nothing was stored

@@ -244,14 +244,16 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         ctx: typer.Context,
         old: Annotated[str, typer.Argument(help="The campaign's name")],
         new: Annotated[str, typer.Argument(help="Its new name (no campaign may have it)")],
+        force: Annotated[bool, typer.Option("--force", help="Rename even while workers of the campaign are alive (they go on naming it by its old name, in their summary and in the resume command a Ctrl-C prints)")] = False,
         db: DbOption = DEFAULT_DB,
     ) -> None:
-        """Rename a campaign (refused when a campaign of the new name exists); resume it with --campaign NEW."""
+        """Rename a campaign (refused when a campaign of the new name exists, or while it runs unless --force);
+        resume it with --campaign NEW."""
         from autotune.db import queries
 
         database = open_db(_group_db(ctx, db), existing=True)
         old = queries.resolve_filters(database, campaign=old)["campaign"]
-        database.rename_campaign(old, new)
+        database.rename_campaign(old, new, force=force)
         typer.echo(f"renamed campaign {old!r} to {new!r}; resume it with --campaign {new!r}")
 
     @app.command("trials")
@@ -356,7 +358,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
     @app.command("algorithms")
     def algorithms_cmd() -> None:
-        """List the search algorithms with their options and defaults."""
+        """List the search algorithms with their options and defaults (one of your own: --algorithm
+        MODULE:CLASS, a SearchAlgorithm subclass)."""
         import pandas as pd
 
         from autotune.algorithms.registry import ALGORITHMS, algorithm_class

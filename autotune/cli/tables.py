@@ -9,6 +9,7 @@ import json
 import math
 import numbers
 import os
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -250,7 +251,7 @@ def _squeeze(widths: list[int], cols: list[Col], headers: list[str], cells: list
 def narrow_lines(df, columns: list[Col], title: str = "", width: int | None = None,
                  min_flex: int = 12) -> tuple[list[str], int]:
     """The lines of ``df``'s table laid out by ``columns`` (those absent from ``df`` skipped) for a
-    console ``width`` cells wide: [title,] header, rule, one line per row. Fixed columns are cut at
+    console ``width`` cells wide: [title, folded over as many lines as it needs,] header, rule, one line per row. Fixed columns are cut at
     their width, the flexible columns share what is left (at least ``min_flex`` cells each), and if
     that is still too wide the widest text columns are narrowed. Returns (lines, index of the header)."""
     from rich.cells import cell_len
@@ -282,7 +283,9 @@ def narrow_lines(df, columns: list[Col], title: str = "", width: int | None = No
         return (" " * _GAP).join(out).rstrip()
 
     total = sum(widths) + _GAP * max(0, len(cols) - 1)
-    lines = [shorten(_one_line(title), width).center(total).rstrip()] if title else []
+    # the title says what the table is of (a task, a device): folded over lines, never cut
+    lines = [t.center(total).rstrip() for t in textwrap.wrap(_one_line(title), width)] if title else []
+    head = len(lines)
     lines += [line(headers, cut=False), "─" * total]
     lines += [line(list(row)) for row in zip(*cells)] if cells else []
-    return lines, 1 if title else 0
+    return lines, head

@@ -56,8 +56,6 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         from autotune.db import transfer as store
         from autotune.db.queries import resolve_filters
-        from autotune.transfer.dispatch import as_device
-        from autotune.transfer.similarity import rank_similar
 
         if task is not None and similar_to is None:
             from autotune.errors import UsageError
@@ -77,6 +75,10 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                 else:
                     print_table(pd.DataFrame(rows), max_width=40, columns=DEVICE_COLUMNS, wide=wide)
                 return
+            # the similarity's statistics (scipy) load only here: the plain listing answers at once
+            from autotune.transfer.dispatch import as_device
+            from autotune.transfer.similarity import rank_similar
+
             target = as_device(database, device_or_known_gpu(database, similar_to))
             stored = any(d.key == target.key for d in devs)
             others = [d for d in devs if not _same_device(d, target, stored)]
@@ -87,20 +89,24 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                 for key, (_, ms) in store.task_trials(database, t).items():
                     measured[key] = ms
                 mine = measured.get(target.key, [])
-            else:  # every task both measured: the task with the most common trials decides
-                measured, mine = _best_shared_task(database, target, {d.key for d in others})
+            else:  # the task the target shares with the most other devices decides
+                t, measured, mine = _best_shared_task(database, target, {d.key for d in others})
             ranked = rank_similar(target, others, measured, mine)
         finally:
             database.close()
         rows = [s.to_json() for s in ranked]
         compared = (f"{target.name} (key {short_key(target.key)})" if stored else
                     f"{target.name} (not in the database: its known properties)")
+        # the rank correlations and common configurations are those of one task's measured times: say which
+        on_task = f", measured times of task {t.name} [{short_key(t.key)}]" if t is not None else ""
         if json:
-            emit_json({"device": target.name, "key": target.key if stored else None, "similar": rows})
+            emit_json({"device": target.name, "key": target.key if stored else None,
+                       "task": {"name": t.name, "key": t.key} if t is not None else None, "similar": rows})
         elif rows:
             df = pd.DataFrame(rows)[["device", "score", "property_score", "rank_correlation", "common_configs", "why",
                                    "key"]]
-            print_table(df, title=f"devices similar to {compared}", max_width=120, columns=SIMILAR_COLUMNS, wide=wide)
+            print_table(df, title=f"devices similar to {compared}{on_task}", max_width=120, columns=SIMILAR_COLUMNS,
+                        wide=wide)
         else:
             typer.echo(f"no other devices in the database than {compared}")
 
@@ -180,7 +186,8 @@ def _same_device(d, target, stored: bool) -> bool:
 
 
 def _best_shared_task(database, target, others: set[str]):
-    """(measurements by device key, the target's) of the task the target shares most with ``others`` (keys)."""
+    """(the task, measurements by device key, the target's) of the task the target measured that the most of
+    ``others`` (keys) measured too; (None, {}, []) when none of them measured a task of the target's."""
     from sqlalchemy import select
 
     from autotune.db import transfer as store
@@ -191,11 +198,11 @@ def _best_shared_task(database, target, others: set[str]):
                           .join(DeviceRow, DeviceRow.id == TrialRow.device_id)
                           .where(DeviceRow.key == target.key).distinct()).scalars().all()
         tasks = [store.Task(t.kind, t.name, dict(t.params or {})) for t in tasks]
-    best: tuple[int, dict, list] = (-1, {}, [])
+    best: tuple[int, object, dict, list] = (0, None, {}, [])
     for t in tasks:
         trials = {k: ms for k, (_, ms) in store.task_trials(database, t).items()}
         mine = trials.get(target.key, [])
         shared = sum(1 for k in trials if k in others)
         if shared > best[0]:
-            best = (shared, trials, mine)
-    return best[1], best[2]
+            best = (shared, t, trials, mine)
+    return best[1], best[2], best[3]

@@ -20,7 +20,7 @@ from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, 
 from autotune.campaign import Campaign, CampaignResult, check_run
 from autotune.campaign.resume import recipe_path
 from autotune.db import open_database
-from autotune.drivers.function import budgets, with_task
+from autotune.drivers.function import budgets, check_has_points, with_task
 from autotune.errors import UsageError, argument
 from autotune.runners.command import CommandRunner
 from autotune.search_spaces.space_file import load_space_file
@@ -58,6 +58,7 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
         if options:
             recipe["args"]["options"] = options
         # before the database is opened: a refused command leaves no --db file behind
+        check_has_points(knobs)
         check_run(knobs, algo, trials=budgets(trials, time_budget), time_budget=time_budget, batch=batch, seed=seed)
         database = open_database(db)
         try:

@@ -84,6 +84,23 @@ def with_task(space: KnobSpace, kind: str, name: str, params: dict) -> KnobSpace
     return out
 
 
+#: random combinations that look for a valid point of a space too large to count (as `space check` does)
+SAMPLES = 100_000
+
+
+def check_has_points(space: KnobSpace) -> None:
+    """UsageError when no configuration meets the constraints, before the campaign is opened: one opened
+    on such a space would stay in the database as a failed campaign, its name taken for the fixed space.
+    The valid points are counted (the walk the campaign makes anyway, kept with the space); a space too
+    large to count is refused when none of SAMPLES random combinations is valid, since a search could
+    not find one either."""
+    if space.size() is None and space.too_large_by == "checks" and space.estimate_valid(SAMPLES) == 0:
+        raise UsageError(f"the knob space has {space.combinations():,} combinations of knob values, too many to "
+                         f"check each against the constraints, and none of {SAMPLES:,} random combinations meets "
+                         "them, so a search could not find a valid point either; narrow the knobs' ranges or "
+                         "loosen the constraints")
+
+
 def budgets(trials: int | None, time_budget: float | None) -> int | None:
     """The trial budget: ``DEFAULT_TRIALS`` when neither budget is given."""
     return DEFAULT_TRIALS if trials is None and time_budget is None else trials
@@ -105,7 +122,8 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
     - ``trials``: the evaluations to make, counted over every run of the campaign; ``time_budget``: the
       wall seconds of this run. Without either, 100 evaluations (fewer when the space is smaller).
     - ``algorithm``, ``cost_model`` (None: no model) and ``options`` (e.g. ``{"population": 16}``): the
-      search, as ``autotune algorithms`` lists them.
+      search, as ``autotune algorithms`` lists them, or one of your own (a SearchAlgorithm or CostModel object,
+      or its class named "module:Class").
     - ``db``: the database URL (default ``sqlite:///autotune.db``, a file in the working directory).
     - ``campaign``: its name; by default the function's name, a hash of the task, the algorithm and the
       seed. The same call again resumes the campaign and evaluates nothing twice; ``fresh``: True starts it
@@ -132,6 +150,7 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
             params["bound"] = state
         knobs = with_task(as_knob_space(space), "function", runner.name, params)
         name = campaign if campaign is not None else f"{runner.name}-{knobs.task.key[:8]}-{algo.name}-seed{seed}"
+        check_has_points(knobs)
         check_run(knobs, algo, trials=budgets(trials, time_budget), time_budget=time_budget, batch=batch, seed=seed)
         database = open_database(db)  # after the refusals: a refused call leaves no database file behind
         try:

@@ -24,13 +24,14 @@ from autotune.algorithms.model_guided import make_search
 from autotune.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_TRANSFER_TOP
 from autotune.campaign import Campaign, check_run
 from autotune.db import open_database
+from autotune.drivers.function import constraint_texts
 from autotune.errors import UsageError
 from autotune.progress import Progress, make_progress, stderr_is_terminal
 from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels.user_arguments import check_answer
 from autotune.search_spaces.kernels.user_kernel import LANGS, UserKernel, kernel_name_in_source
-from autotune.search_spaces.replay import write_cache
-from autotune.types import Measurement, Status
+from autotune.search_spaces.replay import check_cache_header, write_cache
+from autotune.types import Measurement, Status, stable_key
 
 #: Kernel Tuner strategy -> autotune algorithm (None: our default search)
 STRATEGIES: dict[str, str] = {
@@ -280,7 +281,11 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
                                 ignored_kt_options.get("backend") or "auto", protocol=protocol,
                                 compiler_options=options, run_timeout_s=run_timeout)
     space = kernel.space()
-    label = f"{kernel.kernel_name}-{lang.lower()}-{kernel.task.key[:8]}"
+    # the task is the kernel and its inputs, so that any space over them looks up what another measured; the
+    # space searched (the tunable parameters' values and the restrictions) is the campaign's: its search state
+    # and history hold only that space's points, so another space is another campaign
+    space_id = stable_key({"tune_params": kernel.tune_params, "restrictions": constraint_texts(space)})
+    label = f"{kernel.kernel_name}-{lang.lower()}-{stable_key([kernel.task.key, space_id])[:8]}"
 
     def named(name: str) -> str:  # the campaign's name, given its search's
         return campaign or f"kt-{label}-{name}-seed{seed}"
@@ -289,16 +294,21 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
     database = None
     try:
         # before the database is opened: a refused call leaves no database file behind
+        if cache is not None:  # one the results could not be written to is refused before they are measured
+            check_cache_header(cache, runner.device.name, kernel.kernel_name, problem_size, kernel.names)
         check_run(space, search, trials=trials, time_budget=time_budget, seed=seed)
         database = open_database(db)
         _compile_check(kernel, runner, space, seed, bar)
-        transfer_from, cname, recipe = ignored_kt_options.get("transfer_from"), named(search.name), None
+        transfer_from, cname = ignored_kt_options.get("transfer_from"), named(search.name)
+        recipe: dict = {"space": space_id}  # what a resume under a campaign= name checks (_check_same_space)
         if transfer_from:  # the sources chosen are kept with the campaign (its recipe), as the drivers' are
             from autotune.transfer.sources import warm_started
 
-            recipe = {"args": {"transfer_from": transfer_from, "transfer_top": DEFAULT_TRANSFER_TOP}}
+            recipe["args"] = {"transfer_from": transfer_from, "transfer_top": DEFAULT_TRANSFER_TOP}
             search, cname = warm_started(database, space.task, runner.device, algorithm, transfer_from,
                                          DEFAULT_TRANSFER_TOP, search, named, fresh=fresh, recipe=recipe, quiet=quiet)
+        if not fresh:
+            _check_same_space(database, cname, space, runner.device, space_id)
         result = Campaign(cname, space, search, runner, database, trials=trials, time_budget=time_budget,
                           batch=8, seed=seed, progress=bar.shown, console=bar.console, recipe=recipe,
                           fresh=fresh).run()
@@ -334,6 +344,20 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
         _print(results, failed, kernel.names, verbose)
     bar.summary(summary_text(results, failed, result.measured_here, cname, bar.elapsed_s))
     return results, env
+
+
+def _check_same_space(database, name: str, space, device, space_id: str) -> None:
+    """UsageError when the campaign ``name`` of this task and device was run over other tunable parameter
+    values or restrictions: its search state and history belong to that space (a grid search would resume
+    at its end and never measure the points a loosened restriction lets in). A campaign stored without its
+    space's digest is resumed as it is."""
+    if database.campaign_is_for(name, space.task, device) is not True:
+        return  # no such campaign yet, or another task's (which opening it refuses)
+    stored = ((database.campaign(name).options or {}).get("recipe") or {}).get("space")
+    if stored is not None and stored != space_id:
+        raise UsageError(f"campaign {name!r} searched other tune_params or restrictions; resume it with the same "
+                         "ones, start it afresh (fresh=True: its measurements stay, looked up), or choose another "
+                         "campaign name")
 
 
 def summary_text(results: list[dict], failed: list[dict], measured_here: int, campaign: str, seconds: float) -> str:

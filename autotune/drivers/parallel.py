@@ -23,7 +23,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from autotune.algorithms.registry import ALGORITHMS, check_options, make_algorithm
+from autotune.algorithms.registry import algorithm_class, check_options, make_algorithm
 from autotune.campaign import Campaign, check_run
 from autotune.campaign.resume import recipe_path
 from autotune.db import open_database, open_existing_database, queries
@@ -100,11 +100,10 @@ def check_model(name: str) -> str:
 
 
 def check_algorithm(name: str) -> str:
-    """``name`` when it is a registered algorithm; else UsageError naming them and the closest ones."""
-    if name in ALGORITHMS:
-        return name
-    raise UsageError(f"unknown algorithm {name!r}; valid: {', '.join(sorted(ALGORITHMS))}"
-                     f"{did_you_mean(name, sorted(ALGORITHMS))}")
+    """``name`` when it is a registered algorithm or names a user's own ("module:Class"); else UsageError naming
+    the registered ones and the closest."""
+    algorithm_class(name)
+    return name
 
 
 def check_cluster(spec: str) -> str:

@@ -80,8 +80,22 @@ def kernel_name_in_source(kernel_name: str, code: str, include_dirs: Sequence = 
                      "give the name of the kernel function the source defines")
 
 
+def _check_expression_names(spec, names: Sequence[str], what: str) -> None:
+    """UsageError when a size or divisor expression (``spec``: a string, or a list of them; numbers and callables
+    pass) names something that is not a tunable parameter: a Python variable of the script, such as ``"n"``,
+    is not visible to it. Checked before anything is compiled."""
+    for part in spec if isinstance(spec, (list, tuple)) else [spec]:
+        if isinstance(part, str):
+            unknown = Constraint(part).names - set(names)
+            if unknown:
+                raise UsageError(f"{what} {part!r} uses unknown name(s) {', '.join(sorted(unknown))}; an expression "
+                                 f"there may name only the tunable parameters ({', '.join(names)}); give a number "
+                                 "for a fixed size")
+
+
 def _expr_value(text: str, params: Mapping, what: str) -> float:
     """A Kernel Tuner size expression ("block_size_x * tile", "n") evaluated at ``params`` safely."""
+    _check_expression_names(text, list(params), what)
     c = Constraint(text, set(params))
     try:
         return c._fn(params)  # the compiled expression's value (a Constraint's call gives its truth)
@@ -187,6 +201,11 @@ class UserKernel:
             for p in self.problem_size:
                 if not (isinstance(p, (int, np.integer, str)) and not isinstance(p, bool)):
                     raise UsageError(f"problem_size entries must be ints or string expressions, not {p!r}")
+                _check_expression_names(p, self.names, "problem_size")
+        for axis, div in zip("xyz", self.grid_div):
+            _check_expression_names(div, self.names, f"grid_div_{axis}")
+        if self.smem_args and "size" in self.smem_args:
+            _check_expression_names(self.smem_args["size"], self.names, "smem_args size")
         self.constraints = make_restrictions(restrictions, self.names)
         if lang == "CUDA":
             self.constraints.append(self._fits_block)

@@ -127,6 +127,27 @@ def test_cli_exits_130_and_the_printed_command_resumes(tmp_path, monkeypatch):
     db.close()
 
 
+def test_a_run_measured_on_ray_actors_says_to_resume_on_them(tmp_path, capsys):
+    """The recipe does not say where a run measures (workers on other hosts share it): the resume command of a
+    run on Ray actors names the cluster and actors it was given, as the command that started it did."""
+    space = ReplaySpace(CACHE)
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    db = open_database(url)
+    runner = FakeInterruptingRunner(space.cache, after=1)
+    runner.ray_address, runner.ray_actors_asked = "auto", 4  # what RayRunner keeps of --ray auto --ray-actors 4
+    with pytest.raises(KeyboardInterrupt):
+        Campaign("r", space, "random", runner, db, trials=60, batch=8, seed=4, recipe=RECIPE).run()
+    assert capsys.readouterr().err == (
+        f"interrupted: 8 trials stored; resume with: autotune tune replay --cache {CACHE} --algorithm random "
+        f"--cost-model none --trials 60 --seed 4 --ray auto --ray-actors 4 --campaign r --db {url}\n")
+    db.close()
+    kernel = {"kind": "kernel", "args": {"name": "gemm", "shape": "64,64,64", "cost_model": "xgb", "trials": 20}}
+    assert resume_command("k", kernel, ray="local") == (
+        "autotune tune kernel gemm --shape 64,64,64 --trials 20 --ray local --campaign k")
+    command = {"kind": "command", "args": {"argv": ["./bench"], "space_file": "/x/s.yaml", "trials": 5}}
+    assert "--ray" not in resume_command("c", command, ray="local")  # tune command has no --ray
+
+
 def test_resume_commands_of_each_kind():
     kernel = {"kind": "kernel", "args": {"name": "gemm", "shape": "64,64,64", "target": "cpu", "algorithm": "random",
                                          "cost_model": "xgb", "trials": 20, "time_budget": None, "seed": 0, "batch": 8,

@@ -293,6 +293,30 @@ def test_a_running_campaign_whose_workers_are_gone_shows_as_stopped(db_url, repl
     assert status() == "finished"
 
 
+def test_a_running_campaign_whose_worker_was_killed_on_this_host_shows_as_stopped_at_once(db_url, replay):
+    """A run killed here (SIGKILL, a crash) is dead at once for the claims and `autotune workers`: the campaign
+    list says so too, without waiting for its heartbeat to age; a live process of this host keeps it running."""
+    import subprocess
+    import sys
+
+    from autotune.db import queries
+
+    space, runner = replay
+    db = open_database(db_url)
+    cid, _, _ = _open(db, space, runner, "killed-here")
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    db.heartbeat(cid, f"{this_host()}:{p.pid}:tok")  # a fresh heartbeat of a process that is gone
+
+    def status():
+        return queries.campaigns(db).set_index("campaign").loc["killed-here", "status"]
+
+    assert [w["alive"] for w in db.campaign_workers(cid)] == [False]
+    assert status() == "stopped"
+    db.heartbeat(cid, worker_id(run=True))  # this process: alive
+    assert status() == "running"
+
+
 def test_a_worker_out_of_its_own_time_leaves_the_campaign_running_for_the_others(db_url, replay):
     """The time budget is each run's: one that stops at it while other workers run on does not mark the campaign
     ended; the last run to end does."""

@@ -145,11 +145,14 @@ def _long_frames() -> dict[str, tuple[list[Col], pd.DataFrame]]:
 def test_default_layouts_fit_100_columns_one_line_per_row_even_with_long_values(which):
     columns, df = _long_frames()[which]
     console = Console(width=100, record=True, file=io.StringIO())
-    print_table(df, title="a title " + LONG, columns=columns, console=console)
+    title = "a title " + LONG
+    print_table(df, title=title, columns=columns, console=console)
     lines = console.export_text().splitlines()
     assert max(len(line) for line in lines) <= 100, "\n".join(lines)
-    assert len(lines) == 1 + 2 + len(df), "\n".join(lines)  # title, header and rule, one line per row
-    assert "…" in lines[3]  # long values are cut, not folded
+    head = next(i for i, line in enumerate(lines) if line.startswith("─")) - 1  # the header's line
+    assert "".join("".join(lines[:head]).split()) == "".join(title.split()), "the title is folded, never cut"
+    assert len(lines) == head + 2 + len(df), "\n".join(lines)  # title, header and rule, one line per row
+    assert "…" in lines[head + 2]  # long values are cut, not folded
 
 
 def test_a_wider_console_gives_the_flexible_columns_more_room():

@@ -276,6 +276,38 @@ def test_devices_similar_to_lists_the_other_devices_and_says_which_was_compared(
     assert res.stdout.count(NAMES["turing"]) == 1 and NAMES["ampere"] in res.stdout
 
 
+def test_the_devices_listing_does_not_load_the_similarity_statistics(recorded):
+    """`autotune devices` alone lists rows of the database: scipy (a second of start-up) loads only for
+    --similar-to."""
+    import subprocess
+    import sys
+
+    _, url, _, _ = recorded
+    code = ("import sys\nfrom autotune.cli.main import app\ntry:\n    app(['devices', '--db', sys.argv[1]])\n"
+            "except SystemExit as e:\n    assert not e.code, e.code\n"
+            "assert not [m for m in sys.modules if m.startswith('scipy')]\n")
+    r = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and NAMES["turing"] in r.stdout, r.stdout + r.stderr[-2000:]
+
+
+def test_devices_similar_to_names_the_task_whose_measured_times_it_compared(recorded):
+    """Rank correlations and common configurations are those of one task: the title and the JSON name it, and
+    name none where only the devices' properties were compared."""
+    db, url, task, _ = recorded
+    for extra in ([], ["--task", task.key[:8]]):
+        res = cli.invoke(app, ["devices", "--similar-to", NAMES["turing"], "--db", url, *extra])
+        assert res.exit_code == 0, res.output
+        title = " ".join(res.stdout.split("\n─")[0].rsplit("\n", 1)[0].split())  # the lines above the header
+        assert f"measured times of task {task.name} [{task.key[:8]}]" in title, res.stdout
+        out = json.loads(cli.invoke(app, ["devices", "--similar-to", NAMES["turing"], "--json", "--db", url,
+                                          *extra]).stdout)
+        assert out["task"] == {"name": task.name, "key": task.key} and out["similar"][0]["common_configs"] > 0
+    res = cli.invoke(app, ["devices", "--similar-to", "NVIDIA H100 80GB HBM3", "--db", url])  # measured nothing
+    assert res.exit_code == 0 and "measured times" not in res.stdout, res.output
+    out = json.loads(cli.invoke(app, ["devices", "--similar-to", "NVIDIA H100 80GB HBM3", "--json", "--db", url]).stdout)
+    assert out["task"] is None and out["key"] is None
+
+
 def test_export_configs_writes_what_its_options_ask_for(recorded):
     """A header file name or --prefix asks for a C header; --prefix with JSON, and a --devices naming no device,
     are refused; a device name stands for its device stored last that measured the task."""

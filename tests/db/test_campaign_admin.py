@@ -208,6 +208,21 @@ def test_cli_delete_refuses_live_workers_unless_forced(db, db_url):
     assert "6 trials deleted" in r.stdout and _count(db, TrialRow) == 4
 
 
+def test_cli_rename_refuses_live_workers_unless_forced(db, db_url):
+    # a running worker keeps the name it started with: renamed under it, its Ctrl-C would print a resume
+    # command that starts a new campaign of the old name
+    a, _, _, _ = _populate(db)
+    db.heartbeat(a, f"{socket.gethostname()}:{os.getpid()}:live")  # this very process: alive
+    r = run("campaigns", "rename", "alpha", "gamma", "--db", db_url)
+    assert r.exit_code == 2 and "1 live worker" in r.stderr and "rename --force" in r.stderr, r.output
+    assert len(r.stderr.strip().splitlines()) == 1 and db.campaign("alpha").id == a
+    with pytest.raises(UsageError, match=r"force=True"):
+        db.rename_campaign("alpha", "gamma")
+    r = run("campaigns", "rename", "alpha", "gamma", "--force", "--db", db_url)
+    assert r.exit_code == 0 and "renamed campaign 'alpha' to 'gamma'" in r.stdout, r.output
+    assert db.campaign("gamma").id == a
+
+
 def test_cli_rename_and_unknown_names(db, db_url):
     _populate(db)
     r = run("campaigns", "rename", "alpha", "beta", "--db", db_url)

@@ -65,6 +65,22 @@ def test_queries_best_top_and_filters(db):
     assert len(queries.trials(db, task=space.task.key)) == len(ms)
 
 
+def test_queries_take_the_database_url_as_best_config_does(db, db_url, tmp_path):
+    from autotune.campaign import Campaign
+
+    space = small_knob_space()
+    Campaign("by-url", space, "random", FakeRunner(space), db, trials=6, batch=3, progress=False).run()
+    assert list(queries.trials(db_url, top=2)["id"]) == list(queries.trials(db, top=2)["id"])
+    assert list(queries.campaigns(db=db_url)["campaign"]) == ["by-url"]
+    assert len(queries.best(db_url)) == 1 and queries.count_trials(db_url) == 6
+    assert len(queries.convergence(db_url, "by-url")) == 6 and queries.lookups(db_url, "by-url") == 0
+    assert sum(len(p) for p in queries.trial_pages(db_url, page=4)) == 6
+    missing = tmp_path / "missing.db"
+    with pytest.raises(UsageError, match=r"no database file .*autotune\.queries\.trials reads an existing database"):
+        queries.trials(f"sqlite:///{missing}")
+    assert not missing.exists()
+
+
 def test_import_kt_and_lossless_export_import(db, tmp_path, sqlite_url):
     task, device, n, added = import_kt(db, "example:pnpoly-rtx3090")
     assert n == added == 4092
@@ -133,6 +149,25 @@ def test_outdated_schema_says_how_to_upgrade_and_upgrade_works(sqlite_url):
 def test_bad_urls_are_usage_errors(url, match):
     with pytest.raises(UsageError, match=match):
         open_database(url)
+
+
+def test_a_file_path_given_for_the_url_is_answered_with_its_sqlite_url(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from autotune.cli.main import app
+    from autotune.db import open_existing_database
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "a.db"
+    open_database(f"sqlite:///{path}").close()
+    with pytest.raises(UsageError, match=f"an SQLite file of that path is sqlite:///{path}$"):
+        open_existing_database(str(path))
+    with pytest.raises(UsageError, match="an SQLite file of that path is sqlite:///new.db$"):
+        open_database("new.db")
+    r = CliRunner().invoke(app, ["campaigns", "--db", "a.db"])
+    assert r.exit_code == 2 and r.stderr.strip() == (
+        "error: database URL 'a.db' is malformed: it names no backend; an SQLite file of that path is sqlite:///a.db")
+    assert not (tmp_path / "new.db").exists()  # nothing created
 
 
 def test_record_batch_is_one_transaction(db):

@@ -230,3 +230,38 @@ def test_a_full_disk_is_one_line_and_what_was_stored_before_stays(small_disk):
         assert 0 < stored == db.count_trials()
     finally:
         db.close()
+
+
+FILL_PAST_LIMIT = """
+import resource, sys
+from autotune.db import open_database
+from autotune.errors import DatabaseError
+from autotune.testing.fakes import FAKE_DEVICE, small_knob_space
+from autotune.types import Candidate, Measurement, Status
+
+db = open_database(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), resource.RLIM_INFINITY))  # Python ignores SIGXFSZ
+stored = 0
+try:
+    for i in range(0, 1000, 2):
+        stored += db.add_trials(small_knob_space().task, FAKE_DEVICE, [
+            Measurement(Candidate({"i": j}), Status.OK, times=[1e-3], meta={"log": "x" * 50_000}) for j in (i, i + 1)])
+except DatabaseError as exc:
+    print(stored, db.count_trials())
+    print(exc)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a file size limit (RLIMIT_FSIZE) as Linux keeps it")
+def test_a_write_past_the_file_size_limit_is_one_line_naming_it_and_what_was_stored_before_stays(tmp_path):
+    """A write past ``ulimit -f`` (or a disk quota) is SQLite's "disk I/O error", which alone reads as a broken
+    file: the line names the limit and says what became of the data."""
+    url = f"sqlite:///{tmp_path / 'limited.db'}"
+    r = subprocess.run([sys.executable, "-c", FILL_PAST_LIMIT, url, "400000"], capture_output=True, text=True,
+                       timeout=60)
+    counts, message = r.stdout.splitlines()
+    stored, counted = map(int, counts.split())
+    assert 0 < stored == counted, r.stdout
+    assert message == (f"database {url}: the file could not be written (this process's file size limit, ulimit -f, "
+                       "of 400000 bytes reached; or a disk quota reached, or the disk failing); the last transaction "
+                       "was not stored (what was stored before stays)"), r

@@ -62,8 +62,33 @@ class Negative(Formula):
     pass
 
 
+class Silent(Formula):
+    """Forgets to return its measurements."""
+
+    def measure(self, task, candidates):
+        super().measure(task, candidates)
+
+
+class Twice(Formula):
+    """Measures the first candidate of each batch twice."""
+
+    def measure(self, task, candidates):
+        out = super().measure(task, candidates)
+        return out + out[:1]
+
+
+class Costs(Formula):
+    """Returns the costs, not Measurements."""
+
+    def measure(self, task, candidates):
+        return [m.cost for m in super().measure(task, candidates)]
+
+
 @pytest.mark.parametrize("runner,needle", [
     (Forgetful(lambda c: 1.0), "returned 5 results for 6 candidates"),
+    (Silent(lambda c: 1.0), "returned None for 6 candidates; measure() returns a list of one Measurement"),
+    (Twice(lambda c: 1.0), "returned 7 results for 6 candidates (one candidate twice)"),
+    (Costs(lambda c: 1.0), "returned a float among its results; measure() returns one autotune.Measurement"),
     (Negative(lambda c: -1.0 - c["x"]), "at cost -1.0; a cost must be a finite number >= 0"),
     (Negative(lambda c: float("nan")), "at cost nan"),
 ])
