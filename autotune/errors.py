@@ -11,6 +11,7 @@ passed; the command line prints :meth:`AutotuneError.command_line_message`, whic
 
 import re
 import sys
+from contextvars import ContextVar
 
 _ARGUMENT = re.compile("\x02([^\x02\x03\x1f]*)\x1f([^\x02\x03\x1f]*)\x03")
 _MARKERS = str.maketrans({c: "?" for c in "\x02\x03\x1f"})
@@ -61,6 +62,11 @@ def did_you_mean(value: str, names, n: int = 3) -> str:
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
+#: True while a command of the command line runs (autotune.cli sets it around each command), False in a script
+#: calling the library: what a message tells the user to run next (how to resume a campaign) is worded for it
+COMMAND_LINE: ContextVar[bool] = ContextVar("autotune_command_line", default=False)
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C after the work it stopped has said on standard error what it stored and how to resume it (a
     campaign): a KeyboardInterrupt, to which the command line adds nothing."""
@@ -72,6 +78,20 @@ def check_choice(what: str, value: str, valid) -> str:
     if value in valid:
         return value
     raise UsageError(f"unknown {what} {value!r}; valid: {', '.join(map(str, valid))}{did_you_mean(value, valid)}")
+
+
+def check_campaign_name(name, what: str = "campaign name"):
+    """``name`` (None stays None) when it is text on one line: UsageError for one holding a control character
+    (a line break, a tab, an escape), which would break the listings and error messages that show it."""
+    import unicodedata
+
+    if name is None:
+        return None
+    bad = next((ch for ch in str(name) if unicodedata.category(ch) in ("Cc", "Zl", "Zp")), None)
+    if bad is not None:
+        raise UsageError(f"the {what} {name!r} holds the control character {bad!r}; a campaign name is one line "
+                         "of text, without line breaks, tabs or other control characters")
+    return name
 
 
 def run_script(main, flags: bool = False) -> None:

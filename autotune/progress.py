@@ -49,7 +49,7 @@ from rich.progress import Progress as _RichProgress
 from rich.progress import Task as _Task
 from rich.text import Text
 
-__all__ = ["NameColumn", "Phase", "Progress", "make_progress", "shorten", "stderr_is_terminal"]
+__all__ = ["NameColumn", "Phase", "Progress", "cut_matches", "make_progress", "shorten", "stderr_is_terminal"]
 
 
 def stderr_is_terminal(console: Console | None = None) -> bool:
@@ -72,6 +72,25 @@ def shorten(s: str, width: int, cut: str = "end") -> str:
         head = width // 2
         return set_cell_size(s, head) + "…" + set_cell_size(s[::-1], width - 1 - head)[::-1]
     return set_cell_size(s, width - 1) + "…"
+
+
+def cut_matches(cut: str, name: str) -> bool:
+    """Whether ``cut``, text that a table showed cut ('replay-RTX…xgb-seed0', '…gemm-RTX_2…'), could be
+    ``name``: each '…' stands for any text (none included), the text before the first '…' is the name's
+    start and the text after the last its end."""
+    parts = cut.split("…")
+    if len(parts) == 1:
+        return cut == name
+    head, tail = parts[0], parts[-1]
+    if not name.startswith(head) or not name.endswith(tail) or len(name) < len(head) + len(tail):
+        return False
+    at, end = len(head), len(name) - len(tail)
+    for part in parts[1:-1]:
+        found = name.find(part, at, end)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return True
 
 
 class NameColumn(ProgressColumn):

@@ -49,6 +49,10 @@ def open_existing_database(url: str, who: str = "this command") -> Database:
 
         raise malformed_url(url) from None
     sqlite_file = parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
+    if sqlite_file and os.path.isdir(parsed.database):
+        from autotune.db.engine import directory_error
+
+        raise directory_error(url, parsed.database)
     if sqlite_file and not os.path.isfile(parsed.database):
         raise UsageError(f"no database file {parsed.database!r} ({who} reads an existing database; campaigns "
                          "create one)")

@@ -19,7 +19,7 @@ from autotune.db.models import (
     TrialRow,
     utcnow,
 )
-from autotune.errors import UsageError
+from autotune.errors import UsageError, check_campaign_name
 
 
 class CampaignAdmin:
@@ -89,6 +89,7 @@ class CampaignAdmin:
         refused (``refuse_live_workers``: they would go on naming it ``old``) unless ``force``."""
         if not new or not new.strip() or new != new.strip():
             raise UsageError(f"the new campaign name {new!r} must be non-empty, without leading or trailing spaces")
+        check_campaign_name(new, "new campaign name")
         if len(new) > CampaignRow.__table__.c.name.type.length:
             raise UsageError(f"the new campaign name is {len(new)} characters long; at most "
                              f"{CampaignRow.__table__.c.name.type.length}")

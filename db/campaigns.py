@@ -16,7 +16,7 @@ from autotune.db.models import (
     row_to_measurement,
     utcnow,
 )
-from autotune.errors import UsageError, argument
+from autotune.errors import UsageError, argument, check_campaign_name
 from autotune.types import Device, Measurement, Task
 
 
@@ -25,6 +25,7 @@ class CampaignRuns:
 
     def open_campaign(self, name: str, task: Task, device: Device, algorithm: str, options: dict) -> tuple[CampaignRow, bool]:
         """Create the campaign, or return the existing one of that name (resume). Returns (row, resumed)."""
+        check_campaign_name(name)
         tid, did = self.task_id(task), self.device_id(device)
         with self.session() as s:
             res = s.execute(

@@ -103,6 +103,12 @@ def _wal(cur, wait_s: float = 60.0) -> None:
             pause = min(0.5, pause * 2)
 
 
+def directory_error(url: str, path: str) -> UsageError:
+    """The error for an ``sqlite:///PATH`` URL whose path is a directory, not a database file."""
+    return UsageError(f"database URL {url!r} names the directory {path!r}, not a database file; name a file in it, "
+                      f"e.g. sqlite:///{os.path.join(path, 'autotune.db')}")
+
+
 def sqlite_file(url: str) -> str | None:
     """The file an ``sqlite:///FILE`` URL names; None for another backend, an in-memory database or a
     malformed URL."""
@@ -153,6 +159,8 @@ def make_engine(url: str) -> Engine:
         if backend == "sqlite":
             if parsed.database in (None, ""):
                 raise UsageError(f"database URL {url!r} names no file; use {ACCEPTED}")
+            if os.path.isdir(parsed.database):
+                raise directory_error(url, parsed.database)
             read_only = read_only_reason(parsed.database)
             if read_only:
                 parsed = _read_only_url(parsed, parsed.database)

@@ -1,11 +1,14 @@
 """Moving tuning logs between databases: JSONL export/import (lossless) and Kernel Tuner caches.
 
-One JSONL line per trial carries its task, device and campaign in full, so a file
-imported into an empty database and exported again gives identical lines.
+An export is JSON lines: one per trial, carrying its task, device and campaign in full; one per task,
+device and campaign; a campaign's history (the evaluations it made, in order, look-ups included), a page
+of them a line; one per stored cost model; a first and a last line, which tells a file cut short from a
+whole one. A file imported into an empty database and exported again gives identical lines.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -14,81 +17,247 @@ from datetime import datetime
 from pathlib import Path
 
 import orjson
-from sqlalchemy import select
+from sqlalchemy import false, or_, select
 
 from autotune.db.database import Database
-from autotune.db.models import CampaignRow, DeviceRow, TaskRow, TrialRow, utcnow
-from autotune.db.queries import _trial_filters
+from autotune.db.models import (
+    AlgorithmStateRow,
+    CampaignRow,
+    CampaignTrialRow,
+    CostModelRow,
+    DeviceRow,
+    TaskRow,
+    TrialRow,
+    utcnow,
+)
+from autotune.db.names import one_task
+from autotune.db.queries import _device_filter, _trial_filters
 from autotune.errors import UsageError
 from autotune.progress import Progress
 from autotune.types import Device, Status, Task
 
-FORMAT = "autotune-trials/1"
+#: the format of the lines ``export`` writes; files of "autotune-trials/1" (trial lines alone, each linked to its
+#: campaign as it is read) are read too
+FORMAT = "autotune-trials/2"
+FORMATS = ("autotune-trials/1", FORMAT)
+
+
+def _task_json(task: TaskRow) -> dict:
+    return {"key": task.key, "kind": task.kind, "name": task.name, "params": task.params}
+
+
+def _device_json(dev: DeviceRow) -> dict:
+    return {"key": dev.key, "name": dev.name, "kind": dev.kind, "properties": dev.properties}
+
+
+def _campaign_json(camp: CampaignRow) -> dict:
+    return {"name": camp.name, "algorithm": camp.algorithm, "options": camp.options, "created": camp.created.isoformat(),
+            "status": camp.status, "updated": camp.updated.isoformat()}
 
 
 def _line(t: TrialRow, task: TaskRow, dev: DeviceRow, camp: CampaignRow | None) -> dict:
     return {
-        "format": FORMAT,
-        "task": {"key": task.key, "kind": task.kind, "name": task.name, "params": task.params},
-        "device": {"key": dev.key, "name": dev.name, "kind": dev.kind, "properties": dev.properties},
-        "campaign": None if camp is None else {
-            "name": camp.name, "algorithm": camp.algorithm, "options": camp.options, "created": camp.created.isoformat()},
+        "format": FORMAT, "task": _task_json(task), "device": _device_json(dev),
+        "campaign": None if camp is None else _campaign_json(camp),
         "candidate_key": t.candidate_key, "candidate": t.candidate, "status": t.status, "cost": t.cost,
         "times": t.times, "predicted": t.predicted, "error": t.error, "build_s": t.build_s, "run_s": t.run_s,
         "simulated_s": t.simulated_s, "meta": t.meta, "created": t.created.isoformat(), "worker": t.worker,
     }
 
 
+def _dumps(d: dict) -> str:
+    # the keys in the order they were stored: a configuration's knobs stay in its space's order
+    return json.dumps(d)
+
+
 def export_lines(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
                  status: str | None = None, page: int = 5000) -> Iterator[str]:
-    """The matching trials as JSON lines, oldest first, read ``page`` trials at a time (keyset pages), so
+    """The lines of an export of the matching trials (:func:`export_items`)."""
+    for text, _ in export_items(db, campaign, task, device, status, page):
+        yield text
+
+
+def export_items(db: Database, campaign: str | None = None, task: str | None = None, device: str | None = None,
+                 status: str | None = None, page: int = 5000) -> Iterator[tuple[str, bool]]:
+    """(line, whether it is a trial's) of an export: a first line; one line per task and per device, oldest
+    first (every one of the database for an export of it all); one line per campaign (its task, device,
+    name, algorithm, options, status, times and algorithm state, from which a resumed run goes on), oldest
+    first; the matching trials, oldest first, each with the campaign that measured it; each campaign's
+    history (its evaluations in order, each a candidate key and whether it was a look-up), ``page``
+    evaluations a line; the stored cost models of those campaigns (and of the task and device filters), one
+    a line; and a last line counting the lines between, so that a file cut short is told from a whole one.
+
+    ``campaign``: the trials it evaluated, those it looked up included, and its history alone (a trial it
+    looked up names the campaign that measured it, which is written too, without its history). Otherwise
+    every campaign of the task and device filters. ``status``: only trials of that status, and only the
+    evaluations of those in the histories. Everything is read ``page`` rows at a time (keyset pages), so
     memory stays bounded however large the log; each task, device and campaign is read once."""
     conds = _trial_filters(db, task, device)
+    camp_conds = _campaign_filters(db, task, device)
     if status:
         conds.append(TrialRow.status == Status.parse(status).value)
+    links = CampaignTrialRow.__table__
     if campaign:
-        conds.append(TrialRow.campaign_id == db.campaign(campaign).id)
+        cid = db.campaign(campaign).id
+        conds.append(TrialRow.id.in_(select(links.c.trial_id).where(links.c.campaign_id == cid)))
+        histories = select(CampaignRow.id).where(CampaignRow.id == cid, *camp_conds)
+        # the campaigns that measured the trials it looked up are written too (without their histories)
+        owners = select(TrialRow.campaign_id).where(*conds, TrialRow.campaign_id.is_not(None)).distinct()
+        declared = select(CampaignRow.id).where(or_(CampaignRow.id.in_(histories), CampaignRow.id.in_(owners)))
+    else:
+        histories = declared = select(CampaignRow.id).where(*camp_conds)
     known: dict[type, dict[int, object]] = {TaskRow: {}, DeviceRow: {}, CampaignRow: {None: None}}
+
+    def load(s, model, ids) -> None:
+        missing = set(ids) - known[model].keys()
+        if missing:
+            known[model].update((r.id, r) for r in s.scalars(select(model).where(model.id.in_(missing))))
+
+    def campaign_line(c: CampaignRow, keys: list, state: dict | None = None) -> str:
+        line = {"format": FORMAT, "campaign": _campaign_json(c), "task": _task_json(known[TaskRow][c.task_id]),
+                "device": _device_json(known[DeviceRow][c.device_id]), "links": keys}
+        if state is not None:  # as JSON text: it may hold integers wider than 64 bits (a generator's state)
+            line["state"] = json.dumps(state)
+        return _dumps(line)
+
+    model_conds = _model_filters(db, cid if campaign else None, task, device)
+    written = 0
+    yield _dumps({"format": FORMAT, "export": "begin"}), False
+    with db.session() as s:
+        camps = s.scalars(select(CampaignRow).where(CampaignRow.id.in_(declared)).order_by(CampaignRow.id)).all()
+        with_history = set(s.scalars(histories).all())
+        # the tasks and devices, oldest first, so that they are stored in the order they were (the device a
+        # name stands for is the one stored last): every one for a whole log, else those the lines name
+        if campaign or task or device or status:
+            named = {(c.task_id, c.device_id) for c in camps}
+            named.update(s.execute(select(TrialRow.task_id, TrialRow.device_id).where(*conds).distinct()).all())
+            cms = CostModelRow.__table__
+            named.update(s.execute(select(cms.c.task_id, cms.c.device_id).where(*model_conds).distinct()).all())
+            task_ids, device_ids = {t for t, _ in named} - {None}, {dv for _, dv in named} - {None}
+        else:
+            task_ids, device_ids = s.scalars(select(TaskRow.id)).all(), s.scalars(select(DeviceRow.id)).all()
+        load(s, TaskRow, task_ids)
+        load(s, DeviceRow, device_ids)
+    for t in sorted(task_ids):
+        yield _dumps({"format": FORMAT, "task": _task_json(known[TaskRow][t])}), False
+    for dv in sorted(device_ids):
+        yield _dumps({"format": FORMAT, "device": _device_json(known[DeviceRow][dv])}), False
+    written += len(task_ids) + len(device_ids)
+    known[CampaignRow].update((c.id, c) for c in camps)
+    for c in camps:
+        with db.session() as s:
+            state = s.scalar(select(AlgorithmStateRow.state).where(AlgorithmStateRow.campaign_id == c.id))
+        yield campaign_line(c, [], state), False
+        written += 1
     last = 0
     while True:
         with db.session() as s:
             rows = s.scalars(select(TrialRow).where(*conds, TrialRow.id > last).order_by(TrialRow.id).limit(page)).all()
             for model, ids in ((TaskRow, {t.task_id for t in rows}), (DeviceRow, {t.device_id for t in rows}),
                                (CampaignRow, {t.campaign_id for t in rows})):
+                load(s, model, ids)
+        for t in rows:
+            yield _dumps(_line(t, known[TaskRow][t.task_id], known[DeviceRow][t.device_id],
+                               known[CampaignRow][t.campaign_id])), True
+        written += len(rows)
+        if rows:
+            last = rows[-1].id
+        if len(rows) < page:
+            break
+    # the histories name the trials written above alone (none a campaign stored since they were read)
+    trial_conds = [TrialRow.id <= last, TrialRow.status == Status.parse(status).value] if status else [TrialRow.id <= last]
+    for c in camps:
+        if c.id not in with_history:
+            continue
+        after = 0
+        while True:
+            with db.session() as s:
+                rows = s.execute(select(links.c.id, TrialRow.candidate_key, links.c.reused)
+                                 .join(TrialRow, TrialRow.id == links.c.trial_id)
+                                 .where(links.c.campaign_id == c.id, links.c.id > after, *trial_conds)
+                                 .order_by(links.c.id).limit(page)).all()
+            if rows:
+                yield campaign_line(c, [[key, bool(reused)] for _, key, reused in rows]), False
+                written += 1
+                after = rows[-1][0]
+            if len(rows) < page:
+                break
+    for line in _model_lines(db, known, model_conds):
+        yield line, False
+        written += 1
+    yield _dumps({"format": FORMAT, "export": "end", "lines": written}), False
+
+
+def _model_filters(db: Database, campaign_id: int | None, task: str | None, device: str | None) -> list:
+    """The stored cost models an export writes: the campaign's, else those of the task and device filters."""
+    models = CostModelRow.__table__
+    if campaign_id is not None:
+        return [models.c.campaign_id == campaign_id]
+    return _campaign_filters(db, task, device, models.c.task_id, models.c.device_id)
+
+
+def _model_lines(db: Database, known: dict, conds: list, page: int = 16) -> Iterator[str]:
+    """One line per stored cost model of ``conds``, oldest first, its bytes in base64 (an empty string for one
+    that keeps its row alone), ``page`` models read at a time."""
+    models = CostModelRow.__table__
+    last = 0
+    while True:
+        with db.session() as s:
+            rows = s.execute(select(models).where(*conds, models.c.id > last).order_by(models.c.id).limit(page)).all()
+            for model, ids in ((TaskRow, {r.task_id for r in rows} - {None}),
+                               (DeviceRow, {r.device_id for r in rows} - {None}),
+                               (CampaignRow, {r.campaign_id for r in rows})):
                 missing = ids - known[model].keys()
                 if missing:
                     known[model].update((r.id, r) for r in s.scalars(select(model).where(model.id.in_(missing))))
-        for t in rows:
-            yield json.dumps(_line(t, known[TaskRow][t.task_id], known[DeviceRow][t.device_id],
-                                   known[CampaignRow][t.campaign_id]), sort_keys=True)
+        for r in rows:
+            camp, t, dv = known[CampaignRow][r.campaign_id], known[TaskRow].get(r.task_id), known[DeviceRow].get(r.device_id)
+            yield _dumps({"format": FORMAT, "model": {
+                "name": r.name, "campaign": None if camp is None else camp.name, "n_samples": r.n_samples,
+                "metrics": r.metrics, "format": r.format, "created": r.created.isoformat(), "pinned": bool(r.pinned),
+                "data": base64.b64encode(r.data or b"").decode()},
+                "task": None if t is None else _task_json(t), "device": None if dv is None else _device_json(dv)})
         if len(rows) < page:
             return
         last = rows[-1].id
 
 
+def _campaign_filters(db: Database, task: str | None, device: str | None, task_id=CampaignRow.task_id,
+                      device_id=CampaignRow.device_id) -> list:
+    """The task and device filters as conditions on the columns ``task_id`` and ``device_id`` (a campaign's)."""
+    conds = []
+    if task:
+        row = one_task(db, task)
+        conds.append(task_id == row.id if row is not None else false())
+    if device:
+        conds.append(device_id.in_(select(DeviceRow.id).where(_device_filter(device))))
+    return conds
+
+
 def export_file(db: Database, path: str | Path, **filters) -> int:
-    """Write the matching trials to ``path`` as JSON lines; returns how many. A regular file is written
-    beside and renamed over ``path`` once complete, so an error or an interrupt part-way leaves the file
-    that was there as it was; anything else (a pipe, /dev/stdout) is written in place."""
+    """Write an export of the matching trials to ``path`` (:func:`export_items`); returns how many trials. A
+    regular file is written beside and renamed over ``path`` once complete, so an error or an interrupt
+    part-way leaves the file that was there as it was; anything else (a pipe, /dev/stdout) is written in place."""
     path = Path(path)
     if path.exists() and not path.is_file():
         with open(path, "w") as f:
-            return _write_lines(f, export_lines(db, **filters))
+            return write_export(f, db, **filters)
     part = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
         with open(part, "w") as f:
-            n = _write_lines(f, export_lines(db, **filters))
+            n = write_export(f, db, **filters)
         os.replace(part, path)
     finally:
         part.unlink(missing_ok=True)
     return n
 
 
-def _write_lines(f, lines) -> int:
+def write_export(f, db: Database, **filters) -> int:
+    """Write an export of the matching trials to the open text file ``f``; returns how many trials."""
     n = 0
-    for line in lines:
+    for line, is_trial in export_items(db, **filters):
         f.write(line + "\n")
-        n += 1
+        n += is_trial
     return n
 
 
@@ -161,21 +330,70 @@ class _LineParser:
         seen = self._campaigns.get(_text(c.get("name"), "campaign.name"))
         if seen is not None and seen[0] == c:
             return seen[1]
+        # status and updated: in files of "autotune-trials/2"; an older file's campaign is "imported", now
+        status, updated = c.get("status", "imported"), c.get("updated")
+        _need(isinstance(status, str) and 0 < len(status) <= 32, "campaign.status must be a string of 1 to 32 characters")
         out = {"name": _text(c.get("name"), "campaign.name"), "algorithm": _text(c.get("algorithm"), "campaign.algorithm"),
                "options": _mapping(c.get("options"), "campaign.options", optional=True),
-               "created": _when(c.get("created"), "campaign.created")}
+               "created": _when(c.get("created"), "campaign.created"), "status": status,
+               "updated": None if updated is None else _when(updated, "campaign.updated")}
         _need(out["name"].strip() != "", "campaign.name is empty")
         self._campaigns[out["name"]] = (c, out)
         return out
 
-    def line(self, text: str) -> tuple[Task, Device, dict | None, dict]:
-        """(task, device, campaign or None, trial row without ids) of one line; _BadLine if invalid."""
+    def parse(self, text: str) -> tuple:
+        """One line, by its kind; _BadLine if invalid: ("trial", task, device, campaign or None, trial row
+        without ids), ("history", task, device, campaign, [(candidate key, reused), ...], algorithm state or
+        None), ("task", task), ("device", device), ("model", model row), ("begin",) or ("end", lines)."""
         try:
             d = orjson.loads(text)  # strict JSON: NaN, Infinity and runaway nesting are errors
         except (ValueError, RecursionError) as exc:
             raise _BadLine(f"not JSON ({str(exc)[:100]})") from None
         _need(isinstance(d, dict), "a line must be a JSON object")
-        _need(d.get("format") == FORMAT, f"format is {str(d.get('format'))[:40]!r}, expected {FORMAT!r}")
+        _need(d.get("format") in FORMATS,
+              f"format is {str(d.get('format'))[:40]!r}, expected {' or '.join(map(repr, FORMATS))}")
+        if "export" in d:
+            _need(d["export"] in ("begin", "end"), "export must be \"begin\" or \"end\"")
+            if d["export"] == "begin":
+                return ("begin",)
+            n = d.get("lines")
+            _need(type(n) is int and n >= 0, "lines must be a whole number >= 0")
+            return "end", n
+        if set(d) == {"format", "task"}:
+            return "task", self.task(d["task"])
+        if set(d) == {"format", "device"}:
+            return "device", self.device(d["device"])
+        if "model" in d:
+            return "model", self.model(d)
+        if "links" in d:
+            missing = [k for k in ("task", "device", "campaign") if k not in d]
+            _need(not missing, f"missing field(s) {', '.join(missing)}")
+            _need(d["campaign"] is not None, "a campaign's history line needs its campaign")
+            return "history", self.task(d["task"]), self.device(d["device"]), self.campaign(d["campaign"]), \
+                _links(d["links"]), _state(d.get("state"))
+        return ("trial", *self.line(d))
+
+    def model(self, d: dict) -> dict:
+        """A stored cost model's row (its campaign by name, its task and device parsed), of a model's line."""
+        m = _mapping(d["model"], "model")
+        missing = [k for k in ("name", "campaign", "n_samples", "metrics", "format", "created", "pinned", "data")
+                   if k not in m]
+        _need(not missing, f"missing model field(s) {', '.join(missing)}")
+        _need(m["campaign"] is None or isinstance(m["campaign"], str), "model.campaign must be a name or null")
+        _need(type(m["n_samples"]) is int and m["n_samples"] >= 0, "model.n_samples must be a whole number >= 0")
+        _need(type(m["pinned"]) is bool, "model.pinned must be true or false")
+        try:
+            data = base64.b64decode(_text(m["data"], "model.data"), validate=True)
+        except ValueError:
+            raise _BadLine("model.data is not base64") from None
+        return {"name": _text(m["name"], "model.name"), "campaign": m["campaign"], "n_samples": m["n_samples"],
+                "metrics": _mapping(m["metrics"], "model.metrics"), "format": _text(m["format"], "model.format"),
+                "created": _when(m["created"], "model.created"), "pinned": m["pinned"], "data": data,
+                "task": None if d.get("task") is None else self.task(d["task"]),
+                "device": None if d.get("device") is None else self.device(d["device"])}
+
+    def line(self, d: dict) -> tuple[Task, Device, dict | None, dict]:
+        """(task, device, campaign or None, trial row without ids) of a trial's line; _BadLine if invalid."""
         missing = [k for k in _LINE_KEYS if k not in d]
         _need(not missing, f"missing field(s) {', '.join(missing)}")
         task, device, campaign = self.task(d["task"]), self.device(d["device"]), self.campaign(d["campaign"])
@@ -192,6 +410,26 @@ class _LineParser:
             "created": _when(d["created"], "created"), "worker": _text(d["worker"] or "", "worker"),
         }
         return task, device, campaign, row
+
+
+def _state(v) -> dict | None:
+    """A campaign's algorithm state, written as JSON text; None when the line has none."""
+    if v is None:
+        return None
+    try:  # as the database keeps it: a state may hold Infinity, which JSON columns store so
+        state = json.loads(_text(v, "state"))
+    except (ValueError, RecursionError):
+        raise _BadLine("state is not JSON text of an object") from None
+    _need(isinstance(state, dict), "state is not JSON text of an object")
+    return state
+
+
+def _links(v) -> list[tuple[str, bool]]:
+    _need(isinstance(v, list), "links must be a list")
+    for x in v:
+        _need(isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) and type(x[1]) is bool,
+              "each link must be [candidate key, whether it was a look-up]")
+    return v
 
 
 def _times(v) -> list[float]:
@@ -250,10 +488,14 @@ def jsonl_path(path: str | Path) -> Path:
 def import_file(db: Database, path: str | Path, batch: int = 5000,
                 progress: Progress | None = None) -> tuple[int, int]:
     """Import a JSONL export in one transaction: every line is validated, and the trials are stored
-    all together or not at all (a bad line, or a database error, leaves the database as it was).
-    Trials already present (same task, device and candidate) are kept as they are.
-    Returns (lines read, trials added). ``progress``: a phase counting the file's lines (counted
-    first when the bar is drawn)."""
+    all together or not at all (a bad line, a file cut short, or a database error, leaves the database
+    as it was). Trials already present (same task, device and candidate) are kept as they are, and so
+    is a campaign already present (of the same name, task and device): the evaluations of its history
+    in the file that it lacks are added after its own. Returns (trials read, trials added).
+    ``progress``: a phase counting the file's lines (counted first when the bar is drawn).
+
+    A file of "autotune-trials/1" lines (or any trial lines outside an export's first and last line)
+    carries no histories: each trial is added to the history of its campaign as it is read."""
     path = jsonl_path(path)
     bar = progress or Progress("import", enabled=False)
     parser = _LineParser()
@@ -261,39 +503,87 @@ def import_file(db: Database, path: str | Path, batch: int = 5000,
     tid: dict[int, int] = {}
     did: dict[int, int] = {}
     cid: dict[str, tuple[int, int, int]] = {}
-    pending: dict[tuple[int, int, int | None], list] = {}
+    new_campaigns: set[int] = set()  # created by this import: they take the file's algorithm states
+    pending: list[dict] = []  # trial rows in the file's order, so that their ids follow it
+    to_link: dict[tuple[int, int, int], list[str]] = {}  # (task, device, campaign): keys of trials outside an export
+    segment: int | None = None  # lines read since an export's first line; None outside one
     total = count_lines(path) if bar.shown else None
     with bar.phase(f"importing {path.name}", total=total), db.session() as s, \
             open(path, encoding="utf-8", errors="strict") as f:
 
         def flush() -> None:
             nonlocal added
-            for (t, dv, c), items in pending.items():
-                added += db.insert_rows(s, items)
-                if c is not None:
-                    ids = db.trial_ids(s, t, dv, [r["candidate_key"] for r in items])
-                    db.link(s, c, [ids[r["candidate_key"]] for r in items], [False] * len(items))
+            added += db.insert_rows(s, pending)
+            for (t, dv, c), keys in to_link.items():
+                ids = db.trial_ids(s, t, dv, keys)
+                db.link(s, c, [ids[k] for k in keys], [False] * len(keys))
             pending.clear()
+            to_link.clear()
+
+        def ids_of(task: Task, device: Device, camp: dict | None) -> tuple[int, int, int | None]:
+            t, dv = tid.get(id(task)), did.get(id(device))  # parsed objects are shared by equal lines
+            if t is None:
+                t = tid[id(task)] = db.row_id_in(s, task)
+            if dv is None:
+                dv = did[id(device)] = db.row_id_in(s, device)
+            if camp is None:
+                return t, dv, None
+            if camp["name"] not in cid:
+                c, created = _campaign_in(db, s, camp, t, dv)
+                cid[camp["name"]] = (c, t, dv)
+                if created:
+                    new_campaigns.add(c)
+            c, ct, cd = cid[camp["name"]]
+            _need((ct, cd) == (t, dv), f"campaign {camp['name']!r} appears with two tasks or devices")
+            return t, dv, c
 
         lineno = 0
         try:
             for lineno, text in enumerate(f, 1):
                 if not text.strip():
                     continue
-                task, device, camp, row = parser.line(text)
-                t, dv = tid.get(id(task)), did.get(id(device))  # parsed objects are shared by equal lines
-                if t is None:
-                    t = tid[id(task)] = db.row_id_in(s, task)
-                if dv is None:
-                    dv = did[id(device)] = db.row_id_in(s, device)
-                c = None
-                if camp is not None:
-                    if camp["name"] not in cid:
-                        cid[camp["name"]] = (_campaign_in(db, s, camp, t, dv), t, dv)
-                    c, ct, cd = cid[camp["name"]]
-                    _need((ct, cd) == (t, dv), f"campaign {camp['name']!r} appears with two tasks or devices")
+                kind, *item = parser.parse(text)
+                if kind == "begin":
+                    _need(segment is None, "an export begins here before the one above it ended (that one was cut "
+                                           "short)")
+                    segment = 0
+                    continue
+                if kind == "end":
+                    _need(segment is not None, "an export's last line without its first line")
+                    _need(item[0] == segment, f"the export wrote {item[0]} lines here and the file has {segment}: "
+                                              "lines were taken out or added")
+                    segment = None
+                    continue
+                if segment is not None:
+                    segment += 1
+                if kind == "task":
+                    tid.setdefault(id(item[0]), db.row_id_in(s, item[0]))
+                    continue
+                if kind == "device":
+                    did.setdefault(id(item[0]), db.row_id_in(s, item[0]))
+                    continue
+                if kind == "model":
+                    _model_in(db, s, item[0], tid, did, cid)
+                    continue
+                if kind == "history":
+                    task, device, camp, links, state = item
+                    t, dv, c = ids_of(task, device, camp)
+                    if state is not None and c in new_campaigns:
+                        _state_in(db, s, c, state)
+                    flush()  # the trials it names are stored first
+                    ids = db.trial_ids(s, t, dv, [k for k, _ in links])
+                    gone = next((k for k, _ in links if k not in ids), None)
+                    _need(gone is None, f"the history of campaign {camp['name']!r} names trial {str(gone)[:64]!r}, "
+                                        "which is in neither the file nor the database (the file was edited)")
+                    db.link(s, c, [ids[k] for k, _ in links], [r for _, r in links])
+                    bar.update(completed=lineno)
+                    continue
+                task, device, camp, row = item
+                t, dv, c = ids_of(task, device, camp)
                 row.update(task_id=t, device_id=dv, campaign_id=c)
-                pending.setdefault((t, dv, c), []).append(row)
+                pending.append(row)
+                if c is not None and segment is None:
+                    to_link.setdefault((t, dv, c), []).append(row["candidate_key"])
                 read += 1
                 if read % batch == 0:
                     flush()
@@ -301,26 +591,62 @@ def import_file(db: Database, path: str | Path, batch: int = 5000,
             flush()
             bar.update(completed=lineno)
         except _BadLine as exc:
-            raise UsageError(f"{path}:{lineno} is not a valid autotune trial line: {exc}; nothing was imported") from None
+            raise UsageError(f"{path}:{lineno} is not a valid line of an autotune export: {exc}; "
+                             "nothing was imported") from None
         except UnicodeDecodeError:
             raise UsageError(f"{path} is not UTF-8 text; give a JSONL file written by autotune export; "
                              "nothing was imported") from None
+        if segment is not None:
+            raise UsageError(f"{path} ends before the last line autotune export writes: the file was cut short "
+                             "(an export or a copy stopped part-way); nothing was imported")
     db._ids.clear()  # ids cached earlier may name rows that a rolled-back import created
     return read, added
 
 
-def _campaign_in(db: Database, s, c: dict, task_id: int, device_id: int) -> int:
-    """The campaign's id, created (status "imported", its original creation time) when new."""
+def _model_in(db: Database, s, m: dict, tid: dict, did: dict, cid: dict) -> None:
+    """Store a cost model of the file unless the database has it (the same name, campaign, task, device,
+    training size and creation time)."""
+    t = None if m["task"] is None else tid.get(id(m["task"])) or db.row_id_in(s, m["task"])
+    dv = None if m["device"] is None else did.get(id(m["device"])) or db.row_id_in(s, m["device"])
+    c = None
+    if m["campaign"] is not None:
+        c = cid[m["campaign"]][0] if m["campaign"] in cid else \
+            s.scalar(select(CampaignRow.id).where(CampaignRow.name == m["campaign"]))
+        _need(c is not None, f"the model names campaign {m['campaign'][:200]!r}, which is in neither the file nor "
+                             "the database")
+    table = CostModelRow.__table__
+    same = s.scalar(select(table.c.id).where(
+        table.c.name == m["name"], table.c.campaign_id.is_not_distinct_from(c), table.c.task_id.is_not_distinct_from(t),
+        table.c.device_id.is_not_distinct_from(dv), table.c.n_samples == m["n_samples"],
+        table.c.created == m["created"]).limit(1))
+    if same is None:
+        s.execute(table.insert().values(name=m["name"], task_id=t, device_id=dv, campaign_id=c, n_samples=m["n_samples"],
+                                        metrics=m["metrics"], data=m["data"], format=m["format"], created=m["created"],
+                                        pinned=m["pinned"]))
+
+
+def _state_in(db: Database, s, campaign_id: int, state: dict) -> None:
+    """Store a campaign's algorithm state, unless it has one (a resumed run goes on from it)."""
+    table = AlgorithmStateRow.__table__
+    s.execute(db._insert(table).values(campaign_id=campaign_id, state=state, updated=utcnow())
+              .on_conflict_do_nothing(index_elements=["campaign_id"]))
+
+
+def _campaign_in(db: Database, s, c: dict, task_id: int, device_id: int) -> tuple[int, bool]:
+    """(the campaign's id, whether it was created), created when new with the status and times the file gives
+    it (an older file's campaign: status "imported", its original creation time, updated now)."""
     row = s.scalar(select(CampaignRow).where(CampaignRow.name == c["name"]))
+    created = row is None
     if row is None:
         row = CampaignRow(name=c["name"], task_id=task_id, device_id=device_id, algorithm=c["algorithm"],
-                          options=c["options"], status="imported", created=c["created"], updated=utcnow())
+                          options=c["options"], status=c["status"], created=c["created"],
+                          updated=c["updated"] or utcnow())
         s.add(row)
         s.flush()
     elif (row.task_id, row.device_id) != (task_id, device_id):
         raise UsageError(f"campaign {c['name']!r} already exists in this database for another task or device; "
                          "nothing was imported")
-    return row.id
+    return row.id, created
 
 
 def import_kt(db: Database, spec, batch: int = 5000,

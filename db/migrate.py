@@ -109,6 +109,11 @@ def upgrade_database(url: str) -> tuple[str, str | None, str | None]:
     engine = make_engine(url)  # a malformed URL or an unknown backend: UsageError
     safe = make_url(url).render_as_string(hide_password=True)
     file = sqlite_file(url)
+    if file is not None and os.path.isdir(file):
+        engine.dispose()
+        from autotune.db.engine import directory_error
+
+        raise directory_error(url, file)
     if file is not None and not os.path.isfile(file):
         engine.dispose()
         raise UsageError(f"no database file {file!r} (db upgrade upgrades an existing database; "
@@ -154,6 +159,12 @@ def check_schema(engine, url: str, create: bool = True) -> None:
         return
     if current is None:
         if not create:
+            tables = sorted(inspect(engine).get_table_names())
+            if tables:  # another program's database: none of its tables is autotune's
+                shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+                raise UsageError(f"database {url} has no autotune schema: it is not an autotune database (its "
+                                 f"tables: {shown})")
+            # no table at all: an empty file, or a copy of a file in use made without its -wal file
             copy = ("; a copy of an SQLite file in use needs its -wal file too, which holds the latest commits "
                     "(or copy with: sqlite3 FILE \".backup COPY\")") if engine.dialect.name == "sqlite" else ""
             raise UsageError(f"database {url} has no autotune schema{copy}")

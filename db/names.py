@@ -2,7 +2,9 @@
 
 A name is taken as given when the database has it exactly (a task or device also by its key, or a
 unique prefix of its key of at least 6 characters, as the tables show keys shortened); a name that
-differs from one stored name only in case resolves to that name. Anything else is a usage error
+differs from one stored name only in case resolves to that name, and so does a name as a table shows it
+cut, '…' standing for the text left out ('replay-RTX_30…'), where one stored name matches it (a table
+cuts names so that its rows stay told apart). Anything else is a usage error
 naming the closest stored names (difflib), never a silent guess and never an empty answer. A task name
 that several tasks share (one kernel tuned at two shapes, a graph at two input shapes) stands for none of
 them: it is refused (Ambiguous) naming their keys, never answered with their trials merged.
@@ -19,6 +21,7 @@ from sqlalchemy import or_, select
 
 from autotune.db.models import CampaignRow, DeviceRow, TaskRow
 from autotune.errors import UsageError
+from autotune.progress import cut_matches
 
 #: what each kind of name is looked up in: (model, whether it also has a key)
 KINDS = {"campaign": (CampaignRow, False), "task": (TaskRow, True), "device": (DeviceRow, True)}
@@ -76,6 +79,13 @@ def resolve_name(kind: str, given: str, known_names: Iterable[str], keys: Iterab
     if len(folded) > 1:
         raise UsageError(f"{kind} {given!r} is ambiguous: it differs only in case from {_listing(folded)}; "
                          "give the name exactly")
+    if "…" in given:  # a name as a table showed it cut: the one stored name it can stand for
+        cut = [n for n in known if cut_matches(given, n)]
+        if len(cut) == 1:
+            return cut[0]
+        if len(cut) > 1:
+            raise UsageError(f"{kind} {given!r} (a name cut with '…') matches several {PLURAL.get(kind, kind + 's')} "
+                             f"({_listing(cut)}); give more of the name, or the whole name")
     if key_list and len(given) >= MIN_KEY_PREFIX and re.fullmatch(r"[0-9a-fA-F]+", given):
         prefixed = [k for k in key_list if k.startswith(given.casefold())]
         if len(prefixed) == 1:

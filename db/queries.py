@@ -74,6 +74,15 @@ TRIAL_COLUMNS = [
 ]
 
 
+def _resolved(db: Database, campaign: str | None = None, task: str | None = None,
+              device: str | None = None) -> tuple[str | None, str | None, str | None]:
+    """(campaign, task, device) as the database names them (:func:`autotune.db.names.resolve`, as the command
+    line resolves its filters): a name that differs only in case, a key prefix or a name a table showed cut
+    resolves to the stored one; an unknown name is a UsageError naming the closest stored names, never an
+    empty answer."""
+    return resolve(db, "campaign", campaign), resolve(db, "task", task), resolve(db, "device", device)
+
+
 def _task_filter(db: Database, task: str | None):
     """Rows of the one task ``task`` (a key or a name) stands for: a name that several tasks share is
     Ambiguous (naming their keys), never their rows merged; one that no task has matches nothing."""
@@ -242,10 +251,12 @@ def trials(db: Database | str, campaign: str | None = None, task: str | None = N
            status: str | None = None, top: int | None = None, limit: int | None = None) -> pd.DataFrame:
     """Trials filtered by campaign name, task key or name (a name several tasks share is Ambiguous, naming
     their keys), device name or key, and status, oldest first (at most ``limit``); ``top`` keeps the k
-    fastest OK trials, fastest first. ``config`` holds the candidate's JSON."""
+    fastest OK trials, fastest first. ``config`` holds the candidate's JSON. Names are resolved as the
+    command line resolves them (an unknown one is a UsageError naming the closest)."""
     for name, v in ((argument("top"), top), (argument("limit"), limit)):
         if v is not None and v <= 0:
             raise UsageError(f"{name} must be a positive number of trials, not {v}")
+    campaign, task, device = _resolved(db, campaign, task, device)
     query = _trial_select(_trial_query(db, campaign, task, device, status))
     if top is not None:
         if not campaign:  # the k fastest of all are among each (task, device)'s k fastest
@@ -260,6 +271,7 @@ def trials(db: Database | str, campaign: str | None = None, task: str | None = N
 @_any_db
 def count_trials(db: Database | str, campaign: str | None = None, task: str | None = None, device: str | None = None,
                  status: str | None = None) -> int:
+    campaign, task, device = _resolved(db, campaign, task, device)
     with db.session() as s:
         return s.scalar(select(func.count(TrialRow.id)).where(_trial_query(db, campaign, task, device, status)))
 
@@ -278,6 +290,7 @@ def trial_pages(db: Database | str, campaign: str | None = None, task: str | Non
                 status: str | None = None, page: int = 10_000) -> Iterator[pd.DataFrame]:
     """Every matching trial, oldest first, as DataFrames of at most ``page`` rows (memory stays bounded); one
     empty frame, with every column, when none matches (a CSV of no trials still has its header)."""
+    campaign, task, device = _resolved(db, campaign, task, device)
     where = _trial_query(db, campaign, task, device, status)
     last = 0
     while True:
@@ -294,6 +307,7 @@ def trial_pages(db: Database | str, campaign: str | None = None, task: str | Non
 @_any_db
 def best(db: Database | str, task: str | None = None, device: str | None = None, k: int = 1) -> pd.DataFrame:
     """The k fastest OK trials per (task, device)."""
+    _, task, device = _resolved(db, task=task, device=device)
     with db.session() as s:
         rows = s.execute(
             select(TaskRow.name, TaskRow.key, DeviceRow.name, TrialRow.cost, TrialRow.candidate, TrialRow.candidate_key,
@@ -314,6 +328,7 @@ def convergence(db: Database | str, campaign: str, include_reused: bool = False)
     the campaign measured. ``include_reused`` also keeps its look-ups of trials measured elsewhere
     (``reused`` True), each at 0 simulated seconds (a look-up costs none); ``trial`` then counts
     evaluations."""
+    campaign = resolve(db, "campaign", campaign)
     camp = db.campaign(campaign)
     with db.session() as s:
         rows = s.execute(
@@ -340,6 +355,7 @@ def cost_models(db: Database | str, task: str | None = None, device: str | None 
     """Stored cost models: what they were trained for, on how many samples, their held-out quality and
     whether they are pinned (kept on purpose). ``latest`` keeps the latest model of each campaign, and
     of each (task, device, model name) among models stored outside a campaign."""
+    campaign, task, device = _resolved(db, campaign, task, device)
     conds = [_task_filter(db, task), _device_filter(device)]
     if campaign:
         conds.append(CampaignRow.name == campaign)

@@ -5,6 +5,12 @@ a Status. It raises only when it cannot run at all (no device, bad task).
 
 ``measure_until`` measures a batch but starts no candidate past a deadline (a campaign's time
 budget): the budget then holds within about one measurement, not one batch.
+
+Ctrl-C (KeyboardInterrupt) stops a runner part-way through a batch. A runner that measures a batch one
+candidate after the other raises :class:`BatchInterrupted`, a KeyboardInterrupt that holds the
+Measurements completed before it (a prefix of the batch, in order), so that a campaign stores them
+(measurements may take minutes each) before it stops; ``runs_until`` and ``measure_each`` do this for it.
+Any other KeyboardInterrupt means that nothing of the batch is kept.
 """
 
 from __future__ import annotations
@@ -29,12 +35,25 @@ class Built:
     invalid: bool = False  # not a point of the space: nothing was built
 
 
+class BatchInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a runner measured a batch: ``measured`` holds the Measurements of the candidates completed
+    before it, in the batch's order (a prefix of it; the candidate it stopped in is not among them). A
+    KeyboardInterrupt, so that code which does not look for them stops as on any Ctrl-C."""
+
+    def __init__(self, measured: list[Measurement]):
+        # what a traceback's last line says: the interrupt, and that the completed measurements are kept here
+        super().__init__(f"KeyboardInterrupt (Ctrl-C) part-way through a batch, after {len(measured)} measurement"
+                         f"{'' if len(measured) == 1 else 's'} of it completed")
+        self.measured = list(measured)
+
+
 class Runner(ABC):
     device: Device
 
     @abstractmethod
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
-        """One Measurement per candidate, in the same order."""
+        """One Measurement per candidate, in the same order. Interrupted (Ctrl-C) part-way, a runner that
+        measures them one after the other raises BatchInterrupted with those completed (``measure_each``)."""
 
     def measure_until(self, task: Task, candidates: list[Candidate], deadline: float | None) -> list[Measurement]:
         """Measure the candidates in order, starting none once ``time.perf_counter()`` has reached
@@ -67,13 +86,27 @@ class Runner(ABC):
 def runs_until(deadline: float | None, candidates: list[Candidate], prepared: list,
                run: Callable[[Candidate, object], Measurement]) -> list[Measurement]:
     """``run(candidate, prepared)`` for each candidate in order, starting none once ``time.perf_counter()``
-    has reached ``deadline`` (None: all): the batch-preparing runners' ``measure_until``."""
+    has reached ``deadline`` (None: all): the batch-preparing runners' ``measure_until``. Ctrl-C in a run
+    raises BatchInterrupted with the Measurements completed before it."""
     out: list[Measurement] = []
-    for c, p in zip(candidates, prepared):
-        if deadline is not None and time.perf_counter() >= deadline:
-            break
-        out.append(run(c, p))
+    try:
+        for c, p in zip(candidates, prepared):
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+            out.append(run(c, p))
+    except KeyboardInterrupt as exc:
+        if not out and isinstance(exc, BatchInterrupted):
+            raise
+        # a run that measured a batch of its own (measure([c])) may hold a part of it too
+        done = out + list(getattr(exc, "measured", None) or [])
+        raise BatchInterrupted(done).with_traceback(exc.__traceback__) from None
     return out
+
+
+def measure_each(candidates: list[Candidate], one: Callable[[Candidate], Measurement]) -> list[Measurement]:
+    """``one(candidate)`` for each candidate in order: ``measure`` of a runner that measures a batch one
+    candidate after the other (BatchInterrupted on Ctrl-C, holding those completed)."""
+    return runs_until(None, candidates, candidates, lambda c, _: one(c))
 
 
 class BatchRunner(Runner):

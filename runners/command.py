@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from autotune.errors import UsageError, argument
-from autotune.runners.base import Runner
+from autotune.runners.base import Runner, measure_each
 from autotune.runners.function import host_device
 from autotune.runners.processes import kill_group
 from autotune.search_spaces.space_file import Objective
@@ -203,7 +203,7 @@ class CommandRunner(Runner):
         self.device = host_device("program")
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
-        return [self._one(c) for c in candidates]
+        return measure_each(candidates, self._one)  # Ctrl-C: BatchInterrupted, with the runs completed
 
     def command(self, config: dict) -> list[str]:
         """The argument list for one configuration."""

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from autotune.errors import UsageError
-from autotune.runners.base import Runner
+from autotune.runners.base import Runner, measure_each
 from autotune.runners.workers import IsolatedWorker
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
@@ -211,7 +211,7 @@ class FunctionRunner(Runner):
                              "(not a lambda or a nested function)") from None
 
     def measure(self, task: Task, candidates: list[Candidate]) -> list[Measurement]:
-        out = [self._one(c) for c in candidates]
+        out = measure_each(candidates, self._one)  # Ctrl-C: BatchInterrupted, with the calls completed
         failed = next((m for m in out if not m.ok), None)
         if failed is not None and not self._told:
             self._told = True  # an objective that fails everywhere (a bug, a negative cost) is seen at once

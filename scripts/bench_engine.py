@@ -136,7 +136,7 @@ def main() -> None:
         results["import"] = {"trials": n, "seconds": dt, "trials_per_s": n / dt}
         print(f"import-kt: {n} trials in {dt:.2f} s = {n / dt:,.0f} trials/s")
         lines = Path(tmp) / "trials.jsonl"
-        exported = [json.loads(t) for t in export_lines(db)]
+        exported = [d for d in map(json.loads, export_lines(db)) if "candidate" in d]  # the trials' lines
         with open(lines, "w") as f:
             for i in range(args.import_lines):
                 d = dict(exported[i % len(exported)], candidate_key=f"{exported[i % len(exported)]['candidate_key']}-{i}")

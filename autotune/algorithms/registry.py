@@ -177,3 +177,25 @@ def same_sources_spec(a: str | None, b: str | None) -> bool:
         names = [n.strip() for n in str(spec).split(",") if n.strip()]
         return ["auto"] if [n.lower() for n in names] == ["auto"] else names
     return norm(a) == norm(b)
+
+
+def check_same_sources(campaign: str, stored_options: dict | None, args: dict | None) -> None:
+    """A warm-started campaign resumes from the sources it started from: its search state and the results it
+    was told came from them. UsageError when ``args`` (a run's recipe arguments: ``transfer_from``,
+    ``transfer_top``) ask for other sources than the campaign's stored recipe (``stored_options``: its
+    options) kept; a recipe without ``transfer_from`` was stored before it was kept, and passes."""
+    stored = ((stored_options or {}).get("recipe") or {}).get("args") or {}
+    if args is None or "transfer_from" not in stored:
+        return
+    new = args.get("transfer_from")
+    if not same_sources_spec(new, stored["transfer_from"]):
+        raise UsageError(
+            f"campaign {campaign!r} was warm-started with {argument('transfer_from')} {stored['transfer_from']!r}, "
+            f"not {new!r}; resume it with the same sources, start it afresh ({argument('fresh=True', '--fresh')}), "
+            f"or choose another {argument('campaign')} name")
+    top = stored.get("transfer_top")
+    if top is not None and args.get("transfer_top", top) != top:  # the probes were chosen from its top k
+        raise UsageError(
+            f"campaign {campaign!r} was warm-started with {argument('transfer_top')} {top}, not "
+            f"{args['transfer_top']}; resume it with the same, start it afresh "
+            f"({argument('fresh=True', '--fresh')}), or choose another {argument('campaign')} name")

@@ -21,7 +21,7 @@ from rich.console import Console
 from sqlalchemy import select
 
 from autotune.algorithms.base import SearchAlgorithm
-from autotune.algorithms.registry import make_algorithm, same_sources_spec
+from autotune.algorithms.registry import check_same_sources, make_algorithm
 from autotune.campaign.loop import CampaignRun, Heartbeat
 from autotune.campaign.result import CampaignResult, campaign_result
 from autotune.campaign.resume import resume_command
@@ -30,7 +30,7 @@ from autotune.db.trial_store import CampaignGone
 from autotune.db.models import CampaignRow
 from autotune.db.queries import campaign_figures
 from autotune.db.workers import worker_id
-from autotune.errors import DatabaseError, Interrupted, UsageError, argument
+from autotune.errors import DatabaseError, Interrupted, UsageError, argument, check_campaign_name
 from autotune.runners.base import Runner
 from autotune.search_spaces.base import Space
 from autotune.types import Candidate, Device, Task
@@ -102,8 +102,10 @@ class Campaign:
     measured trials stay in the database, with no campaign, and this campaign looks them up as
     ``reused``).
 
-    Ctrl-C (KeyboardInterrupt) stores what was measured, marks the campaign "interrupted", gives back
-    this worker's claim and reservations, says on stderr how to resume, and is raised again.
+    Ctrl-C (KeyboardInterrupt) stores what was measured (of the batch in flight too, what a runner that
+    measures it one candidate after the other completed: ``BatchInterrupted``), marks the campaign
+    "interrupted", gives back this worker's claim and reservations, says on stderr how to resume (a
+    command line, or in a script how a script does), and is raised again.
 
     Several processes (on any hosts sharing the database) may run one campaign: each reserves the
     candidates it measures, claims from the shared trial budget and sends heartbeats, so none is
@@ -121,6 +123,7 @@ class Campaign:
     ):
         if not isinstance(name, str) or not name:
             raise UsageError(f"a campaign needs a name (a non-empty string), not {name!r}")
+        check_campaign_name(name)
         if not isinstance(getattr(space, "task", None), Task):
             raise UsageError(f"the space must be a Space (e.g. autotune.KnobSpace({{'x': [1, 2, 4]}})), not "
                              f"{type(space).__name__}")
@@ -178,22 +181,8 @@ class Campaign:
     def _check_same_sources(self, stored_options: dict | None) -> None:
         """A warm-started campaign resumes from the sources it started from: its search state and the
         results it was told came from them (a recipe without ``transfer_from`` was stored before it was kept)."""
-        stored = ((stored_options or {}).get("recipe") or {}).get("args") or {}
-        if self.recipe is None or "transfer_from" not in stored:
-            return
-        args = self.recipe.get("args") or {}
-        new = args.get("transfer_from")
-        if not same_sources_spec(new, stored["transfer_from"]):
-            raise UsageError(
-                f"campaign {self.name!r} was warm-started with {argument('transfer_from')} {stored['transfer_from']!r}, "
-                f"not {new!r}; resume it with the same sources, start it afresh ({argument('fresh=True', '--fresh')}), "
-                f"or choose another {argument('campaign')} name")
-        top = stored.get("transfer_top")
-        if top is not None and args.get("transfer_top", top) != top:  # the probes were chosen from its top k
-            raise UsageError(
-                f"campaign {self.name!r} was warm-started with {argument('transfer_top')} {top}, not "
-                f"{args['transfer_top']}; resume it with the same, start it afresh "
-                f"({argument('fresh=True', '--fresh')}), or choose another {argument('campaign')} name")
+        if self.recipe is not None:
+            check_same_sources(self.name, stored_options, self.recipe.get("args") or {})
 
     def _start_afresh(self) -> None:
         """Delete the campaign of this name, if there is one (refused while it has live workers); its

@@ -8,6 +8,10 @@ the shared trial budget; now and then it reads what other workers of the campaig
 The time budget holds within about one measurement: no slot starts once it is spent, and a plain
 runner's batch starts none of its candidates past it (``Runner.measure_until``; those are given back
 unmeasured). Measurements already running finish and are stored.
+
+A batch cut short keeps what it measured: Ctrl-C in a runner that measures one candidate after the other
+(``BatchInterrupted``), or a runner that breaks its promise (too few results), leaves the batch's completed,
+valid measurements to be stored (``CampaignRun.store_unstored``) before the run stops.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from autotune.db.database import Database
 from autotune.db.queries import CampaignFigures
 from autotune.errors import UsageError
 from autotune.progress import NameColumn
-from autotune.runners.base import Runner, StreamingRunner
+from autotune.runners.base import BatchInterrupted, Runner, StreamingRunner
 from autotune.types import Candidate, Measurement, Task
 
 #: stop when this many consecutive batches brought nothing new (the algorithm only revisits known points)
@@ -91,7 +95,15 @@ class CampaignRun:
                 self.stopping = self._stop_reason()
             if self.stopping is None and free > 0 and not self._start(free):
                 continue  # nothing could start: the budget is claimed by others, or the next round stops
-            results = self.dispatch.collect() if self.in_flight else []
+            try:
+                results = self.dispatch.collect() if self.in_flight else []
+            except BaseException:
+                # Ctrl-C part-way through a batch, or a runner's broken promise: what the batch measured is
+                # stored by the caller (store_unstored), with the algorithm's state from before the batch
+                self.unstored, self.told = getattr(self.dispatch, "partial", []), False
+                for m in self.unstored:
+                    m.predicted = self.algorithm.predicted.get(m.candidate.key, m.predicted)
+                raise
             dropped = self._drop()
             self.unstored, self.told = results, False
             predicted = self.algorithm.predicted  # the model's score, where one chose the candidate
@@ -328,38 +340,69 @@ class CampaignRun:
 class _Batches:
     """A plain runner seen as a streaming one: what is submitted is measured as one batch by collect, which
     starts no candidate past ``deadline`` (a perf_counter time; None: no limit). The candidates it did not
-    start are ``dropped`` (not measured, to be given back)."""
+    start are ``dropped`` (not measured, to be given back). When collect raises (Ctrl-C, a runner breaking
+    its promise), ``partial`` holds the batch's valid measurements, which the campaign stores all the same."""
 
     def __init__(self, runner: Runner):
         self.runner, self.queue, self.task = runner, [], None
         self.deadline: float | None = None
         self.dropped: list[Candidate] = []
+        self.partial: list[Measurement] = []
 
     def submit(self, task: Task, candidates: list[Candidate]) -> None:
         self.task = task
         self.queue += candidates
 
     def collect(self) -> list[Measurement]:
-        batch, self.queue = self.queue, []
+        batch, self.queue, self.partial = self.queue, [], []
         if not batch:
             return []
-        if self.deadline is None:
-            return _checked(self.runner, batch, self.runner.measure(self.task, batch), whole=True)
-        results = _checked(self.runner, batch, self.runner.measure_until(self.task, batch, self.deadline))
+        try:
+            if self.deadline is None:
+                results = self.runner.measure(self.task, batch)
+            else:
+                results = self.runner.measure_until(self.task, batch, self.deadline)
+        except BatchInterrupted as exc:  # Ctrl-C part-way: the measurements completed before it are kept
+            self.partial = _valid(batch, exc.measured)
+            raise
+        results = _checked(self.runner, batch, results, whole=self.deadline is None, partial=self.partial)
+        self.partial = []
         done = {m.candidate.key for m in results}
         self.dropped += [c for c in batch if c.key not in done]
         return results
 
 
-def _checked(runner: Runner, batch: list[Candidate], results, whole: bool = False) -> list[Measurement]:
+def _valid(batch: list[Candidate], results) -> list[Measurement]:
+    """The Measurements among ``results`` that ``Runner.measure`` may return for ``batch``: each of a candidate of
+    the batch that no other result names too, with a successful cost a finite number >= 0."""
+    if not isinstance(results, (list, tuple, Iterator)):
+        return []
+    ours = [m for m in results if isinstance(m, Measurement) and isinstance(getattr(m, "candidate", None), Candidate)]
+    asked = {c.key for c in batch}
+    count: dict[str, int] = {}
+    for m in ours:
+        count[m.candidate.key] = count.get(m.candidate.key, 0) + 1
+    return [m for m in ours if m.candidate.key in asked and count[m.candidate.key] == 1 and _fine_cost(m)]
+
+
+def _fine_cost(m: Measurement) -> bool:
+    return not m.ok or (isinstance(m.cost, numbers.Real) and not isinstance(m.cost, bool) and math.isfinite(m.cost)
+                        and m.cost >= 0)
+
+
+def _checked(runner: Runner, batch: list[Candidate], results, whole: bool = False,
+             partial: list[Measurement] | None = None) -> list[Measurement]:
     """``results`` if they are what ``Runner.measure`` promises: Measurements of the batch's candidates (all of
     them where ``whole``), each cost a finite number >= 0; else UsageError naming the runner (a runner of the
-    user's own that broke the promise would hang the campaign, or rank a negative cost first)."""
+    user's own that broke the promise would hang the campaign, or rank a negative cost first), the valid
+    results first put in ``partial`` (to be stored all the same)."""
     name = type(runner).__name__
     if not isinstance(results, (list, tuple, Iterator)):
         raise UsageError(f"runner {name} returned {_what(results)} for {len(batch)} candidates; measure() "
                          "returns a list of one Measurement per candidate, of that candidate, in order")
     results = list(results)
+    if partial is not None:
+        partial[:] = _valid(batch, results)  # kept only if a check below fails
     wrong = next((m for m in results if not isinstance(m, Measurement)), None)
     if wrong is not None:
         raise UsageError(f"runner {name} returned {_what(wrong)} among its results; measure() returns one "
@@ -371,8 +414,7 @@ def _checked(runner: Runner, batch: list[Candidate], results, whole: bool = Fals
                          f"{' (one candidate twice)' if len(set(keys)) < len(keys) else ''}; measure() "
                          "returns one Measurement per candidate, of that candidate, in order")
     for m in results:
-        if m.ok and not (isinstance(m.cost, numbers.Real) and not isinstance(m.cost, bool) and math.isfinite(m.cost)
-                         and m.cost >= 0):
+        if not _fine_cost(m):
             raise UsageError(f"runner {name} measured {m.candidate.payload!r} at cost {m.cost!r}; a cost must be a "
                              "finite number >= 0 (a failure is a Measurement with a failed status)"[:400])
     return results

@@ -10,6 +10,7 @@ from sqlalchemy.engine import make_url
 
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, DEFAULT_TRANSFER_TOP
 from autotune.db.database import Database
+from autotune.errors import COMMAND_LINE
 
 #: how each recipe kind is run from the command line: (command, positional arguments, options)
 _COMMANDS = {
@@ -95,18 +96,22 @@ _RAY_KINDS = ("replay", "kernel")
 
 
 def resume_command(name: str, recipe: dict | None, db: Database | None = None, ray: str | None = None,
-                   ray_actors: int | None = None) -> str:
+                   ray_actors: int | None = None, command_line: bool | None = None) -> str:
     """``autotune tune KIND ... --campaign NAME`` rebuilt from a campaign's recipe; for a recipe the
-    command line cannot spell, or none, what to run instead. ``ray``, ``ray_actors``: the run measured on that
-    Ray cluster (the recipe, which workers on any host share, does not say where a run measures), and its
-    resume does too."""
+    command line cannot spell, or none, what to run instead: the same command with ``--campaign NAME`` on the
+    command line, the script again (or the call with the campaign's name) in a script (``command_line``; None:
+    whether a command of the command line is running, ``autotune.errors.COMMAND_LINE``). ``ray``,
+    ``ray_actors``: the run measured on that Ray cluster (the recipe, which workers on any host share, does
+    not say where a run measures), and its resume does too."""
     db_arg = _db_arg(db)
     kind, args = (recipe or {}).get("kind"), dict((recipe or {}).get("args") or {})
     files = {k: v for k, v in ((recipe or {}).get("files") or {}).items() if v}
     if kind not in _COMMANDS or not _spelled(kind, args, files):
         worker = _shell(["autotune", "worker", "--campaign", name, *db_arg])
-        return (f"rerun the same command with --campaign {shlex.quote(name)}"
-                + (f" (or: {worker})" if kind else ""))  # a script's campaign keeps no kind: no worker makes it
+        also = f" (or: {worker})" if kind else ""  # a script's campaign keeps no kind: no worker makes it
+        if command_line if command_line is not None else COMMAND_LINE.get():
+            return f"rerun the same command with --campaign {shlex.quote(name)}{also}"
+        return f"rerun the script, or call it again with the campaign name {name!r}{also}"
     command, positional, flags = _COMMANDS[kind]
     defaults = {**_CLI_DEFAULTS, **_KIND_DEFAULTS.get(kind, {})}
     words = [str(args.get(p)) for p in positional]

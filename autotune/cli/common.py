@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from autotune.cli.tables import Col
-from autotune.errors import AutotuneError, Interrupted, UsageError
+from autotune.errors import COMMAND_LINE, AutotuneError, Interrupted, UsageError
 
 DEFAULT_DB = "sqlite:///autotune.db"
 
@@ -97,7 +97,8 @@ def on_interrupt(fn):
     became of the database: a command without a --db (a ``db`` parameter) stores nothing, and in one with it
     every transaction committed before stays. A command asked for JSON (:func:`wants_json`) also ends standard
     output with the interruption as a JSON object, as it does an error. (Left alone, typer exits 130 saying
-    nothing.)"""
+    nothing.) While ``fn`` runs, :data:`autotune.errors.COMMAND_LINE` is set: a campaign's resume hint names
+    a command line, not a script's call."""
     if getattr(fn, "_on_interrupt", False):
         return fn
     import inspect
@@ -106,6 +107,7 @@ def on_interrupt(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        token = COMMAND_LINE.set(True)  # what the library tells the user to run next is a command line
         try:
             return fn(*args, **kwargs)
         except (KeyboardInterrupt, typer.Abort) as exc:
@@ -119,6 +121,8 @@ def on_interrupt(fn):
             if wants_json(fn, kwargs):
                 emit_json({"error": str(exc) or interrupted_message(stores), "kind": "Interrupted", "exit_code": 130})
             raise typer.Exit(130) from None
+        finally:
+            COMMAND_LINE.reset(token)
 
     wrapper._on_interrupt = True
     return wrapper
@@ -366,13 +370,20 @@ def report(result, as_json: bool, extra: dict | None = None) -> None:
     def cost(m) -> str:  # as the tables show it: a time with its unit, a minimized function's value alone
         return seconds(PlainCost(m.cost) if getattr(result.task, "kind", None) == "function" else m.cost)
 
+    better = result.best_including_reused
     if result.best is not None:
         c.print(escape(f"best {cost(result.best)}  config {json.dumps(result.best.candidate.payload)}"))
-    else:
+    elif result.trials:
         c.print("no successful measurement")
-    if result.best_including_reused is not None:
-        better = result.best_including_reused
-        c.print(escape(f"best including reused trials {cost(better)}  config {json.dumps(better.candidate.payload)}"))
-    c.print(f"simulated time {result.simulated_s:.1f} s, wall time {result.wall_s:.2f} s")
+    elif result.reused:  # every evaluation was a look-up: nothing of its own to call successful or not
+        c.print("nothing measured: every trial was reused" + ("" if better is not None else ", none of them successful"))
+    else:
+        c.print("nothing measured")
+    if better is not None:
+        label = "best including reused trials" if result.best is not None else "best of the reused trials"
+        c.print(escape(f"{label} {cost(better)}  config {json.dumps(better.candidate.payload)}"))
+    # simulated time only where something was simulated (a replay, the parallel simulator): a real run has none
+    simulated = f"simulated time {result.simulated_s:.1f} s, " if result.simulated_s > 0 else ""
+    c.print(f"{simulated}wall time {result.wall_s:.2f} s")
     for k, v in (extra or {}).items():
         c.print(escape(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"))

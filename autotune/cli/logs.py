@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -12,6 +13,23 @@ import typer
 from autotune.cli.common import DEFAULT_DB, DbOption, ProgressOption, handle_errors, open_db, writable_output
 from autotune.errors import UsageError
 from autotune.progress import Progress
+
+
+def _remove_if_empty(path: str) -> None:
+    """Remove the SQLite file ``path`` (with its -wal and -shm files) that this command created, when it holds
+    no trial, campaign, task or device: a failed import leaves no database behind."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=1)) as conn:
+            rows = sum(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                       for t in ("trials", "campaigns", "tasks", "devices"))
+    except sqlite3.Error:
+        return
+    if rows == 0:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(path + suffix)
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
@@ -57,14 +75,16 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @handle_errors
     def export_cmd(
         output: Annotated[Path, typer.Option("--output", "-o", help="JSONL file to write ('-': standard output)")],
-        campaign: Annotated[str | None, typer.Option("--campaign", help="Only trials measured by this campaign")] = None,
+        campaign: Annotated[str | None, typer.Option("--campaign", help="Only this campaign: the trials it evaluated and its history")] = None,
         task: Annotated[str | None, typer.Option("--task", help="Task key or name")] = None,
         device: Annotated[str | None, typer.Option("--device", help="Device name or key")] = None,
         status: Annotated[str | None, typer.Option("--status", help="Only this status")] = None,
         db: DbOption = DEFAULT_DB,
     ) -> None:
-        """Write trials (with their task, device and campaign) as JSON lines, losslessly."""
-        from autotune.db.logs import export_file, export_lines
+        """Write a tuning log as JSON lines, losslessly: trials, tasks, devices, campaigns with their histories, cost models.
+
+        --campaign: its history, its models and the trials it evaluated (those it looked up too)."""
+        from autotune.db.logs import export_file, export_items
         from autotune.db.queries import resolve_filters
 
         to_stdout = str(output) == "-"
@@ -77,8 +97,9 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         names = resolve_filters(database, campaign=campaign, task=task, device=device)  # unknown: closest names
         if to_stdout:
             n = 0
-            for n, line in enumerate(export_lines(database, **names, status=status), 1):
+            for line, is_trial in export_items(database, **names, status=status):
                 typer.echo(line)
+                n += is_trial
         else:
             n = export_file(database, output, **names, status=status)
         typer.echo(f"wrote {n} trials to {'standard output' if to_stdout else output}", err=True)
@@ -90,17 +111,27 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         progress: ProgressOption = True,
         db: DbOption = DEFAULT_DB,
     ) -> None:
-        """Import trials exported from another database; trials already present are kept.
+        """Import a tuning log exported from another database; trials, campaigns and models already present are kept.
 
+        The file is one transaction: a malformed line, or a file cut short, imports nothing (no new database file).
         One line says how many trials were read and how many were new. On a terminal, a bar on standard
         error counts the file's lines as they are read (--no-progress: no bar)."""
+        from autotune.db.engine import sqlite_file
         from autotune.db.logs import import_file, jsonl_path
 
         jsonl_path(file)  # a missing file creates no database
         bar = Progress("import", enabled=progress)
+        new_file = sqlite_file(db)
+        if new_file is not None and os.path.exists(new_file):
+            new_file = None  # a database that was there stays, whatever happens
         database = open_db(db)
         try:
             read, added = import_file(database, file, progress=bar)
+        except BaseException:
+            database.close()
+            if new_file is not None:  # a malformed file, or an interrupt: nothing was imported
+                _remove_if_empty(new_file)
+            raise
         finally:
             database.close()
         typer.echo(f"read {read} trials from {file}, {added} new")  # the summary: not repeated on standard error

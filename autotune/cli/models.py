@@ -32,13 +32,15 @@ def _weights(v) -> str:
 # The default table (--wide: every column in full; csv and json: every column, raw).
 MODEL_COLUMNS = [
     Col("id", render=number, right=True),
-    Col("model", width=10),
-    Col("trained_for", header="trained for", flex=True, cut="start"),
+    Col("model", width=10, least=5),
+    Col("task", width=12),
+    Col("device", render=device_text, width=12),
+    Col("campaign", flex=True, cut="distinct", optional=True),  # left out when no model is of a campaign
     Col("n_samples", header="samples", render=number, right=True),
     Col("spearman", render=number, right=True),
     Col("top_k_recall", header="top-k recall", render=number, right=True),
     Col("bytes", header="weights", render=_weights, right=True),
-    Col("pinned", render=number),
+    Col("pinned", render=number, optional=True),  # left out when no model is pinned
     Col("created", render=relative_time, least=10),
 ]
 
@@ -234,9 +236,6 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         if format == "table" and df.empty:
             typer.echo("no stored cost models" + (" match" if task or device or campaign else " yet"), err=True)
             return
-        if format == "table" and not wide:
-            df = df.assign(trained_for=[c if isinstance(c, str) else f"{t or '-'} on {device_text(d) or '-'}"
-                                        for c, t, d in zip(df["campaign"], df["task"], df["device"])])
         write_frame(df, format, columns=MODEL_COLUMNS, wide=wide)
 
     @app.command("predict")

@@ -39,7 +39,7 @@ CampaignFilter = Annotated[str | None, typer.Option("--campaign", help="Campaign
 
 # The default tables (--wide: every column in full; csv and json: every column, raw).
 CAMPAIGN_COLUMNS = [
-    Col("campaign", flex=True, cut="start", least=12),
+    Col("campaign", flex=True, cut="distinct", least=14),
     Col("task", width=12),
     Col("device", render=device_text, width=14),
     Col("algorithm", width=14, cut="middle"),
@@ -53,7 +53,7 @@ CAMPAIGN_COLUMNS = [
 ]
 TRIAL_COLUMNS = [
     Col("id", render=number, right=True),
-    Col("campaign", width=20, cut="start", optional=True),
+    Col("campaign", width=20, cut="distinct", optional=True),
     Col("task", width=20, least=20, optional=True),  # shown for the rows of several tasks (_with_task_column)
     Col("device", render=device_text, width=14),
     Col("status", width=13),
@@ -339,8 +339,12 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                 raise
         else:
             device = device_or_known_gpu(database, device)
-        df = queries.best(database, task=task, device=device, k=k)
-        if df.empty and task and device:  # a device never tuned: the config expected best from similar devices
+        from autotune.db.names import is_stored
+
+        # a GPU of the known table that the database does not have measured nothing: no query to run for it
+        stored = device is None or is_stored(database, "device", device)
+        df = queries.best(database, task=task, device=device, k=k) if stored else None
+        if (df is None or df.empty) and task and device:  # a device never tuned: the config expected best from similar devices
             import pandas as pd
 
             from autotune.transfer.dispatch import best_config

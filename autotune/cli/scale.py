@@ -21,7 +21,7 @@ from autotune.cli.tables import Col, number, seconds
 
 # `tune many`'s table: one line per campaign at any width (the error shortened; --json and the line each
 # campaign printed on standard error as it ended give it whole)
-MANY_COLUMNS = [Col("campaign", flex=True, cut="start", least=12), Col("kind"), Col("status", width=10, least=8),
+MANY_COLUMNS = [Col("campaign", flex=True, cut="distinct", least=12), Col("kind"), Col("status", width=10, least=8),
                 Col("trials", render=number, right=True), Col("best_cost", render=seconds, right=True),
                 Col("error", flex=True, optional=True)]
 
@@ -52,7 +52,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         def show(r: dict) -> None:
             done.append(r)
-            what = f"best {r['best_cost']:.4g} s" if r.get("best_cost") is not None else (r.get("error") or "no result")
+            what = f"best {seconds(r['best_cost'])}" if r.get("best_cost") is not None else (r.get("error") or "no result")
             console.print(f"[{len(done)}/{len(entries)}] {r.get('campaign') or r['kind']}: {r.get('status')}, {what}")
 
         start = time.monotonic()
@@ -93,8 +93,10 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         if json:
             emit_json(out)
         else:
-            best = f"best {out['best_cost']:.6g} s" if out.get("best_cost") is not None else "no successful measurement"
-            typer.echo(f"campaign {out.get('campaign')} ({out.get('status')}): {out.get('trials')} trials, {best}")
+            # the cost as `tune` reports it (a time with its unit); the campaign's trials, and this worker's share
+            best = f"best {seconds(out['best_cost'])}" if out.get("best_cost") is not None else "no successful measurement"
+            here = f" ({out['measured_here']} measured by this worker)" if out.get("measured_here") is not None else ""
+            typer.echo(f"campaign {out.get('campaign')} ({out.get('status')}): {out.get('trials')} trials{here}, {best}")
 
     @app.command("workers")
     @handle_errors

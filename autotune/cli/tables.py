@@ -179,12 +179,72 @@ def device_text(v) -> str:
     return name.replace("(R)", "").replace("(TM)", "")
 
 
+def _shared_ends(values: list[str]) -> dict[str, tuple[int, int]]:
+    """Each value's longest start and longest end that another of ``values`` shares (characters)."""
+    def longest(vals: list[str]) -> dict[str, int]:
+        out = dict.fromkeys(vals, 0)
+        ordered = sorted(vals)
+        for a, b in zip(ordered, ordered[1:]):  # the longest shared start is with a neighbour in sorted order
+            n = len(os.path.commonprefix([a, b]))
+            out[a], out[b] = max(out[a], n), max(out[b], n)
+        return out
+
+    starts = longest(values)
+    ends = {v[::-1]: n for v, n in longest([v[::-1] for v in values]).items()}
+    return {v: (starts[v], ends[v]) for v in values}
+
+
+_WINDOWED = 500  # distinct values beyond which a value is not looked for a stretch no other has (time)
+
+
+def distinct_cuts(values: list[str], width: int) -> dict[str, str]:
+    """Each of ``values`` in at most ``width`` cells, cut so that the rows stay told apart and the text
+    shown still names its value: one that fits stays whole; a longer one keeps its start and its end with
+    '…' between, split to show as much as fits of what no other value shares at its start or its end
+    ('replay-RTX_30…', '…-random-seed0'); where no such split fits, a stretch of its middle that no other
+    value has, between two '…' ('…gemm-RTX_2…'); else its start and end split evenly. Where a name is
+    taken (autotune.db.names), '…' stands for any text, so a cut name that one stored name matches
+    resolves to it. Values are told apart from the other values given, not from every stored name."""
+    from rich.cells import cell_len
+
+    distinct = list(dict.fromkeys(values))
+    long = [v for v in distinct if cell_len(v) > width]
+    out = {v: v for v in distinct if v not in long}
+    if not long or width < 3:
+        return {**out, **{v: shorten(v, width, "middle") for v in long}}
+    ends = _shared_ends(distinct)
+    room = width - 1
+    for v in long:
+        start, end = ends[v]
+        # the split that shows most of what no other value shares, the evenest of those; a start or an end of
+        # 1 to 3 characters says little: none instead
+        splits = sorted((a for a in range(room + 1) if not (0 < a < 4 or 0 < room - a < 4)),
+                        key=lambda a: (-max(0, a - start) - max(0, room - a - end), abs(a - (room - a)), -a))
+        head = next((a for a in splits if a > start or room - a > end), None)
+        cut = None
+        if head is not None:
+            cut = v[:head] + "…" + (v[len(v) - (room - head):] if room - head else "")
+        elif len(distinct) <= _WINDOWED:
+            span, others = width - 2, [o for o in distinct if o != v]
+            # stretches ending just after where v first parts from the value sharing its longest start
+            for at in sorted(range(len(v) - span + 1), key=lambda i: abs(i + span - 1 - start)):
+                piece = v[at:at + span]
+                if not any(piece in o for o in others):
+                    cut = "…" + piece + "…"
+                    break
+        if cut is None or cell_len(cut) > width:
+            cut = shorten(v, width, "middle")
+        out[v] = cut
+    return out
+
+
 @dataclass(frozen=True)
 class Col:
     """How a default table shows one column of a DataFrame: the column, its header, how a value is
     written, and its room: at most ``width`` cells (cut with '…'), or ``flex``: what the other
     columns leave of the console's width. ``cut`` is where a long value loses text: at the ``end``,
-    the ``start`` (campaign names, whose end says the algorithm and seed) or the ``middle``."""
+    the ``start``, the ``middle``, or where it keeps the rows ``distinct`` (:func:`distinct_cuts`:
+    campaign names, whose start and end two campaigns often share, and which a cut text still names)."""
 
     name: str
     header: str | None = None
@@ -227,32 +287,38 @@ def _one_line(s: str) -> str:
     return " ".join(s.split()) if ("\n" in s or "\r" in s or "\t" in s) else s
 
 
-def _squeeze(widths: list[int], cols: list[Col], headers: list[str], cells: list[list[str]], room: int) -> None:
+def _squeeze(widths: list[int], cols: list[Col], headers: list[str], cells: list[list[str]], room: int,
+             min_flex: int = 12) -> None:
     """Narrow the text columns, the widest first, until the columns fit in ``room`` cells: numbers
     (right-aligned columns) and headers are never cut; a text column keeps at least its ``least`` cells
-    (6, 8 for a flexible one) or its longest value when shorter."""
+    (6, 8 for a flexible one) or its longest value when shorter. Where that is still too wide, a flexible
+    column whose ``least`` asks for more than ``min_flex`` cells gives up the difference."""
     from rich.cells import cell_len
 
-    floors = []
-    for c, h, col, w in zip(cols, headers, cells, widths):
-        longest = max([0] + [cell_len(v) for v in col])
-        least = c.least if c.least is not None else 8 if c.flex else 6
-        floors.append(w if c.right else max(cell_len(h), min(longest, least)))
+    longest = [max([0] + [cell_len(v) for v in col]) for col in cells]
     excess = sum(widths) - room
-    while excess > 0:
-        slack = [(widths[i] - floors[i], widths[i], i) for i in range(len(widths)) if widths[i] > floors[i]]
-        if not slack:
-            return
-        i = max(slack, key=lambda t: (t[1], t[0]))[2]
-        widths[i] -= 1
-        excess -= 1
+    for relax in (False, True):
+        floors = []
+        for c, h, n, w in zip(cols, headers, longest, widths):
+            least = c.least if c.least is not None else 8 if c.flex else 6
+            if relax and c.flex:
+                least = min(least, min_flex)
+            floors.append(w if c.right else max(cell_len(h), min(n, least)))
+        while excess > 0:
+            slack = [(widths[i] - floors[i], widths[i], i) for i in range(len(widths)) if widths[i] > floors[i]]
+            if not slack:
+                break
+            i = max(slack, key=lambda t: (t[1], t[0]))[2]
+            widths[i] -= 1
+            excess -= 1
 
 
 def narrow_lines(df, columns: list[Col], title: str = "", width: int | None = None,
                  min_flex: int = 12) -> tuple[list[str], int]:
     """The lines of ``df``'s table laid out by ``columns`` (those absent from ``df`` skipped) for a
     console ``width`` cells wide: [title, folded over as many lines as it needs,] header, rule, one line per row. Fixed columns are cut at
-    their width, the flexible columns share what is left (at least ``min_flex`` cells each), and if
+    their width, the flexible columns share what is left (at least ``min_flex`` cells each, or their
+    ``least`` where that is more), and if
     that is still too wide the widest text columns are narrowed. Returns (lines, index of the header)."""
     from rich.cells import cell_len
 
@@ -271,13 +337,16 @@ def narrow_lines(df, columns: list[Col], title: str = "", width: int | None = No
         fixed = sum(w for i, w in enumerate(widths) if i not in flex)
         room = max(width - fixed - _GAP * (len(cols) - 1), min_flex * len(flex))
         for i, w in zip(flex, _fill([widths[i] for i in flex], room)):
-            widths[i] = max(w, min(widths[i], min_flex), cell_len(headers[i]) if w else 0)
-    _squeeze(widths, cols, headers, cells, width - _GAP * (len(cols) - 1))
+            least = max(min_flex, cols[i].least or 0)  # a column's own least, where it asks for more
+            widths[i] = max(w, min(widths[i], least), cell_len(headers[i]) if w else 0)
+    _squeeze(widths, cols, headers, cells, width - _GAP * (len(cols) - 1), min_flex)
+
+    distinct = {i: distinct_cuts(cells[i], widths[i]) for i, c in enumerate(cols) if c.cut == "distinct"}
 
     def line(values: list[str], cut: bool = True) -> str:
         out = []
-        for v, w, c in zip(values, widths, cols):
-            v = shorten(v, w, c.cut if cut else "end")
+        for i, (v, w, c) in enumerate(zip(values, widths, cols)):
+            v = distinct[i][v] if cut and i in distinct else shorten(v, w, c.cut if cut else "end")
             pad = " " * (w - cell_len(v))
             out.append(pad + v if c.right else v + pad)
         return (" " * _GAP).join(out).rstrip()

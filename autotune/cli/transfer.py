@@ -115,7 +115,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     def export_cmd(
         task: Annotated[str, typer.Option("--task", help="Task key or name")],
         devices: Annotated[list[str] | None, typer.Option("--devices", help="Device names or keys (repeat, or comma-separated; default: every device that measured the task)")] = None,
-        format: Annotated[str | None, typer.Option("--format", "-f", help="json or c-header (default: c-header with --prefix or an --output FILE.h, .hh, .hpp or .cuh, else json)")] = None,
+        format: Annotated[str | None, typer.Option("--format", "-f", help="json or c-header, any case (default: c-header with --prefix or an --output FILE.h, .hh, .hpp or .cuh, else json)")] = None,
         output: Annotated[str | None, typer.Option("--output", "-o", help="Write to this file instead of standard output")] = None,
         prefix: Annotated[str | None, typer.Option("--prefix", help="Macro prefix of the C header (default: the task name)")] = None,
         db: DbOption = DEFAULT_DB,
@@ -130,6 +130,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         if format is None:
             header = prefix is not None or Path(output or "").suffix.lower() in (".h", ".hh", ".hpp", ".cuh")
             format = "c-header" if header else "json"
+        format = format.lower()  # any case, as the listings take --format
         if format not in ("json", "c-header"):
             raise UsageError(f"unknown format {format!r}; valid: json, c-header")
         if prefix is not None and format != "c-header":

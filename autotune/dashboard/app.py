@@ -135,7 +135,7 @@ def create_app(db_url_or_database: str | Database, warm: bool = True) -> Starlet
 
     @api
     def tasks(request: Request) -> dict:
-        return data.tasks()
+        return data.tasks(request.query_params.get("q", ""), _int(request, "limit", 100), _int(request, "offset", 0))
 
     @api
     def task(request: Request) -> dict:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sqlalchemy import Text, cast, func, select
+from sqlalchemy import Text, cast, func, or_, select
 
 from autotune.dashboard.analysis import strategy_layout, transfer_of
+from autotune.dashboard.paging import like_literal
 from autotune.dashboard.rows import NotFound, resolve_stored
 from autotune.db.names import one_task
 from autotune.dashboard.rows import json_value as _json
@@ -103,14 +104,22 @@ class DomainReads:
         return self._cached(("parallel", c.id), summ.version, compute)
 
     # tasks
-    def tasks(self, limit: int = 500) -> dict:
-        """Tasks that have campaigns, with their campaign counts."""
+    def tasks(self, q: str = "", limit: int = 100, offset: int = 0) -> dict:
+        """A page of the tasks that have campaigns, by name, with their campaign counts and how many
+        tasks there are (``total``); optionally those whose name, key or kind contains ``q``."""
+        limit, offset = max(1, min(int(limit), 500)), max(0, int(offset))
+        where = True
+        if q:  # the text as it is: % and _ are no wildcards
+            pat = f"%{like_literal(q)}%"
+            where = or_(*(col.ilike(pat, escape="\\") for col in (TaskRow.name, TaskRow.key, TaskRow.kind)))
+        counted = (select(TaskRow.key, TaskRow.kind, TaskRow.name, func.count(CampaignRow.id))
+                   .join(CampaignRow, CampaignRow.task_id == TaskRow.id).where(where)
+                   .group_by(TaskRow.id, TaskRow.key, TaskRow.kind, TaskRow.name))
         with self.db.session() as s:
-            rows = s.execute(select(TaskRow.key, TaskRow.kind, TaskRow.name, func.count(CampaignRow.id))
-                             .join(CampaignRow, CampaignRow.task_id == TaskRow.id)
-                             .group_by(TaskRow.id, TaskRow.key, TaskRow.kind, TaskRow.name)
-                             .order_by(TaskRow.name).limit(limit)).all()
-        return {"tasks": [{"key": k, "kind": kind, "name": n, "campaigns": cnt} for k, kind, n, cnt in rows]}
+            total = s.scalar(select(func.count()).select_from(counted.subquery()))
+            rows = s.execute(counted.order_by(TaskRow.name, TaskRow.id).limit(limit).offset(offset)).all()
+        return {"total": total, "offset": offset, "limit": limit,
+                "tasks": [{"key": k, "kind": kind, "name": n, "campaigns": cnt} for k, kind, n, cnt in rows]}
 
     def task(self, key: str) -> dict:
         """A task (by key, or by name when one task has it): the devices that measured it compared by

@@ -21,7 +21,7 @@ from autotune.campaign import Campaign, CampaignResult, check_run
 from autotune.campaign.resume import recipe_path
 from autotune.db import open_database
 from autotune.drivers.function import budgets, check_has_points, with_task
-from autotune.errors import UsageError, argument
+from autotune.errors import UsageError, argument, check_campaign_name
 from autotune.runners.command import CommandRunner
 from autotune.search_spaces.space_file import load_space_file
 
@@ -35,6 +35,7 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
     running ``argv`` with its ``{knob}`` placeholders filled in. Without a budget: 100 trials.
     ``fresh``: delete a campaign of that name first (its trials stay, reused as look-ups).
     ``options``: the algorithm's options, and the cost-model guidance's (``autotune algorithms``)."""
+    check_campaign_name(campaign)
     if isinstance(argv, (str, bytes)):  # one string would be run as its characters
         raise UsageError(f"argv must be a list of the program and its arguments, not one string: "
                          f"{str(argv)[:80]!r}; e.g. shlex.split({str(argv)[:40]!r})")

@@ -25,7 +25,7 @@ from autotune.algorithms.model_guided import make_search
 from autotune.algorithms.registry import DEFAULT_ALGORITHM, DEFAULT_COST_MODEL, check_options
 from autotune.campaign import Campaign, CampaignResult, check_run
 from autotune.db import open_database
-from autotune.errors import UsageError
+from autotune.errors import UsageError, check_campaign_name
 from autotune.runners.function import FunctionRunner, unpartial
 from autotune.search_spaces.constraints import Constraint
 from autotune.search_spaces.knobs import KnobSpace
@@ -139,6 +139,7 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
     """
     if campaign is not None and not (isinstance(campaign, str) and campaign.strip()):
         raise UsageError(f"the campaign name must be a non-empty string, not {campaign!r}")
+    check_campaign_name(campaign)
     options = check_options(algorithm, options, cost_model)
     algo = make_search(algorithm, cost_model, **options)  # validates the names before anything is written
     runner = FunctionRunner(objective, isolate=isolate, timeout_s=timeout_s, memory_limit=memory_limit)

@@ -42,7 +42,7 @@ from autotune.db import open_database
 from autotune.db.database import Database
 from autotune.db.op_costs import DatabaseOpCostCache
 from autotune.drivers.graph_store import estimated_note, estimated_on_device, graph_device, own_history, store_rules
-from autotune.errors import Interrupted, UsageError, argument
+from autotune.errors import Interrupted, UsageError, argument, check_campaign_name
 from autotune.progress import Progress, make_progress
 from autotune.runners.graph import (
     GraphCostRunner,
@@ -224,6 +224,7 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
     else the model), as a user chains tools; the model kept is then the fastest of the original, the
     peer's and ours (CPU only)."""
     t_start = time.perf_counter()
+    check_campaign_name(campaign)
     bar = make_progress(progress, "optimize_graph")
     check_device(device)
     trials, time_budget = _budgets(trials, time_budget, batch)

@@ -18,7 +18,7 @@ from autotune.algorithms.registry import (
 )
 from autotune.campaign import Campaign, check_run, checked_seed
 from autotune.db import open_database
-from autotune.errors import UsageError, argument
+from autotune.errors import UsageError, argument, check_campaign_name
 from autotune.search_spaces.kernels import TEMPLATES
 
 DEFAULT_SHAPES = {"gemm": "1024,1024,1024", "conv2d": "1,64,56,56,64,3,3,stride=1,pad=1", "softmax": "4096,4096"}
@@ -99,6 +99,7 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
     of the cluster at this address (``local``, ``auto`` or HOST:PORT); builds run on its CPUs.
     ``fresh``: delete a campaign of that name first (its trials stay, reused as look-ups).
     ``options``: the algorithm's options, and the cost-model guidance's (``autotune algorithms``)."""
+    check_campaign_name(campaign)
     if name not in TEMPLATES:
         raise UsageError(f"unknown kernel {name!r}; valid: {', '.join(TEMPLATES)}")
     from autotune.runners.cuda import CUDA_BACKENDS

@@ -25,7 +25,7 @@ from autotune.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_
 from autotune.campaign import Campaign, check_run
 from autotune.db import open_database
 from autotune.drivers.function import constraint_texts
-from autotune.errors import UsageError
+from autotune.errors import UsageError, check_campaign_name
 from autotune.progress import Progress, make_progress, stderr_is_terminal
 from autotune.runners.timing import Protocol
 from autotune.search_spaces.kernels.user_arguments import check_answer
@@ -209,6 +209,7 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
     on standard error for the compile check and the search, and a closing summary line (True, False,
     or an :class:`autotune.progress.Progress`; default: on when standard error is a terminal or with
     ``verbose``, off with ``quiet``; the bars themselves are drawn only on a terminal)."""
+    check_campaign_name(campaign)
     strategy_options, device_index, smem_args = _check_options(ignored_kt_options)
     # arguments that are only used late (by the runners, or after the search) are checked first
     run_timeout = ignored_kt_options.get("run_timeout")

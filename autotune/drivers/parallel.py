@@ -28,7 +28,7 @@ from autotune.campaign import Campaign, check_run
 from autotune.campaign.resume import recipe_path
 from autotune.db import open_database, open_existing_database, queries
 from autotune.db.calibration import measured
-from autotune.errors import UsageError, argument, did_you_mean
+from autotune.errors import UsageError, argument, check_campaign_name, did_you_mean
 from autotune.progress import Progress, make_progress
 from autotune.runners.simulator import SimulatorRunner
 from autotune.runners.simulator.calibration import calibrated
@@ -191,6 +191,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     own). ``command_files``: the files the command line writes the result to (``{"output": ...,
     "timeline": ...}``), kept with the campaign's recipe so that the command printed to resume it
     (on Ctrl-C) writes them too; this call writes nothing."""
+    check_campaign_name(campaign)
     if trials is not None and trials < 0:
         raise UsageError(f"the trial budget must be >= 0 simulations after the baselines, not {trials}")
     if time_budget is not None and not time_budget > 0:

@@ -14,7 +14,7 @@ from autotune.algorithms.registry import (
 from autotune.campaign import Campaign, CampaignResult, check_run
 from autotune.campaign.resume import recipe_path
 from autotune.db import open_database
-from autotune.errors import UsageError, argument
+from autotune.errors import UsageError, argument, check_campaign_name
 from autotune.runners.replay import ReplayRunner
 from autotune.search_spaces.replay import ReplaySpace, cache_label
 
@@ -35,6 +35,7 @@ def tune_replay(cache: str, algorithm: str = DEFAULT_ALGORITHM, cost_model: str 
     stay, reused as look-ups). ``options``: the algorithm's options, and the cost-model guidance's
     (``autotune algorithms``).
     """
+    check_campaign_name(campaign)
     options = check_options(algorithm, options, cost_model)
     if options and transfer_from:
         raise UsageError(f"algorithm options ({argument('options', '--option')}) apply to the ordinary search, not to a "

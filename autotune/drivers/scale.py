@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from autotune.errors import AutotuneError, UsageError, argument, did_you_mean
+from autotune.errors import AutotuneError, UsageError, argument, check_campaign_name, did_you_mean
 
 KINDS = {
     "replay": ("autotune.drivers.replay", "tune_replay"),
@@ -135,6 +135,10 @@ def load_many(path: str | Path) -> list[dict]:
             raise UsageError(f"{path}: campaign {i} names no kind ({', '.join(KINDS)})")
         run = {k: entry.pop(k) for k in ("campaign", "db") if k in entry}
         check_args(kind, entry, where=f"{path}: campaign {i}: ")
+        try:
+            check_campaign_name(run.get("campaign"))
+        except UsageError as exc:
+            raise UsageError(f"{path}: campaign {i}: {exc}") from None
         entries.append({"kind": kind, "args": entry, **run})
     names = [e["campaign"] for e in entries if "campaign" in e]
     if len(names) != len(set(names)):

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from sqlalchemy import select
 
 from autotune.algorithms.base import SearchAlgorithm
-from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP, same_sources_spec
+from autotune.algorithms.registry import DEFAULT_TRANSFER_TOP, check_same_sources, same_sources_spec
 from autotune.algorithms.warm_start import SourceData, WarmStart
 from autotune.db import transfer as store
 from autotune.db.models import CampaignRow
@@ -41,13 +41,9 @@ def choose_sources(db, task: Task, target: Device, spec: str, max_auto: int = 2,
                              f"{', '.join(gone)} any more; start it afresh ({argument('fresh=True', '--fresh')}) or "
                              f"choose another {argument('campaign')} name")
         picked = [s for k in kept for s in ranked if s.device.key == k]
-    elif spec.strip().lower() == "auto":
+    elif (names := spec_names(spec)) is None:
         picked = pick_auto(ranked, max_auto, min_score)
     else:
-        names = [n.strip() for n in spec.split(",") if n.strip()]
-        if not names:
-            raise UsageError(f"{argument('transfer_from')} {spec!r} names no device; give DEVICE[,DEVICE...] (names or "
-                             "keys in the database) or auto")
         picked = {}
         have = ", ".join(sorted({s.device.name for s in ranked})) or "none"
         for n in names:
@@ -76,6 +72,21 @@ def choose_sources(db, task: Task, target: Device, spec: str, max_auto: int = 2,
             picked.setdefault(hit[0].device.key, hit[0])  # a device named twice is one source, weighed once
         picked = list(picked.values())
     return [source_data(s, others[s.device.key][1]) for s in picked]
+
+
+def spec_names(spec: str) -> list[str] | None:
+    """The device names a ``transfer_from`` spec gives, None for ``auto`` (any case); UsageError for one that
+    names no device, or that mixes ``auto`` (not a device: the most similar ones, chosen alone) with names."""
+    names = [n.strip() for n in str(spec).split(",") if n.strip()]
+    if [n.lower() for n in names] == ["auto"]:
+        return None
+    if any(n.lower() == "auto" for n in names):
+        raise UsageError(f"{argument('transfer_from')} {spec!r} mixes auto with device names; give auto alone (the "
+                         "most similar devices that measured the task) or DEVICE[,DEVICE...]")
+    if not names:
+        raise UsageError(f"{argument('transfer_from')} {spec!r} names no device; give DEVICE[,DEVICE...] (names or "
+                         "keys in the database) or auto")
+    return names
 
 
 def pick_auto(ranked: list[Similar], max_auto: int = 2, min_score: float = 0.3) -> list[Similar]:
@@ -127,8 +138,13 @@ def warm_started(db, task: Task, target: Device, algorithm: str, spec: str, top_
     error unless ``quiet``."""
     from autotune.algorithms.registry import make_algorithm
 
+    spec_names(spec)  # a malformed spec is refused first, whatever the database holds
     name = named(f"{WarmStart.name}+{make_algorithm(algorithm).name}")
     warm, sources = warm_start_search(db, task, target, algorithm, spec, top_k, campaign=None if fresh else name)
+    if not fresh and db.campaign_is_for(name, task, target):  # the campaign refuses other sources: before they are said
+        with db.session() as s:
+            stored = s.scalar(select(CampaignRow.options).where(CampaignRow.name == name))
+        check_same_sources(name, stored, (recipe or {}).get("args") or {"transfer_from": spec, "transfer_top": top_k})
     if recipe is not None:
         recipe["sources"] = {s.device.key: s.device.name for s in sources}
     if not quiet:

@@ -75,7 +75,8 @@ def test_ctrl_c_stores_marks_interrupted_and_a_rerun_finishes(db_url, tmp_path, 
     res = Campaign("c", space, "random", ReplayRunner(space.cache), db, trials=60, batch=8, seed=4, recipe=RECIPE).run()
     assert res.resumed and res.status == "finished" and res.trials == 60 and res.measured_here == 36
     assert db.campaign("c").status == "finished"
-    # the interrupted batch was lost before it was stored, as a killed run's: the search goes on where it was
+    # the runner stopped before the fourth batch's first candidate, so nothing of it was measured, as in a killed
+    # run: the search goes on where it was
     ref = open_database(f"sqlite:///{tmp_path / 'ref.db'}")
     Campaign("c", space, "random", ReplayRunner(space.cache), ref, trials=60, batch=8, seed=4).run()
     assert _keys(db, "c") == _keys(ref, "c")
@@ -98,7 +99,9 @@ def test_results_measured_before_ctrl_c_are_stored(sqlite_url, capsys):
     algo.tell = interrupting_tell
     with pytest.raises(KeyboardInterrupt):
         Campaign("m", space, algo, ReplayRunner(space.cache), db, trials=40, batch=8, seed=2).run()
-    assert "interrupted: 24 trials stored; resume with: rerun the same command with --campaign m" in capsys.readouterr().err
+    # a campaign run from a script: the script says how a script resumes it (a script has no --campaign)
+    assert ("interrupted: 24 trials stored; resume with: rerun the script, or call it again with the campaign name 'm'"
+            in capsys.readouterr().err)
     assert db.campaign("m").status == "interrupted" and len(set(_keys(db, "m"))) == 24
     res = Campaign("m", space, "random", ReplayRunner(space.cache), db, trials=40, batch=8, seed=2).run()
     assert res.status == "finished" and res.trials == 40 and len(set(_keys(db, "m"))) == 40
@@ -159,9 +162,10 @@ def test_resume_commands_of_each_kind():
                                            "trials": 5, "algorithm": "evolutionary", "cost_model": "xgb"}}
     assert resume_command("c1", command) == ("autotune tune command --space '/x/space yaml' --trials 5 --campaign c1 "
                                              "-- ./bench --block '{block}'")
-    assert resume_command("g", {"kind": "graph", "args": {}}) == (
+    assert resume_command("g", {"kind": "graph", "args": {}}, command_line=True) == (
         "rerun the same command with --campaign g (or: autotune worker --campaign g)")
-    assert resume_command("s", None) == "rerun the same command with --campaign s"
+    assert resume_command("s", None, command_line=True) == "rerun the same command with --campaign s"
+    assert resume_command("s", None, command_line=False) == "rerun the script, or call it again with the campaign name 's'"
 
 
 def test_resume_commands_of_graph_and_parallel_campaigns():
@@ -179,7 +183,8 @@ def test_resume_commands_of_graph_and_parallel_campaigns():
     no_output = {**graph, "files": {}}
     threads = {**graph, "args": {**graph["args"], "threads": 4}}
     for recipe in (no_output, threads):
-        assert resume_command("g1", recipe) == "rerun the same command with --campaign g1 (or: autotune worker --campaign g1)"
+        assert resume_command("g1", recipe, command_line=True) == (
+            "rerun the same command with --campaign g1 (or: autotune worker --campaign g1)")
     parallel = {"kind": "parallel", "args": {
         "model": "nmt", "cluster": "p100-4x4", "batch": 8, "algorithm": "mcmc", "trials": 1000, "seed": 0,
         "time_budget": None, "options": {}, "microbatches": 1, "measured_db": "sqlite:///m.db", "measured_device": None},
@@ -197,7 +202,7 @@ def test_a_resume_command_never_prints_a_password_and_runs_with_autotune_db(monk
     monkeypatch.delenv("AUTOTUNE_DB", raising=False)
     line = resume_command("r", replay, secret)
     assert "s3cret" not in line and line.endswith('--campaign r --db "$AUTOTUNE_DB"')
-    assert resume_command("r", None, secret) == 'rerun the same command with --campaign r'
+    assert resume_command("r", None, secret, command_line=True) == 'rerun the same command with --campaign r'
     assert resume_command("g", {"kind": "graph"}, secret).endswith('--campaign g --db "$AUTOTUNE_DB")')
     plain = SimpleNamespace(url="postgresql+psycopg://me@db.example/tuning")
     assert resume_command("r", replay, plain).endswith("--campaign r --db postgresql+psycopg://me@db.example/tuning")

@@ -128,7 +128,8 @@ def _long_frames() -> dict[str, tuple[list[Col], pd.DataFrame]]:
     transfer = pd.DataFrame([{"task": LONG, "task_key": "a" * 16, "device": LONG, "source": "transfer",
                               "from": ", ".join(f"{LONG} (similarity 0.9)" for _ in range(3)),
                               "config": {f"k{i}": i for i in range(50)}}])
-    models = pd.DataFrame([{"id": 99999, "model": "graph-op-regression", "trained_for": LONG, "n_samples": 123456,
+    models = pd.DataFrame([{"id": 99999, "model": "graph-op-regression", "task": "task-" + LONG,
+                            "device": "NVIDIA " + LONG, "campaign": "c-" + LONG, "n_samples": 123456,
                             "spearman": 0.123456, "top_k_recall": 0.5, "bytes": 10 ** 9, "pinned": True,
                             "created": stamp}] * 2)
     devices = pd.DataFrame([{"name": LONG, "kind": "simulated", "architecture": "Ada Lovelace Extra",
@@ -197,7 +198,7 @@ def test_campaigns_table(tuned):
                                 "best", "updated"]  # the recording's failed configurations: errors
     assert all(line.rstrip().endswith("just now") or line.rstrip().endswith("min ago") for line in lines[2:])
     assert " ms " in lines[2] + " " and "RTX 3090" in lines[2] and "NVIDIA" not in lines[2]
-    assert "…" in lines[2]  # the long derived campaign names, cut at the start
+    assert "…" in lines[2]  # the long derived campaign names, cut
     assert "seed0" in lines[2] and "seed0" in lines[3]
     wide = run("campaigns", "--wide", "--db", tuned).stdout
     assert "replay-pnpoly-rtx3090-mcmc+xgb-seed0" in wide and "0efbdfd8166f602c" in wide  # full name, full key
@@ -242,8 +243,8 @@ def test_best_models_and_devices_tables(tuned):
     models = run("models", "--db", tuned)
     n = len(json.loads(run("models", "--format", "json", "--db", tuned).stdout))
     lines = _table(models, n)
-    assert lines[0].split() == ["id", "model", "trained", "for", "samples", "spearman", "top-k", "recall", "weights",
-                                "pinned", "created"]
+    assert lines[0].split() == ["id", "model", "task", "device", "campaign", "samples", "spearman", "top-k", "recall",
+                                "weights", "created"]  # no model is pinned: no pinned column
     assert "pruned" in r_join(lines[2:-1]) and "KiB" in lines[-1]  # only the latest model keeps its weights
     latest = _table(run("models", "--latest", "--db", tuned), 1)
     assert latest[2].split()[0] == lines[-1].split()[0]

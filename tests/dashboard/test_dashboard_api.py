@@ -88,6 +88,23 @@ def test_task_page_compares_devices_and_shows_transfer(client):
     assert {t["name"] for t in get(client, "tasks")["tasks"]} >= {"toy_kernel", "synthetic", "cn_pnpoly"}
 
 
+def test_task_list_pages_with_its_total_and_filters(client):
+    """The tasks page pages as the campaign list does: a page, its offset and the total, by name."""
+    every = get(client, "tasks", limit=500)
+    assert every["total"] == len(every["tasks"]) >= 4
+    names = [t["name"] for t in every["tasks"]]
+    assert names == sorted(names)
+    paged = [t for off in range(0, every["total"], 2) for t in get(client, "tasks", limit=2, offset=off)["tasks"]]
+    assert paged == every["tasks"]
+    page = get(client, "tasks", limit=2, offset=2)
+    assert (page["offset"], page["limit"], page["total"], len(page["tasks"])) == (2, 2, every["total"], 2)
+    synthetic = get(client, "tasks", q="SYNTH")
+    assert [t["name"] for t in synthetic["tasks"]] == ["synthetic"] and synthetic["total"] == 1
+    assert get(client, "tasks", q="%")["total"] == 0  # % is a plain character
+    assert get(client, "tasks", limit=10_000)["limit"] == 500
+    get(client, "tasks", expect=400, limit="many")
+
+
 def test_graph_and_parallel_views(client, demo_db):
     if demo_db["graph"]:
         g = get(client, "graph", campaign="graph-demo")
@@ -146,6 +163,10 @@ def test_postgresql_serves_the_same_answers(postgres_url, tmp_path, bulk_campaig
         assert len([t for p in pages(c, "bulk-pg", 200, status="TIMEOUT") for t in p]) == small["counts"].get("TIMEOUT", 0)
         assert len(get(c, "sample", campaign="bulk-pg")["trials"]) == 1500
         assert get(c, "task", task="toy_kernel")["devices"][0]["trials"] == 20
+        kernels = get(c, "tasks", q="KERNEL", limit=1)  # both tasks are of kind kernel: a page of one of two
+        assert kernels["total"] == 2 and [t["name"] for t in kernels["tasks"]] == ["synthetic"]
+        tasks = get(c, "tasks", q="Toy_K")
+        assert tasks["total"] == 1 and [(t["name"], t["campaigns"]) for t in tasks["tasks"]] == [("toy_kernel", 2)]
         assert get(c, "campaign", expect=404, campaign="bulk-pq")["suggestions"][0] == "bulk-pg"
 
 

@@ -250,5 +250,8 @@ def test_cli_models_pin_unpin_and_latest(db, db_url):
     assert json.loads(run("models", "--format", "json", "--db", db_url).stdout)[1]["pinned"] is False  # nothing done
     r = run("models", "--latest", "--db", db_url)
     lines = r.stdout.splitlines()
-    assert r.exit_code == 0 and lines[0].split()[:2] == ["id", "model"] and "pinned" in lines[0]
+    # the pinned column shows only where a listed model is pinned: neither of the latest two is
+    assert r.exit_code == 0 and lines[0].split()[:2] == ["id", "model"] and "pinned" not in lines[0]
     assert len(lines) == 4 and max(map(len, lines)) <= 100  # header, rule, two models
+    header = run("models", "--db", db_url).stdout.splitlines()[0]  # model pinned - 1 is pinned
+    assert "pinned" in header and "campaign" in header

@@ -68,7 +68,11 @@ def test_best_and_top_give_what_reading_every_trial_gives(log):
     assert list(queries.trials(db, top=4, device="gpu-2", task="task-1")["candidate_key"]) == [r[3] for r in on_one[:4]]
     assert queries.count_trials(db, device="gpu-0") == len(queries.trials(db, device="gpu-0", limit=10_000)) > 0
     assert set(queries.trials(db, device="gpu-0", limit=5)["device"]) == {"gpu-0"}
-    assert queries.best(db, device="no-such-device").empty and queries.trials(db, top=3, task="no-such-task").empty
+    from autotune.db.names import UnknownName
+
+    for call in (lambda: queries.best(db, device="no-such-device"), lambda: queries.trials(db, top=3, task="no-such-task")):
+        with pytest.raises(UnknownName):  # an unknown name is refused, naming the closest, as on the command line
+            call()
 
 
 def test_sqlite_answers_them_without_reading_every_trial(sqlite_url):
@@ -106,16 +110,17 @@ def test_export_reads_the_log_a_page_at_a_time_and_writes_every_trial_once(log):
     trials is read, and every trial is written once, oldest first (SQLite and PostgreSQL)."""
     import json
 
-    from autotune.db.logs import export_lines
+    from autotune.db.logs import export_items
 
     db, _ = log
     total = db.count_trials()
     reads = []
     event.listen(db.engine, "before_cursor_execute",
                  lambda conn, cursor, sql, params, context, many: reads.append(sql) if "FROM trials" in sql else None)
-    lines = export_lines(db, page=40)
-    first = json.loads(next(lines))
+    trial_lines = (line for line, is_trial in export_items(db, page=40) if is_trial)
+    first = json.loads(next(trial_lines))
     assert len(reads) == 1 and "LIMIT" in reads[0]
-    keys = [(d["task"]["name"], d["device"]["name"], d["candidate_key"]) for d in [first, *map(json.loads, lines)]]
+    keys = [(d["task"]["name"], d["device"]["name"], d["candidate_key"]) for d in [first, *map(json.loads, trial_lines)]]
     assert len(keys) == len(set(keys)) == total > 3 * 40 and len(reads) <= total // 40 + 1
-    assert len(list(export_lines(db, device="gpu-1", page=7))) == queries.count_trials(db, device="gpu-1")
+    assert sum(is_trial for _, is_trial in export_items(db, device="gpu-1", page=7)) == \
+        queries.count_trials(db, device="gpu-1")

@@ -107,7 +107,9 @@ def test_wall_time_objective_and_format_specs(tmp_path):
                        tmp_path / "s.yaml", campaign="w", db=url, algorithm="grid", cost_model=None)
     costs = {c["t"]: cost for c, cost in zip(*(queries.trials(open_database(url), campaign="w")[k]
                                               for k in ("config", "cost")))}
-    assert 0.05 <= costs[0.05] < 0.25 and 0.3 <= costs[0.3] < 0.6 and res.best.candidate.payload == {"t": 0.05}
+    # the wall time includes the program's start, which a loaded machine can make long: only lower bounds and order
+    assert costs[0.05] >= 0.05 and costs[0.3] >= 0.3 and costs[0.3] > costs[0.05]
+    assert res.best.candidate.payload == {"t": 0.05}
     assert substitute("{t:.2f}|{{t}}|{t!r}", {"t": 0.5}) == "0.50|{t}|0.5"
 
 

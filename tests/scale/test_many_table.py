@@ -22,7 +22,8 @@ def test_the_summary_table_off_a_terminal_has_one_line_per_campaign(tmp_path, sq
         "campaign", "kind", "status", "trials", "best_cost", "error"]
     assert len(lines) == 5 and all(len(line) <= 100 for line in lines), r.stdout
     ok, bad = lines[3].split(), lines[4].split()
-    assert ok[0].endswith("-shortened-in-the-table") and ok[1:4] == ["replay", "finished", "4"] and ok[5] == "ms"
+    assert ok[0].startswith("a-campaign-") and ok[0].endswith("-in-the-table") and "…" in ok[0]  # cut, both ends kept
+    assert ok[1:4] == ["replay", "finished", "4"] and ok[5] == "ms"
     assert bad[:3] == ["bad", "replay", "failed"] and bad[3].startswith("cache")
     # the whole error is in the line the campaign printed on standard error as it ended, one line each too
     assert [line.split(":")[0] for line in r.stderr.splitlines()] == [f"[1/2] {long_name}", "[2/2] bad"]

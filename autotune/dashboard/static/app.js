@@ -1,5 +1,6 @@
 // autotune dashboard: a single page over the JSON endpoints under /api/ (autotune/dashboard/app.py).
-// Routes live in the URL hash: #/ (campaigns), #/campaign/NAME, #/tasks, #/task/KEY, #/models.
+// Routes live in the URL hash: #/ (campaigns), #/campaign/NAME, #/tasks, #/task/KEY, #/models; the lists keep their
+// filter and page there too (#/?q=TEXT&page=N, #/tasks?q=TEXT&page=N).
 "use strict";
 
 const LIVE_MS = 10000;
@@ -80,6 +81,8 @@ const positiveCosts = (cs) => {
 const fmtInt = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US"));
 const fmtNum = (v, d = 3) => (v === null || v === undefined || !isFinite(v) ? "—"
   : Math.abs(v) >= 1000 ? Number(v).toLocaleString("en-US", { maximumFractionDigits: 0 }) : Number(v).toPrecision(d));
+// a duration in seconds, written as costs in seconds are: 4 significant digits with a unit ("22.96 s", "990 ms")
+const fmtSeconds = (s) => fmtCost(s);
 const fmtTime = (t) => (t ? String(t).replace("T", " ").slice(0, 19) : "—");
 const fmtBytes = (b) => (b === null || b === undefined ? "—" : `${(b / 2 ** 30).toFixed(2)} GiB`);
 
@@ -164,7 +167,13 @@ function route() {
   liveRefresh = null;
   const hash = location.hash.replace(/^#/, "") || "/";
   const view = document.getElementById("view");
-  const parts = hash.split("/").filter((p) => p !== "");
+  // a list's filter and page follow a "?" (#/?q=TEXT&page=N, #/tasks?q=TEXT); a campaign's or task's name is
+  // taken whole (any "?" in a link's name is encoded)
+  const at = hash.indexOf("?");
+  const head = (at < 0 ? hash : hash.slice(0, at)).split("/").filter((p) => p !== "");
+  const named = head[0] === "campaign" || head[0] === "task";
+  const parts = named ? hash.split("/").filter((p) => p !== "") : head;
+  const query = new URLSearchParams(named || at < 0 ? "" : hash.slice(at + 1));
   const page = parts[0] || "campaigns";
   for (const a of document.querySelectorAll("header nav a")) {
     a.classList.toggle("active", a.dataset.nav === (page === "campaign" ? "campaigns" : page === "task" ? "tasks" : page));
@@ -185,9 +194,9 @@ function route() {
   let render;
   if (page === "campaign" && parts.length > 1) render = () => campaignPage(view, decodeURIComponent(parts.slice(1).join("/")), gen);
   else if (page === "task" && parts.length > 1) render = () => taskPage(view, decodeURIComponent(parts.slice(1).join("/")), gen);
-  else if (page === "tasks") render = () => tasksPage(view, gen);
+  else if (page === "tasks") render = () => tasksPage(view, gen, query);
   else if (page === "models") render = () => modelsPage(view, gen);
-  else render = () => campaignsPage(view, gen);
+  else render = () => campaignsPage(view, gen, query);
   render().then(() => { if (gen === generation) view.dataset.ready = "1"; })
     .catch((err) => { if (gen === generation) { showError(view, err); view.dataset.ready = "error"; } });
 }
@@ -215,13 +224,58 @@ function liveFailed(view, err) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// paged lists (campaigns, tasks): their filter and page live in the URL hash, so that Back from a campaign or a task
+// returns to the same page of the list
+
+const LIST_LIMIT = 50;
+
+function listState(query) {
+  // the filter and page a list opens on, from the hash's query (#/?q=TEXT&page=N), and the hash it shows (hash)
+  const page = parseInt(query.get("page"), 10);
+  return { q: (query.get("q") || "").trim(), offset: page > 1 ? (page - 1) * LIST_LIMIT : 0, limit: LIST_LIMIT,
+    hash: location.hash };
+}
+
+function keepListState(path, state, gen) {
+  // the list's filter and page written into the hash in place (replaceState: no new history entry, no reload). Only
+  // while the hash is still the one the list shows: an answer that arrives after a link was followed, before its
+  // hashchange ran, must not send the address back to the list
+  if (gen !== generation || location.hash !== state.hash) return;
+  const qs = new URLSearchParams();
+  if (state.q) qs.set("q", state.q);
+  if (state.offset > 0) qs.set("page", String(Math.floor(state.offset / state.limit) + 1));
+  const hash = `#${path}${qs.toString() ? "?" + qs : ""}`;
+  if (location.hash !== hash) history.replaceState(history.state, "", hash);
+  state.hash = location.hash;
+}
+
+function listPager(pager, data, shown, state, load) {
+  // Prev, "first–last of total" and Next under a list
+  const first = data.total ? data.offset + 1 : 0;
+  const last = data.offset + shown;
+  pager.replaceChildren(
+    el("button", { disabled: data.offset === 0, onclick: () => { state.offset = Math.max(0, state.offset - state.limit); load(); } }, "‹ Prev"),
+    el("span", { class: "muted" }, `${fmtInt(first)}–${fmtInt(last)} of ${fmtInt(data.total)}`),
+    el("button", { disabled: last >= data.total, onclick: () => { state.offset += state.limit; load(); } }, "Next ›"));
+}
+
+function pastTheEnd(data, shown, state) {
+  // a page past the list's end (a page number from the hash, rows deleted since): the last page instead
+  const lastPage = Math.floor(Math.max(0, data.total - 1) / state.limit) * state.limit;
+  if (shown || !data.total || state.offset <= lastPage) return false;
+  state.offset = lastPage;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
 // campaigns list
 
-async function campaignsPage(view, gen) {
-  const state = { q: "", offset: 0, limit: 50 };
+async function campaignsPage(view, gen, query) {
+  const state = listState(query);
   const search = el("input", { type: "search", placeholder: "filter by name, task, device, algorithm", id: "campaign-search" });
+  search.value = state.q;
   const body = el("div", { id: "campaigns" });
-  const pager = el("div", { class: "pager" });
+  const pager = el("div", { class: "pager", id: "campaigns-pager" });
   view.replaceChildren(el("h1", {}, "Campaigns"), card(null, el("div", { class: "toolbar" }, search), body, pager));
   let timer = null;
   search.addEventListener("input", () => {
@@ -232,6 +286,8 @@ async function campaignsPage(view, gen) {
   async function load() {
     const data = await api("campaigns", { q: state.q, offset: state.offset, limit: state.limit });
     if (gen !== generation) return;
+    if (pastTheEnd(data, data.campaigns.length, state)) { await load(); return; }
+    keepListState("/", state, gen);
     const rows = data.campaigns.map((c) => el("tr", {},
       el("td", {}, campaignLink(c.name)),
       el("td", {}, taskLink(c.task_key, c.task), " ", el("span", { class: "tag" }, c.task_kind)),
@@ -248,12 +304,7 @@ async function campaignsPage(view, gen) {
         { label: "reused look-ups", num: true }, { label: "errors", num: true }, { label: "best cost", num: true },
         { label: "updated", num: true }], rows, { id: "campaign-table" })
       : note(state.q ? "no campaign matches" : "no campaign in this database yet"));
-    const first = data.total ? data.offset + 1 : 0;
-    const last = data.offset + data.campaigns.length;
-    pager.replaceChildren(
-      el("button", { disabled: data.offset === 0, onclick: () => { state.offset = Math.max(0, state.offset - state.limit); load(); } }, "‹ Prev"),
-      el("span", { class: "muted" }, `${fmtInt(first)}–${fmtInt(last)} of ${fmtInt(data.total)}`),
-      el("button", { disabled: last >= data.total, onclick: () => { state.offset += state.limit; load(); } }, "Next ›"));
+    listPager(pager, data, data.campaigns.length, state, load);
   }
   await load();
   live(load);
@@ -348,7 +399,7 @@ function renderHead(head, c) {
       kpi("errors", fmtInt(c.errors)),
       kpi("best cost", fmtCost(c.best_cost, c.task_kind)),
       c.best_cost_including_reused !== c.best_cost ? kpi("best incl. reused", fmtCost(c.best_cost_including_reused, c.task_kind)) : null,
-      kpi("simulated time", `${fmtNum(c.simulated_s, 4)} s`),
+      chargesSimulatedTime(c.task_kind, c.simulated_s) ? kpi("simulated time", fmtSeconds(c.simulated_s)) : null,
       kpi("updated", fmtTime(c.updated))),
     c.complete ? null : el("div", { class: "note" }, `still reading this campaign's history (${fmtInt(c.evaluations)} evaluations so far): the figures fill in as the page refreshes`),
     c.transfer ? el("div", {}, el("b", {}, "transfer: "), `${c.transfer.algorithm} `,
@@ -369,6 +420,18 @@ function renderStatuses(div, c) {
     margin: { l: 60, r: 20, t: 20, b: 60 } });
 }
 
+// simulated time: what a replay charges each measurement (the compile and benchmark time its recording took). A
+// replay shows it even at 0 (none charged yet); other kinds only when their runner charged some
+function chargesSimulatedTime(kind, seconds) { return kind === "replay" || seconds > 0; }
+function noSimulatedTime(kind) {
+  // why the convergence by simulated time is empty, for the campaign's kind
+  if (kind === "replay") return "no simulated time charged yet: a replay charges each measurement the compile and benchmark time its recording took";
+  if (kind === "parallel") return "no simulated time: the simulator computes each strategy's iteration time (its cost) and charges "
+    + "no time for the evaluation; see the convergence by trial and by wall time";
+  if (kind === "graph") return "no simulated time: a graph search times each graph's ops on the device; see the convergence by wall time";
+  return "no simulated time: this campaign's measurements ran for real and charge none (replays do); see the convergence by wall time";
+}
+
 function renderConvergence(divs, data, includeReused, kind) {
   const s = includeReused ? data.all : data.own;
   const axes = [
@@ -380,7 +443,7 @@ function renderConvergence(divs, data, includeReused, kind) {
     let div = box.querySelector(".plot");
     if (key === "simulated_s" && !(s.end.simulated_s > 0)) {
       if (div) Plotly.purge(div);
-      fill(box, el("h2", {}, title), note("no simulated time recorded: this campaign's measurements charge none (only replays and simulated runs do)"));
+      fill(box, el("h2", {}, title), note(noSimulatedTime(kind)));
       continue;
     }
     if (!div) { div = plotDiv(`conv-${key}`); box.replaceChildren(div); }
@@ -494,8 +557,14 @@ function renderImportance(div, imp) {
   if (!imp.params.length) { div.replaceChildren(note(`too few successful trials to estimate (${imp.n})`)); return; }
   const top = imp.params.slice(0, 20).reverse();
   const p = plotDiv("importance");
-  div.replaceChildren(p, el("div", { class: "muted" },
-    `share of the variance of log cost explained by each parameter alone (main effects, fANOVA-style), over ${fmtInt(imp.n)} sampled successful trials`));
+  // main effects are computed one parameter at a time: parameters that vary together in the sample (a constrained
+  // space, a search that favours some combinations) are each credited with what they explain together
+  const sum = imp.params.reduce((a, r) => a + r.share, 0);
+  div.replaceChildren(p, el("div", { class: "muted", id: "importance-note" },
+    `share of the variance of log cost explained by each parameter alone (main effects, fANOVA-style), over ${fmtInt(imp.n)} sampled successful trials. `
+    + "Each share is computed one parameter at a time: where the sample's parameters are correlated, each is credited "
+    + "with what they explain together, so the shares can add up to more than 100%"
+    + (sum > 1.005 ? ` (here ${Math.round(sum * 100)}%).` : ".")));
   plot(p, [{ type: "bar", orientation: "h", x: top.map((r) => r.share), y: top.map((r) => plain(r.name)), marker: { color: "#2c6bd6" },
     hovertemplate: "%{y}: %{x:.1%}<extra></extra>" }], { xaxis: { title: { text: "variance share" }, tickformat: ".0%" },
     yaxis: { automargin: true }, margin: { l: 20, r: 20, t: 10, b: 50 } });
@@ -625,7 +694,8 @@ function renderGraph(div, g) {
     { title: { text: `rules used by the ${g.top_n} best graphs`, font: { size: 13 } }, yaxis: { title: { text: "graphs" } } });
 }
 
-function degreesText(d) { return Object.entries(d).map(([k, v]) => `${k}${v}`).join("·") || "1"; }
+// an operator's parallel degrees as dimension=degree ("b=16·a0=2"), "1" when it is not split
+function degreesText(d) { return Object.entries(d).map(([k, v]) => `${k}=${v}`).join("·") || "1"; }
 
 function renderParallel(div, p) {
   if (!p.best) { div.replaceChildren(card("Parallel strategy", note("no successful strategy yet"))); return; }
@@ -657,13 +727,32 @@ function renderParallel(div, p) {
 // ---------------------------------------------------------------------------------------------
 // tasks
 
-async function tasksPage(view, gen) {
-  const data = await api("tasks");
-  if (gen !== generation) return;
-  const rows = data.tasks.map((t) => el("tr", {}, el("td", {}, taskLink(t.key, t.name)), el("td", {}, t.kind),
-    el("td", { class: "config" }, t.key), el("td", { class: "num" }, fmtInt(t.campaigns))));
-  view.replaceChildren(el("h1", {}, "Tasks"), card(null, data.tasks.length
-    ? table(["task", "kind", "key", { label: "campaigns", num: true }], rows, { id: "tasks-table" }) : note("no campaign yet")));
+async function tasksPage(view, gen, query) {
+  const state = listState(query);
+  const search = el("input", { type: "search", placeholder: "filter by name, key, kind", id: "task-search" });
+  search.value = state.q;
+  const body = el("div", { id: "tasks" });
+  const pager = el("div", { class: "pager", id: "tasks-pager" });
+  view.replaceChildren(el("h1", {}, "Tasks"), card(null, el("div", { class: "toolbar" }, search), body, pager));
+  let timer = null;
+  search.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => { state.q = search.value.trim(); state.offset = 0; load(); }, 250);
+  });
+
+  async function load() {
+    const data = await api("tasks", { q: state.q, offset: state.offset, limit: state.limit });
+    if (gen !== generation) return;
+    if (pastTheEnd(data, data.tasks.length, state)) { await load(); return; }
+    keepListState("/tasks", state, gen);
+    const rows = data.tasks.map((t) => el("tr", {}, el("td", {}, taskLink(t.key, t.name)), el("td", {}, t.kind),
+      el("td", { class: "config" }, t.key), el("td", { class: "num" }, fmtInt(t.campaigns))));
+    body.replaceChildren(data.tasks.length
+      ? table(["task", "kind", "key", { label: "campaigns", num: true }], rows, { id: "tasks-table" })
+      : note(state.q ? "no task matches" : "no campaign yet"));
+    listPager(pager, data, data.tasks.length, state, load);
+  }
+  await load();
 }
 
 async function taskPage(view, key, gen) {
