@@ -5,24 +5,12 @@ resume it."""
 
 import signal
 import subprocess
-import sys
-import time
 
 from autotune.db import open_database
 from autotune.errors import UsageError
+from autotune.testing.cli_process import CLI, wait_until
 
 EXAMPLE = "example:pnpoly-rtx3090"
-CLI = [sys.executable, "-c", "from autotune.cli.main import main; main()"]
-
-
-def _wait(what, predicate, timeout_s=120):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_sigterm_stores_what_was_measured_gives_back_the_claim_and_says_how_to_resume(tmp_path):
@@ -40,7 +28,7 @@ def test_sigterm_stores_what_was_measured_gives_back_the_claim_and_says_how_to_r
                 return None
             return row.id if db.count_trials() >= 4 and db.campaign_workers(row.id) else None
 
-        cid = _wait("the run to store trials", measuring)
+        cid = wait_until("the run to store trials", measuring)
         run.send_signal(signal.SIGTERM)
         _, err = run.communicate(timeout=120)
     finally:

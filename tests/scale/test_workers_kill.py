@@ -3,8 +3,6 @@
 import os
 import signal
 import subprocess
-import sys
-import time
 
 import pytest
 from sqlalchemy import select
@@ -12,19 +10,9 @@ from sqlalchemy import select
 from autotune.db import open_database
 from autotune.db.models import TrialRow
 from autotune.errors import UsageError
+from autotune.testing.cli_process import CLI, wait_until
 
 EXAMPLE = "example:pnpoly-rtx3090"
-CLI = [sys.executable, "-c", "from autotune.cli.main import main; main()"]
-
-
-def _wait(what, predicate, timeout_s=120):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _campaign_id(db):
@@ -43,7 +31,7 @@ def test_killing_one_of_three_workers_the_others_finish_the_budget_and_its_candi
                               "--batch", "4", "--measure-delay", "0.1", "--campaign", "shared", "--db", db_url,
                               "--no-progress"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     db = open_database(db_url)
-    cid = _wait("the campaign", lambda: _campaign_id(db))
+    cid = wait_until("the campaign", lambda: _campaign_id(db))
     workers = [subprocess.Popen([*CLI, "worker", "--campaign", "shared", "--db", db_url, "--no-progress"],
                                 cwd=tmp_path, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     victim = workers[1]
@@ -70,7 +58,7 @@ def test_killing_one_of_three_workers_the_others_finish_the_budget_and_its_candi
         os.kill(victim.pid, signal.SIGCONT)
         return None
 
-    name, held = _wait("the third worker to be measuring", frozen_holding)
+    name, held = wait_until("the third worker to be measuring", frozen_holding)
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
     # what it still holds is what it held when stopped, or less: once its process is gone the others
