@@ -16,6 +16,30 @@ COST_MODELS: dict[str, str] = {
 STORED_ONLY: dict[str, str] = {
     "xgb-pooled": "autotune.cost_models.pooled:PooledModel",
 }
+#: the key of a stored model's metrics that holds the "module:Class" of a model of one's own, by which
+#: :func:`stored_model_class` loads it again (a built-in model's metrics do not have it)
+MODEL_SPEC = "model_spec"
+
+
+def own_model_spec(model: object) -> str | None:
+    """"module:Class" of ``model`` when it is a cost model of one's own (not autotune's, and its class reachable
+    by that name from another process: not a script's ``__main__`` nor a class made inside a function), None
+    otherwise."""
+    if model is None:
+        return None
+    cls = type(model)
+    if cls.__module__.split(".")[0] in ("autotune", "__main__") or "<" in cls.__qualname__:
+        return None
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def stored_model_class(name: str, metrics: dict | None) -> type:
+    """The class of a stored model named ``name``: a registered one by its name, one of one's own by the
+    "module:Class" stored with it (its metrics' ``MODEL_SPEC``)."""
+    spec = (metrics or {}).get(MODEL_SPEC) if isinstance(metrics, dict) else None
+    if name in COST_MODELS or name in STORED_ONLY or not isinstance(spec, str) or not is_spec(spec):
+        return cost_model_class(name)
+    return cost_model_class(spec)
 
 
 def cost_model_class(name: str | type) -> type:

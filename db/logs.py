@@ -9,9 +9,12 @@ whole one. A file imported into an empty database and exported again gives ident
 from __future__ import annotations
 
 import base64
+import contextlib
+import io
 import json
 import math
 import os
+import sys
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -473,16 +476,52 @@ def count_lines(path: str | Path) -> int:
     return n + (last != b"\n")
 
 
-def jsonl_path(path: str | Path) -> Path:
-    """``path`` as a Path when it is a file; UsageError otherwise."""
-    path = Path(path)
+#: the file name that stands for standard input
+STDIN = "-"
+
+
+def _is_stream(path: Path) -> bool:
+    """Whether ``path`` is read once, from start to end, rather than a file that can be read twice: standard
+    input ('-'), or a pipe or device such as /dev/stdin or a shell's <(...)."""
+    if str(path) == STDIN:
+        return True
     try:
-        found = path.is_file()
+        return not path.is_file()
+    except OSError:
+        return False
+
+
+def _source_name(path: Path) -> str:
+    return "standard input" if str(path) == STDIN else str(path)
+
+
+def jsonl_path(path: str | Path) -> Path:
+    """``path`` as a Path when it is a file, '-' (standard input), or a pipe or device to read (/dev/stdin);
+    UsageError otherwise."""
+    path = Path(path)
+    if str(path) == STDIN:
+        return path
+    try:
+        found = path.is_file() or (path.exists() and not path.is_dir())
     except OSError:  # e.g. a name too long for the file system
         found = False
     if not found:
         raise UsageError(f"file {str(path)[:200]!r} does not exist; give a JSONL file written by autotune export")
     return path
+
+
+@contextlib.contextmanager
+def _open_text(path: Path) -> Iterator[io.TextIOBase]:
+    """``path`` as UTF-8 text read line by line; standard input for '-', left open when done."""
+    if str(path) != STDIN:
+        with open(path, encoding="utf-8", errors="strict") as f:
+            yield f
+        return
+    f = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict")
+    try:
+        yield f
+    finally:
+        f.detach()  # standard input stays open for whoever owns it
 
 
 def import_file(db: Database, path: str | Path, batch: int = 5000,
@@ -507,9 +546,10 @@ def import_file(db: Database, path: str | Path, batch: int = 5000,
     pending: list[dict] = []  # trial rows in the file's order, so that their ids follow it
     to_link: dict[tuple[int, int, int], list[str]] = {}  # (task, device, campaign): keys of trials outside an export
     segment: int | None = None  # lines read since an export's first line; None outside one
-    total = count_lines(path) if bar.shown else None
-    with bar.phase(f"importing {path.name}", total=total), db.session() as s, \
-            open(path, encoding="utf-8", errors="strict") as f:
+    # a stream is read once: its lines are not counted first, and the bar counts up without a total
+    total = count_lines(path) if bar.shown and not _is_stream(path) else None
+    with bar.phase(f"importing {path.name if str(path) != STDIN else 'standard input'}", total=total), \
+            db.session() as s, _open_text(path) as f:
 
         def flush() -> None:
             nonlocal added
@@ -591,13 +631,13 @@ def import_file(db: Database, path: str | Path, batch: int = 5000,
             flush()
             bar.update(completed=lineno)
         except _BadLine as exc:
-            raise UsageError(f"{path}:{lineno} is not a valid line of an autotune export: {exc}; "
+            raise UsageError(f"{_source_name(path)}:{lineno} is not a valid line of an autotune export: {exc}; "
                              "nothing was imported") from None
         except UnicodeDecodeError:
-            raise UsageError(f"{path} is not UTF-8 text; give a JSONL file written by autotune export; "
+            raise UsageError(f"{_source_name(path)} is not UTF-8 text; give a JSONL file written by autotune export; "
                              "nothing was imported") from None
         if segment is not None:
-            raise UsageError(f"{path} ends before the last line autotune export writes: the file was cut short "
+            raise UsageError(f"{_source_name(path)} ends before the last line autotune export writes: the file was cut short "
                              "(an export or a copy stopped part-way); nothing was imported")
     db._ids.clear()  # ids cached earlier may name rows that a rolled-back import created
     return read, added

@@ -397,7 +397,7 @@ def resolve_filters(db: Database | str, campaign: str | None = None, task: str |
 def load_cost_model(db: Database, model_id: int | None = None, campaign: str | None = None):
     """A stored model (by id, or a campaign's latest) loaded with its class; returns (model, task, info), info
     naming its device; UsageError for stored weights that do not load (damaged, or written by something else)."""""
-    from autotune.cost_models.registry import cost_model_class
+    from autotune.cost_models.registry import MODEL_SPEC, stored_model_class
     from autotune.types import Task
 
     if (model_id is None) == (campaign is None):
@@ -422,10 +422,12 @@ def load_cost_model(db: Database, model_id: int | None = None, campaign: str | N
                          "each campaign and pinned models keep theirs; `autotune models --pin ID` keeps one)")
     which = f"model {model_id}" if model_id is not None else f"the latest model of campaign {campaign!r}"
     try:
-        cls = cost_model_class(row.name)
-    except UsageError as exc:  # a cost model of the user's own, stored under its name: not damage
+        cls = stored_model_class(row.name, row.metrics)  # one of the user's own by its stored "module:Class"
+    except UsageError as exc:  # a cost model of the user's own that does not import here: not damage
+        spec = (row.metrics or {}).get(MODEL_SPEC) if isinstance(row.metrics, dict) else None
+        how = f"; it loads where {spec!r} imports (its module on PYTHONPATH or in the working directory)" if spec else ""
         raise UsageError(f"{which} is a {row.name!r} model, not one autotune can load ({exc}); its weights are "
-                         "intact") from None
+                         f"intact{how}") from None
     try:
         model = cls.load(Database.cost_model_bytes(row.data, row.format))
     except (zlib.error, ValueError, KeyError, TypeError) as exc:

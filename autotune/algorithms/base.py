@@ -156,6 +156,13 @@ class SearchAlgorithm(ABC):
     #: candidate key -> the cost model's score, for the candidates a model chose (empty without one)
     predicted: Mapping[str, float] = MappingProxyType({})
 
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        # an algorithm of one's own that sets no name is named by its class: its campaigns store that, and the
+        # default campaign names of the tuning commands carry it
+        if cls.__dict__.get("name", "") == "" and getattr(cls, "name", "") == "":
+            cls.name = cls.__name__
+
     def __init__(self, **kwargs: Any):
         unknown = set(kwargs) - set(self.options)
         if unknown:

@@ -25,6 +25,7 @@ from autotune.algorithms.registry import check_same_sources, make_algorithm
 from autotune.campaign.loop import CampaignRun, Heartbeat
 from autotune.campaign.result import CampaignResult, campaign_result
 from autotune.campaign.resume import resume_command
+from autotune.cost_models.registry import MODEL_SPEC, own_model_spec
 from autotune.db.database import Database
 from autotune.db.trial_store import CampaignGone
 from autotune.db.models import CampaignRow
@@ -216,6 +217,9 @@ class Campaign:
 
             def store_model(metrics: dict, data: bytes) -> None:  # every retrained cost model is logged
                 model = self.algorithm.cost_model
+                spec = own_model_spec(model)
+                if spec is not None:  # a model of one's own: `autotune predict` loads it again by its spec
+                    metrics = {**metrics, MODEL_SPEC: spec}
                 self.db.save_cost_model((model.name if model is not None else "") or "model", data, metrics,
                                         int(metrics.get("n_train", metrics.get("n_samples", 0))), task, device, cid)
 

@@ -107,7 +107,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @app.command("import")
     @handle_errors
     def import_cmd(
-        file: Annotated[Path, typer.Argument(help="JSONL file written by autotune export")],
+        file: Annotated[Path, typer.Argument(help="JSONL file written by autotune export ('-': standard input)")],
         progress: ProgressOption = True,
         db: DbOption = DEFAULT_DB,
     ) -> None:
@@ -115,7 +115,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         The file is one transaction: a malformed line, or a file cut short, imports nothing (no new database file).
         One line says how many trials were read and how many were new. On a terminal, a bar on standard
-        error counts the file's lines as they are read (--no-progress: no bar)."""
+        error counts the file's lines as they are read (--no-progress: no bar). '-' reads standard input
+        (`autotune export -o - --db A | autotune import - --db B`), once, line by line."""
         from autotune.db.engine import sqlite_file
         from autotune.db.logs import import_file, jsonl_path
 
@@ -134,7 +135,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             raise
         finally:
             database.close()
-        typer.echo(f"read {read} trials from {file}, {added} new")  # the summary: not repeated on standard error
+        source = "standard input" if str(file) == "-" else file
+        typer.echo(f"read {read} trials from {source}, {added} new")  # the summary: not repeated on standard error
 
     db_app = typer.Typer(help="Database schema management.", no_args_is_help=True)
     app.add_typer(db_app, name="db")

@@ -101,9 +101,14 @@ def test_module_class_names_an_algorithm_and_a_cost_model_of_ones_own(tmp_path, 
     guided = autotune.tune_replay(EXAMPLE, algorithm=f"{own}:Walk", cost_model=f"{own}:Linear", trials=12, db=url,
                                   campaign="walk-linear", options={"init": 4}, progress=False)
     assert guided.trials + guided.reused == 12 and set(autotune.queries.cost_models(url).model) == {"linear"}
-    r = CliRunner().invoke(app, ["predict", "--campaign", "walk-linear", "--db", url])  # its weights are not damaged
+    r = CliRunner().invoke(app, ["predict", "--campaign", "walk-linear", "--db", url])  # loaded by its module:Class
+    assert r.exit_code == 0 and "(linear, " in r.stdout, r.output
+    sys.path.remove(str(tmp_path))  # monkeypatch puts sys.path back
+    sys.modules.pop(own)  # its module is not found here: the message says where it loads; its weights are intact
+    r = CliRunner().invoke(app, ["predict", "--campaign", "walk-linear", "--db", url])
     assert r.exit_code == 2 and "the latest model of campaign 'walk-linear' is a 'linear' model, not one autotune " \
-        "can load (unknown cost model 'linear'" in r.output and "damaged" not in r.output
+        "can load" in r.output and f"it loads where '{own}:Linear' imports" in r.output, r.output
+    assert "damaged" not in r.output
 
 
 def test_the_command_line_takes_an_algorithm_from_the_working_directory(tmp_path, monkeypatch, own):
