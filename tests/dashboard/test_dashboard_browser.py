@@ -100,17 +100,26 @@ def shots(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def page(browser, server):
-    """One browser page with its console errors and uncaught exceptions collected in ``page.errors``."""
+def open_page(browser, url: str, dialogs: bool = False):
+    """A browser page (a context, so a history, of its own) at ``url``'s campaign list, its console errors and
+    uncaught exceptions collected in ``page.errors`` (and, with ``dialogs``, any dialog, dismissed: an alert()
+    run from a name); yields it, then closes it."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = ctx.new_page()
     pg.errors = []
     pg.on("console", lambda m: pg.errors.append(f"console: {m.text}") if m.type == "error" else None)
     pg.on("pageerror", lambda e: pg.errors.append(f"pageerror: {e}"))
-    pg.goto(server + "/#/")
+    if dialogs:
+        pg.on("dialog", lambda d: (pg.errors.append(f"dialog: {d.message}"), d.dismiss()))
+    pg.goto(url + "/#/")
     yield pg
     ctx.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, server):
+    """One browser page for the module's tests on the main database."""
+    yield from open_page(browser, server)
 
 
 def show(page, route: str, plots: list[str], shots: Path, shot: str) -> None:
@@ -275,15 +284,7 @@ def odd_server(odd_db):
 def odd_page(browser, odd_server):
     """A browser page on odd_db's dashboard, with its console errors and any dialog (an alert() run from a
     name) collected in ``page.errors``."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = ctx.new_page()
-    pg.errors = []
-    pg.on("console", lambda m: pg.errors.append(f"console: {m.text}") if m.type == "error" else None)
-    pg.on("pageerror", lambda e: pg.errors.append(f"pageerror: {e}"))
-    pg.on("dialog", lambda d: (pg.errors.append(f"dialog: {d.message}"), d.dismiss()))
-    pg.goto(odd_server + "/#/")
-    yield pg
-    ctx.close()
+    yield from open_page(browser, odd_server, dialogs=True)
 
 
 def texts(page, selector: str) -> list[str]:
@@ -397,15 +398,8 @@ def list_server(list_db):
 
 @pytest.fixture
 def list_page(browser, list_server):
-    """A browser page (a history of its own) on list_db's dashboard, console errors in ``page.errors``."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = ctx.new_page()
-    pg.errors = []
-    pg.on("console", lambda m: pg.errors.append(f"console: {m.text}") if m.type == "error" else None)
-    pg.on("pageerror", lambda e: pg.errors.append(f"pageerror: {e}"))
-    pg.goto(list_server + "/#/")
-    yield pg
-    ctx.close()
+    """A browser page of each test's own on list_db's dashboard."""
+    yield from open_page(browser, list_server)
 
 
 def kpis(page) -> dict[str, str]:
