@@ -11,7 +11,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from autotune.cli.main import app
-from autotune.db import logs, open_database
+from autotune.db import log_import, open_database
 from autotune.db.logs import import_file, import_kt
 from autotune.progress import Progress
 
@@ -52,7 +52,7 @@ def test_a_pipe_is_read_once_without_counting_its_lines_first(tmp_path, exported
     def no_second_pass(path):
         raise AssertionError("a pipe's lines were counted before the import read them")
 
-    monkeypatch.setattr(logs, "count_lines", no_second_pass)
+    monkeypatch.setattr(log_import, "count_lines", no_second_pass)
     r, w = os.pipe()
 
     def feed():
