@@ -365,8 +365,13 @@ class _Batches:
         except BatchInterrupted as exc:  # Ctrl-C part-way: the measurements completed before it are kept
             self.partial = _valid(batch, exc.measured)
             raise
-        results = _checked(self.runner, batch, results, whole=self.deadline is None, partial=self.partial)
-        self.partial = []
+        if isinstance(results, Iterator):
+            results = list(results)
+        try:
+            results = _checked(self.runner, batch, results, whole=self.deadline is None)
+        except UsageError:  # the runner broke its promise: its valid measurements are stored all the same
+            self.partial = _valid(batch, results)
+            raise
         done = {m.candidate.key for m in results}
         self.dropped += [c for c in batch if c.key not in done]
         return results
@@ -390,19 +395,15 @@ def _fine_cost(m: Measurement) -> bool:
                         and m.cost >= 0)
 
 
-def _checked(runner: Runner, batch: list[Candidate], results, whole: bool = False,
-             partial: list[Measurement] | None = None) -> list[Measurement]:
+def _checked(runner: Runner, batch: list[Candidate], results, whole: bool = False) -> list[Measurement]:
     """``results`` if they are what ``Runner.measure`` promises: Measurements of the batch's candidates (all of
     them where ``whole``), each cost a finite number >= 0; else UsageError naming the runner (a runner of the
-    user's own that broke the promise would hang the campaign, or rank a negative cost first), the valid
-    results first put in ``partial`` (to be stored all the same)."""
+    user's own that broke the promise would hang the campaign, or rank a negative cost first)."""
     name = type(runner).__name__
     if not isinstance(results, (list, tuple, Iterator)):
         raise UsageError(f"runner {name} returned {_what(results)} for {len(batch)} candidates; measure() "
                          "returns a list of one Measurement per candidate, of that candidate, in order")
     results = list(results)
-    if partial is not None:
-        partial[:] = _valid(batch, results)  # kept only if a check below fails
     wrong = next((m for m in results if not isinstance(m, Measurement)), None)
     if wrong is not None:
         raise UsageError(f"runner {name} returned {_what(wrong)} among its results; measure() returns one "
