@@ -63,22 +63,28 @@ COMMAND_MODULES = [
 
 
 
-def _one_line_listings(group: typer.Typer) -> None:
-    """Give each command of ``group`` (and of its subgroups) its docstring's first paragraph as one line for
-    the command lists of ``--help``: there rich keeps a docstring's line breaks, which cut its sentences
-    mid-line (a command's own ``--help`` joins them)."""
+def _reflow_help(group: typer.Typer) -> None:
+    """Give each command of ``group`` (and of its subgroups) its docstring with each paragraph's lines joined,
+    and its first paragraph as one line for the command lists of ``--help``. The docstrings are wrapped for
+    the source, and rich keeps their line breaks (typer does not join them in every version), which cut
+    sentences mid-line at any terminal width; joined, rich wraps them to the terminal. A paragraph that
+    starts with ``\\b`` keeps its lines."""
     for info in group.registered_commands:
         doc = info.help or (info.callback.__doc__ if info.callback else None)
-        if info.short_help is None and doc:
-            info.short_help = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+        if not doc:
+            continue
+        paragraphs = inspect.cleandoc(doc).split("\n\n")
+        info.help = "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
+        if info.short_help is None:
+            info.short_help = " ".join(paragraphs[0].split())
     for sub in group.registered_groups:
-        _one_line_listings(sub.typer_instance)
+        _reflow_help(sub.typer_instance)
 
 
 try:
     for _name in COMMAND_MODULES:
         importlib.import_module(_name).register(app, tune_app)
-    _one_line_listings(app)
+    _reflow_help(app)
     # Ctrl-C in a command: one line on stderr (whether anything was stored), status 130; a campaign first stores
     # what it measured, marks itself "interrupted" and says how to resume (autotune.campaign), and that line is
     # the only one. Typer alone would exit 130 saying nothing.

@@ -135,6 +135,15 @@ def test_command_lists_give_each_command_its_first_paragraph_unbroken():
     assert "Run many campaigns (one per operator shape, one task on several GPUs, ...); with --ray" in tune
 
 
+def test_a_commands_own_help_joins_each_paragraphs_lines():
+    """A command's --help gives each paragraph of its docstring as running text, wrapped to the terminal:
+    the docstring's own line breaks (wrapped for the source) would cut its sentences mid-line."""
+    text = runner.invoke(app, ["import", "--help"], env={"COLUMNS": "300"}).output
+    assert "imports nothing (no new database file). One line says how many trials were read" in text
+    text = runner.invoke(app, ["tune", "parallel", "--help"], env={"COLUMNS": "300"}).output
+    assert "the baselines (data parallelism, Megatron, model parallelism) are its first trials" in text
+
+
 def test_version_prints_the_installed_version():
     from importlib.metadata import version
 
