@@ -32,6 +32,7 @@ from autotune.db.models import CampaignRow
 from autotune.db.queries import campaign_figures
 from autotune.db.workers import worker_id
 from autotune.errors import DatabaseError, Interrupted, UsageError, argument, check_campaign_name
+from autotune.interrupts import sigterm_as_interrupt
 from autotune.runners.base import Runner
 from autotune.search_spaces.base import Space
 from autotune.types import Candidate, Device, Task
@@ -194,6 +195,12 @@ class Campaign:
             self.db.delete_campaign(self.name, with_trials=False)
 
     def run(self) -> CampaignResult:
+        """Run the campaign to its budget (see the class). SIGTERM, where the program left it at its default,
+        stops it as Ctrl-C does (``sigterm_as_interrupt``)."""
+        with sigterm_as_interrupt():
+            return self._run()
+
+    def _run(self) -> CampaignResult:
         start = time.perf_counter()
         task, device = self.space.task, self.runner.device
         if self.fresh:

@@ -12,6 +12,7 @@ import typer
 
 from autotune.cli.common import handle_interrupts, interrupted_message
 from autotune.errors import run_script
+from autotune.interrupts import terminate_as_interrupt
 
 app = typer.Typer(
     name="autotune",
@@ -94,15 +95,11 @@ except KeyboardInterrupt:  # while the command line is still being put together
     sys.exit(130)
 
 
-def _terminate_as_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def main() -> None:
     # SIGTERM (kill PID, timeout, docker stop, a batch scheduler or Kubernetes ending the job) is Ctrl-C: a
     # campaign stores what it measured, gives back its claim and reservations and says how to resume, rather
     # than die with its batch in flight and its claim held until its heartbeat ages
-    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    signal.signal(signal.SIGTERM, terminate_as_interrupt)
     try:
         run_script(app, flags=True)  # the project's own errors: one line on stderr naming the flags, status 2
     except KeyboardInterrupt:  # outside a command (parsing the command line): nothing was stored
