@@ -159,8 +159,9 @@ class SearchAlgorithm(ABC):
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
         # an algorithm of one's own that sets no name is named by its class: its campaigns store that, and the
-        # default campaign names of the tuning commands carry it
-        if cls.__dict__.get("name", "") == "" and getattr(cls, "name", "") == "":
+        # default campaign names of the tuning commands carry it. That holds for a subclass of a built-in
+        # algorithm too, which would otherwise pass for the built-in one in the logs and share its campaigns
+        if cls.__dict__.get("name", "") == "":
             cls.name = cls.__name__
 
     def __init__(self, **kwargs: Any):

@@ -48,6 +48,23 @@ def test_a_subclass_without_a_name_takes_its_class_name():
     assert Mine.name == "Mine" and Mine().name == "Mine" and Named.name == "named"
 
 
+def test_a_subclass_of_a_built_in_algorithm_without_a_name_takes_its_class_name():
+    """It does not pass for the built-in one: its campaigns are its own, named after it."""
+    from autotune.algorithms.evolutionary import Evolutionary
+
+    class TweakedEvolution(Evolutionary):
+        pass
+
+    class Renamed(TweakedEvolution):
+        name = "renamed"
+
+    class AfterRenamed(Renamed):
+        pass
+
+    assert Evolutionary.name == "evolutionary" and TweakedEvolution.name == "TweakedEvolution"
+    assert Renamed.name == "renamed" and AfterRenamed.name == "AfterRenamed"
+
+
 def test_an_own_algorithm_names_its_campaign_and_the_stored_algorithm(tmp_path, monkeypatch):
     (tmp_path / "own_algo_mod.py").write_text(ALGO)
     monkeypatch.syspath_prepend(str(tmp_path))
