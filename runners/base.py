@@ -132,7 +132,9 @@ class StreamingRunner(Runner):
     """A runner that measures several candidates at once and hands each result back as it completes.
 
     The campaign keeps ``slots`` candidates in flight: it ``submit``s new ones whenever ``collect``
-    returned some, so one slow candidate does not hold up the others (no batch barrier).
+    returned some, so one slow candidate does not hold up the others (no batch barrier). A ``collect``
+    interrupted by Ctrl-C may leave in ``partial`` (a list) the measurements completed and not yet handed
+    back; the campaign stores them before it stops.
     """
 
     slots: int = 1

@@ -209,14 +209,30 @@ class RayRunner(StreamingRunner):
             self._load[i] += 1
 
     def collect(self, timeout_s: float | None = None) -> list[Measurement]:
+        """See StreamingRunner.collect. Ctrl-C while it waits leaves in ``partial`` the measurements that
+        completed and were not collected yet, which the campaign stores before it stops."""
         ray = _ray()
+        self.partial: list[Measurement] = []
         if not self._refs:
             return []
         refs = list(self._refs)
-        done, _ = ray.wait(refs, num_returns=1, timeout=timeout_s)
-        if not done:
-            return []
-        done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)  # everything else finished by now too
+        try:
+            done, _ = ray.wait(refs, num_returns=1, timeout=timeout_s)
+            if not done:
+                return []
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)  # everything else finished by now too
+            return self._take(done)
+        except KeyboardInterrupt:
+            try:
+                ready, _ = ray.wait(list(self._refs), num_returns=len(self._refs), timeout=0)
+                self.partial = self._take(ready)
+            except BaseException:  # noqa: BLE001 - a second Ctrl-C, or Ray gone: the first interrupt is raised
+                pass
+            raise
+
+    def _take(self, done: list) -> list[Measurement]:
+        """The measurements of these finished references, taken out of those in flight."""
+        ray = _ray()
         out = []
         for ref in done:
             cand, i = self._refs.pop(ref)
