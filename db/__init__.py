@@ -13,10 +13,19 @@ __all__ = ["Database", "open_database", "open_existing_database"]
 def open_database(url: str = "sqlite:///autotune.db", create: bool = True) -> Database:
     """Open (and, when empty, create) an experiment database; bad or unreachable URLs raise UsageError. With
     ``create`` (a command that writes: a campaign, an import), an SQLite file this process cannot write is
-    refused before any work starts; without it, such a file is opened read-only."""
-    from autotune.db.migrate import check_schema
+    refused before any work starts; without it, such a file is opened read-only. An SQLite file of another
+    program's (tables, and no autotune schema) is refused before anything connects to it, and left unchanged."""
+    from autotune.db.engine import sqlite_file
+    from autotune.db.migrate import check_schema, refuse_foreign_sqlite_file
 
-    db = Database(url)
+    db = Database(url)  # nothing is connected yet
+    file = sqlite_file(url)
+    if file is not None:
+        try:
+            refuse_foreign_sqlite_file(db.safe_url, file)
+        except BaseException:
+            db.close()
+            raise
     if create and db.read_only:
         db.close()
         raise UsageError(f"cannot write database {db.safe_url}: {db.read_only}; tuning and imports store into it "

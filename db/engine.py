@@ -135,6 +135,40 @@ def read_only_reason(path: str) -> str | None:
     return None
 
 
+def sqlite_tables(path: str) -> list[str] | None:
+    """The tables and views of the SQLite file ``path`` (SQLite's own left out), read without changing the file
+    or leaving a file beside it: [] for a missing or empty file, None for one that cannot be read as a database
+    (the engine's own connection says why). A file in WAL mode that no connection has open (no -wal file) is
+    read by a plain connection, which removes the -wal and -shm files it makes when it closes (a read-only one
+    would leave them), or, where this process cannot write it, as immutable; any other file, read-only."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except FileNotFoundError:
+        return []
+    except OSError:
+        return None
+    if not header:
+        return []
+    if not header.startswith(b"SQLite format 3\x00") or len(header) < 100:
+        return None
+    query = "?mode=ro"
+    if header[18:20] == b"\x02\x02" and not os.path.exists(path + "-wal"):  # WAL mode, no connection open
+        query = "" if read_only_reason(path) is None else "?mode=ro&immutable=1"
+    try:
+        con = sqlite3.connect("file:" + quote(os.path.abspath(path)) + query, uri=True, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error:
+        return None
+    try:
+        rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+                           "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'").fetchall()
+    except sqlite3.Error:
+        return None
+    finally:
+        con.close()
+    return sorted(name for (name,) in rows)
+
+
 def _read_only_url(parsed, path: str):
     """``parsed`` rewritten to open ``path`` read-only. Reading a WAL file needs its -shm file, which SQLite
     creates beside it; in a read-only folder without a -wal file (no writer has it open) it is read as

@@ -13,7 +13,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -67,6 +67,26 @@ def _refuse_foreign(conn, url: str) -> None:
                          "it was not made by autotune")
 
 
+def _shown(tables: list[str]) -> str:
+    return ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+
+
+def refuse_foreign_sqlite_file(url: str, path: str) -> None:
+    """Refuse the SQLite file ``path`` when it holds tables and no autotune schema (no alembic_version table):
+    another program's database, which autotune must not add its tables to. Checked before autotune's engine
+    connects, since that connection alone rewrites the file's header (the switch to WAL mode); the file is read
+    without a change (:func:`sqlite_tables`). A missing or empty file, one without any table, and an autotune
+    database of any revision pass. A PostgreSQL database is never refused so: autotune's tables live beside
+    others there."""
+    from autotune.db.engine import sqlite_tables
+
+    tables = sqlite_tables(path)
+    if tables and "alembic_version" not in tables:
+        raise UsageError(f"database {url} is not an autotune database (its tables: {_shown(tables)}): the file "
+                         "holds other tables and no autotune schema, and autotune leaves it as it is; use another "
+                         f"file for {argument('db', '--db')} (a new file gets autotune's schema)")
+
+
 def _refuse_newer(current: str | None, url: str) -> None:
     scripts = ScriptDirectory.from_config(alembic_config())
     if current is not None and current not in {r.revision for r in scripts.walk_revisions()}:
@@ -97,8 +117,8 @@ def upgrade_database(url: str) -> tuple[str, str | None, str | None]:
     """``autotune db upgrade``: the database at ``url`` migrated to this autotune's schema; returns (the URL
     without its password, revision before, revision after). Bad input is a UsageError naming it: a malformed
     URL, a missing SQLite file (nothing is created: a typo in --db leaves no empty database behind), a
-    server that cannot be reached, a database newer than this autotune, or one held by another process
-    beyond the wait (SQLite: the 60 s busy timeout)."""
+    server that cannot be reached, a database newer than this autotune, an SQLite file of another program's
+    (left unchanged), or one held by another process beyond the wait (SQLite: the 60 s busy timeout)."""
     import os
 
     from sqlalchemy.engine import make_url
@@ -119,6 +139,8 @@ def upgrade_database(url: str) -> tuple[str, str | None, str | None]:
         raise UsageError(f"no database file {file!r} (db upgrade upgrades an existing database; "
                          "campaigns create one)")
     try:
+        if file is not None:
+            refuse_foreign_sqlite_file(safe, file)
         current = current_revision(engine)
         if current == head_revision():  # nothing to do: no write lock taken (none waited for, none needed)
             return safe, current, current
@@ -161,9 +183,8 @@ def check_schema(engine, url: str, create: bool = True) -> None:
         if not create:
             tables = sorted(inspect(engine).get_table_names())
             if tables:  # another program's database: none of its tables is autotune's
-                shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
                 raise UsageError(f"database {url} has no autotune schema: it is not an autotune database (its "
-                                 f"tables: {shown})")
+                                 f"tables: {_shown(tables)})")
             # no table at all: an empty file, or a copy of a file in use made without its -wal file
             copy = ("; a copy of an SQLite file in use needs its -wal file too, which holds the latest commits "
                     "(or copy with: sqlite3 FILE \".backup COPY\")") if engine.dialect.name == "sqlite" else ""
