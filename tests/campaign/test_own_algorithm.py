@@ -221,13 +221,13 @@ class Cost(autotune.Runner):
 
 
 @pytest.mark.parametrize("cls,error,needle,stored", [
-    (ReturnsOne, UsageError, "algorithm 'fine': ask(4) returned a Candidate; ask returns a list of "
+    (ReturnsOne, UsageError, "algorithm 'ReturnsOne': ask(4) returned a Candidate; ask returns a list of "
                              "autotune.Candidate", 4),
     (ReturnsConfigs, UsageError, "ask(4) returned a list holding a dict", 4),
     (Outside, UsageError, "ask(4) returned {'x': 99}, which is not a point of the space (KnobSpace.contains is "
                           "False)", 4),
     (TooMany, UsageError, "ask(4) returned 8 candidates; ask(n) returns at most n", 4),
-    (NumpyState, UsageError, "algorithm 'fine': state_dict() returned what JSON cannot hold", 4),
+    (NumpyState, UsageError, "algorithm 'NumpyState': state_dict() returned what JSON cannot hold", 4),
     (TellRaises, RuntimeError, "a bug in tell", 8),
 ])
 def test_an_algorithm_that_breaks_the_promise_is_named_and_the_measurements_stay(tmp_path, cls, error, needle,

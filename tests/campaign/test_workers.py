@@ -215,6 +215,8 @@ def test_results_other_workers_store_are_told_to_the_algorithm(sqlite_url, repla
             return super().measure(task, cands)
 
     class Recording(RandomSearch):
+        name = "random"  # the workers' algorithm, which records what it is told
+
         def tell(self, results):
             self.told = getattr(self, "told", []) + [m.candidate.key for m in results]
             super().tell(results)
