@@ -3,7 +3,8 @@ the campaign's links to every evaluation, its algorithm state and its worker's c
 transaction; look-ups by candidate key; bulk inserts that skip trials already stored.
 
 Inserts use ON CONFLICT DO NOTHING on (task, device, candidate), so two workers racing on one
-campaign never write a trial twice.
+campaign never write a trial twice. A campaign that retries stored failures (``replace_failed``) writes its
+new measurement over the failed trial, whose status and error move to the trial's ``meta["earlier"]``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from autotune.db.models import (
 )
 from autotune.db.workers import worker_id
 from autotune.errors import UsageError
-from autotune.types import Candidate, Device, Measurement, Task
+from autotune.types import Candidate, Device, Measurement, Status, Task
+
+#: the JSON options of every trial column written here (numpy numbers as numbers, keys of any kind as text)
+_JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
 class _JSONText(TypeDecorator):
@@ -108,6 +112,7 @@ class TrialStore:
         self, task_id: int, device_id: int, campaign_id: int | None, measured: list[Measurement],
         reused: list[Measurement] = (), state: dict | None = None, worker: str | None = None,
         claim_next: tuple[int, int | None] | None = None, in_flight: int = 0, created: datetime | None = None,
+        replace_failed: bool = False,
     ) -> Stored:
         """Store one batch in one transaction: new trials, the campaign's links to every evaluation
         in order, and the algorithm state. The stored candidates leave the worker's reservations, and
@@ -118,7 +123,10 @@ class TrialStore:
 
         ``created``: when the campaign this run opened was created. A campaign deleted meanwhile (and,
         on SQLite, its id perhaps given to a new one) no longer matches: the measurements are stored
-        without a campaign, as a deleted campaign's are, and CampaignGone is raised."""
+        without a campaign, as a deleted campaign's are, and CampaignGone is raised.
+
+        ``replace_failed``: a measurement of a candidate stored as failed replaces that trial (see
+        ``_replace_failed``); otherwise, and always for a trial stored as OK, the stored trial stays."""
         worker = worker or worker_id()
         gone = False
         with self.session() as s:
@@ -129,6 +137,8 @@ class TrialStore:
                 now_created = s.scalar(row.with_for_update() if self.dialect == "postgresql" else row)
                 gone = created is not None and now_created != created
             own = None if gone else campaign_id  # a deleted campaign's measurements stay, without a campaign
+            if replace_failed and own is not None:
+                self._replace_failed(s, task_id, device_id, own, measured, worker)
             inserted = self.insert_rows(s, [measurement_row(m, task_id, device_id, own, worker) for m in measured])
             if own is None:
                 stored = Stored(inserted, 0, 0, [])
@@ -169,6 +179,39 @@ class TrialStore:
         granted, adopted = self._claim_in(s, campaign_id, worker, want, budget, total, in_flight, now)
         return total, granted, adopted
 
+    def _replace_failed(self, s: Session, task_id: int, device_id: int, campaign_id: int,
+                        measured: list[Measurement], worker: str) -> None:
+        """Write each measurement of a candidate stored as failed over that trial, which this campaign then
+        owns: the failure's status, error, time, worker and campaign go to the trial's ``meta["earlier"]``
+        (every earlier attempt, oldest first), and a campaign that measured the failure keeps it in its
+        history as a look-up (its evaluation now holds a result another campaign measured)."""
+        table = TrialRow.__table__
+        rows = self._rows_for_keys(s, [table.c.id, table.c.candidate_key, table.c.status, table.c.error,
+                                       table.c.created, table.c.worker, table.c.campaign_id, table.c.meta],
+                                   task_id, device_id, [m.candidate.key for m in measured])
+        failed = {r.candidate_key: r for r in rows if r.status != Status.OK.value}
+        if not failed:
+            return
+        owners = {r.campaign_id for r in failed.values() if r.campaign_id is not None}
+        names = dict(s.execute(select(CampaignRow.id, CampaignRow.name).where(CampaignRow.id.in_(owners))).all()) \
+            if owners else {}
+        links = CampaignTrialRow.__table__
+        for m in measured:
+            old = failed.pop(m.candidate.key, None)
+            if old is None:
+                continue
+            earlier = list((old.meta or {}).get("earlier") or []) + [{
+                "status": old.status, "error": old.error or "", "created": old.created.isoformat(),
+                "worker": old.worker or "", "campaign": names.get(old.campaign_id)}]
+            values = measurement_row(m, task_id, device_id, campaign_id, worker)
+            values["meta"] = {**(values["meta"] or {}), "earlier": earlier}
+            for key in ("candidate", "times", "meta"):  # numpy values as insert_rows writes them
+                values[key] = orjson.loads(orjson.dumps(values[key], option=_JSON_OPTIONS))
+            s.execute(update(table).where(table.c.id == old.id).values(**values))
+            if old.campaign_id is not None and old.campaign_id != campaign_id:
+                s.execute(update(links).where(links.c.campaign_id == old.campaign_id, links.c.trial_id == old.id)
+                          .values(reused=True))
+
     def insert_rows(self, s: Session, rows: list[dict]) -> int:
         """Insert trial rows, skipping any (task, device, candidate) already stored; returns how many were new.
 
@@ -177,7 +220,7 @@ class TrialStore:
         view of the table (_WIRE_TRIALS), one executemany with no per-value processing."""
         if not rows:
             return 0
-        enc, opt = orjson.dumps, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+        enc, opt = orjson.dumps, _JSON_OPTIONS
         if self.dialect == "sqlite":  # executemany's row count is the number inserted
             params = [(r["task_id"], r["device_id"], r["campaign_id"], r["candidate_key"],
                        enc(r["candidate"], option=opt).decode(), r["status"], r["cost"],

@@ -15,6 +15,7 @@ import os
 import socket
 import uuid
 import zlib
+from collections.abc import Iterable
 from datetime import timedelta
 
 from sqlalchemy import func, select, text, update
@@ -103,14 +104,17 @@ class CampaignWorkers:
 
     @waits_out_locks
     def reserve(self, campaign_id: int, worker: str, candidates: list[Candidate], limit: int | None = None,
-                elsewhere: list[Candidate] | None = None) -> list[Candidate]:
+                elsewhere: list[Candidate] | None = None, again: Iterable[str] = ()) -> list[Candidate]:
         """Reserve candidates for ``worker`` to measure, in order, until ``limit`` are reserved; returns
         those it got: no other worker of the campaign has them reserved, and none is stored yet (a
         worker that stored one after this worker looked it up has also ended its reservation).
 
         ``elsewhere``, a list: a candidate that another campaign of the task and device reserved first is
         not reserved either, and is appended to it (that campaign stores it; this one looks it up later
-        instead of measuring it again and losing the race to store it)."""
+        instead of measuring it again and losing the race to store it).
+
+        ``again``: keys of candidates stored as failed that the caller measures again (``retry_failed``): their
+        stored trial does not keep them from being reserved."""
         if not candidates or limit is not None and limit <= 0:
             return []
         pending, now = CampaignPendingRow.__table__, utcnow()
@@ -132,7 +136,7 @@ class CampaignWorkers:
                         break
             if got:
                 done = {k for (k,) in self._rows_for_keys(s.connection(), [TrialRow.__table__.c.candidate_key],
-                                                          tid, did, got)}
+                                                          tid, did, got)} - set(again)
                 if elsewhere is not None:
                     first = self._reserved_first_elsewhere(s, campaign_id, tid, did, got - done)
                     elsewhere += [c for c in candidates if c.key in first]

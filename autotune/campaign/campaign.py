@@ -104,6 +104,12 @@ class Campaign:
     measured trials stay in the database, with no campaign, and this campaign looks them up as
     ``reused``).
 
+    ``retry_failed``: a point the search asks for whose stored trial (of any campaign, or an import) failed
+    with a TIMEOUT or a RUNTIME_ERROR, which another attempt may pass (a busy or hung device, a crash), is
+    measured again instead of looked up, once per run; the new measurement replaces the failed trial, whose
+    failure is kept in its ``meta["earlier"]``. The failures of this campaign's own history are not asked for
+    again: with ``fresh`` too, the search starts over and retries them as it meets them.
+
     Ctrl-C (KeyboardInterrupt) stores what was measured (of the batch in flight too, what a runner that
     measures it one candidate after the other completed: ``BatchInterrupted``), marks the campaign
     "interrupted", gives back this worker's claim and reservations, says on stderr how to resume (a
@@ -121,7 +127,7 @@ class Campaign:
         trials: int | None = None, time_budget: float | None = None, simulated_budget: float | None = None,
         batch: int = 8, seed: int = 0, progress: bool | None = None, console: Console | None = None,
         warmup: Sequence[Candidate] = (), warmup_required: int | None = None, recipe: dict | None = None,
-        fresh: bool = False,
+        fresh: bool = False, retry_failed: bool = False,
     ):
         if not isinstance(name, str) or not name:
             raise UsageError(f"a campaign needs a name (a non-empty string), not {name!r}")
@@ -145,6 +151,9 @@ class Campaign:
         self.required = {c.key for c in warmup[:len(warmup) if warmup_required is None else int(warmup_required)]}
         self.recipe = _storable(recipe)
         self.fresh = bool(fresh)
+        if not isinstance(retry_failed, bool):
+            raise UsageError(f"{argument('retry_failed')} is True or False, not {retry_failed!r}")
+        self.retry_failed = retry_failed
         self.console = console or Console(stderr=True)
         # a bar only on a terminal (or a notebook): logs and pipes get no control characters; None, the
         # default of the Python API, is on there too, False (--no-progress) off everywhere

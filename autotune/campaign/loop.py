@@ -39,10 +39,14 @@ from autotune.db.queries import CampaignFigures
 from autotune.errors import UsageError
 from autotune.progress import NameColumn
 from autotune.runners.base import BatchInterrupted, Runner, StreamingRunner
-from autotune.types import Candidate, Measurement, Task
+from autotune.types import Candidate, Measurement, Status, Task
 
 #: stop when this many consecutive batches brought nothing new (the algorithm only revisits known points)
 STALL_BATCHES = 50
+#: the stored failures a campaign that retries failures (``retry_failed``) measures again: those that may pass
+#: on another attempt (a busy or hung device, a crash of the process); a compile error, an invalid point or a
+#: wrong result is the configuration's own and fails again
+RETRIED = frozenset({Status.TIMEOUT, Status.RUNTIME_ERROR})
 WARMUP_CHUNK = 8  # optional warm-up points measured per batch
 
 
@@ -136,7 +140,7 @@ class CampaignRun:
             return False
         keys = [c.key for c in self.c.space.enumerate() if c.key not in self.seen]
         known = self.db.lookup(self.tid, self.did, keys)
-        if len(known) < len(keys):
+        if len(known) < len(keys) or self.c.retry_failed and any(m.status in RETRIED for m in known.values()):
             return False
         self.reused += list(known.values())
         self.seen.update(keys)
@@ -209,6 +213,10 @@ class CampaignRun:
         taken = {c.key for c in start_now}
         waiting = [c for c in self.elsewhere.values() if c.key not in taken]
         known = self.db.lookup(self.tid, self.did, [c.key for c in asked + waiting])
+        again = [c.key for c in asked if self.c.retry_failed and c.key not in self.seen and c.key in known
+                 and known[c.key].status in RETRIED]  # a failure stored before this campaign saw the point
+        for key in again:
+            del known[key]
         for c in waiting:  # stored by the other campaign since: a look-up now
             if c.key in known:
                 asked.append(self.elsewhere.pop(c.key))
@@ -216,7 +224,7 @@ class CampaignRun:
         # once, so this campaign looks it up later rather than measure it again (and lose the race to store it)
         busy: list[Candidate] = []
         fresh = self.db.reserve(self.cid, self.worker, [c for c in asked if c.key not in known and c.key not in taken],
-                                limit=None if warmup_round else n - len(start_now), elsewhere=busy)
+                                limit=None if warmup_round else n - len(start_now), elsewhere=busy, again=again)
         self.elsewhere.update((c.key, c) for c in busy)
         now_reused = [known[c.key] for c in asked if c.key in known]
         if now_reused:
@@ -282,7 +290,7 @@ class CampaignRun:
         state = None if keep_state else self._state()
         got = self.db.record_batch(self.tid, self.did, self.cid, results, self.reused, state=state,
                                    worker=self.worker, claim_next=(want, self.c.trials), in_flight=len(self.in_flight),
-                                   created=self.created)
+                                   created=self.created, replace_failed=self.c.retry_failed)
         self.measured, self.grant, self.adopted = got.total, got.granted, got.adopted
         self.unstored = []
         self.looked_up += len(self.reused)
@@ -319,7 +327,8 @@ class CampaignRun:
                 except Exception:  # noqa: BLE001 - the results are stored all the same; the error is the caller's
                     state = None
             self.db.record_batch(self.tid, self.did, self.cid, self.unstored, self.reused, state=state,
-                                 worker=self.worker, claim_next=(0, self.c.trials), created=self.created)
+                                 worker=self.worker, claim_next=(0, self.c.trials), created=self.created,
+                                 replace_failed=self.c.retry_failed)
 
     def progress(self) -> Progress:
         """A progress bar of the campaign's measurements, its best and its errors (off where the campaign's

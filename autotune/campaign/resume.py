@@ -22,10 +22,11 @@ _COMMANDS = {
         "shape": "--shape", "target": "--target", "algorithm": "--algorithm", "cost_model": "--cost-model",
         "trials": "--trials", "time_budget": "--time-budget", "seed": "--seed", "batch": "--batch",
         "threads": "--threads", "device_index": "--device", "backend": "--backend", "transfer_from": "--transfer-from",
-        "transfer_top": "--transfer-top"}),
+        "transfer_top": "--transfer-top", "retry_failed": "--retry-failed"}),
     "command": ("autotune tune command", (), {
         "space_file": "--space", "algorithm": "--algorithm", "cost_model": "--cost-model", "trials": "--trials",
-        "time_budget": "--time-budget", "seed": "--seed", "batch": "--batch", "timeout_s": "--timeout"}),
+        "time_budget": "--time-budget", "seed": "--seed", "batch": "--batch", "timeout_s": "--timeout",
+        "retry_failed": "--retry-failed"}),
     "graph": ("autotune tune graph", ("model",), {
         "device": "--device", "algorithm": "--algorithm", "alpha": "--alpha", "trials": "--trials",
         "time_budget": "--time-budget", "seed": "--seed", "batch": "--batch", "rules_file": "--rules",
@@ -39,7 +40,7 @@ _COMMANDS = {
 #: values the command line gives when an option is left out (not repeated in a resume command)
 _CLI_DEFAULTS = {"algorithm": DEFAULT_ALGORITHM, "cost_model": DEFAULT_COST_MODEL, "seed": 0, "batch": 8,
                  "measure_delay": 0.0, "target": "cpu", "device_index": 0, "backend": "auto",
-                 "transfer_top": DEFAULT_TRANSFER_TOP}
+                 "transfer_top": DEFAULT_TRANSFER_TOP, "retry_failed": False}
 #: a kind's own defaults where they differ from those above
 _KIND_DEFAULTS = {"graph": {"algorithm": "taso-queue", "batch": 16, "device": "cpu", "rounds": 25},
                   "parallel": {"algorithm": "mcmc", "batch": None, "microbatches": 1, "optimizer": "megatron"}}
@@ -121,7 +122,7 @@ def resume_command(name: str, recipe: dict | None, db: Database | None = None, r
             value = "none"
         if value is None or (key in defaults and value == defaults[key]):
             continue
-        words += [flag, _word(value)]
+        words += [flag] if value is True else [flag, _word(value)]  # a switch (--retry-failed) takes no value
     for key, flag in _FILES.get(kind, {}).items():
         if key in files:
             words += [flag, str(files[key])]

@@ -16,6 +16,7 @@ from autotune.cli.common import (
     CostModelOption,
     DbOption,
     FreshOption,
+    RetryFailedOption,
     JsonOption,
     ProgressOption,
     SeedOption,
@@ -61,6 +62,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         json: JsonOption = False,
         progress: ProgressOption = True,
         fresh: FreshOption = False,
+        retry_failed: RetryFailedOption = False,
         option: AlgorithmOptionsOption = None,
     ) -> None:
         """Tune a program: run it once per configuration (no shell) and read its cost from its output or its
@@ -72,4 +74,4 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
             _not_an_option(ctx, command[0])
         report(run(command, space, campaign=campaign, trials=trials, time_budget=time_budget, algorithm=algorithm,
                    cost_model=cost_model, seed=seed, batch=batch, timeout_s=timeout, db=db, progress=progress,
-                   fresh=fresh, options=parse_options(option)), json)
+                   fresh=fresh, options=parse_options(option), retry_failed=retry_failed), json)

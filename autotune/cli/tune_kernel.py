@@ -13,6 +13,7 @@ from autotune.cli.common import (
     CostModelOption,
     DbOption,
     FreshOption,
+    RetryFailedOption,
     RayActorsOption,
     RayOption,
     TransferOption,
@@ -50,6 +51,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         ray: RayOption = None,
         ray_actors: RayActorsOption = None,
         fresh: FreshOption = False,
+        retry_failed: RetryFailedOption = False,
         option: AlgorithmOptionsOption = None,
     ) -> None:
         """Tune a kernel template's schedule on real hardware; reports the best time, GFLOP/s and the speed-up over the default configuration."""
@@ -63,7 +65,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         result, template, extra = tune_template(name, shape, target, algorithm, trials, time_budget, seed, batch,
                                               campaign, db, threads, device_index, backend, progress,
                                               cost_model, transfer_from, transfer_top, ray, ray_actors,
-                                              fresh=fresh, options=parse_options(option))
+                                              fresh=fresh, options=parse_options(option),
+                                              retry_failed=retry_failed)
         if source and result.best_evaluated is not None:  # the fastest known: a look-up (the default's) may beat the search
             with open(source, "w") as f:
                 f.write(template.source(result.best_evaluated.candidate.payload))

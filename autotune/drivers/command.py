@@ -30,11 +30,13 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
                  time_budget: float | None = None, algorithm: str = DEFAULT_ALGORITHM,
                  cost_model: str | None = DEFAULT_COST_MODEL, seed: int = 0, batch: int = 8,
                  timeout_s: float | None = None, db: str = "sqlite:///autotune.db",
-                 progress: bool | None = None, fresh: bool = False, options: dict | None = None) -> CampaignResult:
+                 progress: bool | None = None, fresh: bool = False, options: dict | None = None,
+                 retry_failed: bool = False) -> CampaignResult:
     """Run (or resume) a campaign over the space of ``space_file``, measuring each configuration by
     running ``argv`` with its ``{knob}`` placeholders filled in. Without a budget: 100 trials.
     ``fresh``: delete a campaign of that name first (its trials stay, reused as look-ups).
-    ``options``: the algorithm's options, and the cost-model guidance's (``autotune algorithms``)."""
+    ``options``: the algorithm's options, and the cost-model guidance's (``autotune algorithms``).
+    ``retry_failed``: run again the configurations whose stored trial crashed or timed out (Campaign)."""
     check_campaign_name(campaign)
     if isinstance(argv, (str, bytes)):  # one string would be run as its characters
         raise UsageError(f"argv must be a list of the program and its arguments, not one string: "
@@ -58,6 +60,8 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
             "algorithm": algorithm, "cost_model": cost_model, "seed": seed, "batch": batch, "timeout_s": timeout_s}}
         if options:
             recipe["args"]["options"] = options
+        if retry_failed:
+            recipe["args"]["retry_failed"] = True
         # before the database is opened: a refused command leaves no --db file behind
         check_has_points(knobs)
         check_run(knobs, algo, trials=budgets(trials, time_budget), time_budget=time_budget, batch=batch, seed=seed)
@@ -65,7 +69,7 @@ def tune_command(argv: Sequence[str], space_file, campaign: str | None = None, t
         try:
             return Campaign(name, knobs, algo, runner, database, trials=budgets(trials, time_budget),
                             time_budget=time_budget, batch=batch, seed=seed, progress=progress, recipe=recipe,
-                            fresh=fresh).run()
+                            fresh=fresh, retry_failed=retry_failed).run()
         finally:
             database.close()
     finally:

@@ -110,7 +110,8 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
              algorithm: str = DEFAULT_ALGORITHM, cost_model: str | None = DEFAULT_COST_MODEL,
              db: str = "sqlite:///autotune.db", campaign: str | None = None, seed: int = 0, batch: int = 8,
              isolate: bool = False, timeout_s: float | None = None, progress: bool | None = None,
-             memory_limit: int | None = None, fresh: bool = False, options: dict | None = None) -> CampaignResult:
+             memory_limit: int | None = None, fresh: bool = False, options: dict | None = None,
+             retry_failed: bool = False) -> CampaignResult:
     """Run (or resume) a campaign minimising ``objective(config)`` over ``space``; returns its CampaignResult
     (``best_config``, ``best_cost``, ``trials``, ``errors``, ``status``, ``summary()``).
 
@@ -133,6 +134,9 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
       module-level function), where ``timeout_s`` stops a hang (a TIMEOUT trial), ``memory_limit`` caps
       the address space in bytes and a crash is a RUNTIME_ERROR trial.
     - ``progress``: draw the progress bar (None: when stderr is a terminal).
+    - ``retry_failed``: evaluate again the points whose stored trial failed with an exception or a timeout
+      (a failure another attempt may pass), instead of looking the failure up; the earlier failure stays in
+      the trial's ``meta["earlier"]``.
 
     The task is the function's qualified name and the space (docs/own-code.md says what else tells
     two objectives apart), so another function or another space is another campaign.
@@ -157,7 +161,7 @@ def minimize(objective: Callable, space, trials: int | None = None, time_budget:
         try:
             return Campaign(name, knobs, algo, runner, database, trials=budgets(trials, time_budget),
                             time_budget=time_budget, batch=batch, seed=seed, progress=progress,
-                            fresh=fresh).run()
+                            fresh=fresh, retry_failed=retry_failed).run()
         finally:
             database.close()
     finally:

@@ -92,13 +92,14 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
                 db: str = "sqlite:///autotune.db", threads: int | None = None, device_index: int = 0, backend: str = "auto",
                 progress: bool | None = None, cost_model: str | None = DEFAULT_COST_MODEL, transfer_from: str | None = None,
                 transfer_top: int = DEFAULT_TRANSFER_TOP, ray: str | None = None, ray_actors: int | None = None, fresh: bool = False,
-                options: dict | None = None):
+                options: dict | None = None, retry_failed: bool = False):
     """Run (or resume) a kernel tuning campaign; (CampaignResult, template, extra summary keys).
 
     ``ray``: measure on ``ray_actors`` Ray actors (default: one per GPU, or per core, of the cluster)
     of the cluster at this address (``local``, ``auto`` or HOST:PORT); builds run on its CPUs.
     ``fresh``: delete a campaign of that name first (its trials stay, reused as look-ups).
-    ``options``: the algorithm's options, and the cost-model guidance's (``autotune algorithms``)."""
+    ``options``: the algorithm's options, and the cost-model guidance's (``autotune algorithms``).
+    ``retry_failed``: measure again the configurations whose stored trial crashed or timed out (Campaign)."""
     check_campaign_name(campaign)
     if name not in TEMPLATES:
         raise UsageError(f"unknown kernel {name!r}; valid: {', '.join(TEMPLATES)}")
@@ -125,6 +126,8 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
         "device_index": device_index, "backend": backend}}
     if options:
         recipe["args"]["options"] = options
+    if retry_failed:
+        recipe["args"]["retry_failed"] = True
     if transfer_from:  # a worker joining the campaign, and its resume command, warm-start from the same sources
         recipe["args"].update(transfer_from=transfer_from, transfer_top=transfer_top)
     label = "x".join(str(v) for v in template.shape.values())
@@ -145,7 +148,8 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
                                            algo, named, fresh=fresh, recipe=recipe)
         base = default_measurement(database, template, runner)
         result = Campaign(warm_name or named(algo.name), space, algo, runner, database, trials=trials, time_budget=time_budget,
-                          batch=batch, seed=seed, progress=progress, recipe=recipe, fresh=fresh).run()
+                          batch=batch, seed=seed, progress=progress, recipe=recipe, fresh=fresh,
+                          retry_failed=retry_failed).run()
     finally:
         runner.close()
         if database is not None:

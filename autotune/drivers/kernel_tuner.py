@@ -147,7 +147,7 @@ def _check_options(options: dict) -> tuple[dict, int, int | None]:
         if name in UNSUPPORTED_KT_OPTIONS and value not in (None, False, {}, []):
             raise UsageError(f"{name}: {UNSUPPORTED_KT_OPTIONS[name]} are not supported by autotune's tune_kernel")
     known = {"strategy_options", "device", "smem_args", "metrics", "compiler", "defines", "objective",
-             "c_timing", "run_timeout", "backend", "transfer_from", "fresh", *IGNORED_KT_OPTIONS,
+             "c_timing", "run_timeout", "backend", "transfer_from", "fresh", "retry_failed", *IGNORED_KT_OPTIONS,
              *UNSUPPORTED_KT_OPTIONS}
     unknown = [n for n in options if n not in known]
     if unknown:
@@ -203,7 +203,8 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
     any ``metrics``); ``env``: the device, problem size, parameters, campaign, and the configurations
     that failed (``failed``: status and error). Extra options beyond Kernel Tuner's: ``cost_model``,
     ``trials``, ``time_budget``, ``seed``, ``db``, ``campaign``, ``transfer_from`` (a warm start, as the drivers'),
-    ``fresh`` (delete the campaign of that name first), and ``c_timing`` ("kernel": the C
+    ``fresh`` (delete the campaign of that name first), ``retry_failed`` (measure again the configurations
+    whose stored trial crashed or timed out, which another attempt may pass), and ``c_timing`` ("kernel": the C
     function returns its own time in ms, Kernel Tuner's convention; "runner": a void function timed by
     the wall clock; default: decided from the function's declared return type), and ``progress``: bars
     on standard error for the compile check and the search, and a closing summary line (True, False,
@@ -292,6 +293,7 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
         return campaign or f"kt-{label}-{name}-seed{seed}"
 
     fresh = bool(ignored_kt_options.get("fresh"))
+    retry_failed = bool(ignored_kt_options.get("retry_failed"))
     database = None
     try:
         # before the database is opened: a refused call leaves no database file behind
@@ -312,7 +314,7 @@ def tune_kernel(kernel_name: str, kernel_source, problem_size, arguments: list, 
             _check_same_space(database, cname, space, runner.device, space_id)
         result = Campaign(cname, space, search, runner, database, trials=trials, time_budget=time_budget,
                           batch=8, seed=seed, progress=bar.shown, console=bar.console, recipe=recipe,
-                          fresh=fresh).run()
+                          fresh=fresh, retry_failed=retry_failed).run()
         history = [m for m, _ in database.campaign_history(database.campaign(cname).id)]
     finally:
         runner.close()

@@ -199,3 +199,31 @@ def test_space_check_exits_2_on_bad_files(files, text, expected):
     (files / "bad.yaml").write_text(text)
     assert expected in _one_sentence_error(cli.invoke(app, ["space", "check", "bad.yaml"]))
     assert "does not exist" in _one_sentence_error(cli.invoke(app, ["space", "check", "missing.yaml"]))
+
+
+def test_retry_failed_runs_a_crashed_configuration_again_and_its_resume_keeps_the_switch(files):
+    """Configurations that crashed once (here: while a file says so) are looked up as failed by the next
+    campaign, and run again by one with --retry-failed, whose resume command and recipe keep the switch."""
+    (files / "flaky.py").write_text("import os, sys\nif os.path.exists('down') and sys.argv[1] == '2':\n"
+                                    "    sys.exit('device busy')\nprint(f'time: {sys.argv[1]} ms')\n")
+    (files / "down").write_text("")
+    url = f"sqlite:///{files / 't.db'}"
+    base = ["tune", "command", "--space", "space.yaml", "--db", url, "--json", "--no-progress", "--algorithm", "grid",
+            "--cost-model", "none", "--trials", "11"]  # the whole space: 4 blocks x 3 unrolls, but 64 x 4
+    program = ["--", sys.executable, "flaky.py", "{unroll}"]
+    assert cli.invoke(app, [*base, "--campaign", "first", *program]).exit_code == 0
+    (files / "down").unlink()
+    r = cli.invoke(app, [*base, "--campaign", "looked-up", *program])
+    assert r.exit_code == 0 and _last_json(r.output)["measured_here"] == 0, r.output
+    r = cli.invoke(app, [*base, "--campaign", "again", "--retry-failed", *program])
+    assert r.exit_code == 0 and _last_json(r.output)["measured_here"] == 4, r.output
+    db = open_database(url)
+    df = queries.trials(db, campaign="again")
+    retried = df[[c["unroll"] == 2 for c in df["config"]]]
+    assert len(retried) == 4 and (retried["status"] == "OK").all()
+    assert (queries.trials(db, campaign="first")["status"] == "OK").all()  # the failures were written over
+    from autotune.campaign import resume_command
+
+    recipe = db.campaign("again").options["recipe"]
+    assert recipe["args"]["retry_failed"] is True
+    assert " --retry-failed " in resume_command("again", recipe, db)

@@ -36,7 +36,7 @@ def test_a_mistyped_option_before_the_program_is_refused_with_the_closest_option
     r = CliRunner().invoke(app, ["tune", "command", "--space", "space.yaml", "--trails", "3", "--", sys.executable,
                                  "-c", "pass", "{x}"])
     assert r.exit_code == 2, r.output
-    assert "'--trails' is not an option of tune command (did you mean '--trials'?)" in r.output
+    assert "'--trails' is not an option of tune command (did you mean '--trials'" in r.output
     assert not (tmp_path / "autotune.db").exists()
 
 
