@@ -11,10 +11,15 @@ import time
 from pathlib import Path
 
 from autotune.runners.base import Runner
-from autotune.search_spaces.replay import KTCache
+from autotune.search_spaces.replay import KT_FAILURES, KTCache
 from autotune.types import Candidate, Device, Measurement, Status, Task
 
 MS = 1e-3
+#: the time, in ms, Kernel Tuner gives a configuration that failed; caches of some of its versions hold it in place
+#: of the failure's name
+KT_ERROR_TIME_MS = 1e20
+#: the status of each failure name of a cache (a name not here, or no name: RUNTIME_ERROR)
+_FAILURE_STATUS = {name: status for status, name in KT_FAILURES.items()}
 
 
 def replay_device(cache: KTCache) -> Device:
@@ -33,9 +38,12 @@ def record_measurement(cache: KTCache, candidate: Candidate, rec: dict | None) -
     run = float(rec.get("benchmark_time") or 0) * MS
     t = rec.get("time")
     if isinstance(t, str):
-        status = Status.COMPILE_ERROR if "Compil" in t else Status.RUNTIME_ERROR
-        return Measurement(candidate, status, error=t, build_s=build, run_s=run, simulated_s=sim,
-                           meta={"source": "replay"})
+        status = _FAILURE_STATUS.get(t, Status.COMPILE_ERROR if "Compil" in t else Status.RUNTIME_ERROR)
+        return Measurement(candidate, status, error=t or "RuntimeFailedConfig", build_s=build, run_s=run,
+                           simulated_s=sim, meta={"source": "replay"})
+    if float(t) >= KT_ERROR_TIME_MS:
+        return Measurement(candidate, Status.RUNTIME_ERROR, error=f"recorded time {t:g} ms: Kernel Tuner's value for a "
+                           "failed configuration", build_s=build, run_s=run, simulated_s=sim, meta={"source": "replay"})
     times = [float(x) * MS for x in (rec.get("times") or [t])]
     if not times or not all(math.isfinite(x) for x in times):
         return Measurement(candidate, Status.RUNTIME_ERROR, error="recorded time is not finite",

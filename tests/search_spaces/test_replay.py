@@ -93,3 +93,23 @@ def test_a_cache_that_inflates_past_the_limit_is_refused_before_it_is_parsed(tmp
     assert bomb.stat().st_size < 100_000
     with pytest.raises(UsageError, match="more than 1 MB"):
         replay.KTCache.load(str(bomb))
+
+
+def test_kernel_tuners_failure_names_and_error_time_read_as_failures(tmp_path):
+    """Each failure name of a cache reads as its status (the names write_cache writes, read back alike), an
+    empty name as a runtime failure, and Kernel Tuner's error time (1e20 ms, which some of its versions store
+    in place of a name) as a failure, not as a time."""
+    from autotune.runners.replay import record_measurement
+
+    recs = {(1,): "CompilationFailedConfig", (2,): "InvalidConfig", (3,): "RuntimeFailedConfig", (4,): "",
+            (5,): 1e20, (6,): 1.7976931348623157e308, (7,): 0.5}
+    cache = {"tune_params_keys": ["x"], "tune_params": {"x": [v for (v,) in recs]},
+             "cache": {str(v): {"x": v, "time": t} for (v,), t in recs.items()}}
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(cache))
+    kt = KTCache.load(p)
+    got = {v: record_measurement(kt, Candidate({"x": v}), kt.records[(v,)]) for (v,) in recs}
+    assert {v: m.status for v, m in got.items()} == {
+        1: Status.COMPILE_ERROR, 2: Status.INVALID, 3: Status.RUNTIME_ERROR, 4: Status.RUNTIME_ERROR,
+        5: Status.RUNTIME_ERROR, 6: Status.RUNTIME_ERROR, 7: Status.OK}
+    assert got[7].cost == pytest.approx(0.5e-3) and "failed configuration" in got[5].error and got[4].error
