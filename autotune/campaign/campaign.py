@@ -22,7 +22,8 @@ from sqlalchemy import select
 
 from autotune.algorithms.base import SearchAlgorithm
 from autotune.algorithms.registry import check_same_sources, make_algorithm
-from autotune.campaign.loop import CampaignRun, Heartbeat
+from autotune.campaign.heartbeat import Heartbeat
+from autotune.campaign.loop import CampaignRun
 from autotune.campaign.result import CampaignResult, campaign_result
 from autotune.campaign.resume import resume_command
 from autotune.cost_models.registry import MODEL_SPEC, own_model_spec

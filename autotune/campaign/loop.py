@@ -17,10 +17,6 @@ valid measurements to be stored (``CampaignRun.store_unstored``) before the run 
 from __future__ import annotations
 
 import json
-import math
-import numbers
-import sys
-import threading
 import time
 from collections.abc import Iterator
 
@@ -34,12 +30,12 @@ from rich.progress import (
 )
 
 from autotune.algorithms.base import SearchAlgorithm
-from autotune.db.database import Database
+from autotune.campaign.batches import Batches, what_kind
 from autotune.db.queries import CampaignFigures
 from autotune.errors import UsageError
 from autotune.progress import NameColumn
-from autotune.runners.base import BatchInterrupted, Runner, StreamingRunner
-from autotune.types import Candidate, Measurement, Status, Task
+from autotune.runners.base import StreamingRunner
+from autotune.types import Candidate, Measurement, Status
 
 #: stop when this many consecutive batches brought nothing new (the algorithm only revisits known points)
 STALL_BATCHES = 50
@@ -63,7 +59,7 @@ class CampaignRun:
         self.tid, self.did = self.db.task_id(self.task), self.db.device_id(campaign.runner.device)
         self.created = self.db.campaign_created(campaign_id)  # every store checks the campaign is still this one
         runner = campaign.runner
-        self.dispatch = runner if isinstance(runner, StreamingRunner) else _Batches(runner)
+        self.dispatch = runner if isinstance(runner, StreamingRunner) else Batches(runner)
         self.slots = runner.slots if isinstance(runner, StreamingRunner) else campaign.batch
         self.algorithm.set_parallel(self.slots if self.dispatch is runner else 1)
         self.own_code = _own_code(self.algorithm)  # whether ask's points are checked to be in the space
@@ -235,7 +231,7 @@ class CampaignRun:
         self.seen.update(c.key for c in start_now)
         self.in_flight.update((c.key, c) for c in start_now)
         if start_now:
-            if isinstance(self.dispatch, _Batches):  # required reference points are measured whatever the budget
+            if isinstance(self.dispatch, Batches):  # required reference points are measured whatever the budget
                 required = warmup_round and any(c.key in self.c.required for c in start_now)
                 budget = self.c.time_budget
                 self.dispatch.deadline = None if budget is None or required else self.start + budget
@@ -250,8 +246,8 @@ class CampaignRun:
         got = self.algorithm.ask(n)
         items = list(got) if isinstance(got, (list, tuple, Iterator)) else None
         if items is None or not all(isinstance(c, Candidate) for c in items):
-            what = _what(got) if items is None else \
-                f"{_what(got)} holding {_what(next(c for c in items if not isinstance(c, Candidate)))}"
+            what = what_kind(got) if items is None else \
+                f"{what_kind(got)} holding {what_kind(next(c for c in items if not isinstance(c, Candidate)))}"
             raise UsageError(f"algorithm {_name(self.algorithm)}: ask({n}) returned {what}; ask returns a list of "
                              "autotune.Candidate (Candidate(config), or space.candidate(config)), [] when it has no "
                              "more")
@@ -346,90 +342,6 @@ class CampaignRun:
         return f"{best}  errors {self.errors}  reused {self.looked_up}"
 
 
-class _Batches:
-    """A plain runner seen as a streaming one: what is submitted is measured as one batch by collect, which
-    starts no candidate past ``deadline`` (a perf_counter time; None: no limit). The candidates it did not
-    start are ``dropped`` (not measured, to be given back). When collect raises (Ctrl-C, a runner breaking
-    its promise), ``partial`` holds the batch's valid measurements, which the campaign stores all the same."""
-
-    def __init__(self, runner: Runner):
-        self.runner, self.queue, self.task = runner, [], None
-        self.deadline: float | None = None
-        self.dropped: list[Candidate] = []
-        self.partial: list[Measurement] = []
-
-    def submit(self, task: Task, candidates: list[Candidate]) -> None:
-        self.task = task
-        self.queue += candidates
-
-    def collect(self) -> list[Measurement]:
-        batch, self.queue, self.partial = self.queue, [], []
-        if not batch:
-            return []
-        try:
-            if self.deadline is None:
-                results = self.runner.measure(self.task, batch)
-            else:
-                results = self.runner.measure_until(self.task, batch, self.deadline)
-        except BatchInterrupted as exc:  # Ctrl-C part-way: the measurements completed before it are kept
-            self.partial = _valid(batch, exc.measured)
-            raise
-        if isinstance(results, Iterator):
-            results = list(results)
-        try:
-            results = _checked(self.runner, batch, results, whole=self.deadline is None)
-        except UsageError:  # the runner broke its promise: its valid measurements are stored all the same
-            self.partial = _valid(batch, results)
-            raise
-        done = {m.candidate.key for m in results}
-        self.dropped += [c for c in batch if c.key not in done]
-        return results
-
-
-def _valid(batch: list[Candidate], results) -> list[Measurement]:
-    """The Measurements among ``results`` that ``Runner.measure`` may return for ``batch``: each of a candidate of
-    the batch that no other result names too, with a successful cost a finite number >= 0."""
-    if not isinstance(results, (list, tuple, Iterator)):
-        return []
-    ours = [m for m in results if isinstance(m, Measurement) and isinstance(getattr(m, "candidate", None), Candidate)]
-    asked = {c.key for c in batch}
-    count: dict[str, int] = {}
-    for m in ours:
-        count[m.candidate.key] = count.get(m.candidate.key, 0) + 1
-    return [m for m in ours if m.candidate.key in asked and count[m.candidate.key] == 1 and _fine_cost(m)]
-
-
-def _fine_cost(m: Measurement) -> bool:
-    return not m.ok or (isinstance(m.cost, numbers.Real) and not isinstance(m.cost, bool) and math.isfinite(m.cost)
-                        and m.cost >= 0)
-
-
-def _checked(runner: Runner, batch: list[Candidate], results, whole: bool = False) -> list[Measurement]:
-    """``results`` if they are what ``Runner.measure`` promises: Measurements of the batch's candidates (all of
-    them where ``whole``), each cost a finite number >= 0; else UsageError naming the runner (a runner of the
-    user's own that broke the promise would hang the campaign, or rank a negative cost first)."""
-    name = type(runner).__name__
-    if not isinstance(results, (list, tuple, Iterator)):
-        raise UsageError(f"runner {name} returned {_what(results)} for {len(batch)} candidates; measure() "
-                         "returns a list of one Measurement per candidate, of that candidate, in order")
-    results = list(results)
-    wrong = next((m for m in results if not isinstance(m, Measurement)), None)
-    if wrong is not None:
-        raise UsageError(f"runner {name} returned {_what(wrong)} among its results; measure() returns one "
-                         "autotune.Measurement per candidate, of that candidate, in order")
-    keys = [m.candidate.key for m in results]
-    asked = {c.key for c in batch}
-    if len(set(keys)) < len(keys) or not set(keys) <= asked or (whole and set(keys) != asked):
-        raise UsageError(f"runner {name} returned {len(results)} results for {len(batch)} candidates"
-                         f"{' (one candidate twice)' if len(set(keys)) < len(keys) else ''}; measure() "
-                         "returns one Measurement per candidate, of that candidate, in order")
-    for m in results:
-        if not _fine_cost(m):
-            raise UsageError(f"runner {name} measured {m.candidate.payload!r} at cost {m.cost!r}; a cost must be a "
-                             "finite number >= 0 (a failure is a Measurement with a failed status)"[:400])
-    return results
-
-
 def _own_code(algorithm) -> bool:
     """Whether ``algorithm``, or an algorithm it wraps (``inner``: model guidance), is defined outside autotune."""
     while isinstance(algorithm, SearchAlgorithm):
@@ -439,33 +351,6 @@ def _own_code(algorithm) -> bool:
     return False
 
 
-def _what(value) -> str:
-    """A value's kind, as a message says what came back: "None", "a dict"."""
-    return "None" if value is None else f"a {type(value).__name__}"
-
-
 def _name(algorithm) -> str:
     """How a message names an algorithm: its name, else its class's."""
     return repr(getattr(algorithm, "name", "") or type(algorithm).__name__)
-
-
-class Heartbeat:
-    """A thread that tells the other workers of the campaign that this one is alive."""
-
-    def __init__(self, db: Database, campaign_id: int, worker: str):
-        self.db, self.campaign_id, self.worker = db, campaign_id, worker
-        self.stopped = threading.Event()
-        self.db.heartbeat(campaign_id, worker)
-        self.thread = threading.Thread(target=self._beat, name="autotune-heartbeat", daemon=True)
-        self.thread.start()
-
-    def _beat(self) -> None:
-        while not self.stopped.wait(self.db.HEARTBEAT_S):
-            try:
-                self.db.heartbeat(self.campaign_id, self.worker)
-            except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the campaign goes on
-                print(f"autotune: heartbeat failed ({exc}); retrying", file=sys.stderr)
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.thread.join(timeout=5)
