@@ -70,6 +70,71 @@ def _bad_record(rec, names: list[str]) -> str:
     return ""
 
 
+#: a T4 result's invalidity as the failure name of a Kernel Tuner cache
+_T4_FAILURES = {"compile": "CompilationFailedConfig", "constraints": "InvalidConfig", "runtime": "RuntimeFailedConfig",
+                "timeout": "RuntimeFailedConfig", "correctness": "RuntimeFailedConfig"}
+_TIME_UNITS_MS = {"ms": 1.0, "": 1.0, "s": 1e3, "us": 1e-3, "ns": 1e-6}
+
+
+def t4_as_cache(data: dict, path: Path, where: str) -> dict:
+    """A results file of the T4 auto-tuning format (``{"schema_version": ..., "results": [...]}``: Kernel Tuner's
+    ``results_file``, the autotuning-methodology's files) as the Kernel Tuner cache it stands for: each result's
+    configuration, its objective's value in ms (the objective must be a time) or its invalidity's failure name,
+    its runtimes and compile and benchmark times. Each parameter's values are those its results hold, numbers in
+    increasing order. T4 names neither the device nor the kernel: the device is the file's name (without a
+    ``_T4`` suffix), the kernel its folder's name."""
+    results = data["results"]
+    if not results:
+        raise UsageError(f"{where} holds no results (a T4 results file)")
+    names: list[str] | None = None
+    cache: dict[str, dict] = {}
+    for i, res in enumerate(results):
+        if not isinstance(res, dict) or not isinstance(res.get("configuration"), dict) or not res["configuration"]:
+            raise UsageError(f"{where}: T4 result {i} has no configuration (an object of parameter values)")
+        config = res["configuration"]
+        if names is None:
+            names = list(config)
+        elif list(config) != names and set(config) != set(names):
+            raise UsageError(f"{where}: T4 result {i} configures {sorted(config)}, not the first result's {sorted(names)}")
+        objective = (res.get("objectives") or ["time"])[0]
+        measured = {m.get("name"): m for m in res.get("measurements") or [] if isinstance(m, dict)}
+        invalidity = res.get("invalidity", "correct")
+        rec: dict = {n: config[n] for n in names}
+        if invalidity != "correct":
+            if invalidity not in _T4_FAILURES:
+                raise UsageError(f"{where}: T4 result {i} has invalidity {str(invalidity)[:40]!r}; expected one of "
+                                 f"correct, {', '.join(_T4_FAILURES)}")
+            rec["time"] = _T4_FAILURES[invalidity]
+        else:
+            m = measured.get(objective)
+            unit = str((m or {}).get("unit", "ms"))
+            if m is None or unit not in _TIME_UNITS_MS:
+                raise UsageError(f"{where}: T4 result {i} has no measurement of its objective {str(objective)[:40]!r} in "
+                                 "a unit of time (ms, s, us, ns); autotune replays times, lower is better")
+            value = m.get("value")
+            rec["time"] = value * _TIME_UNITS_MS[unit] if _number(value) else value
+            if isinstance(value, list) and value and all(_number(x) for x in value):
+                rec["time"] = sum(value) / len(value) * _TIME_UNITS_MS[unit]
+        times = res.get("times") if isinstance(res.get("times"), dict) else {}
+        runtimes = times.get("runtimes")
+        if invalidity == "correct" and isinstance(runtimes, list) and runtimes and all(_number(x) for x in runtimes):
+            rec["times"] = [float(x) for x in runtimes]
+        for field, keys in (("compile_time", ("compilation", "compilation_time")), ("benchmark_time", ("benchmark",))):
+            value = next((times[k] for k in keys if _number(times.get(k))), None)
+            if value is not None:
+                rec[field] = value
+        cache[",".join(str(rec[n]) for n in names)] = rec
+    values = {}
+    for n in names:
+        seen = list(dict.fromkeys(rec[n] for rec in cache.values()))
+        if all(_number(v) or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in seen):
+            seen.sort()
+        values[n] = seen
+    label = cache_label(path).removesuffix("_T4")
+    return {"device_name": label, "kernel_name": path.parent.name or label, "problem_size": None,
+            "tune_params_keys": names, "tune_params": values, "cache": cache}
+
+
 def resolve_cache_path(spec: str | Path) -> Path:
     """A cache file path, or ``example:NAME`` for a bundled one."""
     text = str(spec)
@@ -133,6 +198,8 @@ class KTCache:
         path = resolve_cache_path(spec)
         where = f"cache file {str(spec)!r}"
         data = _read_json(path, where)
+        if isinstance(data, dict) and isinstance(data.get("results"), list) and "cache" not in data:
+            data = t4_as_cache(data, path, where)
         if not isinstance(data, dict):
             raise UsageError(f"{where} is not a Kernel Tuner cache: the top level is a {type(data).__name__}, "
                              "expected an object with tune_params_keys, tune_params and cache")

@@ -113,3 +113,45 @@ def test_kernel_tuners_failure_names_and_error_time_read_as_failures(tmp_path):
         1: Status.COMPILE_ERROR, 2: Status.INVALID, 3: Status.RUNTIME_ERROR, 4: Status.RUNTIME_ERROR,
         5: Status.RUNTIME_ERROR, 6: Status.RUNTIME_ERROR, 7: Status.OK}
     assert got[7].cost == pytest.approx(0.5e-3) and "failed configuration" in got[5].error and got[4].error
+
+
+def _t4_file(folder, name="A100_T4.json", objective_unit="ms"):
+    """A results file in the T4 format, as Kernel Tuner's results_file writes it: two block sizes, one of them
+    also failing to compile at tile 2, one invalid."""
+    results = []
+    for block, tile, invalidity, ms in [(64, 1, "correct", 2.0), (128, 1, "correct", 1.5),
+                                        (64, 2, "compile", None), (128, 2, "constraints", None)]:
+        results.append({
+            "timestamp": "2024-01-01T00:00:00Z", "configuration": {"block": block, "tile": tile},
+            "times": {"compilation": 120.0, "benchmark": 30.0, "runtimes": [ms, ms * 1.1] if ms else []},
+            "invalidity": invalidity, "correctness": 1, "objectives": ["time"],
+            "measurements": [{"name": "time", "value": ms if ms is not None else "CompilationFailedConfig",
+                              "unit": objective_unit}]})
+    folder.mkdir(exist_ok=True)
+    p = folder / name
+    p.write_text(json.dumps({"schema_version": "1.0.0", "results": results}))
+    return p
+
+
+def test_a_t4_results_file_reads_as_the_cache_it_stands_for(tmp_path):
+    p = _t4_file(tmp_path / "dedispersion")
+    kt = KTCache.load(p)
+    assert (kt.device_name, kt.kernel_name) == ("A100", "dedispersion")
+    assert kt.param_names == ["block", "tile"] and kt.param_values == {"block": [64, 128], "tile": [1, 2]}
+    runner = ReplayRunner(kt)
+    got = runner.measure(kt.task(), [Candidate({"block": b, "tile": t}) for b, t in [(128, 1), (64, 2), (128, 2)]])
+    assert [m.status for m in got] == [Status.OK, Status.COMPILE_ERROR, Status.INVALID]
+    assert got[0].times == pytest.approx([1.5e-3, 1.65e-3]) and got[0].build_s == pytest.approx(0.12)
+    # the same kernel on another GPU (another file of the folder) is the same task
+    other = KTCache.load(_t4_file(tmp_path / "dedispersion", "W7800_T4.json"))
+    assert other.device_name == "W7800" and other.task() == kt.task()
+
+
+def test_a_t4_file_whose_objective_is_not_a_time_is_refused(tmp_path):
+    p = _t4_file(tmp_path / "k", objective_unit="GFLOP/s")
+    with pytest.raises(UsageError, match="no measurement of its objective 'time' in a unit of time"):
+        KTCache.load(p)
+    empty = tmp_path / "e.json"
+    empty.write_text(json.dumps({"schema_version": "1.0.0", "results": []}))
+    with pytest.raises(UsageError, match="holds no results"):
+        KTCache.load(empty)
