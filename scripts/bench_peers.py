@@ -9,7 +9,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -64,12 +63,30 @@ _plain: dict[str, str] = {}
 
 
 def _plain_cache(path: str) -> str:
-    """Kernel Tuner reads plain JSON caches: a decompressed copy in a temporary folder."""
+    """Kernel Tuner reads plain JSON caches: a decompressed copy in a temporary folder; a T4 results file is
+    written as the Kernel Tuner cache it stands for (``t4_as_cache``), each record with the timing fields
+    Kernel Tuner's simulation reads (0 where the file has none)."""
     if path not in _plain:
+        from pathlib import Path
+
+        from autotune.search_spaces.replay import t4_as_cache
+
         folder = tempfile.mkdtemp(prefix="bench_kt_")
         out = os.path.join(folder, "cache.json")
-        with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as src, open(out, "wb") as dst:
-            shutil.copyfileobj(src, dst)
+        with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as src:
+            raw = src.read()
+        doc = json.loads(raw)
+        if isinstance(doc, dict) and isinstance(doc.get("results"), list) and "cache" not in doc:
+            doc = t4_as_cache(doc, Path(path), f"cache file {path!r}")
+            doc["problem_size"] = [1]  # T4 names none; run_kt_once asks Kernel Tuner for this one
+            for rec in doc["cache"].values():
+                for field in ("compile_time", "benchmark_time", "verification_time", "strategy_time",
+                              "framework_time"):
+                    rec.setdefault(field, 0.0)
+                rec.setdefault("times", [rec["time"]] if not isinstance(rec["time"], str) else [])
+            raw = json.dumps(doc).encode()
+        with open(out, "wb") as dst:
+            dst.write(raw)
         _plain[path] = out
     return _plain[path]
 

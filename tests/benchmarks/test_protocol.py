@@ -370,3 +370,23 @@ def test_a_kernel_tuner_run_that_only_repeats_is_ended_and_restarted(tmp_path, m
     monkeypatch.setattr(peers, "kt_evaluations", lambda *a, **k: calls.append(a[2]) or original(*a, **k, cap=20))
     peers.run_kt("genetic_algorithm", cache, ReplaySpace(cache), 3, 12, bench.Tracker)
     assert calls[:2] == [3, 1003]  # ended by the cap, then restarted with another seed
+
+
+def test_kernel_tuners_strategies_run_on_a_t4_results_file(tmp_path, load_script):
+    """A T4 results file is handed to Kernel Tuner's simulation as the cache it stands for: its strategies
+    evaluate the file's configurations, none of them stopped by an error of the cache (its problem size, a
+    timing field it lacks)."""
+    pytest.importorskip("kernel_tuner", reason="kernel_tuner is not installed (pip install 'autotune[bench]')")
+    from autotune.search_spaces.replay import KTCache
+
+    results = [{"configuration": {"block": b, "tile": t}, "invalidity": "correct", "correctness": 1,
+                "times": {"compilation": 100.0, "runtimes": [1.0 + abs(b - 64) / 64 + t]},
+                "objectives": ["time"], "measurements": [{"name": "time", "value": 1.0 + abs(b - 64) / 64 + t,
+                                                          "unit": "ms"}]}
+               for b in (16, 32, 64, 128, 256) for t in (1, 2, 4)]
+    (tmp_path / "k").mkdir()
+    path = tmp_path / "k" / "A100_T4.json"
+    path.write_text(json.dumps({"schema_version": "1.0.0", "results": results}))
+    peers = load_script("bench_peers")
+    seen, stopped = peers.kt_evaluations("random_sample", KTCache.load(path), seed=3, max_fevals=10)
+    assert len(set(seen)) == 10 and not stopped
