@@ -41,6 +41,25 @@ def _fmt(s: dict) -> str:
             f"peak memory {s['peak_memory_bytes'] / 2**30:7.2f} GiB/device")
 
 
+def _check_files_apart(output: str | None, timeline: str | None, inputs: dict[str, str | None]) -> None:
+    """UsageError when ``--output`` or ``--timeline`` names one of ``inputs`` (option -> file: the model, the
+    cluster file, the --db SQLite file), or both name one file: writing the result there would overwrite it."""
+    import os
+
+    def same(a: str, b: str) -> bool:
+        try:
+            return os.path.realpath(a) == os.path.realpath(b) or (os.path.exists(a) and os.path.exists(b)
+                                                                  and os.path.samefile(a, b))
+        except (OSError, ValueError):
+            return False
+
+    for opt, path in (("--output", output), ("--timeline", timeline)):
+        for other, file in {**inputs, **({"--output": output} if opt == "--timeline" else {})}.items():
+            if path and file and same(path, file):
+                raise UsageError(f"{opt} {path!r} is the file of {other}: writing the result there would overwrite "
+                                 f"it; give {opt} another file")
+
+
 def tune_parallel(
     ctx: typer.Context,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Built-in model name (see --list), a transformer's shape BASE:KEY=VALUE,... (a built-in GPT, Llama or BERT with those keys changed, e.g. llama-3-8b:seq=4096, or transformer: with layers, hidden, heads, seq and vocab; --list names every key), an .onnx file or a .json graph")] = None,
@@ -87,6 +106,15 @@ def tune_parallel(
         writable_output(output, "the strategy file")
     if timeline:
         writable_output(timeline, "the timeline", (".png", ".svg", ".pdf"))
+    if output or timeline:
+        from autotune.db.engine import sqlite_file
+        from autotune.search_spaces.parallel.clusters import is_cluster_file
+        from autotune.search_spaces.parallel.models import file_kind
+
+        _check_files_apart(output, timeline, {
+            "--model": model if model and file_kind(model) else None,
+            "--cluster": cluster if cluster and is_cluster_file(cluster) else None,
+            "--db": sqlite_file(db), "--measured-db": sqlite_file(measured_db) if measured_db else None})
 
     if list_:
         if json:
@@ -169,9 +197,10 @@ def tune_parallel(
     typer.echo(f"{r.model.name} ({len(r.model.ops)} ops, {r.model.parameters / 1e6:.1f}M parameters, "
                f"batch {out['batch']}{micro}) "
                f"on {r.cluster.name} ({r.cluster.devices} x {r.cluster.device.name})")
-    typer.echo(f"  {'best (' + out['best']['source'] + ')':22s}{_fmt(out['best'])}")
-    for name, s in out["baselines"].items():
-        typer.echo(f"  {name:22s}{_fmt(s)}")
+    rows = [(f"best ({out['best']['source']})", out["best"]), *out["baselines"].items()]
+    width = max(22, *(len(label) + 2 for label, _ in rows))  # a long source (a seed layout's name) keeps the columns
+    for label, s in rows:
+        typer.echo(f"  {label:{width}s}{_fmt(s)}")
     against, ratio = speedup(r, long=True)
     typer.echo(f"  speed-up over {against}: {ratio:.2f}x" if ratio is not None else f"  no speed-up: {against}")
     typer.echo(f"  search: {r.simulations} simulations in {r.search_s:.2f} s ({algorithm}), "

@@ -32,7 +32,7 @@ from autotune.errors import UsageError, argument, check_campaign_name, did_you_m
 from autotune.progress import Progress, make_progress
 from autotune.runners.simulator import SimulatorRunner
 from autotune.runners.simulator.calibration import calibrated
-from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, preset, preset_names
+from autotune.search_spaces.parallel.clusters import Cluster, get_cluster, is_cluster_file, preset, preset_names
 from autotune.search_spaces.parallel.graph import Graph
 from autotune.search_spaces.parallel.models import (
     DEFAULT_OPTIMIZER,
@@ -109,7 +109,7 @@ def check_algorithm(name: str) -> str:
 def check_cluster(spec: str) -> str:
     """``spec`` when it is a cluster preset (a ``-xN`` preset with any N >= 1) or a .json/.yaml file; else
     UsageError naming the presets and the closest ones."""
-    if spec.endswith((".json", ".yaml", ".yml")) or preset(spec) is not None:  # a preset too large says so
+    if is_cluster_file(spec) or preset(spec) is not None:  # a preset too large says so
         return spec
     # suggest concrete names: "dgx-a10-x2" is closer to "dgx-a100-x2" than to the pattern "dgx-a100-xN"
     m = re.fullmatch(r".*-x(\d+)", spec)

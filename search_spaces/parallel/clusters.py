@@ -118,9 +118,12 @@ class Cluster:
         elif isinstance(dev, dict):
             fields = set(DeviceSpec.__dataclass_fields__)
             unknown = sorted(set(dev) - fields)
-            if unknown or not {"name", "flops_fp32", "flops_fp16", "memory_bytes", "mem_bandwidth"} <= set(dev):
+            lacks = [k for k in ("name", "flops_fp32", "flops_fp16", "memory_bytes", "mem_bandwidth") if k not in dev]
+            if unknown or lacks:
                 raise UsageError(f"the cluster's device needs name, flops_fp32, flops_fp16, memory_bytes and "
-                                 f"mem_bandwidth{'; unknown field(s) ' + ', '.join(map(str, unknown)) if unknown else ''}")
+                                 f"mem_bandwidth{'; it lacks ' + ', '.join(lacks) if lacks else ''}"
+                                 f"{'; unknown field(s) ' + ', '.join(map(str, unknown)) if unknown else ''}"
+                                 f"{did_you_mean(str(unknown[0]), sorted(fields)) if unknown else ''}")
             dev = DeviceSpec(
                 _name(dev["name"], "device.name"), _quantity(dev["flops_fp32"], "device.flops_fp32"),
                 _quantity(dev["flops_fp16"], "device.flops_fp16"), _quantity(dev["memory_bytes"], "device.memory_bytes"),
@@ -178,9 +181,28 @@ def _quantity(v, what: str, zero: bool = False, most: float | None = None) -> fl
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (v >= 0 if zero else v > 0)
     if not ok or (most is not None and v > most):
         bound = f" and at most {most:g}" if most is not None else ""
-        raise UsageError(f"cluster {what} must be a finite {'non-negative' if zero else 'positive'} number{bound}, "
+        unit = f" of {UNITS[what][0]} ({UNITS[what][3]})" if what in UNITS else ""
+        raise UsageError(f"cluster {what} must be a finite {'non-negative' if zero else 'positive'} number{unit}{bound}, "
                          f"not {str(v)[:40]!r}")
+    if what in UNITS:
+        unit, least, largest, example = UNITS[what]
+        if not (v == 0 and zero) and not least <= v <= largest:
+            raise UsageError(f"cluster {what} is {v:g} {unit}, no real device's: give it in {unit} ({example})")
     return float(v)
+
+
+_LINK_EXAMPLE = "300e9 for 300 GB/s"
+#: a figure's unit, the range of any real device's (far wider than today's), and an example: a figure given in
+#: another unit (GB/s, GB, TFLOP/s, microseconds) falls outside it rather than describing an impossible machine
+UNITS = {
+    "intra_bw": ("bytes/s", 1e6, 1e15, _LINK_EXAMPLE), "inter_bw": ("bytes/s", 1e6, 1e15, _LINK_EXAMPLE),
+    "device.mem_bandwidth": ("bytes/s", 1e6, 1e15, "2039e9 for 2,039 GB/s"),
+    "device.memory_bytes": ("bytes", 1e6, 1e15, "80e9 for 80 GB"),
+    "device.flops_fp32": ("FLOP/s", 1e9, 1e18, "19.5e12 for 19.5 TFLOP/s"),
+    "device.flops_fp16": ("FLOP/s", 1e9, 1e18, "312e12 for 312 TFLOP/s"),
+    "intra_latency": ("seconds", 0.0, 1.0, "3e-6 for 3 us"), "inter_latency": ("seconds", 0.0, 1.0, "5e-6 for 5 us"),
+    "device.launch_s": ("seconds", 0.0, 1.0, "5e-6 for 5 us"),
+}
 
 
 def _count(v, what: str, zero: bool = False) -> int:
@@ -249,13 +271,18 @@ def bus_efficiency(device: DeviceSpec) -> float:
     return DEVICE_BUS_EFFICIENCY.get(device.hardware_name, BUS_EFFICIENCY)
 
 
+def is_cluster_file(spec: str) -> bool:
+    """Whether ``spec`` names a cluster file by its extension (.json, .yaml or .yml, in any case)."""
+    return os.path.splitext(spec)[1].lower() in (".json", ".yaml", ".yml")
+
+
 def preset_names() -> list[str]:
     return list(PRESETS)
 
 
 def get_cluster(spec: str) -> Cluster:
     """A preset name (``dgx-a100-x4``; ``-xN`` presets take any N >= 1) or a JSON/YAML file."""
-    if spec.endswith((".json", ".yaml", ".yml")):
+    if is_cluster_file(spec):
         if not os.path.exists(spec):
             raise UsageError(f"cluster file {spec!r} does not exist")
         try:
@@ -263,21 +290,31 @@ def get_cluster(spec: str) -> Cluster:
                 text = f.read(1 << 20)
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read cluster file {spec!r}: {exc.__class__.__name__}") from None
-        if spec.endswith(".json"):
+        empty = UsageError(f"cluster file {spec!r} is empty; it describes the cluster's name, nodes, per_node, "
+                           "device, intra_bw and inter_bw")
+        if not text.strip():
+            raise empty
+        if spec.lower().endswith(".json"):
             try:
-                return Cluster.from_json(json.loads(text))
+                doc = json.loads(text)
             except (ValueError, RecursionError) as exc:
                 raise UsageError(f"cluster file {spec!r} is not valid JSON ({str(exc)[:80]})") from None
+        else:
+            try:
+                import yaml
+            except ImportError:
+                raise MissingDependencyError("YAML cluster files need PyYAML; pip install pyyaml "
+                                             "(or pip install 'autotune[dev]'), or use a .json file") from None
+            try:
+                doc = yaml.safe_load(text)
+            except (yaml.YAMLError, RecursionError) as exc:
+                raise UsageError(f"cluster file {spec!r} is not valid YAML ({str(exc).splitlines()[0][:80]})") from None
+            if doc is None:  # nothing but comments
+                raise empty
         try:
-            import yaml
-        except ImportError:
-            raise MissingDependencyError("YAML cluster files need PyYAML; pip install pyyaml "
-                                         "(or pip install 'autotune[dev]'), or use a .json file") from None
-        try:
-            doc = yaml.safe_load(text)
-        except (yaml.YAMLError, RecursionError) as exc:
-            raise UsageError(f"cluster file {spec!r} is not valid YAML ({str(exc).splitlines()[0][:80]})") from None
-        return Cluster.from_json(doc)
+            return Cluster.from_json(doc)
+        except UsageError as exc:  # the file's fault, named with the file
+            raise UsageError(f"cluster file {spec!r}: {exc}") from None
     cluster = preset(spec)
     if cluster is None:
         raise UsageError(f"unknown cluster {spec!r}; valid: {', '.join(PRESETS)} (N = number of nodes) "

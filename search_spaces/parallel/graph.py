@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from autotune.errors import UsageError
 from autotune.types import stable_key
@@ -80,8 +80,11 @@ class Graph:
         self.edges: list[tuple[int, int, int]] = []  # (producer, consumer, input position)
         for j, op in enumerate(self.ops):
             for k, (src, axes) in enumerate(op.inputs):
-                if src not in self.index or self.index[src] >= j:
-                    raise UsageError(f"op {op.name!r} reads {src!r}, which is not an earlier op")
+                if src not in self.index:
+                    raise UsageError(f"op {op.name!r} reads {src!r}, which is no op of the model")
+                if self.index[src] >= j:  # the ops run in their order: a cycle has none
+                    raise UsageError(f"op {op.name!r} reads {src!r}, which is not an earlier op (the ops must be "
+                                     "in an order that runs each after the ops it reads, so without cycles)")
                 if len(axes) != len(self.ops[self.index[src]].out):
                     raise UsageError(f"op {op.name!r}: input {src!r} has {len(self.ops[self.index[src]].out)} axes")
                 self.edges.append((self.index[src], j, k))
@@ -108,21 +111,104 @@ class Graph:
 
     @classmethod
     def from_json(cls, d: dict) -> Graph:
+        """The graph ``to_json`` describes. Every field is checked first (UsageError naming the op and the field),
+        so a hand-written or edited file is refused in one line rather than failing inside the simulator."""
         if not isinstance(d, dict) or not {"name", "batch", "ops"} <= set(d):
             raise UsageError("a model JSON is an object with name, batch and ops, as Graph.save writes it")
-        try:
-            ops = [Op(**{**o, "out": tuple(o["out"]), "weight": tuple(o.get("weight", ())),
-                         "inputs": [(s, tuple(a)) for s, a in o.get("inputs", [])]}) for o in d["ops"]]
-            return cls(d["name"], ops, int(d["batch"]), int(d.get("dtype_bytes", 4)),
-                       int(d.get("state_bytes_per_param", 16)), bool(d.get("recompute", False)), d.get("meta", {}))
-        except UsageError:
-            raise
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UsageError(f"bad model JSON: {exc}") from None
+        if unknown := sorted(map(str, set(d) - GRAPH_FIELDS)):
+            raise UsageError(f"unknown key(s) {', '.join(map(repr, unknown))} in the model JSON; valid: "
+                             f"{', '.join(sorted(GRAPH_FIELDS))}")
+        if not isinstance(d["name"], str) or not d["name"]:
+            raise UsageError(f"the model JSON's name must be a non-empty string, not {_shown(d['name'])}")
+        for key, least in (("batch", 1), ("dtype_bytes", 1), ("state_bytes_per_param", 0)):
+            if key in d and not _whole(d[key], least):
+                raise UsageError(f"the model JSON's {key} must be a whole number >= {least}, not {_shown(d[key])}")
+        if not isinstance(d.get("recompute", False), bool) or not isinstance(d.get("meta", {}), dict):
+            raise UsageError("the model JSON's recompute must be true or false and its meta an object")
+        if not isinstance(d["ops"], (list, tuple)) or not all(isinstance(o, dict) for o in d["ops"]):
+            raise UsageError("the model JSON's ops must be a list of objects, one per op, as Graph.save writes them")
+        for i, o in enumerate(d["ops"]):
+            _check_op_json(o, i)
+        ops = [Op(**{**o, "out": tuple(o["out"]), "weight": tuple(o.get("weight", ())),
+                     "inputs": [(s, tuple(a)) for s, a in o.get("inputs", [])]}) for o in d["ops"]]
+        return cls(d["name"], ops, d["batch"], d.get("dtype_bytes", 4), d.get("state_bytes_per_param", 16),
+                   d.get("recompute", False), d.get("meta", {}))
 
     def save(self, path: str) -> None:
         with open(path, "w") as f:
             json.dump(self.to_json(), f)
+
+
+GRAPH_FIELDS = frozenset({"name", "batch", "dtype_bytes", "state_bytes_per_param", "recompute", "meta", "ops"})
+OP_FIELDS = tuple(f.name for f in fields(Op))
+# an op's numeric fields in a model JSON: finite and >= 0, the whole-number ones with their least value
+_OP_AMOUNTS = ("flops", "bwd_flops", "mem_elems", "stash_bytes", "post_elems", "route_share")
+_OP_COUNTS = {"weight_elems": 0, "out_scale": 1, "kernels": 0}
+
+
+def _whole(v, least: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= least
+
+
+def _shown(v) -> str:
+    return repr(v) if len(repr(v)) <= 40 else repr(v)[:39] + "…"
+
+
+def _check_op_json(o: dict, i: int) -> None:
+    """UsageError naming the op and the field when ``o`` (``ops[i]`` of a model JSON) is not an op as ``Op`` holds
+    it: its dims sized, every dim given a role, its output, inputs, weight and split dims among its dims, its
+    amounts finite and non-negative."""
+    name = o.get("name")
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"op {i} of the model JSON needs a name (a non-empty string), not {_shown(name)}")
+    where = f"op {name!r}"
+    if missing := [k for k in ("type", "dims", "roles", "out") if k not in o]:
+        raise UsageError(f"{where} lacks {', '.join(missing)}")
+    if unknown := sorted(map(str, set(o) - set(OP_FIELDS))):
+        raise UsageError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}; valid: {', '.join(OP_FIELDS)}")
+    if not isinstance(o["type"], str) or not o["type"]:
+        raise UsageError(f"{where}: type must be a non-empty string, not {_shown(o['type'])}")
+    dims, roles = o["dims"], o["roles"]
+    if not isinstance(dims, dict) or not isinstance(roles, dict):
+        raise UsageError(f"{where}: dims must map each dim to its size and roles each dim to its role")
+    if bad := [d for d, n in dims.items() if not _whole(n, 1)]:
+        raise UsageError(f"{where}: the size of dim {bad[0]!r} must be a whole number >= 1, not {_shown(dims[bad[0]])}")
+    if extra := [d for d in roles if d not in dims]:
+        raise UsageError(f"{where}: roles name dim {extra[0]!r}, which dims does not size")
+    if missing := [d for d in dims if d not in roles]:
+        raise UsageError(f"{where}: roles give dim {missing[0]!r} no role (null: not partitioned)")
+    if bad := [r for r in roles.values() if r is not None and r not in ROLES]:
+        raise UsageError(f"{where}: unknown role {bad[0]!r}; a dim's role is one of {', '.join(ROLES)} or null "
+                         "(not partitioned)")
+
+    def dim_list(key: str, value, none: bool = False) -> None:
+        if not isinstance(value, (list, tuple)) or not all(a in dims or (none and a is None) for a in value):
+            raise UsageError(f"{where}: {key} must be a list of its dims ({', '.join(dims)}"
+                             f"{'; null: an axis needed whole' if none else ''}), not {_shown(value)}")
+
+    dim_list("out", o["out"])
+    dim_list("weight", o.get("weight", []))
+    inputs = o.get("inputs", [])
+    if not isinstance(inputs, (list, tuple)) or not all(isinstance(x, (list, tuple)) and len(x) == 2
+                                                        and isinstance(x[0], str) for x in inputs):
+        raise UsageError(f"{where}: inputs must be a list of [producer op, its output axes as this op's dims], "
+                         f"not {_shown(inputs)}")
+    for src, axes in inputs:
+        dim_list(f"the axes of input {src!r}", axes, none=True)
+    for key in ("tp", "routed"):
+        if o.get(key) is not None and o[key] not in dims:
+            raise UsageError(f"{where}: {key} must be one of its dims ({', '.join(dims)}) or null, not {_shown(o[key])}")
+    for key in _OP_AMOUNTS:
+        v = o.get(key, 0.0)
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+            raise UsageError(f"{where}: {key} must be a finite number >= 0, not {_shown(v)}")
+    for key, least in _OP_COUNTS.items():
+        if key in o and not _whole(o[key], least):
+            raise UsageError(f"{where}: {key} must be a whole number >= {least}, not {_shown(o[key])}")
+    if o.get("layer") is not None and not _whole(o["layer"], 0):
+        raise UsageError(f"{where}: layer must be a whole number >= 0 or null, not {_shown(o['layer'])}")
+    if bad := [k for k in ("keep", "stores_output", "dense_grad") if not isinstance(o.get(k, True), bool)]:
+        raise UsageError(f"{where}: {bad[0]} must be true or false, not {_shown(o[bad[0]])}")
 
 
 class Builder:

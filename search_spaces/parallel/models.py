@@ -325,7 +325,10 @@ def get_model(name: str, batch: int | None = None, input_shapes: dict | None = N
                 d = json.load(f)
         except (OSError, ValueError) as exc:  # a folder, unreadable, not JSON (UnicodeDecodeError is a ValueError)
             raise UsageError(f"cannot read the JSON graph {name!r}: {exc}") from None
-        g = Graph.from_json(d)
+        try:
+            g = Graph.from_json(d)
+        except UsageError as exc:  # the file's fault, named with the file
+            raise UsageError(f"the JSON graph {name!r} is not a model: {exc}") from None
         if batch is not None and int(batch) != g.batch:  # its ops' sizes are saved at its batch: not rescaled
             raise UsageError(f"the JSON graph {name!r} was saved at batch {g.batch}, and a JSON graph is not rescaled "
                              f"(built-in and ONNX models are): leave {argument('batch')} out or give {g.batch} (per "

@@ -76,10 +76,12 @@ def test_a_batch_below_one_is_refused_for_file_models_too(tmp_path):
 
 @pytest.mark.parametrize("text,msg", [
     ("{", "cannot read the JSON graph 'g.json': Expecting property name enclosed in double quotes"),
-    ("[1]", "a model JSON is an object with name, batch and ops, as Graph.save writes it"),
-    ('{"name": "g", "batch": "many", "ops": []}', "bad model JSON: invalid literal for int()"),
+    ("[1]", "the JSON graph 'g.json' is not a model: a model JSON is an object with name, batch and ops, as "
+     "Graph.save writes it"),
+    ('{"name": "g", "batch": "many", "ops": []}',
+     "the JSON graph 'g.json' is not a model: the model JSON's batch must be a whole number >= 1, not 'many'"),
     ('{"name": "g", "batch": 2, "ops": [{"name": "x", "type": "input", "dims": {"b": 2}, "roles": {"b": "sample"}, '
-     '"out": ["b"]}]}', "model 'g' has no ops besides its inputs"),
+     '"out": ["b"]}]}', "the JSON graph 'g.json' is not a model: model 'g' has no ops besides its inputs"),
 ])
 def test_a_json_graph_that_cannot_be_read_exits_2_with_one_line(text, msg, tmp_path):
     """A file that is not JSON, JSON that is not a graph, a batch that is not a number (each a traceback before) or a
