@@ -37,9 +37,19 @@ class CampaignRuns:
             created = res.first() is not None
             row = s.scalar(select(CampaignRow).where(CampaignRow.name == name))
         if row.task_id != tid or row.device_id != did:
+            with self.session() as s:
+                theirs = s.execute(select(TaskRow.name, TaskRow.key, DeviceRow.name).select_from(CampaignRow)
+                                   .join(TaskRow, TaskRow.id == CampaignRow.task_id)
+                                   .join(DeviceRow, DeviceRow.id == CampaignRow.device_id)
+                                   .where(CampaignRow.id == row.id)).one()
+            differs = []  # what differs, the campaign's against this run's (a task by its name and key)
+            if row.task_id != tid:
+                differs.append(f"task {theirs[0]} [{theirs[1][:8]}], not {task.name} [{task.key[:8]}]")
+            if row.device_id != did:
+                differs.append(f"device {theirs[2]}, not {device.name}")
             raise UsageError(
-                f"campaign {name!r} already exists for another task or device; resume it with the same "
-                f"task and device, or choose another {argument('campaign')} name"
+                f"campaign {name!r} already exists for another task or device ({'; '.join(differs)}); resume it "
+                f"with the same task and device, or choose another {argument('campaign')} name"
             )
         if not created and row.algorithm != algorithm:  # its stored search state belongs to that algorithm
             raise UsageError(

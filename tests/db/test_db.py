@@ -201,3 +201,15 @@ def test_campaign_objectives_list_every_evaluation_in_order_without_their_config
     assert set(loaded) == {rows[0][0], rows[1][0]}
     assert loaded[rows[1][0]].candidate.payload == history[1].candidate.payload and not loaded[rows[0][0]].ok
     assert queries.measurements_by_id(db, []) == {}
+
+
+def test_a_campaign_name_of_another_task_or_device_is_refused_naming_what_differs(db):
+    from autotune.types import Device, Task
+
+    task, other_task = Task("kernel", "gemm", {"n": 1}), Task("kernel", "gemm", {"n": 2})
+    db.open_campaign("c", task, FAKE_DEVICE, "random", {})
+    with pytest.raises(UsageError) as refused:
+        db.open_campaign("c", other_task, FAKE_DEVICE, "random", {})
+    assert f"(task gemm [{task.key[:8]}], not gemm [{other_task.key[:8]}])" in str(refused.value)
+    with pytest.raises(UsageError, match=r"\(device fake-device, not other-gpu\)"):
+        db.open_campaign("c", task, Device("other-gpu", "cuda", {}), "random", {})
