@@ -147,14 +147,17 @@ def writable_output(path, what: str, suffixes: tuple[str, ...] = ()) -> Path:
     its suffix is one of ``suffixes`` when given); UsageError naming the problem otherwise."""
     p = Path(path)
     shown = str(p) if len(str(p)) <= 200 else str(p)[:197] + "..."
+    try:
+        if p.is_dir():  # said before the suffix: a folder is no file whatever its name ends in
+            raise UsageError(f"cannot write {what} {shown!r}: it is a folder")
+    except OSError as exc:  # e.g. a name too long for the file system
+        raise UsageError(f"cannot write {what} {shown!r}: {exc.strerror or exc}") from None
     if suffixes and p.suffix.lower() not in suffixes:
         raise UsageError(f"{what} {shown!r} must end in {', '.join(suffixes)}")
     folder = p.parent if str(p.parent) else Path(".")
     try:
         if not folder.is_dir():
             raise UsageError(f"cannot write {what} {shown!r}: the folder {str(folder)[:200]!r} does not exist")
-        if p.is_dir():
-            raise UsageError(f"cannot write {what} {shown!r}: it is a folder")
         writable = os.access(folder, os.W_OK) and (not p.exists() or os.access(p, os.W_OK))
     except OSError as exc:  # e.g. a name too long for the file system
         raise UsageError(f"cannot write {what} {shown!r}: {exc.strerror or exc}") from None

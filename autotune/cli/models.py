@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -218,18 +219,26 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         check_format(format)
         database = open_db(db, existing=True)
         if pin or unpin:
-            both = set(pin or ()) & set(unpin or ())
+            pin, unpin = list(dict.fromkeys(pin or ())), list(dict.fromkeys(unpin or ()))  # an id given twice: once
+            both = set(pin) & set(unpin)
             if both:
                 raise UsageError(f"model {min(both)} given to both --pin and --unpin")
             stored = set(cost_models(database)["id"].tolist())
-            missing = sorted((set(pin or ()) | set(unpin or ())) - stored)
+            missing = sorted((set(pin) | set(unpin)) - stored)
             if missing:
                 raise UsageError(f"no stored model {', '.join(map(str, missing))}; `autotune models` lists them")
-            for ids, flag in ((pin or [], True), (unpin or [], False)):
+            done = []
+            for ids, flag in ((pin, True), (unpin, False)):
                 for model_id in ids:
                     has_weights = database.pin_cost_model(model_id, flag)
+                    done.append({"id": model_id, "pinned": flag, "has_weights": has_weights})
                     note = "" if has_weights or not flag else " (its weights were already pruned: only its row is kept)"
-                    typer.echo(f"{'pinned' if flag else 'unpinned'} model {model_id}{note}")
+                    if format == "table":
+                        typer.echo(f"{'pinned' if flag else 'unpinned'} model {model_id}{note}")
+            if format != "table":  # what a script asked for: each model changed, whether its weights are kept
+                import pandas as pd
+
+                write_frame(pd.DataFrame(done, columns=["id", "pinned", "has_weights"]), format)
             return
         names = resolve_filters(database, campaign=campaign, task=task, device=device)
         df = cost_models(database, **names, latest=latest)
@@ -267,17 +276,22 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                                  "configurations measured on the model's device, and it has none")
             ts = space_for_task(database, task, info)
             given = [parse_json_arg(c, "--config") for c in (config or [])]
+            where = ["--config"] * len(given)  # what each configuration was given as, for an error about it
             if configs is not None:
                 try:
                     text = sys.stdin.read() if str(configs) == "-" else configs.read_text()
                 except (OSError, UnicodeDecodeError) as exc:
                     raise UsageError(f"cannot read --configs {str(configs)!r}: {exc.__class__.__name__}") from None
-                lines = [parse_json_arg(line, f"a line of {configs}") for line in text.splitlines() if line.strip()]
+                lines = [(f"line {n} of --configs {str(configs)!r}", line)
+                         for n, line in enumerate(text.splitlines(), 1) if line.strip()]
                 if not lines:  # else the whole space would be ranked, as if no --configs were given
                     raise UsageError(f"--configs {str(configs)!r} holds no configuration (one JSON object a line)")
-                given += lines
-            if not all(isinstance(c, dict) for c in given):
-                raise UsageError("each configuration must be a JSON object of knob values, e.g. '{\"block\": 64}'")
+                given += [parse_json_arg(line, what) for what, line in lines]
+                where += [what for what, _ in lines]
+            for what, c in zip(where, given):
+                if not isinstance(c, dict):
+                    raise UsageError(f"{what} {json.dumps(c)[:60]!r} must be a JSON object of knob values, "
+                                     "e.g. '{\"block\": 64}'")
             sampled = False
             cands = [_candidate(ts, c) for c in given] if given else None
             if cands is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import warnings
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +18,11 @@ from autotune.cli.common import (
     open_db,
     writable_output,
 )
+from autotune.cli.tables import distinct_cuts
+
+
+#: the legend's room for a campaign name: a longer one, which would cover the plot, is cut (the names still told apart)
+LABEL_CELLS = 40
 
 
 def convergence_series(database, campaigns: list[str], include_reused: bool = False) -> list[dict]:
@@ -53,8 +59,9 @@ def _no_glyph_warnings():
 def convergence_figure(series: list[dict], include_reused: bool = False):
     """The matplotlib figure of ``series`` (:func:`convergence_series`): best so far against trials, and
     against simulated time where a campaign spent some. A campaign without a point, or without a
-    success, says so in the legend; the cost axis is logarithmic unless a best is 0, and in seconds unless
-    a campaign minimized a function (whose values have no unit)."""
+    success, says so in the legend; one with a single success has it marked; the legend shows each name as
+    written (no formula, no name left out), a name longer than LABEL_CELLS cut; the cost axis is logarithmic
+    unless a best is 0, and in seconds unless a campaign minimized a function (whose values have no unit)."""
     import math
 
     import matplotlib
@@ -65,15 +72,20 @@ def convergence_figure(series: list[dict], include_reused: bool = False):
     with_sim = any(s["simulated_s"] and max(s["simulated_s"]) > 0 for s in series)
     bests = [b for s in series for b in s["best"] if not math.isnan(b)]
     fig, axes = plt.subplots(1, 2 if with_sim else 1, figsize=(11 if with_sim else 6, 4), squeeze=False)
+    names = distinct_cuts([s["label"] for s in series], LABEL_CELLS)
+    labels = []
     for s in series:
-        label = s["label"]
+        label = names[s["label"]]
         if not s["trial"]:
             label += " (empty)"
         elif all(math.isnan(b) for b in s["best"]):
             label += f" (no successful trial: {len(s['trial'])} failed)"
-        axes[0][0].step(s["trial"], s["best"], where="post", label=label)
+        labels.append(label)
+        # a step drawn from one point is no line at all: its point is marked
+        marker = "o" if sum(not math.isnan(b) for b in s["best"]) == 1 else None
+        axes[0][0].step(s["trial"], s["best"], where="post", marker=marker)
         if with_sim:
-            axes[0][1].step(s["simulated_s"], s["best"], where="post", label=label)
+            axes[0][1].step(s["simulated_s"], s["best"], where="post", marker=marker)
     axes[0][0].set_xlabel("evaluation (own trials and reused look-ups)" if include_reused else "trial (own measurements)")
     if with_sim:
         axes[0][1].set_xlabel("simulated tuning time (s)")
@@ -82,10 +94,40 @@ def convergence_figure(series: list[dict], include_reused: bool = False):
         if bests and min(bests) > 0:  # a log axis cannot show a cost of 0
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-        ax.legend()
+        # the lines and labels given, not set on the lines: matplotlib leaves out a label starting with '_'
+        legend = ax.legend(ax.get_lines(), labels)
+        for text in legend.get_texts():
+            text.set_parse_math(False)  # a campaign name is its text: 'a$b$' is no formula
     with _no_glyph_warnings():
         fig.tight_layout()
     return fig
+
+
+def write_image(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (through a link, to the file it names) beside it first and renamed over it,
+    so that a write that fails part-way leaves the file that was there; UsageError saying why it cannot."""
+    import os
+    import tempfile
+
+    from autotune.errors import UsageError
+
+    target = os.path.realpath(path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=os.path.dirname(target))
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, os.stat(target).st_mode & 0o7777 if os.path.isfile(target) else 0o666 & ~umask)
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as exc:
+        shown = str(path) if len(str(path)) <= 200 else str(path)[:197] + "..."
+        raise UsageError(f"cannot write the plot {shown!r}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:
@@ -110,7 +152,9 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         database = open_db(db, existing=True)
         campaign = [resolve_filters(database, campaign=name)["campaign"] for name in campaign]  # as `trials` names them
         fig = convergence_figure(convergence_series(database, campaign, include_reused), include_reused)
+        image = io.BytesIO()
         with _no_glyph_warnings():
-            fig.savefig(output)
+            fig.savefig(image, format=output.suffix[1:].lower())
         plt.close(fig)
+        write_image(output, image.getvalue())
         typer.echo(f"wrote {output}")
