@@ -201,8 +201,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
     @app.command("models")
     @handle_errors
     def models_cmd(
-        task: Annotated[str | None, typer.Option("--task", help="Task key (or a unique prefix of it) or name")] = None,
-        device: Annotated[str | None, typer.Option("--device", help="Device name or key (or a unique prefix of it)")] = None,
+        task: Annotated[str | None, typer.Option("--task", help="Task key (or a unique prefix of it, at least 6 characters) or name")] = None,
+        device: Annotated[str | None, typer.Option("--device", help="Device name or key (or a unique prefix of it, at least 6 characters)")] = None,
         campaign: Annotated[str | None, typer.Option("--campaign", help="Only this campaign's models")] = None,
         latest: Annotated[bool, typer.Option("--latest", help="Only the latest model of each campaign (of each task, device and model kind for models outside a campaign)")] = False,
         pin: Annotated[list[int] | None, typer.Option("--pin", metavar="ID", help="Keep this model (its weights are never pruned as superseded); repeatable")] = None,

@@ -33,8 +33,8 @@ from autotune.cli.tables import (
     task_labels,
 )
 
-TaskOption = Annotated[str | None, typer.Option("--task", help="Task key (or a unique prefix of it) or name")]
-DeviceOption = Annotated[str | None, typer.Option("--device", help="Device name or key (or a unique prefix of it)")]
+TaskOption = Annotated[str | None, typer.Option("--task", help="Task key (or a unique prefix of it, at least 6 characters) or name")]
+DeviceOption = Annotated[str | None, typer.Option("--device", help="Device name or key (or a unique prefix of it, at least 6 characters)")]
 CampaignFilter = Annotated[str | None, typer.Option("--campaign", help="Campaign name")]
 
 # The default tables (--wide: every column in full; csv and json: every column, raw).
