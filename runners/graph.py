@@ -43,6 +43,7 @@ from autotune.search_spaces.graphs.cost import (
 )
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.ir import Graph, Node
+from autotune.search_spaces.graphs.onnx_prepare import runtime_message
 from autotune.types import Candidate, Device, Measurement, Status, Task, stable_key
 
 ANALYTIC_DEVICE = Device("analytic-op-costs", "simulated", {"op_costs": "FLOPs and bytes at fitted rates"})
@@ -318,8 +319,9 @@ class GraphBackend:
 
 
 def first_line(exc: Exception) -> str:
-    """The first line of an error's message (at most 300 characters; its type when it has none)."""
-    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+    """The first line of an error's message (at most 500 characters; its type when it has none), without the
+    C++ source location onnxruntime puts before the reason (:func:`runtime_message`)."""
+    return runtime_message(exc)
 
 
 def _onnxruntime(threads: int = 1) -> GraphBackend:

@@ -22,6 +22,7 @@ from autotune.runners.base import Runner
 from autotune.runners.timing import interleaved, summary
 from autotune.search_spaces.graphs import ops
 from autotune.search_spaces.graphs.inputs import ORT_TYPES, index_bounds, random_inputs
+from autotune.search_spaces.graphs.onnx_prepare import runtime_message
 from autotune.types import Candidate, Device, Measurement, Status
 
 
@@ -41,7 +42,9 @@ def session(model, threads: int = 1, level: str = "all"):
     so.inter_op_num_threads = 1
     if threads > 1:  # idle workers must not spin: interleaved timing keeps several sessions alive at once
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    so.log_severity_level = 3
+    # fatal only: a failing run raises its error, which the caller reports; logged too, it would be a second,
+    # raw copy on standard error (an op that cannot be timed alone, a model onnxruntime cannot run)
+    so.log_severity_level = 4
     so.graph_optimization_level = {"all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
                                    "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
                                    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC}[level]
@@ -188,7 +191,7 @@ class OnnxOpRunner(Runner):
                                                          "times net of the per-run overhead, cost = min",
                                              "run_overhead_s": overhead}))
             except Exception as exc:  # noqa: BLE001 - errors are data
-                out.append(Measurement(c, Status.RUNTIME_ERROR, error=f"{type(exc).__name__}: {exc}"[:500]))
+                out.append(Measurement(c, Status.RUNTIME_ERROR, error=f"{type(exc).__name__}: {runtime_message(exc)}"))
         return out
 
 

@@ -49,9 +49,11 @@ GraphAlgorithmOption = Annotated[str, typer.Option(
                               "backtracking, mcmc, evolutionary, random, bandit (see `autotune algorithms`)")]
 
 
-# `rules list`: key shortened, the name given the room, times relative (--wide: every column in full)
-RULE_COLUMNS = [Col("key", render=short_key), Col("name", flex=True), Col("provenance"), Col("status"),
-                Col("created", render=relative_time)]
+# `rules list`: key shortened, the name given the room (whole up to 24 characters, as long as the built-in
+# and generated names: a long file provenance is cut first, at its start, keeping the file's name), times
+# relative (--wide: every column in full)
+RULE_COLUMNS = [Col("key", render=short_key), Col("name", flex=True, least=24), Col("provenance", cut="start"),
+                Col("status"), Col("created", render=relative_time)]
 
 
 def command_name(ctx: typer.Context) -> str:
@@ -103,8 +105,8 @@ def tune_graph(
     option: AlgorithmOptionsOption = None,
     rules: Annotated[str | None, typer.Option("--rules", help="Extra rules JSON (e.g. from `autotune rules generate -o`); stored as provenance file:PATH, status unverified, unless the database holds them already")] = None,
     max_measure: Annotated[int | None, typer.Option("--max-measure", help="Time at most this many distinct ops during the search (at least 1) and estimate the rest by the op-cost model (those the result relies on are timed at the end); the campaign's graph costs are then partly estimated, stored on a device of its own, '... (estimated op costs)', never looked up by another campaign. Default: every op a stored graph's cost rests on is timed")] = None,
-    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Interleaved end-to-end timing rounds of the final check")] = 25,
-    start_from: Annotated[str | None, typer.Option("--start-from", help="Search from a peer optimizer's output, as a user chains tools: onnxruntime (its offline optimizer, extended level), ort-transformers (onnxruntime.transformers.optimizer, on transformers), onnxsim (pip install 'autotune\\[bench]') or best (the fastest of those faster than the input beyond noise, else the input); the model kept is the fastest of the original, the peer's and ours")] = None,
+    rounds: Annotated[int, typer.Option("--rounds", help="Interleaved end-to-end timing rounds of the final check")] = 25,
+    start_from: Annotated[str | None, typer.Option("--start-from", help="Search from a peer optimizer's output, as a user chains tools: onnxruntime (its offline optimizer, extended level), ort-transformers (onnxruntime's transformer optimizer, on transformers), onnxsim (pip install 'autotune\\[bench]') or best (the fastest of those faster than the input beyond noise, else the input); the model kept is the fastest of the original, the peer's and ours")] = None,
     input_shape: InputShapeOption = None,
     json_out: JsonOption = False,
     progress: ProgressOption = True,
@@ -158,7 +160,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         ctx: typer.Context,
         max_ops: Annotated[int, typer.Option("--max-ops", help="largest graph size enumerated (1-3)")] = 2,
         output: Annotated[str | None, typer.Option("-o", "--output", help="write the kept rules as JSON")] = None,
-        z3_timeout_ms: Annotated[int, typer.Option(min=1, help="z3 timeout per rule, ms")] = 2000,
+        z3_timeout_ms: Annotated[int, typer.Option(help="z3 timeout per rule, ms (at least 1)")] = 2000,
         json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
         progress: ProgressOption = True,
         db: DbOption = DEFAULT_DB,
@@ -172,6 +174,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         from autotune.search_spaces.graphs.synthesis import generate, summary_text
         if not 1 <= max_ops <= 3:
             raise UsageError(f"--max-ops must be 1, 2 or 3 (got {max_ops})")
+        if z3_timeout_ms < 1:  # checked here, not by the option's parser: with --json, the error is JSON too
+            raise UsageError(f"--z3-timeout-ms must be at least 1, not {z3_timeout_ms}")
         if output:
             writable_output(output, "the rules file")
         bar = Progress(command_name(ctx), enabled=progress, defer_summary=not json_out)

@@ -24,6 +24,7 @@ otherwise the original model is returned.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -41,7 +42,14 @@ from autotune.campaign.resume import recipe_path
 from autotune.db import open_database
 from autotune.db.database import Database
 from autotune.db.op_costs import DatabaseOpCostCache
-from autotune.drivers.graph_store import estimated_note, estimated_on_device, graph_device, own_history, store_rules
+from autotune.drivers.graph_store import (
+    check_campaign_task,
+    estimated_note,
+    estimated_on_device,
+    graph_device,
+    own_history,
+    store_rules,
+)
 from autotune.errors import Interrupted, UsageError, argument, check_campaign_name
 from autotune.progress import Progress, make_progress
 from autotune.runners.graph import (
@@ -67,7 +75,7 @@ DEFAULT_TRIALS, DEFAULT_TIME_BUDGET = 3000, 45.0  # when neither budget is given
 CHECK_UNITS = 3
 
 __all__ = ["DEFAULT_ALGORITHM", "check_device", "faster_beyond_noise", "finalize", "graph_algorithm", "optimize_graph",
-           "summary_text"]
+           "summary_text", "write_model"]
 
 
 # ---- the search algorithm ------------------------------------------------------
@@ -164,6 +172,44 @@ def summary_text(r: dict) -> str:
             f"{'optimized' if r['kept'] else 'original'} graph ({r['reason']}); {r['total_s']:.1f} s in all")
 
 
+def write_model(model, path: str, campaign: str | None = None) -> None:
+    """Write the ONNX ``model`` to ``path`` whole or not at all: to a new file beside it, then renamed over
+    it, so that a write that fails half-way (a full disk, a file size limit, Ctrl-C) leaves a file there as
+    it was (the input model too, where ``path`` is the input's); a symbolic link is written through, an
+    existing file keeps its permissions, and what is not a file (/dev/null, a pipe) is written in place. The
+    format is onnx's for the name's suffix (binary, or text for .onnxtxt, .textproto, .json). UsageError
+    naming the file when it cannot be written, and ``campaign``, whose trials stay stored, when given."""
+    import uuid
+
+    from autotune.search_spaces.graphs.onnx_io import _onnx
+
+    target = os.path.realpath(path)
+    folder, base = os.path.split(target)
+    stem, suffix = os.path.splitext(base)
+    temp = os.path.join(folder, f".{stem}.{uuid.uuid4().hex[:8]}.tmp{suffix}")  # the suffix says the format
+    try:
+        if os.path.exists(target) and not os.path.isfile(target):  # /dev/null, a pipe: written in place
+            _onnx().save(model, target)
+            return
+        mode = os.stat(target).st_mode & 0o7777 if os.path.exists(target) else None
+        try:
+            _onnx().save(model, temp)
+            with open(temp, "rb+") as f:
+                os.fsync(f.fileno())  # on disk before it takes the name
+            if mode is not None:
+                os.chmod(temp, mode)
+            os.replace(temp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+    except (OSError, ValueError) as exc:  # ValueError: a model beyond protobuf's 2 GB
+        stored = (f"; the search is stored as campaign {campaign!r}: the same command with a {argument('output', '-o')} "
+                  "that can be written resumes it and writes the model") if campaign else ""
+        raise UsageError(f"cannot write the output model {str(path)!r}: "
+                         f"{getattr(exc, 'strerror', None) or exc}{stored}") from None
+
+
 # ---- the driver ----------------------------------------------------------------
 
 def _load(model) -> tuple[object, str]:
@@ -232,8 +278,9 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
         raise UsageError(f"{argument('max_measure')} must be at least 1, not {max_measure}: the search costs graphs "
                          "by the ops it times, and with none timed every cost it stores is a guess at nominal rates, "
                          "which the timing of the result's ops at the end contradicts")
-    if rounds < 1 or threads < 1:
-        raise UsageError(f"rounds and threads must be at least 1, not {rounds} and {threads}")
+    for what, v in (("rounds", rounds), ("threads", threads)):
+        if v < 1:
+            raise UsageError(f"{argument(what)} must be at least 1, not {v}")
     seed = checked_seed(seed)  # the algorithm is made with it before the campaign starts
     original, name = _load(model)
     from autotune.search_spaces.graphs import onnx_io
@@ -250,8 +297,9 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
             raise UsageError(f"rules file {str(rules_file)!r}: rule {clash[0]!r} has the name of a built-in rule "
                              "(names identify rewrites); rename it")
         rules += extra
-    # both models are checked at these shapes; the input kept is written as given (its dynamic axes too)
-    given, original = original, with_input_shapes(original, input_shapes or {})
+    # both models are checked at these shapes, an opset older than onnxruntime runs converted to the oldest it
+    # does; the input kept is written as given (its dynamic axes too)
+    given, original = original, with_input_shapes(onnx_io.upgraded(original), input_shapes or {})
     if start_from is not None and device != "cpu":
         cpu = argument("device='cpu'", "--device cpu")
         raise UsageError(f"starting from a peer optimizer's output ({argument('start_from')}) is for {cpu} "
@@ -299,6 +347,8 @@ def optimize_graph(model, output: str | None = None, *, device: str = "cpu", alg
 def _optimize(original, graph, space, algo, backend, database, rules, output, device, campaign, trials, time_budget,
               seed, batch, max_measure, rounds, fusion, tolerance, bar: Progress, t_start, records, recipe,
               fresh: bool, start: tuple[str, float], given) -> dict:
+    if campaign and not fresh:  # a name of the user's own: say what differs from the campaign it names, if any
+        check_campaign_task(database, campaign, space.task)
     store_rules(database, records)
     op_device = backend.op_runner.device
     cache = DatabaseOpCostCache(database, op_device, backend.label)
@@ -367,9 +417,7 @@ def _check_and_report(result, original, graph, space, algo, backend, op_costs, o
         out_model, report = finalize(original, best_graph, changed, backend, rounds, tolerance, bar)
         bar.update(description="end-to-end check")
     if output:
-        from autotune.search_spaces.graphs.onnx_io import _onnx
-
-        _onnx().save(out_model if report["kept"] else given, output)
+        write_model(out_model if report["kept"] else given, output, result.campaign)
     applied = [step[0] if isinstance(step, list) else "e-graph extraction" for step in best.payload]
     summary = result.summary()
     out = {

@@ -5,7 +5,7 @@ measurements."""
 from __future__ import annotations
 
 from autotune.db.database import Database
-from autotune.errors import UsageError
+from autotune.errors import UsageError, argument
 from autotune.runners.graph import ESTIMATED_SUFFIX, estimating_device, is_estimating
 from autotune.types import Device, Task
 
@@ -66,6 +66,41 @@ def _stored_device(database: Database, name: str) -> tuple[Device, dict] | None:
     if row is None:
         return None
     return Device(row[0], row[1], dict(row[2] or {})), dict(row[3] or {})
+
+
+def check_campaign_task(database: Database, name: str, task: Task) -> None:
+    """UsageError saying what differs when the campaign ``name`` exists for another task than the graph search
+    ``task``: another kind of tuning, or another model (its content), input shapes or rule set (a --rules file
+    added or left out), each of which makes another task. Nothing when there is no such campaign or it is
+    ``task``'s (another device is the campaign's own check)."""
+    from sqlalchemy import select
+
+    from autotune.db.models import CampaignRow, TaskRow
+
+    with database.session() as s:
+        row = s.execute(select(TaskRow.kind, TaskRow.name, TaskRow.params, TaskRow.key)
+                        .join(CampaignRow, CampaignRow.task_id == TaskRow.id).where(CampaignRow.name == name)).first()
+    if row is None or row[3] == task.key:
+        return
+    kind, model, params = row[0], row[1], dict(row[2] or {})
+    if kind != task.kind:
+        raise UsageError(f"campaign {name!r} is a campaign of {kind} task {model!r}, not a graph search; choose "
+                         f"another {argument('campaign')} name")
+    mine = task.params
+    differs = []
+    if params.get("graph") != mine.get("graph"):
+        differs.append(f"model {model!r} (content {str(params.get('graph'))[:8]}), not {task.name!r} "
+                       f"(content {str(mine.get('graph'))[:8]})")
+    if params.get("inputs") != mine.get("inputs"):
+        def shapes(inputs):
+            return ", ".join(f"{k}={'x'.join(map(str, v[0]))}" for k, v in (inputs or {}).items())
+        differs.append(f"input shapes {shapes(params.get('inputs'))}, not {shapes(mine.get('inputs'))}")
+    if params.get("rules") != mine.get("rules"):
+        differs.append(f"with {params.get('n_rules')} rules, not these {mine.get('n_rules')} (a "
+                       f"{argument('rules_file', '--rules')} file added, left out or changed)")
+    what = "searched " + "; ".join(differs or [f"task {row[3][:8]} of model {model!r}"])
+    raise UsageError(f"campaign {name!r} {what}: resume it with the same model, input shapes and rules, start it "
+                     f"afresh ({argument('fresh=True', '--fresh')}), or choose another {argument('campaign')} name")
 
 
 def estimated_on_device(database: Database, task: Task, device: Device) -> dict[str | None, int]:

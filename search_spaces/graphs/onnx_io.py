@@ -24,6 +24,9 @@ EXPORT_IR_VERSION = 8  # onnxruntime >= 1.14 loads IR 8 / opset 17
 OLDEST_OPSET = 7  # older models are converted to it by onnx's version converter
 # outputs an inference graph may leave unused, after the ones it needs: (op, outputs kept)
 OPTIONAL_OUTPUTS = {"Dropout": 1, "BatchNormalization": 1, "MaxPool": 1, "LayerNormalization": 1}
+#: the name given at import to an optional output a node omits ('') before one it names (LSTM's Y before its
+#: Y_h): outputs are positional, so the slot is kept; the export writes it as omitted again while nothing reads it
+ABSENT_OUTPUT = "__absent_output_"
 
 
 def _onnx():
@@ -39,18 +42,28 @@ def _dtype(elem_type: int) -> str:
     from onnx import helper
     return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
 
-EXAMPLE_SHAPE = "input_shapes={'NAME': (1, 128)}"
-
 
 def _static_shape(vi, what: str) -> tuple[int, ...]:
+    """The static shape of ``vi``, an input of the model (``what`` "input") or a tensor it computes (the
+    inputs' shapes are static by then)."""
     dims = vi.type.tensor_type.shape.dim
+    if not vi.type.HasField("tensor_type"):
+        kind = vi.type.WhichOneof("value") or "of no type"
+        raise UsageError(f"{what} {vi.name!r} is not a tensor ({kind.replace('_type', '')}); only tensors are supported")
+    if what == "input" and not vi.type.tensor_type.HasField("shape"):  # not even its rank (no dims: a scalar)
+        api = "input_shapes={%r: (1, 128)}" % vi.name
+        raise UsageError(f"input {vi.name!r} has no shape, not even a number of dims; give it with "
+                         f"{argument(api, f'--input-shape {vi.name}=DIMS')} (e.g. {vi.name}=1x3x224x224)")
     out = []
     for d in dims:
         if not d.HasField("dim_value"):
             shown = [str(x.dim_value) if x.HasField("dim_value") else "N" for x in dims]
             api = "input_shapes={%r: (%s)}" % (vi.name, ", ".join(shown))
-            hint = (f"give it with {argument(api, f'--input-shape {vi.name}=' + 'x'.join(shown))}" if what == "input"
-                    else f"give every input a static shape ({argument(EXAMPLE_SHAPE, '--input-shape NAME=1x128')})")
+            if what == "input":
+                hint = f"give it with {argument(api, f'--input-shape {vi.name}=' + 'x'.join(shown))}"
+            else:  # every input is static: the size depends on the values the op reads (NonZero's count)
+                hint = ("its size does not follow from the input shapes (ONNX shape inference leaves it symbolic: "
+                        "a data-dependent shape, such as NonZero's count), which the graph IR does not represent")
             raise UsageError(f"{what} {vi.name!r} has a symbolic dimension {d.dim_param or '?'!r}; {hint}")
         if d.dim_value < 0:
             raise UsageError(f"{what} {vi.name!r} has a negative dimension {d.dim_value}")
@@ -112,6 +125,9 @@ def from_onnx(model, name: str | None = None, input_shapes: dict | None = None) 
         except Exception as exc:  # noqa: BLE001
             raise UsageError(f"cannot read ONNX model {str(model)!r}: {exc}") from None
     if not model.graph.node or not model.graph.output:
+        if model.graph.output and model.opset_import:  # a well-formed model whose outputs are its inputs
+            raise UsageError("the ONNX model has no nodes (its outputs are its inputs or weights): there is no graph "
+                             "to search")
         raise UsageError("the ONNX model has no nodes or no outputs (an empty file, or not an ONNX model)")
     model = with_input_shapes(model, input_shapes or {})
     try:
@@ -122,18 +138,32 @@ def from_onnx(model, name: str | None = None, input_shapes: dict | None = None) 
         raise UsageError(f"the ONNX model cannot be imported: {exc.__class__.__name__}: {str(exc)[:160]}") from None
 
 
+def main_opset(model) -> int:
+    """The version of the default operator set (ai.onnx) ``model`` imports; 0 when it imports none."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def upgraded(model):
+    """``model`` itself, or converted to ``OLDEST_OPSET`` by onnx's version converter when its opset is older
+    (onnxruntime runs no older one); UsageError when the converter cannot convert it."""
+    opset = main_opset(model)
+    if not 0 < opset < OLDEST_OPSET:
+        return model
+    onnx = _onnx()
+    try:
+        return onnx.version_converter.convert_version(model, OLDEST_OPSET)
+    except Exception as exc:  # noqa: BLE001
+        raise UsageError(f"the model's opset {opset} is older than {OLDEST_OPSET} and onnx's version converter "
+                         f"cannot convert it: {str(exc)[:160]}") from None
+
+
 def _import(onnx, model, name: str | None) -> Graph:
     from onnx import helper, numpy_helper
 
     name = name or model.graph.name or "graph"
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    if 0 < opset < OLDEST_OPSET:
-        try:
-            model = onnx.version_converter.convert_version(model, OLDEST_OPSET)
-        except Exception as exc:  # noqa: BLE001
-            raise UsageError(f"the model's opset {opset} is older than {OLDEST_OPSET} and onnx's version converter "
-                             f"cannot convert it: {str(exc)[:160]}") from None
-        opset = OLDEST_OPSET
+    model = upgraded(model)
+    opset = main_opset(model)
+    model = _name_absent_outputs(model)
     model, inferred = fold_constants(model)
     g = model.graph
     consumed = {t for n in g.node for t in n.input} | {o.name for o in g.output}
@@ -246,6 +276,30 @@ def _import(onnx, model, name: str | None) -> Graph:
     return Graph(nodes, inputs, [o.name for o in g.output], weights, name, opset=opset or None, domains=domains)
 
 
+def _name_absent_outputs(model):
+    """``model`` with each omitted output ('') that comes before a named output of its node given a name
+    (``ABSENT_OUTPUT`` and a number): the graph IR keeps a node's outputs as a list of names, and dropping the
+    slot would make the named outputs after it the wrong ones."""
+    gaps = [n for n in model.graph.node if any(not o for o in n.output[:-1]) and any(n.output)]
+    if not gaps:
+        return model
+    import onnx
+
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    taken = {t for n in out.graph.node for t in (*n.input, *n.output)} | {vi.name for vi in out.graph.input}
+    count = 0
+    for n in out.graph.node:
+        last = max((i for i, o in enumerate(n.output) if o), default=-1)
+        for i in range(last):
+            if not n.output[i]:
+                while f"{ABSENT_OUTPUT}{count}" in taken:
+                    count += 1
+                n.output[i] = f"{ABSENT_OUTPUT}{count}"
+                count += 1
+    return out
+
+
 def _attr_value(v):
     from onnx import numpy_helper
 
@@ -264,6 +318,7 @@ def to_onnx(graph: Graph):
     g = graph.folded()
     opset = graph.opset or EXPORT_OPSET
     inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in g.weights.items()]
+    read = {t for n in g.nodes for t in n.inputs} | set(g.outputs)
     nodes = []
     for i, n in enumerate(g.nodes):
         if n.op.startswith("_"):
@@ -275,7 +330,8 @@ def to_onnx(graph: Graph):
             inits.append(numpy_helper.from_array(np.asarray(a.pop("split"), dtype=np.int64), sname))
             ins.append(sname)
         op_type, domain = ops.onnx_type(n.op, n.domain)
-        nodes.append(helper.make_node(op_type, ins, list(n.outputs), name=f"n{i}_{n.op}", domain=domain or None, **a))
+        outs = ["" if t.startswith(ABSENT_OUTPUT) and t not in read else t for t in n.outputs]  # omitted again
+        nodes.append(helper.make_node(op_type, ins, outs, name=f"n{i}_{n.op}", domain=domain or None, **a))
 
     def vi(t):
         elem = helper.np_dtype_to_tensor_dtype(np.dtype(g.dtype[t]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import numpy as np
 
@@ -16,6 +17,32 @@ from autotune.search_spaces.graphs import ops
 # optimizer allocate more than this for one input or activation.
 MAX_TENSOR_ELEMENTS = int(os.environ.get("AUTOTUNE_MAX_TENSOR_ELEMENTS", str(1 << 32)))
 NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+
+
+#: where onnxruntime's messages say which line of its C++ source raised them: "/onnxruntime_src/.../x.h:91 "
+_SOURCE_LINE = re.compile(r"\S+\.(?:h|hpp|cc|cpp|cxx):\d+ ")
+
+
+def runtime_message(exc: BaseException, limit: int = 500) -> str:
+    """The first line of a runtime's error message (at most ``limit`` characters; its type when it has none),
+    without the C++ source file, line and function signature onnxruntime puts before its reason
+    ("reshape_helper.h:91 onnxruntime::ReshapeHelper::ReshapeHelper(const onnxruntime::TensorShape&, ...)"),
+    which would otherwise fill the line and leave the reason out."""
+    text = (str(exc).splitlines() or [""])[0]
+    while (m := _SOURCE_LINE.search(text)) is not None:
+        end, open_at = m.end(), text.find("(", m.end())
+        head = text[m.end():open_at] if open_at >= 0 else ""
+        if "::" in head and len(head) < 300 and ". " not in head:  # a C++ function's qualified name
+            depth = 0
+            for i in range(open_at, len(text)):
+                depth += {"(": 1, ")": -1}.get(text[i], 0)
+                if depth == 0:  # the signature ends here (and may be followed by const)
+                    end = i + 1
+                    if text.startswith(" const", end):
+                        end += len(" const")
+                    break
+        text = text[:m.start()] + text[end:].lstrip()
+    return text.strip()[:limit] or type(exc).__name__
 
 
 def known_shape(vi) -> tuple[int, ...] | None:
@@ -114,7 +141,10 @@ def parse_input_shapes(specs) -> dict[str, tuple[int, ...]]:
         except ValueError:
             shape = ()
         if not name or not shape or any(d < 1 for d in shape):
-            raise UsageError(f"--input-shape {spec!r}: give NAME=DIMS with positive dims joined by x, e.g. input_ids=1x128")
+            words = [d for d in re.split("[xX]", dims) if d and not d.isdigit()] if name else []
+            which = f" ({words[0]!r} is not a number: give each symbolic dim a size)" if words else ""
+            raise UsageError(f"--input-shape {spec!r}: give NAME=DIMS with positive dims joined by x, e.g. "
+                             f"input_ids=1x128{which}")
         out[name] = shape
     return out
 
@@ -135,7 +165,10 @@ def with_input_shapes(model, shapes: dict[str, tuple[int, ...]]):
             raise UsageError(f"{argument('input_shapes', '--input-shape')} names {name!r}, which is not an input of "
                              "the model; its inputs: "
                              f"{', '.join(inputs) or 'none'}")
-        dims = inputs[name].type.tensor_type.shape.dim
+        tensor = inputs[name].type.tensor_type
+        if not tensor.HasField("shape"):  # a rank the model leaves open: the given shape's
+            tensor.shape.dim.extend(onnx.TensorShapeProto.Dimension() for _ in shape)
+        dims = tensor.shape.dim
         given = argument(f"input_shapes[{name!r}]", f"--input-shape {name}")
         if len(dims) != len(shape):
             raise UsageError(f"{given}: the model's input has {len(dims)} dims, not {len(shape)}")
@@ -162,13 +195,13 @@ def executed_shapes(model) -> dict[str, tuple[tuple[int, ...], str]]:
         import onnxruntime as ort
 
         so = ort.SessionOptions()
-        so.graph_optimization_level, so.log_severity_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL, 3
+        so.graph_optimization_level, so.log_severity_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL, 4  # raised
         sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
         specs = [(i.name, i.shape, ORT_TYPES.get(i.type, np.float32)) for i in sess.get_inputs()]
         values = sess.run(None, random_inputs(specs, 0, index_bounds(model)))
     except Exception as exc:  # noqa: BLE001 - the runtime's own error, as a usage error
         raise UsageError(f"the model has operators ONNX shape inference does not know, and onnxruntime cannot "
-                         f"run it to find their shapes: {str(exc).splitlines()[0][:200]}") from None
+                         f"run it to find their shapes: {runtime_message(exc)}") from None
     return {o.name: (tuple(v.shape), str(v.dtype)) for o, v in zip(sess.get_outputs(), values)}
 
 
