@@ -170,7 +170,7 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
         On a terminal, bars on standard error show the enumeration (graphs per domain) and the verification
         (candidate pairs), and a summary line ends the run (--no-progress: neither)."""
-        from autotune.search_spaces.graphs.rule_files import rule_record
+        from autotune.search_spaces.graphs.rule_files import rule_record, save_rules
         from autotune.search_spaces.graphs.synthesis import generate, summary_text
         if not 1 <= max_ops <= 3:
             raise UsageError(f"--max-ops must be 1, 2 or 3 (got {max_ops})")
@@ -181,10 +181,16 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         bar = Progress(command_name(ctx), enabled=progress, defer_summary=not json_out)
         database = open_db(db)  # a bad URL fails here, before minutes of work
         try:
-            rep = generate(max_ops, z3_timeout_ms=z3_timeout_ms, output=output, progress=bar)
+            rep = generate(max_ops, z3_timeout_ms=z3_timeout_ms, progress=bar)
             rep["stored_new"] = database.save_rules([rule_record(r) for r in rep["rules"]])
         finally:
             database.close()
+        if output:  # after the rules are stored: a file that cannot be written loses none of them
+            try:
+                save_rules(rep["rules"], output)
+            except UsageError as exc:
+                raise UsageError(f"{exc}; the {len(rep['rules'])} rules kept are stored in the database "
+                                 "(autotune rules list)") from None
         bar.summary(summary_text(rep))
         if json_out:
             emit_json({k: v for k, v in rep.items() if k != "rules"})

@@ -332,3 +332,28 @@ def test_rules_from_a_file_are_stored_as_the_files_and_unverified_whatever_it_cl
                                  "--db", db])
     assert [x["name"] for x in json.loads(r.stdout)] == ["relu_twice"]
     database.close()
+
+
+def test_rules_generate_that_cannot_write_its_file_keeps_the_rules_and_the_old_file(tmp_path, monkeypatch):
+    """The rules are stored before the file is written, and the file is written whole or not at all: a write that
+    fails (a full disk) is one line saying the rules are stored, and leaves the file that was there."""
+    import errno
+    import os
+
+    pytest.importorskip("z3", reason="rules generate proves rules with z3-solver (the graphs extra)")
+    out = tmp_path / "rules.json"
+    out.write_text("old rules\n")
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+
+    def full_disk(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    r = CliRunner().invoke(app, ["rules", "generate", "--max-ops", "1", "-o", str(out), "--db", db, "--no-progress"])
+    monkeypatch.undo()
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert f"cannot write the rules file {str(out)!r}: No space left on device; the " in r.output
+    assert "rules kept are stored in the database (autotune rules list)" in r.output
+    assert out.read_text() == "old rules\n" and sorted(p.name for p in tmp_path.iterdir()) == ["r.db", "rules.json"]
+    listed = json.loads(CliRunner().invoke(app, ["rules", "list", "--format", "json", "--db", db]).output)
+    assert listed and all(x["provenance"].startswith("generated") for x in listed)
