@@ -32,7 +32,7 @@ from autotune.db.trial_store import CampaignGone
 from autotune.db.models import CampaignRow
 from autotune.db.queries import campaign_figures
 from autotune.db.workers import worker_id
-from autotune.errors import DatabaseError, Interrupted, UsageError, argument, check_campaign_name
+from autotune.errors import COMMAND_LINE, DatabaseError, Interrupted, UsageError, argument, check_campaign_name
 from autotune.interrupts import sigterm_as_interrupt
 from autotune.runners.base import Runner
 from autotune.search_spaces.base import Space
@@ -196,6 +196,16 @@ class Campaign:
         if self.recipe is not None:
             check_same_sources(self.name, stored_options, self.recipe.get("args") or {})
 
+    def _note_other_seed(self, stored_options: dict | None) -> None:
+        """Say on stderr that a resumed campaign goes on with its own search when this run was given another
+        seed: its search state, not the seed, says what it asks next (a new search needs --fresh or a name of
+        its own)."""
+        theirs = (stored_options or {}).get("seed")
+        if isinstance(theirs, int) and theirs != self.seed:
+            fresh, campaign = ("--fresh", "--campaign") if COMMAND_LINE.get() else ("fresh=True", "campaign")
+            print(f"campaign {self.name!r}: resumes its search (seed {theirs}); the seed {self.seed} given is not "
+                  f"used: to search with it, start afresh ({fresh}) or choose another {campaign} name", file=sys.stderr)
+
     def _start_afresh(self) -> None:
         """Delete the campaign of this name, if there is one (refused while it has live workers); its
         trials stay (campaign NULL), to be reused."""
@@ -218,6 +228,7 @@ class Campaign:
         row, resumed = self.db.open_campaign(self.name, task, device, self.algorithm.name or "custom", self._options())
         if resumed:
             self._check_same_sources(row.options)
+            self._note_other_seed(row.options)
         cid = row.id
         worker = worker_id(run=True)
         joining = any(w["alive"] for w in self.db.campaign_workers(cid))
