@@ -157,7 +157,8 @@ def writable_output(path, what: str, suffixes: tuple[str, ...] = ()) -> Path:
     folder = p.parent if str(p.parent) else Path(".")
     try:
         if not folder.is_dir():
-            raise UsageError(f"cannot write {what} {shown!r}: the folder {str(folder)[:200]!r} does not exist")
+            why = "is a file, not a folder" if folder.exists() else "does not exist"
+            raise UsageError(f"cannot write {what} {shown!r}: the folder {str(folder)[:200]!r} {why}")
         writable = os.access(folder, os.W_OK) and (not p.exists() or os.access(p, os.W_OK))
     except OSError as exc:  # e.g. a name too long for the file system
         raise UsageError(f"cannot write {what} {shown!r}: {exc.strerror or exc}") from None

@@ -86,3 +86,11 @@ def test_a_plot_that_cannot_be_written_is_one_line_of_error(url, tmp_path):
 def test_a_folder_as_the_output_is_said_to_be_one(url, tmp_path):
     r = run("plot", "convergence", "--campaign", "single", "-o", tmp_path, "--db", url)
     assert r.exit_code == 2 and r.stderr == f"error: cannot write the plot {str(tmp_path)!r}: it is a folder\n"
+
+
+def test_an_output_under_a_file_says_the_folder_is_a_file(url, tmp_path):
+    (tmp_path / "notes.txt").write_text("")
+    out = tmp_path / "notes.txt" / "p.png"
+    r = run("plot", "convergence", "--campaign", "single", "-o", out, "--db", url)
+    assert r.exit_code == 2 and r.stderr == (f"error: cannot write the plot {str(out)!r}: the folder "
+                                             f"{str(tmp_path / 'notes.txt')!r} is a file, not a folder\n")
