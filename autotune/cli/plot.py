@@ -104,30 +104,16 @@ def convergence_figure(series: list[dict], include_reused: bool = False):
 
 
 def write_image(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (through a link, to the file it names) beside it first and renamed over it,
-    so that a write that fails part-way leaves the file that was there; UsageError saying why it cannot."""
-    import os
-    import tempfile
-
+    """Write ``data`` to ``path`` whole or not at all (``write_whole``: beside it first, renamed over it, so that a
+    write that fails part-way leaves the file that was there); UsageError saying why it cannot."""
     from autotune.errors import UsageError
+    from autotune.files import write_whole
 
-    target = os.path.realpath(path)
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=os.path.dirname(target))
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, os.stat(target).st_mode & 0o7777 if os.path.isfile(target) else 0o666 & ~umask)
-        os.replace(tmp, target)
-        tmp = None
+        write_whole(path, lambda name: Path(name).write_bytes(data))
     except OSError as exc:
         shown = str(path) if len(str(path)) <= 200 else str(path)[:197] + "..."
         raise UsageError(f"cannot write the plot {shown!r}: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def register(app: typer.Typer, tune_app: typer.Typer) -> None:

@@ -24,7 +24,6 @@ otherwise the original model is returned.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import sys
@@ -173,36 +172,15 @@ def summary_text(r: dict) -> str:
 
 
 def write_model(model, path: str, campaign: str | None = None) -> None:
-    """Write the ONNX ``model`` to ``path`` whole or not at all: to a new file beside it, then renamed over
-    it, so that a write that fails half-way (a full disk, a file size limit, Ctrl-C) leaves a file there as
-    it was (the input model too, where ``path`` is the input's); a symbolic link is written through, an
-    existing file keeps its permissions, and what is not a file (/dev/null, a pipe) is written in place. The
-    format is onnx's for the name's suffix (binary, or text for .onnxtxt, .textproto, .json). UsageError
-    naming the file when it cannot be written, and ``campaign``, whose trials stay stored, when given."""
-    import uuid
-
+    """Write the ONNX ``model`` to ``path`` whole or not at all (``write_whole``: a write that fails half-way
+    leaves the file there as it was, the input model too where ``path`` is the input's). The format is onnx's
+    for the name's suffix (binary, or text for .onnxtxt, .textproto, .json). UsageError naming the file when it
+    cannot be written, and ``campaign``, whose trials stay stored, when given."""
+    from autotune.files import write_whole
     from autotune.search_spaces.graphs.onnx_io import _onnx
 
-    target = os.path.realpath(path)
-    folder, base = os.path.split(target)
-    stem, suffix = os.path.splitext(base)
-    temp = os.path.join(folder, f".{stem}.{uuid.uuid4().hex[:8]}.tmp{suffix}")  # the suffix says the format
     try:
-        if os.path.exists(target) and not os.path.isfile(target):  # /dev/null, a pipe: written in place
-            _onnx().save(model, target)
-            return
-        mode = os.stat(target).st_mode & 0o7777 if os.path.exists(target) else None
-        try:
-            _onnx().save(model, temp)
-            with open(temp, "rb+") as f:
-                os.fsync(f.fileno())  # on disk before it takes the name
-            if mode is not None:
-                os.chmod(temp, mode)
-            os.replace(temp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        write_whole(path, lambda name: _onnx().save(model, name))
     except (OSError, ValueError) as exc:  # ValueError: a model beyond protobuf's 2 GB
         stored = (f"; the search is stored as campaign {campaign!r}: the same command with a {argument('output', '-o')} "
                   "that can be written resumes it and writes the model") if campaign else ""

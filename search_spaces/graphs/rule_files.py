@@ -51,23 +51,16 @@ def load_rules(path: str) -> list[Rule]:
 
 
 def save_rules(rules, path: str) -> None:
-    """Write ``rules`` as a rules file, whole or not at all: to a new file beside ``path``, then renamed over it
-    (a write cut short leaves the file that was there). UsageError naming the file when it cannot be written."""
-    import os
-    import tempfile
+    """Write ``rules`` as a rules file, whole or not at all (``write_whole``). UsageError naming the file when it
+    cannot be written."""
+    from autotune.files import write_whole
 
-    target = os.path.realpath(path)
+    def write(name: str) -> None:
+        with open(name, "w") as f:
+            json.dump({"rules": [r.to_json() for r in rules]}, f, indent=1)
+
     try:
-        fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
-                                    dir=os.path.dirname(target) or ".")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump({"rules": [r.to_json() for r in rules]}, f, indent=1)
-            os.replace(temp, target)
-        except BaseException:
-            if os.path.exists(temp):
-                os.unlink(temp)
-            raise
+        write_whole(path, write)
     except OSError as exc:
         raise UsageError(f"cannot write the rules file {str(path)!r}: {exc.strerror or exc}") from None
 
