@@ -299,9 +299,11 @@ def import_file(db: Database, path: str | Path, batch: int = 5000,
                 progress: Progress | None = None) -> tuple[int, int]:
     """Import a JSONL export in one transaction: every line is validated, and the trials are stored
     all together or not at all (a bad line, a file cut short, or a database error, leaves the database
-    as it was). Trials already present (same task, device and candidate) are kept as they are, and so
-    is a campaign already present (of the same name, task and device): the evaluations of its history
-    in the file that it lacks are added after its own. Returns (trials read, trials added).
+    as it was). Trials already present (same task, device and candidate) are kept as they are, but for a
+    stored failure that the file's trial measured again (``retry_failed``: its meta holds the earlier
+    attempts), which that trial replaces. A campaign already present (of the same name, task and device) is
+    kept too: the evaluations of its history in the file that it lacks are added after its own. Returns
+    (trials read, trials added).
     ``progress``: a phase counting the file's lines (counted first when the bar is drawn).
 
     A file of "autotune-trials/1" lines (or any trial lines outside an export's first and last line)
@@ -324,6 +326,9 @@ def import_file(db: Database, path: str | Path, batch: int = 5000,
 
         def flush() -> None:
             nonlocal added
+            # a trial measured again after failures (its meta holds them) replaces a stored failure of the same
+            # point: the retried result is not lost to the failure it retried
+            db.overwrite_failed(s, [r for r in pending if (r.get("meta") or {}).get("earlier")])
             added += db.insert_rows(s, pending)
             for (t, dv, c), keys in to_link.items():
                 ids = db.trial_ids(s, t, dv, keys)

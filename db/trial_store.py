@@ -89,6 +89,16 @@ class TrialStore:
             rows = self._rows_for_keys(conn, [TrialRow.__table__], task_id, device_id, keys)
             return {r.candidate_key: row_to_measurement(r) for r in rows}
 
+    def failed_before(self, task_id: int, device_id: int, keys: Iterable[str], statuses: Iterable[str],
+                      before: datetime) -> set[str]:
+        """Which of ``keys`` are stored with one of ``statuses``, stored before ``before``: the failures a run that
+        started then may measure again (``retry_failed``)."""
+        table, statuses = TrialRow.__table__, {getattr(st, "value", st) for st in statuses}
+        with self.engine.connect() as conn:
+            rows = self._rows_for_keys(conn, [table.c.candidate_key, table.c.status, table.c.created], task_id,
+                                       device_id, keys)
+        return {k for k, status, created in rows if status in statuses and created < before}
+
     def count_stored(self, task_id: int, device_id: int) -> int:
         """The trials stored for this task and device (one per candidate key), by any campaign or import."""
         with self.engine.connect() as conn:
@@ -159,8 +169,11 @@ class TrialStore:
         the reservations ended, the state, the claim. Returns (trials stored, granted, adopted)."""
         order = [(m.candidate.key, False) for m in measured] + [(m.candidate.key, True) for m in reused]
         if order:
-            ids = self.trial_ids(s, task_id, device_id, [k for k, _ in order])
-            kept = [(ids[k], r) for k, r in order if k in ids]
+            table = TrialRow.__table__
+            owner = {k: (i, c) for k, i, c in self._rows_for_keys(
+                s, [table.c.candidate_key, table.c.id, table.c.campaign_id], task_id, device_id, [k for k, _ in order])}
+            # a measurement whose trial another campaign stored first (its row kept) is a look-up of that trial
+            kept = [(owner[k][0], r or owner[k][1] != campaign_id) for k, r in order if k in owner]
             self.link(s, campaign_id, [t for t, _ in kept], [r for _, r in kept])
         if measured:
             pending = CampaignPendingRow.__table__
@@ -182,35 +195,52 @@ class TrialStore:
     def _replace_failed(self, s: Session, task_id: int, device_id: int, campaign_id: int,
                         measured: list[Measurement], worker: str) -> None:
         """Write each measurement of a candidate stored as failed over that trial, which this campaign then
-        owns: the failure's status, error, time, worker and campaign go to the trial's ``meta["earlier"]``
-        (every earlier attempt, oldest first), and a campaign that measured the failure keeps it in its
-        history as a look-up (its evaluation now holds a result another campaign measured)."""
-        table = TrialRow.__table__
-        rows = self._rows_for_keys(s, [table.c.id, table.c.candidate_key, table.c.status, table.c.error,
-                                       table.c.created, table.c.worker, table.c.campaign_id, table.c.meta],
-                                   task_id, device_id, [m.candidate.key for m in measured])
-        failed = {r.candidate_key: r for r in rows if r.status != Status.OK.value}
-        if not failed:
-            return
-        owners = {r.campaign_id for r in failed.values() if r.campaign_id is not None}
-        names = dict(s.execute(select(CampaignRow.id, CampaignRow.name).where(CampaignRow.id.in_(owners))).all()) \
-            if owners else {}
-        links = CampaignTrialRow.__table__
-        for m in measured:
-            old = failed.pop(m.candidate.key, None)
-            if old is None:
+        owns (``overwrite_failed``)."""
+        self.overwrite_failed(s, [measurement_row(m, task_id, device_id, campaign_id, worker) for m in measured])
+
+    def overwrite_failed(self, s: Session, rows: list[dict]) -> int:
+        """Write each trial row of ``rows`` (``measurement_row``'s columns) over the stored trial of its task,
+        device and candidate where that one failed; a trial stored as OK, or none, is left to ``insert_rows``.
+        The failure's status, error, time, worker and campaign go to the row's ``meta["earlier"]`` (every
+        earlier attempt, oldest first, after those the row already holds), and a campaign that measured the
+        failure keeps it in its history as a look-up (its evaluation now holds a result another measured).
+        Returns how many trials were written over."""
+        table, links = TrialRow.__table__, CampaignTrialRow.__table__
+        groups: dict[tuple[int, int], list[dict]] = {}
+        for row in rows:
+            groups.setdefault((row["task_id"], row["device_id"]), []).append(row)
+        replaced = 0
+        for (task_id, device_id), group in groups.items():
+            stored = self._rows_for_keys(s, [table.c.id, table.c.candidate_key, table.c.status, table.c.error,
+                                             table.c.created, table.c.worker, table.c.campaign_id, table.c.meta],
+                                         task_id, device_id, [r["candidate_key"] for r in group])
+            failed = {r.candidate_key: r for r in stored if r.status != Status.OK.value}
+            if not failed:
                 continue
-            earlier = list((old.meta or {}).get("earlier") or []) + [{
-                "status": old.status, "error": old.error or "", "created": old.created.isoformat(),
-                "worker": old.worker or "", "campaign": names.get(old.campaign_id)}]
-            values = measurement_row(m, task_id, device_id, campaign_id, worker)
-            values["meta"] = {**(values["meta"] or {}), "earlier": earlier}
-            for key in ("candidate", "times", "meta"):  # numpy values as insert_rows writes them
-                values[key] = orjson.loads(orjson.dumps(values[key], option=_JSON_OPTIONS))
-            s.execute(update(table).where(table.c.id == old.id).values(**values))
-            if old.campaign_id is not None and old.campaign_id != campaign_id:
-                s.execute(update(links).where(links.c.campaign_id == old.campaign_id, links.c.trial_id == old.id)
-                          .values(reused=True))
+            owners = {r.campaign_id for r in failed.values() if r.campaign_id is not None}
+            names = dict(s.execute(select(CampaignRow.id, CampaignRow.name).where(CampaignRow.id.in_(owners))).all()) \
+                if owners else {}
+            for row in group:
+                old = failed.pop(row["candidate_key"], None)
+                if old is None:
+                    continue
+                meta = dict(row.get("meta") or {})
+                mine = list(meta.get("earlier") or [])  # an imported retry brings its own earlier attempts
+                earlier = list((old.meta or {}).get("earlier") or []) + [{
+                    "status": old.status, "error": old.error or "", "created": old.created.isoformat(),
+                    "worker": old.worker or "", "campaign": names.get(old.campaign_id)}]
+                meta["earlier"] = mine + [e for e in earlier if e not in mine]
+                values = {**row, "meta": meta}
+                for key in ("candidate", "times", "meta"):  # numpy values as insert_rows writes them
+                    values[key] = orjson.loads(orjson.dumps(values[key], option=_JSON_OPTIONS))
+                # never over a trial another writer stored as OK meanwhile (on PostgreSQL writers run side by side)
+                done = s.execute(update(table).where(table.c.id == old.id, table.c.status != Status.OK.value)
+                                 .values(**values)).rowcount
+                replaced += done
+                if done and old.campaign_id is not None and old.campaign_id != row.get("campaign_id"):
+                    s.execute(update(links).where(links.c.campaign_id == old.campaign_id, links.c.trial_id == old.id)
+                              .values(reused=True))
+        return replaced
 
     def insert_rows(self, s: Session, rows: list[dict]) -> int:
         """Insert trial rows, skipping any (task, device, candidate) already stored; returns how many were new.

@@ -16,7 +16,7 @@ import socket
 import uuid
 import zlib
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
@@ -104,7 +104,8 @@ class CampaignWorkers:
 
     @waits_out_locks
     def reserve(self, campaign_id: int, worker: str, candidates: list[Candidate], limit: int | None = None,
-                elsewhere: list[Candidate] | None = None, again: Iterable[str] = ()) -> list[Candidate]:
+                elsewhere: list[Candidate] | None = None, again: Iterable[str] = (),
+                again_before: datetime | None = None) -> list[Candidate]:
         """Reserve candidates for ``worker`` to measure, in order, until ``limit`` are reserved; returns
         those it got: no other worker of the campaign has them reserved, and none is stored yet (a
         worker that stored one after this worker looked it up has also ended its reservation).
@@ -114,7 +115,9 @@ class CampaignWorkers:
         instead of measuring it again and losing the race to store it).
 
         ``again``: keys of candidates stored as failed that the caller measures again (``retry_failed``): their
-        stored trial does not keep them from being reserved."""
+        stored trial does not keep them from being reserved while it is still a failure stored before
+        ``again_before`` (the run's start), checked in this transaction: one that another worker or campaign
+        measured again since (stored later) is looked up instead, not measured a third time."""
         if not candidates or limit is not None and limit <= 0:
             return []
         pending, now = CampaignPendingRow.__table__, utcnow()
@@ -135,8 +138,11 @@ class CampaignWorkers:
                     if limit is not None and len(got) >= limit:
                         break
             if got:
-                done = {k for (k,) in self._rows_for_keys(s.connection(), [TrialRow.__table__.c.candidate_key],
-                                                          tid, did, got)} - set(again)
+                table, again = TrialRow.__table__, set(again)
+                done = {k for k, status, created in self._rows_for_keys(
+                            s.connection(), [table.c.candidate_key, table.c.status, table.c.created], tid, did, got)
+                        if not (k in again and status != "OK" and again_before is not None
+                                and created < again_before)}
                 if elsewhere is not None:
                     first = self._reserved_first_elsewhere(s, campaign_id, tid, did, got - done)
                     elsewhere += [c for c in candidates if c.key in first]

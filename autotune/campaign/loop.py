@@ -31,6 +31,7 @@ from rich.progress import (
 
 from autotune.algorithms.base import SearchAlgorithm
 from autotune.campaign.batches import Batches, what_kind
+from autotune.db.models import utcnow
 from autotune.db.queries import CampaignFigures
 from autotune.errors import UsageError
 from autotune.progress import NameColumn
@@ -58,6 +59,7 @@ class CampaignRun:
         self.task = campaign.space.task
         self.tid, self.did = self.db.task_id(self.task), self.db.device_id(campaign.runner.device)
         self.created = self.db.campaign_created(campaign_id)  # every store checks the campaign is still this one
+        self.started_at = utcnow()  # the failures stored before it are those retry_failed measures again
         runner = campaign.runner
         self.dispatch = runner if isinstance(runner, StreamingRunner) else Batches(runner)
         self.slots = runner.slots if isinstance(runner, StreamingRunner) else campaign.batch
@@ -209,18 +211,23 @@ class CampaignRun:
         taken = {c.key for c in start_now}
         waiting = [c for c in self.elsewhere.values() if c.key not in taken]
         known = self.db.lookup(self.tid, self.did, [c.key for c in asked + waiting])
-        again = [c.key for c in asked if self.c.retry_failed and c.key not in self.seen and c.key in known
-                 and known[c.key].status in RETRIED]  # a failure stored before this campaign saw the point
+        # retry_failed: a failure stored before this run, of a point this run has not evaluated, is measured
+        # again; one stored since (another worker's or campaign's retry) is looked up
+        stale = self.db.failed_before(self.tid, self.did, [k for k in known if k not in self.seen or
+                                                           k in self.elsewhere], RETRIED, self.started_at) \
+            if self.c.retry_failed else set()
+        again = [c.key for c in asked if c.key not in self.seen and c.key in stale]
         for key in again:
             del known[key]
-        for c in waiting:  # stored by the other campaign since: a look-up now
-            if c.key in known:
+        for c in waiting:  # stored by the other campaign since (its retry too, not the failure before it): a look-up
+            if c.key in known and c.key not in stale:
                 asked.append(self.elsewhere.pop(c.key))
         # a point another campaign of the task and device reserved first is being measured there: it is stored
         # once, so this campaign looks it up later rather than measure it again (and lose the race to store it)
         busy: list[Candidate] = []
         fresh = self.db.reserve(self.cid, self.worker, [c for c in asked if c.key not in known and c.key not in taken],
-                                limit=None if warmup_round else n - len(start_now), elsewhere=busy, again=again)
+                                limit=None if warmup_round else n - len(start_now), elsewhere=busy, again=again,
+                                again_before=self.started_at)
         self.elsewhere.update((c.key, c) for c in busy)
         now_reused = [known[c.key] for c in asked if c.key in known]
         if now_reused:
