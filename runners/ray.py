@@ -225,24 +225,29 @@ class RayRunner(StreamingRunner):
         except KeyboardInterrupt:
             try:
                 ready, _ = ray.wait(list(self._refs), num_returns=len(self._refs), timeout=0)
-                self.partial = self._take(ready)
+                self._take(ready)
             except BaseException:  # noqa: BLE001 - a second Ctrl-C, or Ray gone: the first interrupt is raised
                 pass
             raise
 
     def _take(self, done: list) -> list[Measurement]:
-        """The measurements of these finished references, taken out of those in flight."""
+        """The measurements of these finished references, taken out of those in flight; each is added to
+        ``partial`` as it is taken, so that Ctrl-C part-way loses none taken before it."""
         ray = _ray()
         out = []
         for ref in done:
-            cand, i = self._refs.pop(ref)
-            self._load[i] -= 1
+            cand, i = self._refs[ref]
             try:
-                out.append(ray.get(ref))
+                m = ray.get(ref)
             except ray.exceptions.RayError as exc:
                 why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                out.append(Measurement(cand, Status.RUNTIME_ERROR, error=f"Ray gave up on the candidate: {why}",
-                                       meta={"runner": "ray"}))
+                m = Measurement(cand, Status.RUNTIME_ERROR, error=f"Ray gave up on the candidate: {why}",
+                                meta={"runner": "ray"})
+            # taken out of those in flight only once it is in hand: Ctrl-C before that leaves it to ``partial``
+            del self._refs[ref]
+            self._load[i] -= 1
+            out.append(m)
+            self.partial.append(m)
         return out
 
     @property

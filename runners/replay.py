@@ -41,7 +41,7 @@ def record_measurement(cache: KTCache, candidate: Candidate, rec: dict | None) -
         status = _FAILURE_STATUS.get(t, Status.COMPILE_ERROR if "Compil" in t else Status.RUNTIME_ERROR)
         return Measurement(candidate, status, error=t or "RuntimeFailedConfig", build_s=build, run_s=run,
                            simulated_s=sim, meta={"source": "replay"})
-    if float(t) >= KT_ERROR_TIME_MS:
+    if math.isfinite(float(t)) and float(t) >= KT_ERROR_TIME_MS:
         return Measurement(candidate, Status.RUNTIME_ERROR, error=f"recorded time {t:g} ms: Kernel Tuner's value for a "
                            "failed configuration", build_s=build, run_s=run, simulated_s=sim, meta={"source": "replay"})
     times = [float(x) * MS for x in (rec.get("times") or [t])]

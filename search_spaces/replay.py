@@ -118,7 +118,7 @@ def t4_as_cache(data: dict, path: Path, where: str) -> dict:
         times = res.get("times") if isinstance(res.get("times"), dict) else {}
         runtimes = times.get("runtimes")
         if invalidity == "correct" and isinstance(runtimes, list) and runtimes and all(_number(x) for x in runtimes):
-            rec["times"] = [float(x) for x in runtimes]
+            rec["times"] = [float(x) * _TIME_UNITS_MS[unit] for x in runtimes]  # in the objective's unit
         for field, keys in (("compile_time", ("compilation", "compilation_time")), ("benchmark_time", ("benchmark",))):
             value = next((times[k] for k in keys if _number(times.get(k))), None)
             if value is not None:

@@ -89,3 +89,26 @@ def test_a_campaign_interrupted_in_ray_wait_stores_what_completed(tmp_path, monk
     assert db.count_trials() == 6
     assert db.campaign("r").status == "interrupted"
     db.close()
+
+
+def test_ctrl_c_while_results_are_taken_loses_none_taken_before_it(monkeypatch):
+    space = small_knob_space()
+    fake = FakeRayWaitInterrupted([4])
+    gets = {"n": 0}
+    real_get = fake.get
+
+    def get(ref):  # the second result's get is where Ctrl-C lands
+        gets["n"] += 1
+        if gets["n"] == 2:
+            raise KeyboardInterrupt
+        return real_get(ref)
+
+    fake.get = get
+    monkeypatch.setattr(ray_runner, "_ray", lambda: fake)
+    runner = FakeRayRunner(FakeRunner(space), fake)
+    cands = _candidates(space, 4)
+    runner.submit(space.task, cands)
+    with pytest.raises(KeyboardInterrupt):
+        runner.collect()
+    assert sorted(m.candidate.key for m in runner.partial) == sorted(c.key for c in cands)
+    assert runner.in_flight == 0

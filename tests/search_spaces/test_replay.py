@@ -155,3 +155,10 @@ def test_a_t4_file_whose_objective_is_not_a_time_is_refused(tmp_path):
     empty.write_text(json.dumps({"schema_version": "1.0.0", "results": []}))
     with pytest.raises(UsageError, match="holds no results"):
         KTCache.load(empty)
+
+
+def test_a_t4_files_times_are_read_in_their_unit(tmp_path):
+    p = _t4_file(tmp_path / "k", objective_unit="s")
+    kt = KTCache.load(p)
+    (m,) = ReplayRunner(kt).measure(kt.task(), [Candidate({"block": 128, "tile": 1})])
+    assert m.meta["recorded_mean_s"] == pytest.approx(1.5) and m.times == pytest.approx([1.5, 1.65])
