@@ -10,8 +10,7 @@ from typer.testing import CliRunner
 
 import autotune
 from autotune.cli.main import app
-from autotune.cli.plot import convergence_figure, convergence_series
-from autotune.db import open_database
+from plot_helpers import figure
 
 cli = CliRunner()
 
@@ -37,14 +36,6 @@ def url(tmp_path_factory) -> str:
             "--campaign", "kernel", "--no-progress", "--db", url)
     assert r.exit_code == 0, r.output
     return url
-
-
-def figure(url, *names):
-    db = open_database(url)
-    try:
-        return convergence_figure(convergence_series(db, list(names)))
-    finally:
-        db.close()
 
 
 def test_a_campaign_without_a_success_says_so_in_the_legend(url):

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 import autotune
 from autotune.cli.main import app
-from autotune.cli.plot import LABEL_CELLS, convergence_figure, convergence_series
-from autotune.db import open_database
+from autotune.cli.plot import LABEL_CELLS
+from plot_helpers import figure
 
 cli = CliRunner()
 LONG = "a very long campaign name " * 8
@@ -31,14 +31,6 @@ def url(tmp_path_factory) -> str:
         autotune.minimize(lambda c: 1.0 + c["x"], {"x": [1, 2 + n]}, trials=trials, db=url, campaign=name,
                           cost_model=None, algorithm="random", seed=0, progress=False)
     return url
-
-
-def figure(url, *names):
-    db = open_database(url)
-    try:
-        return convergence_figure(convergence_series(db, list(names)))
-    finally:
-        db.close()
 
 
 def test_a_campaign_of_one_trial_is_drawn_as_a_point(url):

@@ -63,15 +63,20 @@ def _candidates(space, n):
     return list(out.values())
 
 
-def test_collect_interrupted_hands_back_what_completed(monkeypatch):
+def _interrupted_collect(monkeypatch, fake, n: int):
+    """A FakeRayRunner on ``fake`` given ``n`` candidates, whose collect is interrupted; (runner, candidates)."""
     space = small_knob_space()
-    fake = FakeRayWaitInterrupted([None, 3])
     monkeypatch.setattr(ray_runner, "_ray", lambda: fake)
     runner = FakeRayRunner(FakeRunner(space), fake)
-    cands = _candidates(space, 6)
+    cands = _candidates(space, n)
     runner.submit(space.task, cands)
     with pytest.raises(KeyboardInterrupt):
         runner.collect()
+    return runner, cands
+
+
+def test_collect_interrupted_hands_back_what_completed(monkeypatch):
+    runner, cands = _interrupted_collect(monkeypatch, FakeRayWaitInterrupted([None, 3]), 6)
     assert [m.candidate.key for m in runner.partial] == [c.key for c in cands[:3]]
     assert runner.in_flight == 3 and isinstance(runner, StreamingRunner)
 
@@ -92,7 +97,6 @@ def test_a_campaign_interrupted_in_ray_wait_stores_what_completed(tmp_path, monk
 
 
 def test_ctrl_c_while_results_are_taken_loses_none_taken_before_it(monkeypatch):
-    space = small_knob_space()
     fake = FakeRayWaitInterrupted([4])
     gets = {"n": 0}
     real_get = fake.get
@@ -104,11 +108,6 @@ def test_ctrl_c_while_results_are_taken_loses_none_taken_before_it(monkeypatch):
         return real_get(ref)
 
     fake.get = get
-    monkeypatch.setattr(ray_runner, "_ray", lambda: fake)
-    runner = FakeRayRunner(FakeRunner(space), fake)
-    cands = _candidates(space, 4)
-    runner.submit(space.task, cands)
-    with pytest.raises(KeyboardInterrupt):
-        runner.collect()
+    runner, cands = _interrupted_collect(monkeypatch, fake, 4)
     assert sorted(m.candidate.key for m in runner.partial) == sorted(c.key for c in cands)
     assert runner.in_flight == 0
