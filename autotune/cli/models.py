@@ -40,9 +40,9 @@ MODEL_COLUMNS = [
     Col("n_samples", header="samples", render=number, right=True),
     Col("spearman", render=number, right=True),
     Col("top_k_recall", header="top-k recall", render=number, right=True),
-    Col("bytes", header="weights", render=_weights, right=True),
+    Col("bytes", header="weights", render=_weights, right=True, spare=1),
     Col("pinned", render=number, optional=True),  # left out when no model is pinned
-    Col("created", render=relative_time, least=10),
+    Col("created", render=relative_time, least=10, spare=2),  # on a narrow terminal, these go first
 ]
 
 

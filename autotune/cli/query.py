@@ -45,11 +45,11 @@ CAMPAIGN_COLUMNS = [
     Col("algorithm", width=14, cut="middle"),
     Col("status", width=10, least=8),
     Col("trials", render=number, right=True),
-    Col("reused", render=number, right=True),
+    Col("reused", render=number, right=True, spare=2),
     Col("errors", render=lambda v: "" if v == 0 else number(v), right=True, optional=True),  # left out when none failed
     Col("best_cost", header="best", render=seconds, right=True),
     Col("best_cost_including_reused", header="best+reused", render=seconds, right=True),
-    Col("updated", render=relative_time, least=10),
+    Col("updated", render=relative_time, least=10, spare=3),  # on a narrow terminal, these go first
 ]
 TRIAL_COLUMNS = [
     Col("id", render=number, right=True),

@@ -255,6 +255,7 @@ class Col:
     cut: str = "end"
     optional: bool = False  # left out when no row has a value (an error column of successful trials)
     least: int | None = None  # cells kept when the table must be narrowed (default: 6, 8 if flex)
+    spare: int = 0  # > 0: left out when the table cannot fit the console otherwise, the highest first
 
 
 def table_console(width: int | None = None):
@@ -319,11 +320,22 @@ def narrow_lines(df, columns: list[Col], title: str = "", width: int | None = No
     console ``width`` cells wide: [title, folded over as many lines as it needs,] header, rule, one line per row. Fixed columns are cut at
     their width, the flexible columns share what is left (at least ``min_flex`` cells each, or their
     ``least`` where that is more), and if
-    that is still too wide the widest text columns are narrowed. Returns (lines, index of the header)."""
-    from rich.cells import cell_len
-
+    that is still too wide the widest text columns are narrowed; where even that is too wide, the ``spare``
+    columns are left out, the highest first (--wide shows them). Returns (lines, index of the header)."""
     width = width or TABLE_WIDTH
     cols = [c for c in columns if c.name in df.columns]
+    while True:
+        lines, head, total = _lay_out(df, cols, title, width, min_flex)
+        spare = [c for c in cols if c.spare > 0]
+        if total <= width or not spare:
+            return lines, head
+        cols = [c for c in cols if c is not max(spare, key=lambda c: c.spare)]
+
+
+def _lay_out(df, cols: list[Col], title: str, width: int, min_flex: int) -> tuple[list[str], int, int]:
+    """narrow_lines' table with these columns: (lines, index of the header, width of the table)."""
+    from rich.cells import cell_len
+
     headers = [c.header or c.name for c in cols]
     cells = [[_one_line(c.render(v)) for v in df[c.name].tolist()] for c in cols]
     keep = [i for i, c in enumerate(cols) if not (c.optional and not any(cells[i]))]
@@ -357,4 +369,4 @@ def narrow_lines(df, columns: list[Col], title: str = "", width: int | None = No
     head = len(lines)
     lines += [line(headers, cut=False), "─" * total]
     lines += [line(list(row)) for row in zip(*cells)] if cells else []
-    return lines, head
+    return lines, head, total

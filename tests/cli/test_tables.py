@@ -295,3 +295,22 @@ def test_json_and_csv_output_keep_raw_values(capsys):
     for fmt in ("csv", "json"):  # an empty frame with a datetime column is still written
         write_pages(iter([empty]), fmt)
     assert capsys.readouterr().out == "cost,config,created\n[]\n"
+
+
+def test_on_a_narrow_terminal_the_spare_columns_go_first_and_the_table_fits():
+    """A table that cannot fit the console even with its text columns narrowed leaves out its spare columns,
+    the highest first (the campaigns table's updated, then reused), rather than run past the edge."""
+    from autotune.cli.tables import narrow_lines
+
+    now = datetime.now()
+    df = pd.DataFrame({"campaign": ["replay-pnpoly-rtx3090-evolutionary+xgb-seed0", "replay-pnpoly-random-seed0"],
+                       "task": ["cn_pnpoly", "cn_pnpoly"], "device": ["NVIDIA GeForce RTX 3090"] * 2,
+                       "algorithm": ["evolutionary+xgb", "random"], "status": ["finished"] * 2, "trials": [20, 20],
+                       "reused": [0, 0], "errors": [0, 3], "best_cost": [9.3e-3, 1.08e-2], "updated": [now, now]})
+    wide, head = narrow_lines(df, CAMPAIGN_COLUMNS, width=100)
+    assert wide[head].split()[-2:] == ["best", "updated"] and "reused" in wide[head]
+    for width, gone in ((80, {"updated"}), (76, {"updated", "reused"})):
+        lines, head = narrow_lines(df, CAMPAIGN_COLUMNS, width=width)
+        assert max(map(len, lines)) <= width, lines
+        headers = set(lines[head].split())
+        assert not headers & gone and {"campaign", "trials", "best"} <= headers
