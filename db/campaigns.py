@@ -20,6 +20,26 @@ from autotune.errors import UsageError, argument, check_campaign_name
 from autotune.types import Device, Measurement, Task
 
 
+def _shown(value) -> str:
+    """A task parameter or device property as a message shows it: a dict as k=v pairs, a list as its items."""
+    if isinstance(value, dict):
+        text = ",".join(f"{k}={_shown(v)}" for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        text = " ".join(map(_shown, value))
+    else:
+        text = "unset" if value is None else str(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _differences(theirs, mine) -> str:
+    """"NAME THEIRS, not MINE" for each top-level key whose value differs between two dicts (a campaign's task
+    parameters or device properties against this run's)."""
+    theirs, mine = dict(theirs or {}), dict(mine or {})
+    keys = [*theirs, *(k for k in mine if k not in theirs)]
+    parts = [f"{k} {_shown(theirs.get(k))}, not {_shown(mine.get(k))}" for k in keys if theirs.get(k) != mine.get(k)]
+    return "; ".join(parts) or "the same values, stored under another key"
+
+
 class CampaignRuns:
     """Campaign methods of the Database facade (which provides session, safe_url, _insert, task_id and device_id)."""
 
@@ -38,15 +58,20 @@ class CampaignRuns:
             row = s.scalar(select(CampaignRow).where(CampaignRow.name == name))
         if row.task_id != tid or row.device_id != did:
             with self.session() as s:
-                theirs = s.execute(select(TaskRow.name, TaskRow.key, DeviceRow.name).select_from(CampaignRow)
+                theirs = s.execute(select(TaskRow.name, TaskRow.key, DeviceRow.name, TaskRow.params,
+                                          DeviceRow.properties).select_from(CampaignRow)
                                    .join(TaskRow, TaskRow.id == CampaignRow.task_id)
                                    .join(DeviceRow, DeviceRow.id == CampaignRow.device_id)
                                    .where(CampaignRow.id == row.id)).one()
             differs = []  # what differs, the campaign's against this run's (a task by its name and key)
             if row.task_id != tid:
-                differs.append(f"task {theirs[0]} [{theirs[1][:8]}], not {task.name} [{task.key[:8]}]")
+                same_name = theirs[0] == task.name  # then the parameters that differ say which task is which
+                params = f": {_differences(theirs[3], task.params)}" if same_name else ""
+                differs.append(f"task {theirs[0]} [{theirs[1][:8]}], not {task.name} [{task.key[:8]}]{params}")
             if row.device_id != did:
-                differs.append(f"device {theirs[2]}, not {device.name}")
+                same_name = theirs[2] == device.name
+                props = f": {_differences(theirs[4], device.properties)}" if same_name else ""
+                differs.append(f"device {theirs[2]}, not {device.name}{props}")
             raise UsageError(
                 f"campaign {name!r} already exists for another task or device ({'; '.join(differs)}); resume it "
                 f"with the same task and device, or choose another {argument('campaign')} name"

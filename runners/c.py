@@ -43,7 +43,12 @@ CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", 
 
 
 def compiler_command() -> list[str]:
-    cc = shlex.split(os.environ.get("CC", "gcc"))
+    """$CC (default gcc) as words: the compiler and any options it carries."""
+    text = os.environ.get("CC", "gcc")
+    try:
+        cc = shlex.split(text)
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"$CC {text!r} is not a command line ({exc}); set CC to a C compiler, e.g. gcc") from None
     if not cc or shutil.which(cc[0]) is None:
         raise MissingDependencyError(f"the C compiler {cc[0] if cc else '(empty $CC)'!r} was not found; "
                                      "install gcc or set CC")
@@ -59,7 +64,8 @@ def compiler_version(cc: list[str]) -> str:
 
 
 def cpu_device(cc: list[str], flags: tuple[str, ...]) -> Device:
-    """The host CPU: model, cores, vector flags, caches, compiler and flags."""
+    """The host CPU: model, cores, vector flags, caches, compiler and flags (the options $CC carries first:
+    CC="gcc -O0" builds other code than gcc, so its trials are another device's)."""
     model, cpu_flags = platform.processor() or platform.machine(), set()
     try:
         with open("/proc/cpuinfo") as f:
@@ -75,7 +81,7 @@ def cpu_device(cc: list[str], flags: tuple[str, ...]) -> Device:
         "model": model, "machine": platform.machine(), "cores": props["cores"],
         "flags": sorted(f for f in CPU_FLAGS if f in cpu_flags),
         "l1d_bytes": props["l1d_bytes"], "l2_bytes": props["l2_bytes"],
-        "compiler": compiler_version(cc), "cflags": list(flags),
+        "compiler": compiler_version(cc), "cflags": [*cc[1:], *flags],
     })
 
 
@@ -99,6 +105,9 @@ def _build(cc: list[str], flags: tuple[str, ...], source: str, workdir: Path, ti
     spent = time.perf_counter() - t0
     if r.returncode != 0:
         return None, (r.stderr or r.stdout).strip()[-2000:] or f"compiler exit status {r.returncode}", spent
+    if not tmp.exists():  # e.g. CC=true: success without a shared object is a failed build, not a crash
+        said = (r.stderr or r.stdout).strip()[-2000:]
+        return None, f"the compiler {cc[0]!r} exited with status 0 but wrote no shared object{': ' + said if said else ''}", spent
     os.replace(tmp, so)  # atomic: a cached .so is always complete
     return str(so), "", spent
 
@@ -116,6 +125,37 @@ def resolve_native(cc: list[str], flags: tuple[str, ...]) -> tuple[str, ...]:
     found = dict(re.findall(r"^\s*-m(arch|tune)=\s+(\S+)", out, flags=re.MULTILINE))
     return tuple(f"-m{k}={found[k]}" if f == f"-m{k}=native" and found.get(k) else f
                  for f in flags for k in [f[2:6]])
+
+
+def first_error_line(error: str | None) -> str:
+    """The line of a build's or a run's error text that says most: a compiler's first ``error`` line, else
+    the first line (at most 300 characters)."""
+    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
+    line = next((line for line in lines if "error" in line.lower()), lines[0] if lines else "")
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+#: a trivial kernel with an OpenMP loop, built once per compiler and flags before a run measures anything
+_PROBE_SOURCE = """void autotune_probe(float *x, int n) {
+    #pragma omp parallel for
+    for (int i = 0; i < n; i++) x[i] += 1.0f;
+}
+"""
+_working_compilers: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+
+
+def check_compiler(cc: list[str], flags: tuple[str, ...] = DEFAULT_FLAGS, timeout_s: float = 60.0) -> None:
+    """UsageError, with the compiler's own words, when ``cc`` cannot build a trivial OpenMP shared object with
+    ``flags``: a missing or broken compiler, or options it rejects, fail every configuration alike, and are
+    said once, before a campaign starts, instead of as one failed trial each."""
+    if (tuple(cc), tuple(flags)) in _working_compilers:
+        return
+    so, err, _ = _build(cc, flags, _PROBE_SOURCE, _stage_dir(), timeout_s)
+    if so is None:
+        raise UsageError(f"the C compiler {shlex.join(cc)!r} cannot build a shared object with "
+                         f"{' '.join(flags)}: {first_error_line(err)}; set CC to a working C compiler with OpenMP "
+                         "(e.g. gcc)")
+    _working_compilers.add((tuple(cc), tuple(flags)))
 
 
 @cache

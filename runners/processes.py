@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from autotune.errors import UsageError
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -63,9 +65,19 @@ def process_alive(pid: int) -> bool:
         return True
 
 
+def temp_root() -> str:
+    """The temporary folder (Python's choice: $TMPDIR, else /tmp, /var/tmp, ...), or UsageError saying that
+    none of them is writable, not a traceback."""
+    try:
+        return tempfile.gettempdir()
+    except OSError as exc:
+        raise UsageError(f"no writable temporary folder for the builds ({exc.strerror or exc}); set TMPDIR "
+                         "to a writable folder") from None
+
+
 def sweep_stale(prefix: str, root: str | None = None) -> int:
     """Remove ``<root>/<prefix><pid>-*`` folders whose process is gone; returns how many."""
-    base = Path(root or tempfile.gettempdir())
+    base = Path(root or temp_root())
     removed = 0
     for d in base.glob(f"{prefix}*-*"):
         pid = d.name[len(prefix):].split("-", 1)[0]
@@ -78,7 +90,12 @@ def sweep_stale(prefix: str, root: str | None = None) -> int:
 def private_workdir(prefix: str) -> Path:
     """A new temporary folder ``<prefix><pid>-XXXX``, removed when this process exits normally."""
     sweep_stale(prefix)
-    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+    root = temp_root()
+    try:
+        path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
+    except OSError as exc:  # writable when Python chose it, no longer (or full) now
+        raise UsageError(f"cannot make a build folder in the temporary folder {root!r}: {exc.strerror or exc}; "
+                         "set TMPDIR to a writable folder") from None
     atexit.register(shutil.rmtree, path, True)
     return path
 

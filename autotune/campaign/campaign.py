@@ -238,7 +238,8 @@ class Campaign:
         # campaign started meanwhile is refused rather than pulling the campaign from under it
         heartbeat = Heartbeat(self.db, cid, worker)
         run = None
-        interrupted = failed = False
+        interrupted: Interrupted | None = None  # raised once finally has said how to resume
+        failed = False
         try:
             history = self.db.campaign_history(cid)
             figures = campaign_figures(self.db, cid)
@@ -267,10 +268,10 @@ class Campaign:
                 bar = progress.add_task(self.name, total=self.trials, completed=run.measured, info="")
                 status = run.loop(lambda: progress.update(bar, completed=run.measured, info=run.info()))
         except KeyboardInterrupt:
-            interrupted = True
+            interrupted = Interrupted()
             if run is not None:
                 run.store_unstored()
-            raise Interrupted from None  # once finally (below) has said how to resume
+            raise interrupted from None  # once finally (below) has said how to resume, which becomes its message
         except CampaignGone:
             raise  # its id may be another campaign's now: nothing more is written under it
         except Exception as exc:
@@ -288,8 +289,8 @@ class Campaign:
             # the claim and any reservation left (only if the run failed or was interrupted) are given back; a
             # killed worker's stay until another worker sees it is dead and takes them over
             self.db.release_claim(cid, worker)
-            if interrupted:
-                self._interrupted(cid)
+            if interrupted is not None:
+                interrupted.args = (self._interrupted(cid),)  # what a --json output's last line says
             elif failed and not self._others_alive(cid):
                 self.db.set_campaign_status(cid, "failed")
         if status != "time-budget" or not self._others_alive(cid):  # a run's own time: others run on
@@ -301,13 +302,15 @@ class Campaign:
         """Whether other workers still run the campaign (this one has given its claim back)."""
         return any(w["alive"] for w in self.db.campaign_workers(campaign_id))
 
-    def _interrupted(self, campaign_id: int) -> None:
-        """Mark the campaign interrupted, unless other workers still run it, and say how to resume it (what
-        was stored stays)."""
+    def _interrupted(self, campaign_id: int) -> str:
+        """Mark the campaign interrupted, unless other workers still run it, and say on stderr how to resume it
+        (what was stored stays); returns what it said."""
         if not self._others_alive(campaign_id):
             self.db.set_campaign_status(campaign_id, "interrupted")
         stored = campaign_figures(self.db, campaign_id).trials
-        print(f"interrupted: {stored} trials stored; resume with: {self.resume_command()}", file=sys.stderr)
+        said = f"interrupted: {stored} trials stored; resume with: {self.resume_command()}"
+        print(said, file=sys.stderr)
+        return said
 
     def resume_command(self) -> str:
         """The command line that resumes this campaign (from its recipe), or how to make one."""

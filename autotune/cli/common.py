@@ -120,7 +120,10 @@ def on_interrupt(fn):
             if not isinstance(exc, Interrupted):
                 typer.echo(interrupted_message(stores), err=True)
             if wants_json(fn, kwargs):
-                emit_json({"error": str(exc) or interrupted_message(stores), "kind": "Interrupted", "exit_code": 130})
+                # a campaign's Interrupted says how to resume it; any other interruption's text (a batch's) is not
+                # the user's: the JSON says what stderr did
+                said = str(exc) if isinstance(exc, Interrupted) else ""
+                emit_json({"error": said or interrupted_message(stores), "kind": "Interrupted", "exit_code": 130})
             raise typer.Exit(130) from None
         finally:
             COMMAND_LINE.reset(token)
@@ -391,4 +394,7 @@ def report(result, as_json: bool, extra: dict | None = None) -> None:
     simulated = f"simulated time {result.simulated_s:.1f} s, " if result.simulated_s > 0 else ""
     c.print(f"{simulated}wall time {result.wall_s:.2f} s")
     for k, v in (extra or {}).items():
-        c.print(escape(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"))
+        if k.endswith("_cost") and isinstance(v, float):  # a time (default_cost), in the unit the best's is shown in
+            c.print(escape(f"{k} {seconds(v)}"))
+        else:
+            c.print(escape(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"))

@@ -68,6 +68,20 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
                                               fresh=fresh, options=parse_options(option),
                                               retry_failed=retry_failed)
         if source and result.best_evaluated is not None:  # the fastest known: a look-up (the default's) may beat the search
-            with open(source, "w") as f:
-                f.write(template.source(result.best_evaluated.candidate.payload))
+            write_source(source, template.source(result.best_evaluated.candidate.payload))
         report(result, json, extra)
+
+
+def write_source(path: str, text: str) -> None:
+    """Write the generated code to ``path`` whole or not at all; a write that fails (a full disk) is a UsageError
+    saying the trials are stored and that running the command again writes it (it measures nothing again)."""
+    from pathlib import Path
+
+    from autotune.errors import UsageError
+    from autotune.files import write_whole
+
+    try:
+        write_whole(path, lambda name: Path(name).write_text(text))
+    except OSError as exc:
+        raise UsageError(f"cannot write the --source file {path!r}: {exc.strerror or exc}; the trials are stored: "
+                         "the same command again writes it without measuring them again") from None

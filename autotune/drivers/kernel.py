@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import numbers
+import sys
 from functools import partial
 
 from autotune.algorithms.model_guided import make_search
@@ -18,14 +20,33 @@ from autotune.algorithms.registry import (
 )
 from autotune.campaign import Campaign, check_run, checked_seed
 from autotune.db import open_database
-from autotune.errors import UsageError, argument, check_campaign_name
+from autotune.errors import COMMAND_LINE, UsageError, argument, check_campaign_name
 from autotune.search_spaces.kernels import TEMPLATES
+from autotune.types import Status
 
 DEFAULT_SHAPES = {"gemm": "1024,1024,1024", "conv2d": "1,64,56,56,64,3,3,stride=1,pad=1", "softmax": "4096,4096"}
 
 
 #: the error of threads given for a GPU target
 THREADS_ON_CPU_ONLY = argument("threads") + " applies to " + argument("target='cpu'", "--target cpu") + " only"
+#: the error of a GPU index given for the CPU target
+DEVICE_ON_CUDA_ONLY = (argument("device_index", "--device") + " (a GPU index) applies to "
+                       + argument("target='cuda'", "--target cuda") + " only")
+
+
+def check_device_index(device_index, target: str, ray: str | None = None) -> int:
+    """``device_index`` when it is a GPU index that this run uses: UsageError for one that is not a whole number
+    0 or more, or one given where no GPU is chosen by it (the cpu target; Ray, whose actors each hold one GPU),
+    which would be ignored."""
+    flag = argument("device_index", "--device")
+    if isinstance(device_index, bool) or not isinstance(device_index, numbers.Integral) or device_index < 0:
+        raise UsageError(f"{flag} is a GPU index, a whole number 0 or more, not {device_index!r}")
+    if device_index != 0 and target == "cpu":
+        raise UsageError(DEVICE_ON_CUDA_ONLY)
+    if device_index != 0 and ray is not None:
+        raise UsageError(f"{flag} does not apply with {argument('ray')}: each Ray actor measures on the GPU the "
+                         "cluster gives it")
+    return int(device_index)
 
 
 def make_runner(name: str, shape, target: str, threads: int | None = None, device_index: int = 0,
@@ -34,9 +55,10 @@ def make_runner(name: str, shape, target: str, threads: int | None = None, devic
     from autotune.search_spaces.kernels import kernel_problem
 
     if target == "cpu":
-        from autotune.runners.c import CRunner
+        from autotune.runners.c import CRunner, check_compiler, compiler_command
 
         space, template = kernel_problem(name, shape, "cpu", threads=threads)
+        check_compiler(compiler_command())  # a compiler that builds nothing is one message, not a failed trial each
         return space, template, CRunner(template, protocol=protocol, seed=seed)
     if target == "cuda":
         from autotune.runners.cuda import CudaRunner, probe_cuda_device
@@ -109,6 +131,8 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
     if backend not in CUDA_BACKENDS:  # whatever the target: a misspelt flag is refused, not ignored
         raise UsageError(f"unknown CUDA backend {backend!r}; valid: {', '.join(CUDA_BACKENDS)}")
     check_ray_args(ray, ray_actors)
+    if target in ("cpu", "cuda"):  # another target is refused by name below
+        device_index = check_device_index(device_index, target, ray)
     seed = checked_seed(seed)  # the runner and the default's measurement use it before the campaign does
     options = check_options(algorithm, options, cost_model)
     if options and transfer_from:
@@ -147,6 +171,10 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
             algo, warm_name = warm_started(database, template.task, runner.device, algorithm, transfer_from, transfer_top,
                                            algo, named, fresh=fresh, recipe=recipe)
         base = default_measurement(database, template, runner)
+        if base.status is Status.TIMEOUT:  # said before the campaign spends the run timeout on each slow one
+            flag = "--shape" if COMMAND_LINE.get() else "shape"
+            print(f"note: the default configuration of {name} {label} timed out ({base.error}); configurations "
+                  f"as slow time out too: a smaller {flag} measures in less time", file=sys.stderr)
         result = Campaign(warm_name or named(algo.name), space, algo, runner, database, trials=trials, time_budget=time_budget,
                           batch=batch, seed=seed, progress=progress, recipe=recipe, fresh=fresh,
                           retry_failed=retry_failed).run()
@@ -163,4 +191,8 @@ def tune_template(name: str, shape=None, target: str = "cpu", algorithm: str = D
         "default_status": base.status.value,
         "speedup_over_default": default_cost / best.cost if best is not None and default_cost else None,
     }
+    if not base.ok:  # why the baseline failed (a compile error's first line): without it the status alone says little
+        from autotune.runners.c import first_error_line
+
+        extra["default_error"] = first_error_line(base.error)
     return result, template, extra

@@ -19,6 +19,7 @@ The calling convention, shared with the runners:
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Mapping
 from typing import ClassVar
@@ -69,7 +70,9 @@ def parse_shape(shape: Mapping | str, names: tuple[str, ...], optional: Mapping[
         try:
             v = int(str(shape[n]))
         except ValueError:
-            raise UsageError(f"shape value {n}={shape[n]!r} is not an integer") from None
+            spaced = len(str(shape[n]).split()) > 1  # "64 64 64": sizes separated by spaces, not commas
+            raise UsageError(f"shape value {n}={shape[n]!r} is not an integer"
+                             + (f"; separate the sizes with commas: {','.join(names)}" if spaced else "")) from None
         if v < (0 if n == "pad" else 1):
             raise UsageError(f"shape value {n}={v} must be {'0 or more' if n == 'pad' else 'positive'}")
         result[n] = v
@@ -82,6 +85,45 @@ def physical_memory() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def cgroup_memory_limit(root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/self/cgroup") -> int | None:
+    """The memory limit of this process's control group (a container's, a batch job's) in bytes, the smallest
+    of those set on its cgroup and the ones above it (cgroup v2's memory.max, v1's memory.limit_in_bytes, as
+    mounted under ``root``); None where none is set or the system does not say."""
+    try:
+        with open(proc_cgroup) as f:
+            entries = [line.rstrip("\n").split(":", 2) for line in f if line.count(":") >= 2]
+    except OSError:
+        entries = []
+    files = [os.path.join(root, "memory.max"), os.path.join(root, "memory", "memory.limit_in_bytes")]
+    for _, controllers, path in entries:
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), 0, -1):  # the cgroup and every one above it
+            sub = "/".join(parts[:depth])
+            if controllers == "":  # v2: one hierarchy
+                files.append(os.path.join(root, sub, "memory.max"))
+            elif "memory" in controllers.split(","):
+                files.append(os.path.join(root, "memory", sub, "memory.limit_in_bytes"))
+    limits = []
+    for file in files:
+        try:
+            text = _read(file)
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:  # "max" (v2), or v1's "unlimited": a number near 2**63
+            limits.append(int(text))
+    return min(limits) if limits else None
+
+
+def usable_memory() -> tuple[int | None, bool]:
+    """(bytes, whether they are a control group's limit): the memory this process may use, the smaller of the
+    machine's physical memory and its control group's limit (a container started with a memory limit is
+    killed past it, whatever the machine has)."""
+    physical, limit = physical_memory(), cgroup_memory_limit()
+    if limit is not None and (physical is None or limit < physical):
+        return limit, True
+    return physical, False
 
 
 def usable_cores() -> int:
@@ -160,6 +202,10 @@ class KernelTemplate:
         if device_props is None:
             device_props = cpu_props() if target == "cpu" else dict(DEFAULT_CUDA_PROPS)
         self.props = dict(device_props)
+        if threads is not None:  # a whole number: 1.5 would be generated as 1 thread, yet named another task
+            if isinstance(threads, bool) or not isinstance(threads, numbers.Integral):
+                raise UsageError(f"threads must be a whole number of threads, not {threads!r}")
+            threads = int(threads)
         if threads is not None and (threads < 1 or threads > int(self.props.get("cores", threads))):
             raise UsageError(f"threads={threads} must be between 1 and the core count {self.props.get('cores')}")
         self.threads = threads
@@ -231,15 +277,17 @@ class KernelTemplate:
 
     def check_memory(self, host_bytes: int | None = None) -> None:
         """UsageError, giving the memory the shape needs, when it is more than this machine's memory
-        (``host_bytes``, default: its physical memory) or, for CUDA, the GPU's (``memory_bytes`` of the
-        device properties)."""
+        (``host_bytes``, default: its physical memory, or its control group's memory limit where smaller) or,
+        for CUDA, the GPU's (``memory_bytes`` of the device properties)."""
         need = self.memory_needed()
         shape = ",".join(f"{k}={v}" for k, v in self.shape.items())
-        have = host_bytes if host_bytes is not None else physical_memory()
+        have, limited = (host_bytes, False) if host_bytes is not None else usable_memory()
         if have and need["host"] > have:
+            have_text = (f"the {format_bytes(have)} this process may use (its control group's memory limit: a "
+                         "container's or a job's)" if limited else f"this machine's {format_bytes(have)}")
             raise UsageError(f"the {self.name} shape {shape} needs {format_bytes(need['host'])} of memory (its float32 "
                              f"inputs and output, {format_bytes(need['device'])}, and their float64 reference"
-                             f"{self.memory_also}), more than this machine's {format_bytes(have)}; choose a smaller shape")
+                             f"{self.memory_also}), more than {have_text}; choose a smaller shape")
         gpu = self.props.get("memory_bytes") if self.target == "cuda" else None
         if gpu and need["device"] > int(gpu):
             raise UsageError(f"the {self.name} shape {shape} needs {format_bytes(need['device'])} of GPU memory for its "

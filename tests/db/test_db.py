@@ -210,6 +210,13 @@ def test_a_campaign_name_of_another_task_or_device_is_refused_naming_what_differ
     db.open_campaign("c", task, FAKE_DEVICE, "random", {})
     with pytest.raises(UsageError) as refused:
         db.open_campaign("c", other_task, FAKE_DEVICE, "random", {})
-    assert f"(task gemm [{task.key[:8]}], not gemm [{other_task.key[:8]}])" in str(refused.value)
+    # the same task name: the parameters that differ say which is which
+    assert f"(task gemm [{task.key[:8]}], not gemm [{other_task.key[:8]}]: n 1, not 2)" in str(refused.value)
+    with pytest.raises(UsageError, match=r"\(task gemm \[\w+\], not softmax \[\w+\]\)"):
+        db.open_campaign("c", Task("kernel", "softmax", {"n": 1}), FAKE_DEVICE, "random", {})
     with pytest.raises(UsageError, match=r"\(device fake-device, not other-gpu\)"):
         db.open_campaign("c", task, Device("other-gpu", "cuda", {}), "random", {})
+    cpu = Device("cpu-x", "cpu", {"cores": 4, "cflags": ["-O3"]})
+    db.open_campaign("on-cpu", task, cpu, "random", {})
+    with pytest.raises(UsageError, match=r"\(device cpu-x, not cpu-x: cores 4, not 2; cflags -O3, not -O0 -O3\)"):
+        db.open_campaign("on-cpu", task, Device("cpu-x", "cpu", {"cores": 2, "cflags": ["-O0", "-O3"]}), "random", {})
