@@ -39,12 +39,15 @@ from autotune.search_spaces.base import Space
 from autotune.types import Candidate, Device, Task
 
 
-def _positive(name: str, value, kind=float):
+def _positive(name: str, value, kind=float, api: str | None = None):
     """``value`` as ``kind`` (None stays None); UsageError unless it is a finite number > 0 (a whole one for
-    ``int``; never a bool: ``trials=True`` is a mistake, not one trial)."""
-    if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-                                  and math.isfinite(value) and (kind is not int or float(value).is_integer())):
-        raise UsageError(f"{name} must be a positive number{', a whole one' if kind is int else ''}, not {value!r}")
+    ``int``; never a bool: ``trials=True`` is a mistake, not one trial). A numpy number counts as a number."""
+    if value is not None and not (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+                                  and value > 0 and math.isfinite(value)
+                                  and (kind is not int or float(value).is_integer())):
+        given = f" ({argument(api)})" if api else ""  # the argument, or the command line's flag, that set it
+        raise UsageError(f"{name} must be a positive number{', a whole one' if kind is int else ''}, not "
+                         f"{value!r}{given}")
     return kind(value) if value is not None else None
 
 
@@ -60,9 +63,10 @@ def check_run(space: Space, algorithm: SearchAlgorithm, *, trials=None, time_bud
     """What a campaign refuses before it stores anything: the budgets, the batch size and the seed (returned as
     an int, floats and ints), no budget for a space without a size, an algorithm that cannot search the space.
     A driver calls it before it opens the database too, so that a refused command leaves no database file."""
-    checked = (_positive("the trial budget", trials, int), _positive("the time budget", time_budget),
-               _positive("the simulated-time budget", simulated_budget), _positive("the batch size", batch, int),
-               checked_seed(seed))
+    checked = (_positive("the trial budget", trials, int, "trials"),
+               _positive("the time budget", time_budget, api="time_budget"),
+               _positive("the simulated-time budget", simulated_budget, api="simulated_budget"),
+               _positive("the batch size", batch, int, "batch"), checked_seed(seed))
     if trials is None and time_budget is None and simulated_budget is None and space.size() is None:
         raise UsageError("give a budget (trials, time or simulated time): this space is unbounded")
     algorithm.check_space(space)

@@ -120,3 +120,12 @@ def test_tuple_values_are_the_lists_a_resumed_campaign_reads_back(tmp_path):
     assert all(isinstance(t, list) for t in seen)  # the objective always gets what the database holds
     space = autotune.KnobSpace(knobs)
     assert all(space.contains(autotune.Candidate(c)) for c in queries.trials(open_database(url), campaign="t")["config"])
+
+
+def test_numpy_numbers_are_budgets_and_a_refused_budget_names_its_argument(tmp_path):
+    url = f"sqlite:///{tmp_path / 'n.db'}"
+    r = autotune.minimize(lambda c: c["x"], {"x": [1, 2, 3, 4]}, trials=np.int64(3), batch=np.int32(2), db=url,
+                          cost_model=None, algorithm="random", progress=False)
+    assert r.trials == 3
+    with pytest.raises(UsageError, match=r"the trial budget must be a positive number, a whole one, not 0 \(trials\)"):
+        autotune.minimize(lambda c: c["x"], {"x": [1, 2]}, trials=0, db=url, progress=False)
