@@ -226,8 +226,9 @@ def print_table(df, title: str = "", max_width: int = 60, columns: list[Col] | N
     """Print a DataFrame as a rich table. With ``columns`` (a command's default layout) and not ``wide``:
     only those columns, each rendered by its spec, one line per row, fitting the console (100 columns
     when the output is not a terminal). Else every column, long cells shortened to ``max_width`` and
-    folded to the terminal's width; ``wide`` (the commands' --wide) shortens no cell, and folds nothing
-    when the output is not a terminal (and COLUMNS is unset): each row is one line, as long as it needs."""
+    folded to the terminal's width; ``wide`` (the commands' --wide) shortens no cell (a line break in one, an
+    error's traceback, is a space), and folds nothing when the output is not a terminal (and COLUMNS is unset):
+    each row is one line, as long as it needs."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -250,6 +251,8 @@ def print_table(df, title: str = "", max_width: int = 60, columns: list[Col] | N
         cells = []
         for v in row:
             text = _cell(v)
+            if wide and any(ch in text for ch in "\n\r\t"):  # an error's traceback: its row stays one line
+                text = " ".join(text.split())
             text = text if max_width is None or len(text) <= max_width else text[: max_width - 1] + "…"
             cells.append(Text(text))  # plain text: brackets in a value ('autotune[cuda]') are not rich markup
         table.add_row(*cells)

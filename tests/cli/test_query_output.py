@@ -61,6 +61,15 @@ def test_wide_shows_a_long_configuration_in_full(logged):
     assert all(f"{k}=" in row for k in KNOBS) and "…" not in row
 
 
+def test_wide_keeps_a_row_whose_error_holds_a_traceback_on_one_line(logged):
+    # the error column holds "RuntimeError: never works" and the traceback's lines: still one line per row
+    r = run("trials", "--campaign", "failed", "--wide", "--db", logged["url"])
+    assert r.exit_code == 0, r.output
+    rows = [line for line in r.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 3, r.stdout
+    assert all("RuntimeError: never works" in row and "Traceback" in row and "failing_objective" in row for row in rows)
+
+
 def test_campaigns_count_the_failed_trials(logged):
     listed = {c["campaign"]: c for c in json.loads(run("campaigns", "-f", "json", "--db", logged["url"]).stdout)}
     assert listed["wide"]["errors"] == logged["wide_errors"] and listed["failed"]["errors"] == 3
