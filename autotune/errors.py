@@ -72,6 +72,14 @@ class Interrupted(KeyboardInterrupt):
     campaign): a KeyboardInterrupt, to which the command line adds nothing."""
 
 
+def interruption(message: str = "") -> KeyboardInterrupt:
+    """What work stopped by Ctrl-C raises once it has said how to resume: Interrupted in a command of the
+    command line (which adds nothing to it); in a script a plain KeyboardInterrupt, the only one with which
+    Python ends a script as Ctrl-C does (killed by SIGINT: status 130, which also stops a shell loop), where a
+    subclass of it ends the script with status 1."""
+    return Interrupted(message) if COMMAND_LINE.get() else KeyboardInterrupt(message)
+
+
 def check_choice(what: str, value: str, valid) -> str:
     """``value`` when it is one of ``valid``; else UsageError naming the valid values and the closest."""
     valid = list(valid)

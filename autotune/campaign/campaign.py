@@ -32,7 +32,7 @@ from autotune.db.trial_store import CampaignGone
 from autotune.db.models import CampaignRow
 from autotune.db.queries import campaign_figures
 from autotune.db.workers import worker_id
-from autotune.errors import COMMAND_LINE, DatabaseError, Interrupted, UsageError, argument, check_campaign_name
+from autotune.errors import COMMAND_LINE, DatabaseError, UsageError, argument, check_campaign_name, interruption
 from autotune.interrupts import sigterm_as_interrupt
 from autotune.runners.base import Runner
 from autotune.search_spaces.base import Space
@@ -242,7 +242,7 @@ class Campaign:
         # campaign started meanwhile is refused rather than pulling the campaign from under it
         heartbeat = Heartbeat(self.db, cid, worker)
         run = None
-        interrupted: Interrupted | None = None  # raised once finally has said how to resume
+        interrupted: KeyboardInterrupt | None = None  # raised once finally has said how to resume
         failed = False
         try:
             history = self.db.campaign_history(cid)
@@ -272,7 +272,7 @@ class Campaign:
                 bar = progress.add_task(self.name, total=self.trials, completed=run.measured, info="")
                 status = run.loop(lambda: progress.update(bar, completed=run.measured, info=run.info()))
         except KeyboardInterrupt:
-            interrupted = Interrupted()
+            interrupted = interruption()
             if run is not None:
                 run.store_unstored()
             raise interrupted from None  # once finally (below) has said how to resume, which becomes its message

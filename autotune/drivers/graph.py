@@ -49,7 +49,7 @@ from autotune.drivers.graph_store import (
     own_history,
     store_rules,
 )
-from autotune.errors import Interrupted, UsageError, argument, check_campaign_name
+from autotune.errors import UsageError, argument, check_campaign_name, interruption
 from autotune.progress import Progress, make_progress
 from autotune.runners.graph import (
     GraphCostRunner,
@@ -366,7 +366,7 @@ def _optimize(original, graph, space, algo, backend, database, rules, output, de
     except KeyboardInterrupt:  # after the search: rerunning resumes the finished campaign, then checks again
         print(f"interrupted: {result.trials} trials stored, the end-to-end check not done; resume with: "
               f"{search.resume_command()}", file=sys.stderr)
-        raise Interrupted from None
+        raise interruption() from None
     # OK graph trials of the model on graph_device itself whose costs rest on estimated ops (an older version's)
     return {**report, "estimated_on_device": sum(estimated_before.values())}
 

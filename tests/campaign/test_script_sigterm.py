@@ -27,7 +27,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run_until_measuring(tmp_path, handler):
+def _run_until_measuring(tmp_path, handler, sig=signal.SIGTERM):
     url = f"sqlite:///{tmp_path / 't.db'}"
     db = open_database(url)  # the schema made before the script starts: the two processes never both create it
     script = tmp_path / "script.py"
@@ -44,7 +44,7 @@ def _run_until_measuring(tmp_path, handler):
 
     try:
         wait_until("the script to store trials", measuring)
-        run.send_signal(signal.SIGTERM)
+        run.send_signal(sig)
         out, err = run.communicate(timeout=120)
     finally:
         if run.poll() is None:
@@ -68,4 +68,14 @@ def test_a_programs_own_sigterm_handler_is_kept(tmp_path):
     db, code, out, err = _run_until_measuring(tmp_path, "own")
     assert code == 7 and "own handler" in out, err
     assert "interrupted:" not in err
+    db.close()
+
+
+def test_ctrl_c_ends_a_script_as_ctrl_c_ends_any_python_script(tmp_path):
+    """Killed by SIGINT (status 130 in a shell, which stops a loop of scripts), after the campaign has said how
+    to resume: Python ends a script so only for a KeyboardInterrupt itself, not a subclass of it."""
+    db, code, _, err = _run_until_measuring(tmp_path, "default", signal.SIGINT)
+    assert code == -signal.SIGINT, err
+    assert "interrupted: " in err and "resume with: rerun the script" in err
+    assert db.campaign("t").status == "interrupted"
     db.close()

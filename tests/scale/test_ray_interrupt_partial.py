@@ -7,7 +7,6 @@ import pytest
 
 from autotune.campaign import Campaign
 from autotune.db import open_database
-from autotune.errors import Interrupted
 from autotune.runners import ray as ray_runner
 from autotune.runners.base import StreamingRunner
 from autotune.testing.fakes import FakeRunner, small_knob_space
@@ -89,7 +88,7 @@ def test_a_campaign_interrupted_in_ray_wait_stores_what_completed(tmp_path, monk
     db = open_database(f"sqlite:///{tmp_path / 'r.db'}")
     campaign = Campaign("r", space, "random", FakeRayRunner(FakeRunner(space), fake), db, trials=8, batch=8,
                         progress=False)
-    with pytest.raises(Interrupted):
+    with pytest.raises(KeyboardInterrupt):
         campaign.run()
     assert db.count_trials() == 6
     assert db.campaign("r").status == "interrupted"

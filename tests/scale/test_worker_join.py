@@ -107,12 +107,11 @@ def test_a_worker_started_in_another_folder_reads_the_files_a_relative_path_name
 def test_a_worker_started_alone_runs_the_recipe_and_budget_of_the_last_run_not_the_first(sqlite_url, monkeypatch):
     """The campaign ran to 10 trials, then was resumed to 30 and stopped by Ctrl-C: a worker started later, alone,
     goes on to the 30, where it ran the first run's recipe to 10 and stored that back."""
-    from autotune.errors import Interrupted
     from autotune.testing.fakes import interrupting
 
     run = dict(algorithm="random", cost_model=None, campaign="b", db=sqlite_url, progress=False)
     tune_replay(EXAMPLE, trials=10, **run)
-    with monkeypatch.context() as m, pytest.raises(Interrupted):
+    with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
         m.setattr("autotune.drivers.replay.ReplayRunner", interrupting(ReplayRunner, 1))  # a fake: this test only
         tune_replay(EXAMPLE, trials=30, **run)
     db = open_database(sqlite_url)
