@@ -33,12 +33,13 @@ def _read_json(path: Path, where: str):
         opener = gzip.open if path.name.endswith(".gz") else open
         with opener(path, "rb") as f:
             raw = f.read(limit + 1)
-        if len(raw) > limit:
-            raise UsageError(f"{where} holds more than {MAX_CACHE_MB} MB of text; raise AUTOTUNE_MAX_CACHE_MB "
-                             "if it is a genuine cache")
-        return json.loads(raw)
+        if len(raw) <= limit:
+            return json.loads(raw)
     except (OSError, EOFError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise UsageError(f"{where} is not readable JSON ({str(exc)[:120]}); expected a Kernel Tuner cache") from None
+    # raised out of the try: a UsageError is a ValueError, which would be taken for a parse error above
+    raise UsageError(f"{where} holds more than {MAX_CACHE_MB} MB of text; raise AUTOTUNE_MAX_CACHE_MB "
+                     "if it is a genuine cache")
 
 
 def _scalar(v) -> bool:

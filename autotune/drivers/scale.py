@@ -162,6 +162,22 @@ def _resources(entry: dict) -> dict:
     return {"num_gpus": 1 if gpu else 0, "num_cpus": 1}
 
 
+def _unschedulable(entry: dict) -> str | None:
+    """Why the Ray cluster cannot run this campaign's task at all, else None: a task asking for a GPU on a cluster
+    that has none would wait for one for good (Ray keeps an infeasible task pending), the campaign shown as
+    still running."""
+    if not _resources(entry)["num_gpus"]:
+        return None
+    from autotune.runners.ray import cluster_resources
+
+    res = cluster_resources()
+    if res.get("GPU", 0) >= 1:
+        return None
+    return (f"a {entry['kind']} campaign on a CUDA device runs as a Ray task holding a GPU, and the Ray cluster has "
+            f"none (its CPUs: {res.get('CPU', 0):g}): start a node with a GPU in it, or run the campaign on a "
+            "GPU machine without --ray")
+
+
 def tune_many(entries: list[dict], db: str, ray: str | None = None,
               on_done: Callable[[dict], None] | None = None,
               on_wait: Callable[[list[dict]], None] | None = None, wait_s: float = 60.0) -> list[dict]:
@@ -180,7 +196,15 @@ def tune_many(entries: list[dict], db: str, ray: str | None = None,
     rt = _ray()
     ray_init(ray)
     task = rt.remote(_run_entry)
-    refs = {task.options(**_resources(e)).remote(e, db): e for e in entries}
+    refs = {}
+    for e in entries:
+        why = _unschedulable(e)
+        if why is None:
+            refs[task.options(**_resources(e)).remote(e, db)] = e
+            continue
+        out.append({"kind": e["kind"], "campaign": e.get("campaign"), "status": "failed", "error": why})
+        if on_done:
+            on_done(out[-1])
     try:
         while refs:
             done, _ = rt.wait(list(refs), num_returns=1, timeout=wait_s if on_wait else None)
@@ -223,6 +247,9 @@ def run_on_ray(kind: str, kwargs: dict, address: str):
 
     rt = _ray()
     ray_init(address)
+    why = _unschedulable({"kind": kind, "args": kwargs})
+    if why is not None:
+        raise UsageError(why)
     print(f"running the {kind} campaign as a Ray task on the cluster ({address})", file=sys.stderr)
     ref = rt.remote(_call).options(**_resources({"kind": kind, "args": kwargs})).remote(kind, kwargs)
     try:

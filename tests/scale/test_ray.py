@@ -182,6 +182,26 @@ def test_tune_many_on_ray_tells_which_campaigns_still_run_while_none_ends(cluste
     assert waits and all([e["campaign"] for e in running] == ["slow"] for running in waits)
 
 
+def test_tune_many_on_ray_fails_a_gpu_campaign_at_once_where_the_cluster_has_no_gpu(cluster, sqlite_url):
+    """A CUDA campaign's Ray task asks for a GPU: on a cluster with none it is reported failed, saying why, and the
+    others run, rather than left pending for good as a campaign still running."""
+    if ray.cluster_resources().get("GPU", 0):
+        pytest.skip("the local Ray cluster has a GPU")
+    from autotune.drivers.scale import tune_many
+
+    entries = [{"kind": "kernel", "args": {"name": "gemm", "shape": "64,64,64", "target": "cuda", "trials": 2},
+                "campaign": "gpu"},
+               {"kind": "replay", "args": {"cache": EXAMPLE, "trials": 3}, "campaign": "cpu"}]
+
+    def waiting(running):
+        raise AssertionError(f"still waiting for {[e['campaign'] for e in running]}")
+
+    results = {r["campaign"]: r for r in tune_many(entries, sqlite_url, ray="local", on_wait=waiting, wait_s=10)}
+    assert results["gpu"]["status"] == "failed"
+    assert "holding a GPU, and the Ray cluster has none" in results["gpu"]["error"]
+    assert results["cpu"]["trials"] == 3
+
+
 def test_tune_replay_with_ray_on_the_command_line(tmp_path):
     """A fresh process with --ray local starts its own cluster, measures there and logs as usual."""
     url = f"sqlite:///{tmp_path / 'cli.db'}"

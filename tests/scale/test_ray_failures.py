@@ -58,3 +58,19 @@ def test_the_campaigns_own_error_is_raised_as_it_is(monkeypatch):
     with pytest.raises(AutotuneError) as failed:
         scale.run_on_ray("parallel", {"model": "alexnet", "cluster": "dgx-a100-x1"}, "local")
     assert failed.value is own
+
+
+class FakeRayWithoutGpu(FakeRayWhoseTaskFails):
+    """A cluster of CPUs alone, whose tasks would fail if they were ever sent."""
+
+    def cluster_resources(self):
+        return {"CPU": 2.0}
+
+
+def test_a_gpu_campaign_on_a_cluster_without_a_gpu_is_refused_before_its_task_is_sent(monkeypatch, capsys):
+    monkeypatch.setattr(ray_runner, "_ray", lambda: FakeRayWithoutGpu(ray.exceptions.WorkerCrashedError()))
+    monkeypatch.setattr(ray_runner, "ray_init", lambda address: None)
+    with pytest.raises(UsageError, match="holding a GPU, and the Ray cluster has none") as refused:
+        scale.run_on_ray("graph", {"model": "m.onnx", "output": "o.onnx", "device": "cuda"}, "local")
+    assert "\n" not in str(refused.value)
+    assert "running the graph campaign" not in capsys.readouterr().err
