@@ -12,7 +12,6 @@ from autotune.cli.common import (
     BatchOption,
     CampaignOption,
     DbOption,
-    FormatOption,
     FreshOption,
     InputShapeOption,
     JsonOption,
@@ -20,15 +19,13 @@ from autotune.cli.common import (
     OldTimeLimitOption,
     ProgressOption,
     SeedOption,
-    WideOption,
-    check_format,
     emit_json,
     handle_errors,
     open_db,
     with_old_budget_names,
     writable_output,
-    write_frame,
 )
+from autotune.cli.listings import FormatOption, WideOption, check_format, write_frame
 from autotune.cli.tables import Col, relative_time, short_key
 from autotune.errors import UsageError, check_choice
 from autotune.progress import Progress

@@ -11,18 +11,8 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.common import (
-    DEFAULT_DB,
-    DbOption,
-    FormatOption,
-    WideOption,
-    check_format,
-    handle_errors,
-    open_db,
-    parse_json_arg,
-    print_table,
-    write_frame,
-)
+from autotune.cli.common import DEFAULT_DB, DbOption, handle_errors, open_db, parse_json_arg
+from autotune.cli.listings import FormatOption, WideOption, check_format, print_table, write_frame
 from autotune.cli.tables import Col, device_text, number, relative_time, size_bytes
 
 

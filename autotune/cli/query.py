@@ -10,17 +10,12 @@ import typer
 from autotune.cli.common import (
     DEFAULT_DB,
     DbOption,
-    FormatOption,
     IncludeReusedOption,
-    WideOption,
-    check_format,
     device_or_known_gpu,
     handle_errors,
     open_db,
-    print_table,
-    write_frame,
-    write_pages,
 )
+from autotune.cli.listings import FormatOption, WideOption, check_format, print_table, write_frame, write_pages
 from autotune.cli.tables import (
     Col,
     PlainCost,

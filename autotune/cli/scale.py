@@ -15,8 +15,8 @@ from autotune.cli.common import (
     RayOption,
     emit_json,
     handle_errors,
-    print_table,
 )
+from autotune.cli.listings import print_table
 from autotune.cli.tables import Col, number, seconds
 
 # `tune many`'s table: one line per campaign at any width (the error shortened; --json and the line each

@@ -1,7 +1,7 @@
 """The default (narrow) tables of the listing commands: a column spec per command says which columns
 a table shows and how each value is written (short keys, relative times, costs with a unit, configs as
 k=v text), and the layout fits the console's width (100 columns when the output is not a terminal) with
-one line per row. `--wide` and the csv and json formats bypass this (autotune.cli.common.print_table)."""
+one line per row. `--wide` and the csv and json formats bypass this (autotune.cli.listings.print_table)."""
 
 from __future__ import annotations
 

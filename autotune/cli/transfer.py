@@ -6,16 +6,8 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli.common import (
-    DEFAULT_DB,
-    DbOption,
-    WideOption,
-    device_or_known_gpu,
-    emit_json,
-    handle_errors,
-    open_db,
-    print_table,
-)
+from autotune.cli.common import DEFAULT_DB, DbOption, device_or_known_gpu, emit_json, handle_errors, open_db
+from autotune.cli.listings import WideOption, print_table
 from autotune.cli.tables import Col, number, short_key, text
 
 # The default tables (--wide: every column in full; --json: everything).

@@ -6,7 +6,7 @@ import pandas as pd
 from rich.console import Console
 from typer.testing import CliRunner
 
-from autotune.cli.common import print_table
+from autotune.cli.listings import print_table
 from autotune.cli.main import app
 
 

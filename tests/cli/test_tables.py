@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from autotune.cli.common import print_table
+from autotune.cli.listings import print_table
 from autotune.cli.main import app
 from autotune.cli.models import MODEL_COLUMNS
 from autotune.cli.query import BEST_COLUMNS, CAMPAIGN_COLUMNS, TRIAL_COLUMNS
@@ -282,7 +282,7 @@ def test_csv_and_json_keep_every_column_raw(tuned):
 
 
 def test_json_and_csv_output_keep_raw_values(capsys):
-    from autotune.cli.common import write_frame, write_pages
+    from autotune.cli.listings import write_frame, write_pages
 
     df = pd.DataFrame({"cost": [1.0799999814e-05, float("nan")], "config": [{"a": 1}, {"a": 2}],
                        "created": pd.to_datetime(["2026-01-02 03:04:05.123456", None])})
