@@ -14,7 +14,7 @@ def test_rule_names_are_whole_beside_a_long_file_provenance(tmp_path):
     url = f"sqlite:///{tmp_path / 'r.db'}"
     database = open_database(url)
     records = [rule_record(r) for r in builtin_rules()]
-    path = "/home/someone/projects/model-optimisation/rules/generated-and-edited/my-rules.json"
+    path = "projects/model-optimisation/rules/generated-and-edited/by-hand/my-rules.json"  # a long provenance
     mine = [{**records[0], "name": f"my_gen_elementwise_{i}_rev", "key": f"k{i}", "provenance": file_provenance(path),
              "status": "unverified"} for i in (1, 2, 3)]
     database.save_rules(records + mine)
