@@ -135,8 +135,8 @@ class TrialStore:
         on SQLite, its id perhaps given to a new one) no longer matches: the measurements are stored
         without a campaign, as a deleted campaign's are, and CampaignGone is raised.
 
-        ``replace_failed``: a measurement of a candidate stored as failed replaces that trial (see
-        ``_replace_failed``); otherwise, and always for a trial stored as OK, the stored trial stays."""
+        ``replace_failed``: a measurement of a candidate stored as failed replaces that trial, which this
+        campaign then owns (see ``overwrite_failed``); otherwise, and always for a trial stored as OK, the stored trial stays."""
         worker = worker or worker_id()
         gone = False
         with self.session() as s:
@@ -147,9 +147,10 @@ class TrialStore:
                 now_created = s.scalar(row.with_for_update() if self.dialect == "postgresql" else row)
                 gone = created is not None and now_created != created
             own = None if gone else campaign_id  # a deleted campaign's measurements stay, without a campaign
+            rows = [measurement_row(m, task_id, device_id, own, worker) for m in measured]
             if replace_failed and own is not None:
-                self._replace_failed(s, task_id, device_id, own, measured, worker)
-            inserted = self.insert_rows(s, [measurement_row(m, task_id, device_id, own, worker) for m in measured])
+                self.overwrite_failed(s, rows)
+            inserted = self.insert_rows(s, rows)
             if own is None:
                 stored = Stored(inserted, 0, 0, [])
             else:
@@ -191,12 +192,6 @@ class TrialStore:
         want, budget = claim_next or (0, 0)
         granted, adopted = self._claim_in(s, campaign_id, worker, want, budget, total, in_flight, now)
         return total, granted, adopted
-
-    def _replace_failed(self, s: Session, task_id: int, device_id: int, campaign_id: int,
-                        measured: list[Measurement], worker: str) -> None:
-        """Write each measurement of a candidate stored as failed over that trial, which this campaign then
-        owns (``overwrite_failed``)."""
-        self.overwrite_failed(s, [measurement_row(m, task_id, device_id, campaign_id, worker) for m in measured])
 
     def overwrite_failed(self, s: Session, rows: list[dict]) -> int:
         """Write each trial row of ``rows`` (``measurement_row``'s columns) over the stored trial of its task,
