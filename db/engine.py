@@ -210,6 +210,22 @@ def make_engine(url: str) -> Engine:
                 cur.execute("PRAGMA foreign_keys=ON")
                 cur.close()
 
+            @event.listens_for(engine, "handle_error")
+            def _close_interrupted_cursor(context):  # noqa: ANN001
+                # Ctrl-C inside a statement: SQLAlchemy closes the connection, and SQLite keeps it open, holding
+                # the write lock, until the statement's cursor is gone; the traceback keeps the cursor (until the
+                # garbage collector runs), so the next write of this process (the interrupted campaign storing
+                # what it measured) would wait on its own lock for good
+                if isinstance(context.original_exception, Exception):
+                    return
+                # ExceptionContext.cursor is documented, and some SQLAlchemy releases leave it unset
+                cursor = getattr(context, "cursor", None) or getattr(context.execution_context, "cursor", None)
+                if cursor is not None:
+                    try:
+                        cursor.close()
+                    except sqlite3.Error:
+                        pass
+
             return engine
         # a lock another session holds (a transaction left open in psql) is waited on for BUSY_TIMEOUT_S, as on
         # SQLite, then reported: waits_out_locks says so and tries again, where PostgreSQL alone waits silently

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
 import uuid
 from pathlib import Path
@@ -12,6 +13,12 @@ from pathlib import Path
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+# A shell starts a background job (`pytest &` in a script) with Ctrl-C ignored, and the processes the tests start
+# inherit that: the tests that press Ctrl-C on a subprocess would see it ignored. A handled SIGINT is reset to the
+# default when a child starts, so every subprocess of the suite starts with Python's KeyboardInterrupt.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 PG_BASE = os.environ.get("AUTOTUNE_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
@@ -131,3 +138,10 @@ def recorded(tmp_path):
     task = import_two_gpus(db, tmp_path)
     yield db, url, task, tmp_path
     db.close()
+
+
+def pytest_collection_modifyitems(items):
+    """The slow tests (long recordings and searches) hang only past 30 minutes, not past the default 5."""
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(1800))

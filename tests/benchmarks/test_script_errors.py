@@ -257,19 +257,24 @@ def test_record_space_interrupted_writes_what_it_measured_and_resumes(tmp_path):
                             text=True, cwd=tmp_path)
     from sqlalchemy import create_engine, text
 
-    deadline = time.time() + 120
-    stored = 0
-    while time.time() < deadline and stored < 4:  # until some configurations are stored
-        time.sleep(0.5)
-        try:
-            engine = create_engine(db)
-            with engine.connect() as conn:
-                stored = conn.execute(text("SELECT count(*) FROM trials")).scalar()
-            engine.dispose()
-        except Exception:  # noqa: BLE001 - the database is not created yet
-            stored = 0
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        deadline = time.time() + 120
+        stored = 0
+        while time.time() < deadline and stored < 4:  # until some configurations are stored
+            time.sleep(0.5)
+            try:
+                engine = create_engine(db)
+                with engine.connect() as conn:
+                    stored = conn.execute(text("SELECT count(*) FROM trials")).scalar()
+                engine.dispose()
+            except Exception:  # noqa: BLE001 - the database is not created yet
+                stored = 0
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:  # a recording left running would compile for the rest of the suite
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err[-1500:]
     assert "Traceback" not in err and "written to" in err
     # the way to resume is this script's own command line: it takes no --campaign

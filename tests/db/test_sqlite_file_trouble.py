@@ -265,3 +265,45 @@ def test_a_write_past_the_file_size_limit_is_one_line_naming_it_and_what_was_sto
     assert message == (f"database {url}: the file could not be written (this process's file size limit, ulimit -f, "
                        "of 400000 bytes reached; or a disk quota reached, or the disk failing); the last transaction "
                        "was not stored (what was stored before stays)"), r
+
+
+class _CtrlCWhileBound:
+    """A value whose binding into a statement raises KeyboardInterrupt: Ctrl-C arriving inside the DBAPI call."""
+
+
+def test_ctrl_c_inside_a_statement_leaves_no_write_lock_for_the_next_write_of_the_process(tmp_path):
+    """Ctrl-C inside an SQLite statement (the first row written, so the write lock taken): SQLAlchemy closes the
+    connection, and SQLite keeps it open, holding the lock, while the interrupted statement's cursor lives, which
+    the interrupt's traceback keeps until the garbage collector runs. The interrupted campaign's next write, the
+    one that stores what it measured, waited on its own process's lock for good (its lock waits retry)."""
+    import sqlite3
+    import threading
+
+    from sqlalchemy import text
+
+    def ctrl_c(_):
+        raise KeyboardInterrupt
+
+    sqlite3.register_adapter(_CtrlCWhileBound, ctrl_c)
+    db = open_database(f"sqlite:///{tmp_path / 'a.db'}")
+    try:
+        with db.session() as s:
+            s.execute(text("CREATE TABLE rows (a INTEGER, b)"))
+        with pytest.raises(KeyboardInterrupt) as interrupted:
+            with db.session() as s:
+                s.execute(text("INSERT INTO rows VALUES (:a, :b)"), [{"a": 1, "b": "x"}, {"a": 2, "b": _CtrlCWhileBound()}])
+        assert interrupted.value.__traceback__ is not None  # kept, as an interrupted campaign keeps it while it stores
+        wrote = threading.Event()
+
+        def write():
+            with db.session() as s:
+                s.execute(text("INSERT INTO rows VALUES (3, 'y')"))
+            wrote.set()
+
+        threading.Thread(target=write, daemon=True).start()
+        assert wrote.wait(20), "the next write waited on the lock the interrupted statement's connection held"
+        with db.session() as s:
+            assert s.execute(text("SELECT a FROM rows")).scalars().all() == [3]  # the interrupted batch: none of it
+    finally:
+        sqlite3.adapters.pop((_CtrlCWhileBound, sqlite3.PrepareProtocol), None)
+        db.close()

@@ -269,8 +269,7 @@ def test_no_process_of_a_run_outlives_autotune_interrupted_or_killed(tmp_path, s
     (tmp_path / "spawner.py").write_text(SPAWNER)
     notes = tmp_path / "pids"
     proc = subprocess.Popen([sys.executable, "-c", INTERRUPT_SCRIPT, str(tmp_path / "spawner.py"), str(notes)],
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+                            stderr=subprocess.PIPE, text=True)
     try:
         pids = _spawned(notes)
         proc.send_signal(sig)
