@@ -30,6 +30,18 @@ def load(table: dict[str, str], kind: str, name: str) -> Any:
         raise MissingDependencyError(f"{kind} {name!r} needs the package {missing!r}{hint}") from exc
 
 
+class LazyModule:
+    """A module imported on its first attribute access: ``xgb = LazyModule("xgboost")`` in a module that
+    imports it at the top, so that a process that never trains a model (a query, a script refusing its
+    arguments) does not pay the import (xgboost's is about a second, pandas with it)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self._name), attr)
+
+
 def is_spec(name: Any) -> bool:
     """Whether ``name`` names a class of the user's own as "module:Class" rather than a registered entry."""
     return isinstance(name, str) and ":" in name

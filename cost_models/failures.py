@@ -9,9 +9,11 @@ space without failures is searched as if the model were absent).
 from __future__ import annotations
 
 import numpy as np
-import xgboost as xgb
 
+from autotune.lazy import LazyModule
 from autotune.cost_models.xgb import inplace_scores
+
+xgb = LazyModule("xgboost")  # imported when a model is first trained or loaded
 
 
 class FailureModel:

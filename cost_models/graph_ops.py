@@ -18,10 +18,12 @@ import json
 from typing import Self
 
 import numpy as np
-import xgboost as xgb
 
+from autotune.lazy import LazyModule
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.metrics import quality as _quality
+
+xgb = LazyModule("xgboost")  # imported when a model is first trained or loaded
 
 DEFAULTS = {"rounds": 80, "max_depth": 4, "eta": 0.2, "min_samples": 16, "seed": 0}
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import spearmanr
+
+from autotune.lazy import LazyModule
+
+stats = LazyModule("scipy.stats")  # imported on the first correlation (most processes compute none)
 
 
 def spearman(costs: np.ndarray, scores: np.ndarray) -> float:
@@ -22,7 +25,7 @@ def spearman(costs: np.ndarray, scores: np.ndarray) -> float:
     c = np.where(np.isfinite(costs), costs, 2 * finite_max + 1)  # failures tie for last
     if np.all(c == c[0]) or np.all(scores == scores[0]):
         return math.nan
-    return float(spearmanr(-c, scores).statistic)
+    return float(stats.spearmanr(-c, scores).statistic)
 
 
 def top_k_recall(costs: np.ndarray, scores: np.ndarray, k: int = 10) -> float:

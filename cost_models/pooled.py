@@ -27,8 +27,8 @@ import json
 from typing import Self
 
 import numpy as np
-import xgboost as xgb
 
+from autotune.lazy import LazyModule
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import positive_costs, throughput
 from autotune.cost_models.metrics import rank_correlation
@@ -36,6 +36,8 @@ from autotune.cost_models.xgb import XGBCostModel, inplace_scores, stored_docume
 from autotune.errors import UsageError, argument
 from autotune.gpus import device_properties
 from autotune.types import Device
+
+xgb = LazyModule("xgboost")  # imported when a model is first trained or loaded
 
 PROPS = ("sm_count", "memory_bandwidth_gbs", "boost_clock_mhz", "l2_kib", "fp32_tflops", "compute_capability", "vendor")
 #: the vendor as a number, so that trees can split NVIDIA from AMD rows

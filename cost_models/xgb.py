@@ -31,12 +31,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Self
 
 import numpy as np
-import xgboost as xgb
 
+from autotune.lazy import LazyModule
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import log_cost, query_order, throughput, with_pairs
 from autotune.cost_models.metrics import quality as _quality
 from autotune.errors import UsageError
+
+xgb = LazyModule("xgboost")  # imported when a model is first trained or loaded
 
 OBJECTIVES = ("rank", "reg", "reg-tp")
 PARALLEL_ROWS = 10_000  # rows from which a prediction uses several threads (see the module's docstring)

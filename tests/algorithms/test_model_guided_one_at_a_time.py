@@ -87,7 +87,7 @@ def test_a_search_asked_one_point_at_a_time_resumes_with_each_member_as_it_was(r
     assert [c.key for c in resumed.ask(1)] == expected
 
 
-@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("batch", [pytest.param(1, marks=pytest.mark.slow), 3])
 def test_resumed_after_any_batch_the_search_proposes_what_it_would_have(batch):
     """Stopped after any batch of a recorded space with failures (its failure model trained, some members
     refit on their turns before and after the last scheduled retrain) and resumed from its state and history,

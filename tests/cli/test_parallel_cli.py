@@ -78,7 +78,13 @@ def test_list_names_every_model_and_preset():
     assert set(BUILTIN) <= set(MODELS)
 
 
-@pytest.mark.parametrize("model,cluster", [(m, PRESETS[i % len(PRESETS)]) for i, m in enumerate(BUILTIN)])
+# gpt-350m stands for its family in the default run; the larger GPT sizes (4 s each) run with -m slow
+LARGER_GPT = {"gpt-1.3b", "gpt-2.6b", "gpt-6.7b"}
+
+
+@pytest.mark.parametrize("model,cluster", [pytest.param(m, PRESETS[i % len(PRESETS)],
+                                                        marks=[pytest.mark.slow] if m in LARGER_GPT else [])
+                                           for i, m in enumerate(BUILTIN)])
 def test_every_model_on_some_preset(model, cluster):
     check(model, cluster, 3)
 

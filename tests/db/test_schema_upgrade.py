@@ -130,7 +130,7 @@ print(upgrade_database(sys.argv[1])[1:])
 """
 
 
-@pytest.mark.parametrize("revision", ["0001", "0004"])
+@pytest.mark.parametrize("revision", ["0001", pytest.param("0004", marks=pytest.mark.slow)])
 def test_two_processes_upgrading_one_old_database_at_once_both_succeed(db_url, revision):
     old_database(db_url, revision)
     before = snapshot(db_url)
