@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from autotune.lazy import LazyModule
 from autotune.cost_models.xgb import inplace_scores
+from autotune.lazy import LazyModule
 
 xgb = LazyModule("xgboost")  # imported when a model is first trained or loaded
 

@@ -19,9 +19,9 @@ from typing import Self
 
 import numpy as np
 
-from autotune.lazy import LazyModule
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.metrics import quality as _quality
+from autotune.lazy import LazyModule
 
 xgb = LazyModule("xgboost")  # imported when a model is first trained or loaded
 

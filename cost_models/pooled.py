@@ -28,13 +28,13 @@ from typing import Self
 
 import numpy as np
 
-from autotune.lazy import LazyModule
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import positive_costs, throughput
 from autotune.cost_models.metrics import rank_correlation
 from autotune.cost_models.xgb import XGBCostModel, inplace_scores, stored_document, xgb_message
 from autotune.errors import UsageError, argument
 from autotune.gpus import device_properties
+from autotune.lazy import LazyModule
 from autotune.types import Device
 
 xgb = LazyModule("xgboost")  # imported when a model is first trained or loaded

@@ -32,11 +32,11 @@ from typing import Self
 
 import numpy as np
 
-from autotune.lazy import LazyModule
 from autotune.cost_models.base import CostModel
 from autotune.cost_models.features import log_cost, query_order, throughput, with_pairs
 from autotune.cost_models.metrics import quality as _quality
 from autotune.errors import UsageError
+from autotune.lazy import LazyModule
 
 xgb = LazyModule("xgboost")  # imported when a model is first trained or loaded
 
