@@ -1,5 +1,5 @@
 """Moving tuning logs between databases: JSONL export (lossless), with import and Kernel Tuner caches in
-autotune.db.log_import (its functions are reachable from here too).
+autotune.db.log_import (its functions are reachable from here too) and the lines' format in autotune.db.log_lines.
 
 An export is JSON lines: one per trial, carrying its task, device and campaign in full; one per task,
 device and campaign; a campaign's history (the evaluations it made, in order, look-ups included), a page
@@ -31,7 +31,8 @@ from autotune.db.names import one_task
 from autotune.db.queries import _device_filter, _trial_filters
 from autotune.types import Status
 
-from autotune.db.log_import import FORMAT, FORMATS, STDIN, count_lines, import_file, import_kt, jsonl_path  # noqa: F401
+from autotune.db.log_import import STDIN, count_lines, import_file, import_kt, jsonl_path  # noqa: F401
+from autotune.db.log_lines import FORMAT
 
 
 def _task_json(task: TaskRow) -> dict:
