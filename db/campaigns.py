@@ -1,10 +1,13 @@
 """Database methods for a campaign's run (mixed into Database): open a campaign or resume the existing
-one of that name, and read back what a resumed run needs: its row, its algorithm state, its history of
-evaluations, and what the other workers stored since a worker last looked."""
+one of that name, count what it measured and looked up (:class:`CampaignFigures`), and read back what a
+resumed run needs: its row, its algorithm state, its history of evaluations (or only each one's cost, and
+chosen trials by id), and what the other workers stored since a worker last looked."""
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from typing import NamedTuple
+
+from sqlalchemy import func, or_, select
 
 from autotune.db.models import (
     AlgorithmStateRow,
@@ -17,7 +20,7 @@ from autotune.db.models import (
     utcnow,
 )
 from autotune.errors import UsageError, argument, check_campaign_name
-from autotune.types import Device, Measurement, Task
+from autotune.types import Device, Measurement, Status, Task
 
 
 def _shown(value) -> str:
@@ -38,6 +41,30 @@ def _differences(theirs, mine) -> str:
     keys = [*theirs, *(k for k in mine if k not in theirs)]
     parts = [f"{k} {_shown(theirs.get(k))}, not {_shown(mine.get(k))}" for k in keys if theirs.get(k) != mine.get(k)]
     return "; ".join(parts) or "the same values, stored under another key"
+
+
+class CampaignFigures(NamedTuple):
+    """What a campaign counts. Its *own* trials are the trials whose ``campaign_id`` is the campaign:
+    the measurements its runs and workers made (each trial row has one campaign, so no measurement is
+    counted by two campaigns, and the trial budget counts the same rows). Its *reused* evaluations are
+    the links of its history to trials it did not measure (measured by another campaign, imported, or
+    left by a deleted campaign): look-ups, free, reported apart."""
+
+    trials: int  # own measurements, every run and worker
+    reused: int  # look-ups of trials measured elsewhere
+    errors: int  # own measurements that failed
+    simulated_s: float  # simulated seconds of the own measurements
+    best: Measurement | None  # the best own measurement
+    best_including_reused: Measurement | None  # a reused trial better than ``best``, else None
+
+    @property
+    def evaluations(self) -> int:
+        return self.trials + self.reused
+
+
+def not_own():
+    """A link's trial was not measured by the linking campaign (another's, an import's, a deleted one's)."""
+    return or_(TrialRow.campaign_id.is_(None), TrialRow.campaign_id != CampaignTrialRow.campaign_id)
 
 
 class CampaignRuns:
@@ -118,6 +145,46 @@ class CampaignRuns:
                 .order_by(CampaignTrialRow.id)
             ).all()
         return [(row_to_measurement(t), bool(reused)) for t, reused in rows]
+
+    def campaign_figures(self, campaign_id: int) -> CampaignFigures:
+        """The figures of one campaign (by id), by the rule of :class:`CampaignFigures`."""
+        with self.session() as s:
+            n, sim, failed = s.execute(
+                select(func.count(TrialRow.id), func.sum(TrialRow.simulated_s),
+                       func.count(TrialRow.id).filter(TrialRow.status != Status.OK.value))
+                .where(TrialRow.campaign_id == campaign_id)).one()
+            best_row = s.scalars(select(TrialRow).where(TrialRow.campaign_id == campaign_id, TrialRow.cost.is_not(None))
+                                 .order_by(TrialRow.cost, TrialRow.id).limit(1)).first()
+            looked_up = select(TrialRow).join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id).where(
+                CampaignTrialRow.campaign_id == campaign_id, not_own())
+            reused = s.scalar(select(func.count()).select_from(looked_up.subquery()))
+            reused_row = s.scalars(looked_up.where(TrialRow.cost.is_not(None))
+                                   .order_by(TrialRow.cost, CampaignTrialRow.id).limit(1)).first()
+        best = row_to_measurement(best_row) if best_row is not None else None
+        better = reused_row is not None and (best_row is None or reused_row.cost < best_row.cost)
+        figures = CampaignFigures(int(n or 0), int(reused or 0), int(failed or 0), float(sim or 0.0), best,
+                                  row_to_measurement(reused_row) if better else None)
+        assert figures.trials >= 0 and figures.reused >= 0 and 0 <= figures.errors <= figures.trials, figures
+        return figures
+
+    def campaign_objectives(self, campaign_id: int) -> list[tuple[int, str, float]]:
+        """(trial id, candidate key, objective: its cost, inf when it failed) of every evaluation of the campaign
+        in order, look-ups included, without reading the configurations back (decoding a large one, a
+        strategy of hundreds of ops, takes about a millisecond: seconds over a long search)."""
+        with self.session() as s:
+            rows = s.execute(
+                select(TrialRow.id, TrialRow.candidate_key, TrialRow.cost)
+                .join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id)
+                .where(CampaignTrialRow.campaign_id == campaign_id).order_by(CampaignTrialRow.id)
+            ).all()
+        return [(int(i), k, float(c) if c is not None else float("inf")) for i, k, c in rows]
+
+    def measurements_by_id(self, trial_ids) -> dict[int, Measurement]:
+        """The trials of these ids, as measurements."""
+        ids = sorted({int(i) for i in trial_ids})
+        with self.session() as s:
+            rows = s.scalars(select(TrialRow).where(TrialRow.id.in_(ids))).all() if ids else []
+            return {int(t.id): row_to_measurement(t) for t in rows}
 
     def others_since(self, campaign_id: int, after: int | None, worker: str) -> tuple[list[Measurement], int]:
         """Measurements other workers added to the campaign after link ``after`` (None: none, only the

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import functools
 import inspect
-import zlib
 from collections.abc import Iterator
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import and_, false, func, or_, select, true
 from sqlalchemy.orm import aliased
 
+from autotune.db.campaigns import not_own
 from autotune.db.database import Database
-from autotune.db.models import row_to_measurement
 from autotune.db.models import (
     CampaignRow,
     CampaignTrialRow,
@@ -28,7 +26,7 @@ from autotune.db.models import (
 )
 from autotune.db.names import one_task, resolve, resolve_name  # noqa: F401 - resolve_name: the public helper
 from autotune.errors import UsageError, argument
-from autotune.types import Measurement, Status
+from autotune.types import Status
 
 
 def _any_db(fn):
@@ -126,60 +124,12 @@ def _fastest(db: Database, k: int, task: str | None = None, device: str | None =
     return pairs.add_columns(TrialRow.id).join(TrialRow, TrialRow.id.in_(per_pair.scalar_subquery()))
 
 
-class CampaignFigures(NamedTuple):
-    """What a campaign counts. Its *own* trials are the trials whose ``campaign_id`` is the campaign:
-    the measurements its runs and workers made (each trial row has one campaign, so no measurement is
-    counted by two campaigns, and the trial budget counts the same rows). Its *reused* evaluations are
-    the links of its history to trials it did not measure (measured by another campaign, imported, or
-    left by a deleted campaign): look-ups, free, reported apart."""
-
-    trials: int  # own measurements, every run and worker
-    reused: int  # look-ups of trials measured elsewhere
-    errors: int  # own measurements that failed
-    simulated_s: float  # simulated seconds of the own measurements
-    best: Measurement | None  # the best own measurement
-    best_including_reused: Measurement | None  # a reused trial better than ``best``, else None
-
-    @property
-    def evaluations(self) -> int:
-        return self.trials + self.reused
-
-
-def _not_own():
-    """A link's trial was not measured by the linking campaign (another's, an import's, a deleted one's)."""
-    return or_(TrialRow.campaign_id.is_(None), TrialRow.campaign_id != CampaignTrialRow.campaign_id)
-
-
-@_any_db
-def campaign_figures(db: Database | str, campaign_id: int) -> CampaignFigures:
-    """The figures of one campaign (by id), by the rule of :class:`CampaignFigures`."""
-
-    with db.session() as s:
-        n, sim, failed = s.execute(
-            select(func.count(TrialRow.id), func.sum(TrialRow.simulated_s),
-                   func.count(TrialRow.id).filter(TrialRow.status != Status.OK.value))
-            .where(TrialRow.campaign_id == campaign_id)).one()
-        best_row = s.scalars(select(TrialRow).where(TrialRow.campaign_id == campaign_id, TrialRow.cost.is_not(None))
-                             .order_by(TrialRow.cost, TrialRow.id).limit(1)).first()
-        looked_up = select(TrialRow).join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id).where(
-            CampaignTrialRow.campaign_id == campaign_id, _not_own())
-        reused = s.scalar(select(func.count()).select_from(looked_up.subquery()))
-        reused_row = s.scalars(looked_up.where(TrialRow.cost.is_not(None))
-                               .order_by(TrialRow.cost, CampaignTrialRow.id).limit(1)).first()
-    best = row_to_measurement(best_row) if best_row is not None else None
-    better = reused_row is not None and (best_row is None or reused_row.cost < best_row.cost)
-    figures = CampaignFigures(int(n or 0), int(reused or 0), int(failed or 0), float(sim or 0.0), best,
-                              row_to_measurement(reused_row) if better else None)
-    assert figures.trials >= 0 and figures.reused >= 0 and 0 <= figures.errors <= figures.trials, figures
-    return figures
-
-
 @_any_db
 def campaigns(db: Database | str, include_reused: bool = False) -> pd.DataFrame:
     """One row per campaign: its task, device, algorithm, status ("stopped" for one stored as running whose
     workers are all gone: Database.running_status), its own measured ``trials``, the
     ``reused`` trials it looked up (measured elsewhere), and the ``best_cost``, ``simulated_s`` and
-    ``errors`` (failed trials) of its own trials (:class:`CampaignFigures`). ``include_reused`` adds
+    ``errors`` (failed trials) of its own trials (:class:`~autotune.db.campaigns.CampaignFigures`). ``include_reused`` adds
     ``evaluations`` (trials + reused) and ``best_cost_including_reused``."""
     with db.session() as s:
         own = (
@@ -191,7 +141,7 @@ def campaigns(db: Database | str, include_reused: bool = False) -> pd.DataFrame:
         looked_up = (
             select(CampaignTrialRow.campaign_id, func.count(CampaignTrialRow.id).label("reused"),
                    func.min(TrialRow.cost).label("reused_best"))
-            .join(TrialRow, TrialRow.id == CampaignTrialRow.trial_id).where(_not_own())
+            .join(TrialRow, TrialRow.id == CampaignTrialRow.trial_id).where(not_own())
             .group_by(CampaignTrialRow.campaign_id).subquery()
         )
         rows = s.execute(
@@ -324,7 +274,7 @@ def best(db: Database | str, task: str | None = None, device: str | None = None,
 @_any_db
 def convergence(db: Database | str, campaign: str, include_reused: bool = False) -> pd.DataFrame:
     """Best-so-far per trial of a campaign, in the order it evaluated them, with the cumulative
-    simulated time: its own measurements only (:class:`CampaignFigures`), so ``trial`` counts what
+    simulated time: its own measurements only (:class:`~autotune.db.campaigns.CampaignFigures`), so ``trial`` counts what
     the campaign measured. ``include_reused`` also keeps its look-ups of trials measured elsewhere
     (``reused`` True), each at 0 simulated seconds (a look-up costs none); ``trial`` then counts
     evaluations."""
@@ -332,7 +282,7 @@ def convergence(db: Database | str, campaign: str, include_reused: bool = False)
     camp = db.campaign(campaign)
     with db.session() as s:
         rows = s.execute(
-            select(TrialRow.cost, TrialRow.status, TrialRow.simulated_s, _not_own())
+            select(TrialRow.cost, TrialRow.status, TrialRow.simulated_s, not_own())
             .join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id)
             .where(CampaignTrialRow.campaign_id == camp.id).order_by(CampaignTrialRow.id)
         ).all()
@@ -392,73 +342,6 @@ def resolve_filters(db: Database | str, campaign: str | None = None, task: str |
     UsageError naming the closest stored names. None stays None."""
     return {"campaign": resolve(db, "campaign", campaign), "task": resolve(db, "task", task),
             "device": resolve(db, "device", device)}
-
-
-def load_cost_model(db: Database, model_id: int | None = None, campaign: str | None = None):
-    """A stored model (by id, or a campaign's latest) loaded with its class; returns (model, task, info), info
-    naming its device; UsageError for stored weights that do not load (damaged, or written by something else)."""""
-    from autotune.cost_models.registry import MODEL_SPEC, stored_model_class
-    from autotune.types import Task
-
-    if (model_id is None) == (campaign is None):
-        raise UsageError(f"name a stored model with exactly one of {argument('model_id', '--model ID')} or "
-                         f"{argument('campaign', '--campaign NAME')}")
-    query = (select(CostModelRow, TaskRow, DeviceRow).outerjoin(TaskRow, TaskRow.id == CostModelRow.task_id)
-             .outerjoin(DeviceRow, DeviceRow.id == CostModelRow.device_id))
-    if model_id is not None:
-        query = query.where(CostModelRow.id == model_id)
-    else:
-        query = (query.where(CostModelRow.campaign_id == db.campaign(campaign).id, func.length(CostModelRow.data) > 0)
-                 .order_by(CostModelRow.id.desc()).limit(1))
-    with db.session() as s:
-        found = s.execute(query).first()
-    if found is None:
-        what = f"model {model_id}" if model_id is not None else f"model of campaign {campaign!r}"
-        raise UsageError(f"no stored {what}; `autotune models` lists them (campaigns guided by a cost model, "
-                         f"{argument('cost_model')}, store one)")
-    row, task_row, device_row = found
-    if not row.data:
-        raise UsageError(f"model {row.id} was superseded and its weights were not kept (only the latest model of "
-                         "each campaign and pinned models keep theirs; `autotune models --pin ID` keeps one)")
-    which = f"model {model_id}" if model_id is not None else f"the latest model of campaign {campaign!r}"
-    try:
-        cls = stored_model_class(row.name, row.metrics)  # one of the user's own by its stored "module:Class"
-    except UsageError as exc:  # a cost model of the user's own that does not import here: not damage
-        spec = (row.metrics or {}).get(MODEL_SPEC) if isinstance(row.metrics, dict) else None
-        how = f"; it loads where {spec!r} imports (its module on PYTHONPATH or in the working directory)" if spec else ""
-        raise UsageError(f"{which} is a {row.name!r} model, not one autotune can load ({exc}); its weights are "
-                         f"intact{how}") from None
-    try:
-        model = cls.load(Database.cost_model_bytes(row.data, row.format))
-    except (zlib.error, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{which} cannot be read: its stored weights are damaged ({str(exc)[:100]}); "
-                         "`autotune models` lists the others") from None
-    task = Task(task_row.kind, task_row.name, task_row.params)
-    device, props = (device_row.name, device_row.properties) if device_row is not None else (None, None)
-    return model, task, {"id": row.id, "name": row.name, "n_samples": row.n_samples, "metrics": row.metrics,
-                         "device": device, "device_properties": props, "task_id": row.task_id,
-                         "device_id": row.device_id, "campaign_id": row.campaign_id}
-
-
-def campaign_objectives(db: Database, campaign_id: int) -> list[tuple[int, str, float]]:
-    """(trial id, candidate key, objective: its cost, inf when it failed) of every evaluation of a campaign
-    in order, look-ups included, without reading the configurations back (decoding a large one, a
-    strategy of hundreds of ops, takes about a millisecond: seconds over a long search)."""
-    with db.session() as s:
-        rows = s.execute(
-            select(TrialRow.id, TrialRow.candidate_key, TrialRow.cost)
-            .join(CampaignTrialRow, CampaignTrialRow.trial_id == TrialRow.id)
-            .where(CampaignTrialRow.campaign_id == campaign_id).order_by(CampaignTrialRow.id)
-        ).all()
-    return [(int(i), k, float(c) if c is not None else float("inf")) for i, k, c in rows]
-
-
-def measurements_by_id(db: Database, trial_ids) -> dict[int, Measurement]:
-    """The trials of these ids, as measurements."""
-    ids = sorted({int(i) for i in trial_ids})
-    with db.session() as s:
-        rows = s.scalars(select(TrialRow).where(TrialRow.id.in_(ids))).all() if ids else []
-        return {int(t.id): row_to_measurement(t) for t in rows}
 
 
 @_any_db

@@ -9,8 +9,8 @@ import zlib
 from sqlalchemy import and_, func, select, update
 
 from autotune.db.engine import waits_out_locks
-from autotune.db.models import CampaignRow, CostModelRow, utcnow
-from autotune.errors import UsageError
+from autotune.db.models import CampaignRow, CostModelRow, DeviceRow, TaskRow, utcnow
+from autotune.errors import UsageError, argument
 from autotune.types import Device, Task
 
 
@@ -70,3 +70,47 @@ class StoredModels:
         with self.session() as s:
             options = s.scalar(select(CampaignRow.options).where(CampaignRow.id == int(campaign_id)))
         return dict((options or {}).get("recipe") or {})
+
+    def load_cost_model(self, model_id: int | None = None, campaign: str | None = None):
+        """A stored model (by id, or a campaign's latest) loaded with its class; returns (model, task, info), info
+        naming its device; UsageError for stored weights that do not load (damaged, or written by something else)."""
+        from autotune.cost_models.registry import MODEL_SPEC, stored_model_class
+
+        if (model_id is None) == (campaign is None):
+            raise UsageError(f"name a stored model with exactly one of {argument('model_id', '--model ID')} or "
+                             f"{argument('campaign', '--campaign NAME')}")
+        query = (select(CostModelRow, TaskRow, DeviceRow).outerjoin(TaskRow, TaskRow.id == CostModelRow.task_id)
+                 .outerjoin(DeviceRow, DeviceRow.id == CostModelRow.device_id))
+        if model_id is not None:
+            query = query.where(CostModelRow.id == model_id)
+        else:
+            query = (query.where(CostModelRow.campaign_id == self.campaign(campaign).id, func.length(CostModelRow.data) > 0)
+                     .order_by(CostModelRow.id.desc()).limit(1))
+        with self.session() as s:
+            found = s.execute(query).first()
+        if found is None:
+            what = f"model {model_id}" if model_id is not None else f"model of campaign {campaign!r}"
+            raise UsageError(f"no stored {what}; `autotune models` lists them (campaigns guided by a cost model, "
+                             f"{argument('cost_model')}, store one)")
+        row, task_row, device_row = found
+        if not row.data:
+            raise UsageError(f"model {row.id} was superseded and its weights were not kept (only the latest model of "
+                             "each campaign and pinned models keep theirs; `autotune models --pin ID` keeps one)")
+        which = f"model {model_id}" if model_id is not None else f"the latest model of campaign {campaign!r}"
+        try:
+            cls = stored_model_class(row.name, row.metrics)  # one of the user's own by its stored "module:Class"
+        except UsageError as exc:  # a cost model of the user's own that does not import here: not damage
+            spec = (row.metrics or {}).get(MODEL_SPEC) if isinstance(row.metrics, dict) else None
+            how = f"; it loads where {spec!r} imports (its module on PYTHONPATH or in the working directory)" if spec else ""
+            raise UsageError(f"{which} is a {row.name!r} model, not one autotune can load ({exc}); its weights are "
+                             f"intact{how}") from None
+        try:
+            model = cls.load(self.cost_model_bytes(row.data, row.format))
+        except (zlib.error, ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{which} cannot be read: its stored weights are damaged ({str(exc)[:100]}); "
+                             "`autotune models` lists the others") from None
+        task = Task(task_row.kind, task_row.name, task_row.params)
+        device, props = (device_row.name, device_row.properties) if device_row is not None else (None, None)
+        return model, task, {"id": row.id, "name": row.name, "n_samples": row.n_samples, "metrics": row.metrics,
+                             "device": device, "device_properties": props, "task_id": row.task_id,
+                             "device_id": row.device_id, "campaign_id": row.campaign_id}

@@ -30,7 +30,6 @@ from autotune.cost_models.registry import MODEL_SPEC, own_model_spec
 from autotune.db.database import Database
 from autotune.db.trial_store import CampaignGone
 from autotune.db.models import CampaignRow
-from autotune.db.queries import campaign_figures
 from autotune.db.workers import worker_id
 from autotune.errors import COMMAND_LINE, DatabaseError, UsageError, argument, check_campaign_name, interruption
 from autotune.interrupts import sigterm_as_interrupt
@@ -246,7 +245,7 @@ class Campaign:
         failed = False
         try:
             history = self.db.campaign_history(cid)
-            figures = campaign_figures(self.db, cid)
+            figures = self.db.campaign_figures(cid)
 
             def store_model(metrics: dict, data: bytes) -> None:  # every retrained cost model is logged
                 model = self.algorithm.cost_model
@@ -299,7 +298,7 @@ class Campaign:
                 self.db.set_campaign_status(cid, "failed")
         if status != "time-budget" or not self._others_alive(cid):  # a run's own time: others run on
             self.db.set_campaign_status(cid, status)
-        return campaign_result(self.name, task, device, status, campaign_figures(self.db, cid),
+        return campaign_result(self.name, task, device, status, self.db.campaign_figures(cid),
                                time.perf_counter() - start, resumed, run.measured_here)
 
     def _others_alive(self, campaign_id: int) -> bool:
@@ -311,7 +310,7 @@ class Campaign:
         (what was stored stays); returns what it said."""
         if not self._others_alive(campaign_id):
             self.db.set_campaign_status(campaign_id, "interrupted")
-        stored = campaign_figures(self.db, campaign_id).trials
+        stored = self.db.campaign_figures(campaign_id).trials
         said = f"interrupted: {stored} trials stored; resume with: {self.resume_command()}"
         print(said, file=sys.stderr)
         return said

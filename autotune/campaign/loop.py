@@ -32,7 +32,7 @@ from rich.progress import (
 from autotune.algorithms.base import SearchAlgorithm
 from autotune.campaign.batches import Batches, what_kind
 from autotune.db.models import utcnow
-from autotune.db.queries import CampaignFigures
+from autotune.db.campaigns import CampaignFigures
 from autotune.errors import UsageError
 from autotune.progress import NameColumn
 from autotune.runners.base import StreamingRunner
@@ -66,7 +66,7 @@ class CampaignRun:
         self.algorithm.set_parallel(self.slots if self.dispatch is runner else 1)
         self.own_code = _own_code(self.algorithm)  # whether ask's points are checked to be in the space
         self.size = campaign.space.size()
-        # what the campaign has so far, counted as every report counts it (queries.CampaignFigures)
+        # what the campaign has so far, counted as every report counts it (db.campaigns.CampaignFigures)
         self.measured, self.errors, self.simulated, self.best = figures.trials, figures.errors, figures.simulated_s, figures.best
         self.looked_up = figures.reused  # shown by the progress bar: the stored look-ups and this run's
         self.seen = seen

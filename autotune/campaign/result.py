@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autotune.db.queries import CampaignFigures
+from autotune.db.campaigns import CampaignFigures
 from autotune.types import Device, Measurement, Task
 
 
 @dataclass
 class CampaignResult:
     """A campaign's figures count its *own* measurements: the trials whose campaign is this one, made
-    by any of its runs and workers (autotune.db.queries.CampaignFigures, the rule ``autotune
+    by any of its runs and workers (autotune.db.campaigns.CampaignFigures, the rule ``autotune
     campaigns`` and ``autotune plot convergence`` use too). Look-ups of trials measured elsewhere are
     counted apart, in ``reused``, and a better reused trial is in ``best_including_reused``."""
 

@@ -60,7 +60,7 @@ class TaskSpace:
 
 
 def space_for_task(database, task, info: dict) -> TaskSpace:
-    """The space a stored model of ``task`` ranks (``info``: load_cost_model's); a space that cannot be rebuilt
+    """The space a stored model of ``task`` ranks (``info``: Database.load_cost_model's); a space that cannot be rebuilt
     from the database is a UsageError."""
     from autotune.errors import UsageError
     from autotune.search_spaces.knobs import KnobSpace
@@ -317,9 +317,9 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
 
 
 def _load_model(database, model_id: int | None, campaign: str | None):
-    """(model, task, info) as ``load_cost_model`` gives them; a model stored untrained is a UsageError."""
+    """(model, task, info) as ``Database.load_cost_model`` gives them; a model stored untrained is a UsageError."""
     from autotune.cost_models.pooled import PooledModel, device_vector
-    from autotune.db.queries import cost_models, load_cost_model
+    from autotune.db.queries import cost_models
     from autotune.errors import UsageError
     from autotune.types import Device
 
@@ -332,7 +332,7 @@ def _load_model(database, model_id: int | None, campaign: str | None):
         raise UsageError(f"campaign {campaign!r} has no stored cost model yet: its search ({row.algorithm}) stores its "
                          f"model when it first trains it{f', after {every} results' if every else ''}; "
                          "`autotune models` lists the stored ones")
-    cost_model, task, info = load_cost_model(database, model_id=model_id, campaign=campaign)
+    cost_model, task, info = database.load_cost_model(model_id=model_id, campaign=campaign)
     if not getattr(cost_model, "trained", True):
         raise UsageError(f"model {info['id']} was stored untrained (its campaign had too few results when it was "
                          "stored): it has nothing to rank with; `autotune models` lists the others")

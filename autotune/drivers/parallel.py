@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from autotune.algorithms.registry import algorithm_class, check_options, make_algorithm
 from autotune.campaign import Campaign, check_run
 from autotune.campaign.resume import recipe_path
-from autotune.db import open_database, open_existing_database, queries
+from autotune.db import open_database, open_existing_database
 from autotune.db.calibration import measured
 from autotune.errors import UsageError, argument, check_campaign_name, did_you_mean
 from autotune.progress import Progress, make_progress
@@ -367,7 +367,7 @@ def _search(space: StrategySpace, runner: SimulatorRunner, db, algo, trials: int
     Campaign(name, space, algo, runner, db, trials=None if trials is None else trials + len(first),
              time_budget=left, batch=step, seed=seed, progress=bar.shown, console=bar.console,
              warmup=list(first.values()), warmup_required=len(baselines), recipe=recipe, fresh=fresh).run()
-    rows = queries.campaign_objectives(db, db.campaign(name).id)  # not the configurations: a long search has many
+    rows = db.campaign_objectives(db.campaign(name).id)  # not the configurations: a long search has many
     best_at, trace = None, []
     for i, (_, _, objective) in enumerate(rows):
         if objective < math.inf and (best_at is None or objective < rows[best_at][2]):
@@ -375,7 +375,7 @@ def _search(space: StrategySpace, runner: SimulatorRunner, db, algo, trials: int
         trace.append(rows[best_at][2] if best_at is not None else math.inf)
     trial_of = {key: tid for tid, key, _ in rows}
     wanted = [trial_of[c.key] for c in baselines.values()] + ([rows[best_at][0]] if best_at is not None else [])
-    loaded = queries.measurements_by_id(db, wanted)
+    loaded = db.measurements_by_id(wanted)
     measured = {n: loaded[trial_of[c.key]] for n, c in baselines.items()}
     if best_at is None:  # nothing fits in memory: report the first baseline's failure
         source, best = next(iter(measured.items()))

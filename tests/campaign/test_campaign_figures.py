@@ -160,7 +160,7 @@ def test_a_link_to_a_trial_another_campaign_stored_is_reused_not_own(db_url):
     b, _ = db.open_campaign("b", space.task, runner.device, "random", {})
     db.record_batch(tid, did, a.id, [m])
     db.record_batch(tid, did, b.id, [m])  # its insert does nothing: the trial is a's
-    fa, fb = queries.campaign_figures(db, a.id), queries.campaign_figures(db, b.id)
+    fa, fb = db.campaign_figures(a.id), db.campaign_figures(b.id)
     assert (fa.trials, fa.reused) == (1, 0) and (fb.trials, fb.reused) == (0, 1)
     assert fb.best is None and fb.best_including_reused.cost == pytest.approx(m.cost)
     df = queries.campaigns(db).set_index("campaign")

@@ -79,7 +79,7 @@ def test_api_errors_name_the_keyword_arguments(replayed, tmp_path):
         (lambda: autotune.tune_command([], tmp_path / "space.yaml", db=url),
          "the command is empty; give argv as a list of the program and its arguments"),
         (lambda: queries.trials(open_database(url), top=0), "top must be a positive number of trials, not 0"),
-        (lambda: queries.load_cost_model(open_database(url)), "exactly one of model_id or campaign"),
+        (lambda: open_database(url).load_cost_model(), "exactly one of model_id or campaign"),
     ]
     for call, needle in cases:
         err = _api_error(call)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from autotune.cli.main import app
 from autotune.db import Database, open_database
 from autotune.db.models import CostModelRow
-from autotune.db.queries import load_cost_model, trials
+from autotune.db.queries import trials
 from autotune.drivers.function import minimize
 
 cli = CliRunner()
@@ -58,7 +58,7 @@ def test_a_model_stored_without_a_device_refuses_untried(tmp_path):
     url = f"sqlite:///{tmp_path / 'f.db'}"
     minimize(bowl, KNOBS, trials=24, db=url, campaign="bowl")
     database = open_database(url)
-    _, task, info = load_cost_model(database, campaign="bowl")
+    _, task, info = database.load_cost_model(campaign="bowl")
     with database.session() as s:
         row = s.get(CostModelRow, info["id"])
         data, fmt = Database.cost_model_bytes(row.data, row.format), row.format.split("+")[0]

@@ -52,7 +52,7 @@ def test_save_and_load_round_trip():
 
 
 def test_registered_and_stored_like_the_other_models(tmp_path):
-    from autotune.db import open_database, queries
+    from autotune.db import open_database
     from autotune.types import Device, Task
 
     assert cost_model_class("graph-ops") is GraphOpCostModel and "graph-ops" in COST_MODELS
@@ -61,7 +61,7 @@ def test_registered_and_stored_like_the_other_models(tmp_path):
     db = open_database(f"sqlite:///{tmp_path / 'm.db'}")
     task = Task("graph", "m", {"graph": "x"})
     mid = db.save_cost_model(model.name, model.save(), {"n_train": 40}, 40, task, Device("d", "cpu"), fmt="json")
-    loaded, loaded_task, info = queries.load_cost_model(db, model_id=mid)
+    loaded, loaded_task, info = db.load_cost_model(model_id=mid)
     assert isinstance(loaded, GraphOpCostModel) and loaded_task.key == task.key and info["name"] == "graph-ops"
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
 

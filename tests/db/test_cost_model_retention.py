@@ -10,7 +10,7 @@ from sqlalchemy import select
 from autotune.algorithms.model_guided import make_search
 from autotune.campaign import Campaign
 from autotune.cost_models.xgb import XGBCostModel
-from autotune.db import open_database, queries
+from autotune.db import open_database
 from autotune.db.models import CostModelRow
 from autotune.errors import UsageError
 from autotune.runners.replay import ReplayRunner
@@ -40,12 +40,12 @@ def test_campaign_keeps_the_latest_model_and_every_retrain_row(db):
     assert [r[0] for r in with_weights] == [rows[-1][0]]  # the latest only
     assert all(r[4] == "json+zlib" for r in rows)
     assert [r[3] for r in rows] == sorted(r[3] for r in rows)  # the quality history stays, in order
-    model, task, info = queries.load_cost_model(db, campaign="kept")
+    model, task, info = db.load_cost_model(campaign="kept")
     assert info["id"] == rows[-1][0] and task.name == space.task.name
     feats = space.features(list(space.enumerate())[:50])
     assert np.isfinite(model.predict(feats)).all()
     with pytest.raises(UsageError, match="superseded"):
-        queries.load_cost_model(db, model_id=rows[0][0])
+        db.load_cost_model(model_id=rows[0][0])
 
 
 def test_pinned_model_survives_newer_ones(db):
@@ -59,6 +59,6 @@ def test_pinned_model_survives_newer_ones(db):
     third = db.save_cost_model(m.name, m.save(), {"spearman": 0.7}, 64, space.task)
     sizes = {r[0]: r[1] for r in _rows(db)}
     assert sizes[first] > 0 and sizes[second] == 0 and sizes[third] > 0
-    loaded, _, _ = queries.load_cost_model(db, model_id=first)
+    loaded, _, _ = db.load_cost_model(model_id=first)
     assert np.allclose(loaded.predict(space.features(cands)), m.predict(space.features(cands)))
     assert db.pin_cost_model(second) is False  # pinned too late: its weights are gone, the call says so

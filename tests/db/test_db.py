@@ -193,14 +193,14 @@ def test_campaign_objectives_list_every_evaluation_in_order_without_their_config
     Campaign("obj", space, "random", FakeRunner(space, fail={failing.key}), db, seed=1,
              warmup=[failing]).run()
     history = [m for m, _ in db.campaign_history(db.campaign("obj").id)]
-    rows = queries.campaign_objectives(db, db.campaign("obj").id)
+    rows = db.campaign_objectives(db.campaign("obj").id)
     assert [k for _, k, _ in rows] == [m.candidate.key for m in history] and len(rows) == space.size()
     assert [o for _, _, o in rows] == [m.objective for m in history]
     assert rows[0][1] == failing.key and rows[0][2] == float("inf")
-    loaded = queries.measurements_by_id(db, [rows[0][0], rows[1][0], rows[1][0]])
+    loaded = db.measurements_by_id([rows[0][0], rows[1][0], rows[1][0]])
     assert set(loaded) == {rows[0][0], rows[1][0]}
     assert loaded[rows[1][0]].candidate.payload == history[1].candidate.payload and not loaded[rows[0][0]].ok
-    assert queries.measurements_by_id(db, []) == {}
+    assert db.measurements_by_id([]) == {}
 
 
 def test_a_campaign_name_of_another_task_or_device_is_refused_naming_what_differs(db):

@@ -189,7 +189,7 @@ def test_the_op_cost_model_is_trained_and_stored_with_the_campaign(fake, tmp_pat
     models = queries.cost_models(db)
     assert len(models) >= 1 and set(models["model"]) == {"graph-ops"}
     assert (models["campaign"] == "inc").all() and (models["task"] == "inception").all()
-    model, task, info = queries.load_cost_model(db, campaign="inc")
+    model, task, info = db.load_cost_model(campaign="inc")
     assert model.trained and task.kind == "graph" and info["n_samples"] >= 16
 
 
