@@ -16,10 +16,10 @@ rest; its graph costs are then partly guesses, stored on a device of the campaig
 campaign looks them up and no listing of the device shows them as its measurements. A campaign
 keeps the way it started when resumed (read from the device it is stored on).
 
-The winner is then checked end to end: the numeric check against the original on random
-inputs, and interleaved whole-model timing on the device. The searched graph is returned
-only when it passes the check and is faster than the original beyond measurement noise;
-otherwise the original model is returned.
+The winner is then checked end to end (``autotune.drivers.graph_check``): the numeric check
+against the original on random inputs, and interleaved whole-model timing on the device. The
+searched graph is returned only when it passes the check and is faster than the original beyond
+measurement noise; otherwise the original model is returned.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from autotune.campaign.resume import recipe_path
 from autotune.db import open_database
 from autotune.db.database import Database
 from autotune.db.op_costs import DatabaseOpCostCache
+from autotune.drivers.graph_check import CHECK_UNITS, finalize, write_model
 from autotune.drivers.graph_store import (
     check_campaign_task,
     estimated_note,
@@ -55,13 +56,11 @@ from autotune.runners.graph import (
     GraphCostRunner,
     OpCosts,
     check_device,
-    first_line,
     is_estimating,
     make_backend,
 )
-from autotune.runners.timing import faster_beyond_noise, summary
+from autotune.runners.timing import faster_beyond_noise
 from autotune.search_spaces.base import Space
-from autotune.search_spaces.graphs.ir import Graph
 from autotune.search_spaces.graphs.space import GraphSpace
 
 DEFAULT_ALGORITHM = "taso-queue"
@@ -69,9 +68,6 @@ DEFAULT_ALGORITHM = "taso-queue"
 #: can search a graph are evolutionary, mcmc and random; here TASO's queue is one of its arms)
 GRAPH_OPTIONS = {"bandit": {"algorithms": "taso-queue,mcmc,evolutionary"}}
 DEFAULT_TRIALS, DEFAULT_TIME_BUDGET = 3000, 45.0  # when neither budget is given
-#: the numeric check's share of the end-to-end check's bar, in timing rounds: it runs both models on
-#: three inputs without the runtime's optimisations, which takes about as long as three rounds
-CHECK_UNITS = 3
 
 __all__ = ["DEFAULT_ALGORITHM", "check_device", "faster_beyond_noise", "finalize", "graph_algorithm", "optimize_graph",
            "summary_text", "write_model"]
@@ -109,83 +105,12 @@ def graph_algorithm(name: str, space: Space, alpha: float | None = None, seed: i
     return cls(**options)
 
 
-# ---- the end-to-end check ------------------------------------------------------
-
-def finalize(original_model, graph: Graph, rewritten: bool, backend, rounds: int = 25, tolerance: float = 1e-3,
-             progress: Progress | None = None):
-    """Numeric check and interleaved end-to-end timing of ``graph`` against the original on the backend's
-    device; returns (the model to keep, report). The original is kept unless the new graph is faster.
-
-    ``progress``: its current phase counts ``CHECK_UNITS`` for the numeric check and one unit per round
-    of each timing (a confirming timing adds ``rounds`` to the total when it runs)."""
-    from autotune.search_spaces.graphs.onnx_io import to_onnx
-
-    bar = progress or Progress("finalize", enabled=False)
-    new_model = to_onnx(graph)
-    bar.update(description="end-to-end check: numeric check")
-    try:
-        check = backend.max_errors(original_model, new_model)
-    except Exception as exc:  # noqa: BLE001 - the backend's own errors (onnxruntime's, torch's) are data here
-        backend.check_runs(original_model)  # if the original does not run either, the model is the problem
-        check = {"max_abs_error": math.inf, "max_rel_error": math.inf,  # the original is kept
-                 "error": f"the exported model does not run: {first_line(exc)}"}
-    check["passed"] = check["max_rel_error"] <= tolerance
-    bar.advance(CHECK_UNITS)
-    bar.update(description=f"end-to-end check: timing {rounds} rounds")
-    if rewritten:
-        lat = backend.compare_latency([original_model, new_model], rounds=rounds)
-    else:
-        lat = backend.compare_latency([original_model], rounds=rounds) * 2
-    bar.advance(rounds)
-    before, after = lat[0], lat[1]
-    faster, p_value = faster_beyond_noise(before["times"], after["times"])
-    if faster and rewritten and check["passed"]:
-        # confirm on fresh rounds: load drift on a shared machine can fake one significant run
-        total = bar.phases[-1].total if bar.phases else None
-        bar.update(total=None if total is None else total + rounds,
-                   description=f"end-to-end check: confirming on {rounds} fresh rounds")
-        again = backend.compare_latency([original_model, new_model], rounds=rounds)
-        bar.advance(rounds)
-        faster, p2 = faster_beyond_noise(again[0]["times"], again[1]["times"])
-        p_value = max(p_value, p2)
-        if faster:
-            before, after = ({"times": a["times"] + b["times"], **summary(a["times"] + b["times"])}
-                             for a, b in ((lat[0], again[0]), (lat[1], again[1])))
-    kept = rewritten and check["passed"] and faster
-    reason = ("faster beyond noise" if kept else "no rewrite found" if not rewritten else
-              "numeric check failed" if not check["passed"] else "not faster beyond noise")
-    return (new_model if kept else original_model), {
-        "check": check, "kept": kept, "reason": reason,
-        "latency_before": {k: v for k, v in before.items() if k != "times"},
-        "latency_after": {k: v for k, v in after.items() if k != "times"},
-        "measured_speedup": before["median_s"] / after["median_s"] if kept else 1.0, "sign_test_p": p_value,
-        "candidate_speedup": before["median_s"] / after["median_s"],
-    }
-
-
 def summary_text(r: dict) -> str:
     """The closing line of a graph search from its report (:func:`optimize_graph`'s return value)."""
     failed = f", {len(r['ops_failed'])} could not be" if r.get("ops_failed") else ""
     return (f"{r['evaluated']:,} graphs evaluated in {r['search_s']:.1f} s ({r['ops_measured']} ops timed{failed}), "
             f"predicted {r['predicted_speedup']:.3f}x, measured {r['candidate_speedup']:.3f}x; kept the "
             f"{'optimized' if r['kept'] else 'original'} graph ({r['reason']}); {r['total_s']:.1f} s in all")
-
-
-def write_model(model, path: str, campaign: str | None = None) -> None:
-    """Write the ONNX ``model`` to ``path`` whole or not at all (``write_whole``: a write that fails half-way
-    leaves the file there as it was, the input model too where ``path`` is the input's). The format is onnx's
-    for the name's suffix (binary, or text for .onnxtxt, .textproto, .json). UsageError naming the file when it
-    cannot be written, and ``campaign``, whose trials stay stored, when given."""
-    from autotune.files import write_whole
-    from autotune.search_spaces.graphs.onnx_io import _onnx
-
-    try:
-        write_whole(path, lambda name: _onnx().save(model, name))
-    except (OSError, ValueError) as exc:  # ValueError: a model beyond protobuf's 2 GB
-        stored = (f"; the search is stored as campaign {campaign!r}: the same command with a {argument('output', '-o')} "
-                  "that can be written resumes it and writes the model") if campaign else ""
-        raise UsageError(f"cannot write the output model {str(path)!r}: "
-                         f"{getattr(exc, 'strerror', None) or exc}{stored}") from None
 
 
 # ---- the driver ----------------------------------------------------------------
