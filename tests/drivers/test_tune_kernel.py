@@ -13,7 +13,8 @@ import pytest
 from kernel_tuner_helpers import EXAMPLES, REPO, db_url, trials_of
 
 import autotune
-from autotune.drivers.kernel_tuner import choose_search, read_source, tune_kernel
+from autotune.drivers.kernel_tuner import tune_kernel
+from autotune.drivers.kernel_tuner_args import choose_search, read_source
 from autotune.errors import UsageError
 from autotune.runners.child import run_user_function
 from autotune.runners.timing import Protocol
