@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,32 +36,12 @@ from autotune.search_spaces.base import Space
 from autotune.search_spaces.parallel import strategy as st
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import ROLES, Graph
+from autotune.search_spaces.parallel.layouts import Layout, every_layout, seed_layouts
 from autotune.types import Candidate, Task
 
 N_FEATURES = 9 + 2 * len(ROLES)
 ZERO_SETTINGS = [(z, False) for z in st.ZERO_STAGES] + [(3, True)]  # (ZeRO stage, its gathers prefetched)
 RECOMPUTE_LEVEL = {None: 0, "none": 0, "selective": 1, "full": 2}  # a feature: how much is recomputed
-SEED_MICRO_BATCH = (1, 2, 4, 8)  # samples per data-parallel replica and micro-batch of the seeded layouts
-
-
-@dataclass(frozen=True)
-class Layout:
-    """A whole-model layout: tensor, pipeline and data parallel degrees and micro-batches per iteration."""
-
-    tensor: int
-    pipeline: int
-    data: int
-    microbatches: int
-    virtual: int = 1  # model chunks per pipeline stage (interleaved 1F1B when above 1)
-    sequence: bool = False  # sequence parallelism over the tensor-parallel group (``strategy.megatron``)
-    expert: int = 0  # expert-parallel degree of mixture-of-experts ops (0: the tensor degree)
-
-    @property
-    def name(self) -> str:
-        v = f" v{self.virtual}" if self.virtual > 1 else ""
-        ep = f" ep{self.expert}" if self.expert else ""
-        sp = " sp" if self.sequence else ""
-        return f"layout t{self.tensor} p{self.pipeline} d{self.data} m{self.microbatches}{v}{ep}{sp}"
 
 
 class StrategySpace(Space):
@@ -103,7 +82,7 @@ class StrategySpace(Space):
             self.neighbors[p].append(c)
             self.neighbors[c].append(p)
         self._parsed: dict[str, st.Strategy] = {}
-        self.layouts = self._layouts()
+        self.layouts = every_layout(graph, cluster, self.counts, self.batch)
 
     # -- micro-batches ---------------------------------------------------------------
     def graph_for(self, microbatches: int, recompute: str | None = None) -> Graph:
@@ -165,34 +144,6 @@ class StrategySpace(Space):
         return r
 
     # -- layouts ---------------------------------------------------------------------
-    def _layouts(self) -> list[Layout]:
-        """Every (t, p, d, m, v) and, for t > 1, with and without sequence parallelism: t at most a node,
-        p at most the model's layers, each replica's micro-batch a whole number of samples, at least p
-        micro-batches when pipelined; v > 1 virtual stages (of a model with layers) when the layers split
-        into p * v equal chunks and m is a multiple of p, as Megatron-LM's interleaved schedule requires."""
-        layers = self.graph.meta.get("layers")
-        stages = int(layers or len(self.graph.ops))
-        out = []
-        for t in st.divisors(self.D):
-            if t > self.cluster.per_node:
-                continue
-            for p in st.divisors(self.D // t):
-                d = self.D // (t * p)
-                if p > stages:
-                    continue
-                for m in self.counts:
-                    if (self.batch // m) % d == 0 and (p == 1 or m >= p):
-                        out.append(Layout(t, p, d, m))
-                        if layers and p > 1 and m % p == 0:
-                            out.extend(Layout(t, p, d, m, v) for v in st.divisors(layers // p)[1:] if v <= 8)
-        experts = [op.dims[op.routed] for op in self.graph.ops if op.routed]
-        if experts:  # every expert-parallel degree that divides the experts and a stage's devices
-            out += [Layout(lay.tensor, lay.pipeline, lay.data, lay.microbatches, lay.virtual, False, ep)
-                    for lay in list(out) for ep in st.divisors(math.gcd(min(experts), self.D // lay.pipeline))
-                    if ep != lay.tensor]
-        return out + [Layout(lay.tensor, lay.pipeline, lay.data, lay.microbatches, lay.virtual, True, lay.expert)
-                      for lay in out if lay.tensor > 1]
-
     def layout(self, lay: Layout, zero: int = 0, recompute: str | None = None,
                overlap: bool | None = None, prefetch: bool = False) -> Candidate:
         g = self.graph_for(lay.microbatches)
@@ -200,40 +151,11 @@ class StrategySpace(Space):
                                      lay.expert or None), lay.microbatches, zero, recompute, overlap, prefetch)
 
     def seeds(self) -> dict[str, Candidate]:
-        """The layouts a search measures first: each (t, p) with its fewest micro-batches and with the counts
-        that give each data-parallel replica SEED_MICRO_BATCH samples per micro-batch, plain and (where
-        valid) with the fewest virtual stages above one that its layers split into (2 where they split
-        evenly, 3 for 105 layers on 35 stages), with and without sequence parallelism; in the other
-        recomputation modes each (t, p) at its fewest micro-batches and at one sample per replica and
-        micro-batch, plain and with those virtual stages, sequence parallel where t > 1; for
-        mixture-of-experts models each (t, p) with its fewest micro-batches at every expert-parallel
-        degree; and data parallelism with each ZeRO stage (stage 3: FSDP). A layout whose weights and optimizer
-        state alone, spread evenly over its t * p devices (all devices for a mixture of experts), exceed a
-        device's memory is no seed: its fullest device holds at least that much, so it cannot fit (a 530B model
-        on 280 A100s: 118 seeds of 715)."""
-        fewest: dict[tuple[int, int], int] = {}
-        least_v: dict[tuple[int, int], int] = {}  # the least interleaving each (t, p)'s layers allow
-        state = self.graph.parameters * self.graph.state_bytes_per_param
-        moe = any(op.routed for op in self.graph.ops)  # experts split over a whole stage, not only t ways
-        fitting = [lay for lay in self.layouts
-                   if state / (self.D if moe else lay.tensor * lay.pipeline) <= self.cluster.device.memory_bytes]
-        for lay in fitting:
-            fewest.setdefault((lay.tensor, lay.pipeline), lay.microbatches)  # counts ascend
-            if lay.virtual > 1:
-                key = (lay.tensor, lay.pipeline)
-                least_v[key] = min(least_v.get(key, lay.virtual), lay.virtual)
-        out = {lay.name: self.layout(lay) for lay in fitting
-               if (lay.virtual in (1, least_v.get((lay.tensor, lay.pipeline))) and not lay.expert
-                   and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
-                        or self.batch // lay.microbatches // lay.data in SEED_MICRO_BATCH))
-               or (lay.expert and lay.virtual == 1 and lay.microbatches == fewest[lay.tensor, lay.pipeline])}
-        for lay in fitting:  # the other recomputation modes at each (t, p)'s fewest micro-batches and at
-            # one sample per replica and micro-batch, with sequence parallelism where there is tensor parallelism
-            if (lay.virtual in (1, least_v.get((lay.tensor, lay.pipeline))) and not lay.expert
-                    and lay.sequence == (lay.tensor > 1)
-                    and (lay.microbatches == fewest[lay.tensor, lay.pipeline] or self.batch // lay.microbatches == lay.data)):
-                out.update({f"{lay.name} rc-{r}": self.layout(lay, recompute=r) for r in self.modes
-                            if r != self.recompute})
+        """The layouts a search measures first (:func:`~autotune.search_spaces.parallel.layouts.seed_layouts`: a
+        530B model on 280 A100s has 118 of its 715 layouts as seeds), and data parallelism with each ZeRO stage
+        (stage 3: FSDP)."""
+        out = {name: self.layout(lay, recompute=r) for name, lay, r in
+               seed_layouts(self.layouts, self.graph, self.cluster, self.batch, self.modes, self.recompute)}
         dp = st.data_parallel(self.graph, self.cluster)
         out.update({f"data-parallel zero-{z}": self.wrap(dp, zero=z) for z in st.ZERO_STAGES[1:]})
         out["data-parallel zero-3 prefetch"] = self.wrap(dp, zero=3, prefetch=True)

@@ -1,0 +1,103 @@
+"""Whole-model layouts of a parallel strategy space: every (tensor, pipeline, data) factorisation of the devices
+with its micro-batch counts, interleaving, sequence parallelism and expert-parallel degrees
+(:func:`every_layout`), and the ones a search measures first (:func:`seed_layouts`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from autotune.search_spaces.parallel import strategy as st
+from autotune.search_spaces.parallel.clusters import Cluster
+from autotune.search_spaces.parallel.graph import Graph
+
+SEED_MICRO_BATCH = (1, 2, 4, 8)  # samples per data-parallel replica and micro-batch of the seeded layouts
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A whole-model layout: tensor, pipeline and data parallel degrees and micro-batches per iteration."""
+
+    tensor: int
+    pipeline: int
+    data: int
+    microbatches: int
+    virtual: int = 1  # model chunks per pipeline stage (interleaved 1F1B when above 1)
+    sequence: bool = False  # sequence parallelism over the tensor-parallel group (``strategy.megatron``)
+    expert: int = 0  # expert-parallel degree of mixture-of-experts ops (0: the tensor degree)
+
+    @property
+    def name(self) -> str:
+        v = f" v{self.virtual}" if self.virtual > 1 else ""
+        ep = f" ep{self.expert}" if self.expert else ""
+        sp = " sp" if self.sequence else ""
+        return f"layout t{self.tensor} p{self.pipeline} d{self.data} m{self.microbatches}{v}{ep}{sp}"
+
+
+def every_layout(graph: Graph, cluster: Cluster, counts: list[int], batch: int) -> list[Layout]:
+    """Every (t, p, d, m, v) and, for t > 1, with and without sequence parallelism: t at most a node,
+    p at most the model's layers, m one of ``counts`` with each replica's micro-batch a whole number of the
+    iteration's ``batch`` samples, at least p micro-batches when pipelined; v > 1 virtual stages (of a model with
+    layers) when the layers split into p * v equal chunks and m is a multiple of p, as Megatron-LM's interleaved
+    schedule requires; for a mixture of experts, every expert-parallel degree that divides the experts and a
+    stage's devices."""
+    devices = cluster.devices
+    layers = graph.meta.get("layers")
+    stages = int(layers or len(graph.ops))
+    out = []
+    for t in st.divisors(devices):
+        if t > cluster.per_node:
+            continue
+        for p in st.divisors(devices // t):
+            d = devices // (t * p)
+            if p > stages:
+                continue
+            for m in counts:
+                if (batch // m) % d == 0 and (p == 1 or m >= p):
+                    out.append(Layout(t, p, d, m))
+                    if layers and p > 1 and m % p == 0:
+                        out.extend(Layout(t, p, d, m, v) for v in st.divisors(layers // p)[1:] if v <= 8)
+    experts = [op.dims[op.routed] for op in graph.ops if op.routed]
+    if experts:
+        out += [Layout(lay.tensor, lay.pipeline, lay.data, lay.microbatches, lay.virtual, False, ep)
+                for lay in list(out) for ep in st.divisors(math.gcd(min(experts), devices // lay.pipeline))
+                if ep != lay.tensor]
+    return out + [Layout(lay.tensor, lay.pipeline, lay.data, lay.microbatches, lay.virtual, True, lay.expert)
+                  for lay in out if lay.tensor > 1]
+
+
+def seed_layouts(layouts: list[Layout], graph: Graph, cluster: Cluster, batch: int, modes: tuple[str, ...],
+                 recompute: str | None) -> list[tuple[str, Layout, str | None]]:
+    """(name, layout, recomputation mode or None for the model's own ``recompute``) of the layouts a search
+    measures first, of ``layouts`` (in :func:`every_layout`'s order): each (t, p) with its fewest micro-batches
+    and with the counts that give each data-parallel replica SEED_MICRO_BATCH samples per micro-batch, plain
+    and (where valid) with the fewest virtual stages above one that its layers split into (2 where they split
+    evenly, 3 for 105 layers on 35 stages), with and without sequence parallelism; in the other recomputation
+    ``modes`` each (t, p) at its fewest micro-batches and at one sample per replica and micro-batch, plain and
+    with those virtual stages, sequence parallel where t > 1; for mixture-of-experts models each (t, p) with
+    its fewest micro-batches at every expert-parallel degree. A layout whose weights and optimizer state alone,
+    spread evenly over its t * p devices (all devices for a mixture of experts), exceed a device's memory is
+    no seed: its fullest device holds at least that much, so it cannot fit."""
+    fewest: dict[tuple[int, int], int] = {}
+    least_v: dict[tuple[int, int], int] = {}  # the least interleaving each (t, p)'s layers allow
+    state = graph.parameters * graph.state_bytes_per_param
+    moe = any(op.routed for op in graph.ops)  # experts split over a whole stage, not only t ways
+    fitting = [lay for lay in layouts
+               if state / (cluster.devices if moe else lay.tensor * lay.pipeline) <= cluster.device.memory_bytes]
+    for lay in fitting:
+        fewest.setdefault((lay.tensor, lay.pipeline), lay.microbatches)  # counts ascend
+        if lay.virtual > 1:
+            key = (lay.tensor, lay.pipeline)
+            least_v[key] = min(least_v.get(key, lay.virtual), lay.virtual)
+    out = [(lay.name, lay, None) for lay in fitting
+           if (lay.virtual in (1, least_v.get((lay.tensor, lay.pipeline))) and not lay.expert
+               and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
+                    or batch // lay.microbatches // lay.data in SEED_MICRO_BATCH))
+           or (lay.expert and lay.virtual == 1 and lay.microbatches == fewest[lay.tensor, lay.pipeline])]
+    for lay in fitting:  # the other recomputation modes at each (t, p)'s fewest micro-batches and at
+        # one sample per replica and micro-batch, with sequence parallelism where there is tensor parallelism
+        if (lay.virtual in (1, least_v.get((lay.tensor, lay.pipeline))) and not lay.expert
+                and lay.sequence == (lay.tensor > 1)
+                and (lay.microbatches == fewest[lay.tensor, lay.pipeline] or batch // lay.microbatches == lay.data)):
+            out += [(f"{lay.name} rc-{r}", lay, r) for r in modes if r != recompute]
+    return out
