@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import tempfile
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,3 +159,26 @@ def client(demo_db):
 
     with TestClient(create_app(demo_db["url"], warm=False)) as c:
         yield c
+
+
+# -- the browser tests' (tests/dashboard/test_dashboard_browser*.py; their helpers in browser_pages.py)
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium, one per test module."""
+    from browser_pages import chromium_path
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium_path(), headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where screenshots go: $AUTOTUNE_SCREENSHOTS when set, else a tmp folder of the module's."""
+    out = os.environ.get("AUTOTUNE_SCREENSHOTS")
+    folder = Path(out) if out else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
