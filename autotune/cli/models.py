@@ -298,8 +298,8 @@ def register(app: typer.Typer, tune_app: typer.Typer) -> None:
         order = np.argsort(-scores, kind="stable")[: top or (len(cands) if given else 10)]
         df = pd.DataFrame({"rank": np.arange(1, len(order) + 1), "score": scores[order],
                            "config": [cands[i].payload for i in order]})
-        if format != "table":
-            write_frame(df, format)
+        if format != "table":  # each row names the stored model that scored it, as the table's first line does
+            write_frame(df.assign(model=info["id"]), format)
             return
         on = f" on {info['device']}" if info.get("device") else ""
         noun = ("untried " if untried else "") + ts.noun

@@ -66,7 +66,7 @@ def test_predict_ranks_with_a_warm_started_campaigns_model(warm):
     r = run("predict", "--campaign", "w", "--top", 32, "--format", "json", "--db", url)
     assert r.exit_code == 0, r.output
     ranked = json.loads(r.stdout)
-    assert len(ranked) == 32
+    assert len(ranked) == 32 and {x["model"] for x in ranked} == {max(m["id"] for m in models)}
     # the model ranks the target's space much as the target's times do (a model loaded without its weights
     # would score at random)
     scores = np.array([x["score"] for x in ranked])
