@@ -30,7 +30,7 @@ import numpy as np
 from autotune.errors import MissingDependencyError, UsageError
 from autotune.runners.base import BatchRunner, Built
 from autotune.runners.child import run_shared_object, run_user_function
-from autotune.runners.processes import private_workdir, run_compiler, stop_compilers
+from autotune.runners.processes import Compilers, private_workdir, run_compiler
 from autotune.runners.timing import Protocol
 from autotune.runners.workers import IsolatedWorker
 from autotune.search_spaces.kernels.base import KernelTemplate, cpu_props, physical_memory
@@ -86,7 +86,7 @@ def cpu_device(cc: list[str], flags: tuple[str, ...]) -> Device:
 
 
 def _build(cc: list[str], flags: tuple[str, ...], source: str, workdir: Path, timeout_s: float,
-           running: set | None = None) -> tuple[str | None, str, float]:
+           running: Compilers | None = None) -> tuple[str | None, str, float]:
     """(shared object path or None, error text, seconds spent); the compiler is in ``running`` while it runs."""
     digest = hashlib.sha1((" ".join([*cc, *flags]) + "\n" + source).encode()).hexdigest()[:20]
     so = workdir / f"k_{digest}.so"
@@ -203,7 +203,7 @@ class CRunner(BatchRunner):
         self.workdir = Path(workdir) if workdir else private_workdir("autotune-c-")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._pool = ThreadPoolExecutor(max_workers=max(1, build_workers), thread_name_prefix="cbuild")
-        self._compiling: set = set()  # the compilers running now (close() kills them)
+        self._compiling = Compilers()  # the compilers running now (close() kills them)
         self.device = cpu_device(self.cc, self.flags)
         self.inputs = template.make_inputs(seed)
         self._reference: np.ndarray | None = None
@@ -279,7 +279,7 @@ class CRunner(BatchRunner):
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)  # an interrupted batch builds no more...
-        stop_compilers(self._compiling)  # ...and waits for none of its running builds
+        self._compiling.stop()  # ...and waits for none of its running builds, nor for one starting
         self._pool.shutdown(wait=True)
         self._worker.close()
         if self._own_dir:
@@ -315,7 +315,7 @@ class UserCRunner(BatchRunner):
         self.compile_timeout_s, self.run_timeout_s = compile_timeout_s, run_timeout_s
         self.workdir = private_workdir("autotune-userc-")
         self._pool = ThreadPoolExecutor(max_workers=max(1, build_workers), thread_name_prefix="cbuild")
-        self._compiling: set = set()  # the compilers running now (close() kills them)
+        self._compiling = Compilers()  # the compilers running now (close() kills them)
         self.device = cpu_device(self.cc, self.flags)
         self.outputs = [i for i, a in enumerate(answer or []) if a is not None]
         self._worker = IsolatedWorker(memory_limit=memory_limit if memory_limit is not None else physical_memory())
@@ -357,7 +357,7 @@ class UserCRunner(BatchRunner):
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)  # an interrupted batch builds no more...
-        stop_compilers(self._compiling)  # ...and waits for none of its running builds
+        self._compiling.stop()  # ...and waits for none of its running builds, nor for one starting
         self._pool.shutdown(wait=True)
         self._worker.close()
         shutil.rmtree(self.workdir, ignore_errors=True)

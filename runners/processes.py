@@ -8,8 +8,8 @@
   folders of processes that no longer exist (killed before they could clean up) are removed
   the next time a runner starts;
 - ``run_compiler(cmd, timeout_s, tmpdir, running)``: a compiler run in its own process group with
-  its temporary files in ``tmpdir``; past the timeout, or at ``stop_compilers(running)``, the whole
-  group is killed (a compiler driver's own children, gcc's cc1 and as, too), so a timed-out or
+  its temporary files in ``tmpdir``; past the timeout, or at ``running.stop()`` (a :class:`Compilers`), the
+  whole group is killed (a compiler driver's own children, gcc's cc1 and as, too), so a timed-out or
   interrupted build leaves no process and no file behind.
 """
 
@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from autotune.errors import UsageError
@@ -100,11 +101,41 @@ def private_workdir(prefix: str) -> Path:
     return path
 
 
+class Compilers:
+    """The compilers a runner has running. ``stop()`` kills them, with their process groups, and every one
+    registered after it as it is registered: a runner closed while it builds (Ctrl-C reaches only the
+    foreground process group, not theirs) waits for none of them, not even for one whose build thread was
+    starting it at that moment."""
+
+    def __init__(self):
+        self._running: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            if not self._stopped:
+                self._running.add(proc)
+                return
+        _kill_compiler(proc)
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._running.discard(proc)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            running = list(self._running)
+        for proc in running:
+            _kill_compiler(proc)
+
+
 def run_compiler(cmd: list[str], timeout_s: float, tmpdir: str | Path | None = None,
-                 running: set[subprocess.Popen] | None = None) -> subprocess.CompletedProcess:
+                 running: Compilers | None = None) -> subprocess.CompletedProcess:
     """Run ``cmd`` (text output captured) in a process group of its own, with TMPDIR set to ``tmpdir``;
     subprocess.TimeoutExpired once it has run ``timeout_s`` seconds, after the whole group is killed.
-    While it runs it is in ``running``, where ``stop_compilers`` finds it."""
+    While it runs it is in ``running``, whose ``stop()`` kills it."""
     env = {**os.environ, "TMPDIR": str(tmpdir)} if tmpdir is not None else None
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                           process_group=0) as proc:
@@ -120,13 +151,6 @@ def run_compiler(cmd: list[str], timeout_s: float, tmpdir: str | Path | None = N
             if running is not None:
                 running.discard(proc)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
-def stop_compilers(running: set[subprocess.Popen]) -> None:
-    """Kill the compilers in ``running`` with their process groups: a runner closed while it builds (Ctrl-C
-    reaches only the foreground process group, not theirs) waits for none of them."""
-    for proc in list(running):
-        _kill_compiler(proc)
 
 
 def _kill_compiler(proc: subprocess.Popen) -> None:

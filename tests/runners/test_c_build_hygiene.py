@@ -3,6 +3,7 @@ the compiler started, its temporary files are in the runner's build folder, an i
 more candidates, and Ctrl-C while a candidate runs stops it at once. The compiler is a fake (a shell script
 named as $CC) and so is the interrupt, so the tests take seconds."""
 
+import signal
 import sys
 import threading
 import time
@@ -13,6 +14,7 @@ import pytest
 
 from autotune.runners import workers
 from autotune.runners.c import CRunner
+from autotune.runners.processes import Compilers, run_compiler
 from autotune.search_spaces.kernels import Softmax
 from autotune.testing import processes as fake
 from autotune.types import Candidate
@@ -93,6 +95,18 @@ def test_a_runner_closed_while_it_builds_waits_for_no_compiler(tmp_path, monkeyp
     lines = calls.read_text().splitlines()
     assert "done" not in lines  # the running compile was killed, not waited for
     assert lines.count("start") <= 2  # at most one more had been taken from the queue
+
+
+@linux_only
+def test_a_compiler_registered_after_the_runner_stopped_is_killed_not_waited_for(tmp_path):
+    """A build thread that was starting its compiler as the runner closed registers it after stop(): it is
+    killed then, with its process group, rather than left for close() to wait out."""
+    compilers = Compilers()
+    compilers.stop()
+    t0 = time.monotonic()
+    done = run_compiler(["sh", "-c", f"sleep 5; echo done > {tmp_path / 'done'}"], 30, running=compilers)
+    assert done.returncode == -signal.SIGKILL and not (tmp_path / "done").exists()
+    assert time.monotonic() - t0 < 4
 
 
 @linux_only
