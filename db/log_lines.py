@@ -60,27 +60,26 @@ class LineParser:
         self._devices: dict[str, tuple[dict, Device]] = {}
         self._campaigns: dict[str, tuple[dict, dict]] = {}
 
+    def _keyed(self, seen: dict, v, what: str, make):
+        """The task or device (``what``) of a line's object ``v``, made by ``make`` and checked against the key the
+        object gives; an object equal to one read before reuses what was made of it."""
+        v = _mapping(v, what)
+        known = seen.get(_text(v.get("key"), f"{what}.key"))
+        if known is not None and known[0] == v:
+            return known[1]
+        made = make(v)
+        need(made.key == v.get("key"), f"the {what} key does not match its content (the file was edited)")
+        seen[made.key] = (v, made)
+        return made
+
     def task(self, t) -> Task:
-        t = _mapping(t, "task")
-        seen = self._tasks.get(_text(t.get("key"), "task.key"))
-        if seen is not None and seen[0] == t:
-            return seen[1]
-        task = Task(_text(t.get("kind"), "task.kind"), _text(t.get("name"), "task.name"),
-                    _mapping(t.get("params"), "task.params"))
-        need(task.key == t.get("key"), "the task key does not match its content (the file was edited)")
-        self._tasks[task.key] = (t, task)
-        return task
+        return self._keyed(self._tasks, t, "task", lambda t: Task(
+            _text(t.get("kind"), "task.kind"), _text(t.get("name"), "task.name"), _mapping(t.get("params"), "task.params")))
 
     def device(self, dv) -> Device:
-        dv = _mapping(dv, "device")
-        seen = self._devices.get(_text(dv.get("key"), "device.key"))
-        if seen is not None and seen[0] == dv:
-            return seen[1]
-        device = Device(_text(dv.get("name"), "device.name"), _text(dv.get("kind"), "device.kind"),
-                        _mapping(dv.get("properties"), "device.properties", optional=True))
-        need(device.key == dv.get("key"), "the device key does not match its content (the file was edited)")
-        self._devices[device.key] = (dv, device)
-        return device
+        return self._keyed(self._devices, dv, "device", lambda dv: Device(
+            _text(dv.get("name"), "device.name"), _text(dv.get("kind"), "device.kind"),
+            _mapping(dv.get("properties"), "device.properties", optional=True)))
 
     def campaign(self, c) -> dict | None:
         if c is None:

@@ -65,6 +65,7 @@ BAD_VALUES = {
     "candidate not an object": ("candidate", [1, 2]),
     "bad date": ("created", "yesterday"),
     "edited task": ("task", {"key": "x", "kind": "kt", "name": "n", "params": {}}),
+    "edited device": ("device", {"key": "x", "name": "n", "kind": "gpu", "properties": {}}),
     "huge integer": "HUGE",
     "deep nesting": "[" * 100000 + "]" * 100000,
 }
