@@ -1,6 +1,6 @@
 """Database methods for stored cost models (mixed into Database): a trained model's bytes are kept for
 the latest model of each campaign and for pinned ones; older ones keep their row (training size and
-quality) without their weights."""
+quality) without their weights. A kept model loads back with its class (``load_cost_model``)."""
 
 from __future__ import annotations
 
