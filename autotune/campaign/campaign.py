@@ -32,7 +32,7 @@ from autotune.db.trial_store import CampaignGone
 from autotune.db.models import CampaignRow
 from autotune.db.workers import worker_id
 from autotune.errors import COMMAND_LINE, DatabaseError, UsageError, argument, check_campaign_name, interruption
-from autotune.interrupts import sigterm_as_interrupt
+from autotune.interrupts import campaign_interrupts, interrupt_handled
 from autotune.runners.base import Runner
 from autotune.search_spaces.base import Space
 from autotune.types import Candidate, Device, Task
@@ -219,8 +219,9 @@ class Campaign:
 
     def run(self) -> CampaignResult:
         """Run the campaign to its budget (see the class). SIGTERM, where the program left it at its default,
-        stops it as Ctrl-C does (``sigterm_as_interrupt``)."""
-        with sigterm_as_interrupt():
+        stops it as Ctrl-C does, and an interrupt Python dropped stops it at its next round
+        (``campaign_interrupts``)."""
+        with campaign_interrupts():
             return self._run()
 
     def _run(self) -> CampaignResult:
@@ -271,6 +272,7 @@ class Campaign:
                 bar = progress.add_task(self.name, total=self.trials, completed=run.measured, info="")
                 status = run.loop(lambda: progress.update(bar, completed=run.measured, info=run.info()))
         except KeyboardInterrupt:
+            interrupt_handled()
             interrupted = interruption()
             if run is not None:
                 run.store_unstored()

@@ -31,9 +31,10 @@ from rich.progress import (
 
 from autotune.algorithms.base import SearchAlgorithm
 from autotune.campaign.batches import Batches, what_kind
-from autotune.db.models import utcnow
 from autotune.db.campaigns import CampaignFigures
+from autotune.db.models import utcnow
 from autotune.errors import UsageError
+from autotune.interrupts import raise_lost_interrupt
 from autotune.progress import NameColumn
 from autotune.runners.base import StreamingRunner
 from autotune.types import Candidate, Measurement, Status
@@ -91,6 +92,7 @@ class CampaignRun:
             show()
             return "exhausted"
         while True:
+            raise_lost_interrupt()  # one that landed where Python drops it (a weakref callback) stops the run here
             seen = len(self.seen)
             free = self.slots - len(self.in_flight)
             if self.stopping is None and free > 0:
