@@ -43,7 +43,11 @@ def _read_json(path: Path, where: str):
 
 
 def _scalar(v) -> bool:
-    return isinstance(v, (str, bool)) or (isinstance(v, (int, float)) and math.isfinite(v))
+    """A knob value the database can store: a string, a boolean, a finite float or an integer of 64 bits (its JSON
+    columns hold no larger one)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return -(2 ** 63) <= v < 2 ** 63
+    return isinstance(v, (str, bool)) or (isinstance(v, float) and math.isfinite(v))
 
 
 def _number(v) -> bool:
@@ -58,7 +62,7 @@ def _bad_record(rec, names: list[str]) -> str:
     if lacking:
         return f"lacks the parameter value(s) {', '.join(lacking)}"
     if not all(_scalar(rec[n]) for n in names):
-        return "has a parameter value that is not a number or string"
+        return "has a parameter value that is not a string, a boolean, a finite number or an integer of 64 bits"
     t = rec.get("time")
     if not (isinstance(t, str) or _number(t)):
         return f"has time {str(t)[:40]!r}: expected a non-negative number of ms or a failure string"
@@ -219,15 +223,21 @@ class KTCache:
         for n in names:
             vals = params.get(n)
             if not isinstance(vals, list) or not vals or not all(_scalar(v) for v in vals):
-                raise UsageError(f"{where}: tune_params[{n!r}] must be a non-empty list of numbers or strings")
+                raise UsageError(f"{where}: tune_params[{n!r}] must be a non-empty list of strings, booleans, finite "
+                                 "numbers or integers of 64 bits")
             values[n] = list(vals)
         if not isinstance(cache, dict):
             raise UsageError(f"{where}: cache must be an object mapping configuration keys to records")
         records: dict[tuple, dict] = {}
+        allowed = {n: set(values[n]) for n in names}
         for key, rec in cache.items():
             why = _bad_record(rec, names)
             if why:
                 raise UsageError(f"{where}: entry {str(key)[:60]!r} {why}")
+            other = next((n for n in names if rec[n] not in allowed[n]), None)
+            if other is not None:
+                raise UsageError(f"{where}: entry {str(key)[:60]!r} has {other} = {repr(rec[other])[:40]}, which is not "
+                                 f"among tune_params[{other!r}]")
             records[tuple(rec[n] for n in names)] = rec
         if not records:
             raise UsageError(f"{where} holds no configurations")
@@ -265,11 +275,8 @@ class ReplaySpace(KnobSpace):
             constraints=[lambda cfg: tuple(cfg[n] for n in names) in keys],
             task=self.cache.task(),
         )
-        # the table of valid points comes straight from the cache, in sorted index order
-        try:
-            rows = [self._indices(self.cache.config(v)) for v in self.cache.records]
-        except KeyError as exc:
-            raise UsageError(f"cache file {self.cache.path!r}: a recorded value {exc} is not among tune_params") from None
+        # the table of valid points comes straight from the cache (whose values load() checked), in sorted index order
+        rows = [self._indices(self.cache.config(v)) for v in self.cache.records]
         self._rows = np.asarray(sorted(rows), dtype=np.int32)
 
     def contains(self, c: Candidate) -> bool:

@@ -71,10 +71,18 @@ def test_same_kernel_on_two_gpus_is_one_task(tmp_path):
     (json.dumps({"cache": {}}), "not a Kernel Tuner cache"),
     (json.dumps({"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {}}), "holds no configurations"),
     (json.dumps({"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {"2": {"a": 2, "time": 1}}}), "not among tune_params"),
+    # a JSON column stores integers of 64 bits at most: a larger knob value is refused, not a crash when stored
+    (json.dumps({"tune_params_keys": ["a"], "tune_params": {"a": [1, 2 ** 63]}, "cache": {"1": {"a": 1, "time": 1}}}),
+     r"tune_params\['a'\] must be a non-empty list of strings, booleans, finite numbers or integers of 64 bits"),
+    (json.dumps({"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {"1": {"a": -2 ** 63 - 1, "time": 1}}}),
+     "has a parameter value that is not a string, a boolean, a finite number or an integer of 64 bits"),
 ])
 def test_malformed_caches_are_rejected_clearly(tmp_path, content, match):
+    """Refused by the reader itself, so that every use of a cache (a replay, import-kt) refuses it alike."""
     p = tmp_path / "bad.json"
     p.write_text(content)
+    with pytest.raises(UsageError, match=match):
+        KTCache.load(p)
     with pytest.raises(UsageError, match=match):
         ReplaySpace(p)
 
