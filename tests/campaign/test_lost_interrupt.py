@@ -1,8 +1,8 @@
 """An interrupt Python drops still stops the campaign. A signal handler runs between two bytecodes wherever the main
 thread is, and an exception raised inside a weakref callback or a finaliser is printed and dropped: a Ctrl-C, a
 SIGTERM or Ray's cancel of a task (which runs the SIGINT handler) landing in one of SQLAlchemy's weakref callbacks
-left a cancelled campaign running on a Ray cluster. The campaign's handlers remember the interrupt, and its next
-round raises it."""
+would be lost, and a cancelled campaign would run on on its Ray cluster. The campaign's handlers remember the
+interrupt, and its next round raises it."""
 
 from __future__ import annotations
 
