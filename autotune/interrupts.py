@@ -20,24 +20,21 @@ from contextlib import contextmanager
 _raised = threading.Event()  # an interrupt raised by a handler here that no campaign has handled yet
 
 
-def _interrupt() -> None:
+def _interrupt(signum, frame) -> None:
+    """Ctrl-C's handler while a campaign runs: KeyboardInterrupt, remembered."""
     _raised.set()
     raise KeyboardInterrupt
 
 
 def terminate_as_interrupt(signum, frame) -> None:
     """A SIGTERM handler that raises KeyboardInterrupt (the command line's, for the whole process)."""
-    _interrupt()
-
-
-def _ctrl_c(signum, frame) -> None:
-    _interrupt()
+    _interrupt(signum, frame)
 
 
 def _once(signum, frame) -> None:
     # a second SIGTERM while the first one's interrupt stores the batch is ignored, not raised into that work
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _interrupt()
+    _interrupt(signum, frame)
 
 
 @contextmanager
@@ -54,10 +51,9 @@ def campaign_interrupts() -> Iterator[None]:
     ctrl_c = signal.getsignal(signal.SIGINT) is signal.default_int_handler
     if ctrl_c:  # the outermost campaign (a campaign run by another's objective leaves the first one's to it)
         _raised.clear()
+        signal.signal(signal.SIGINT, _interrupt)
     if term:
         signal.signal(signal.SIGTERM, _once)
-    if ctrl_c:
-        signal.signal(signal.SIGINT, _ctrl_c)
     try:
         yield
     finally:
