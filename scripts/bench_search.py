@@ -53,7 +53,7 @@ from bench_peers import kt_available, run_kt, run_optuna_direct
 from replay_data import replay_caches
 from results_store import ResultStore
 from script_args import non_negative_int, output_file, positive_int, refuse_unused, write_json
-from search_report import label, print_summary, protocol_report
+from search_report import label, print_summary, protocol_report, reach, summarise
 
 from autotune.algorithms.model_guided import make_guided
 from autotune.algorithms.registry import make_algorithm
@@ -67,7 +67,6 @@ KT_PEERS = [f"kt:{s}" for s in ("genetic_algorithm", "simulated_annealing", "dua
                                 "greedy_ils", "bayes_opt")]
 # the settings a --protocol run chooses among, on the training spaces of each fold
 SEARCH_CANDIDATES = ["evolutionary+xgb", "evolutionary+xgb:design=random", "evolutionary+xgb:avoid_failures=1.0"]
-CHECKPOINTS = (50, 100, 200, 500)
 # the best peer per space: (its to-5% median, its name), over Kernel Tuner 1.5's strategies in
 # simulation mode (genetic_algorithm, simulated_annealing, dual_annealing, pso, diff_evo, greedy_ils)
 # and optuna-tpe-direct, seeds 0-9, budget 1000, measured by this script's protocol. The peers are
@@ -215,35 +214,6 @@ def run_ours(name: str, space: ReplaySpace, runner: ReplayRunner, seed: int, bud
         algo.tell(results)
         engine += time.perf_counter() - t
     return tracker, engine / max(1, len(tracker.trace))
-
-
-def reach(trace: list[float], optimum: float, tol: float) -> int | None:
-    """Measurements (1-based) until the best-so-far is within ``tol`` of the optimum; None: never."""
-    return next((i + 1 for i, b in enumerate(trace) if b <= optimum * (1 + tol)), None)
-
-
-def summarise(trackers: list[Tracker], optimum: float) -> dict:
-    out: dict = {"seeds": len(trackers)}
-    for tol, tag in ((0.05, "5pct"), (0.10, "10pct")):
-        hits = [reach(tr.trace, optimum, tol) for tr in trackers]
-        # median over seeds, a miss counting as worse than any hit (None when half or more missed)
-        ranked = sorted(h if h is not None else math.inf for h in hits)
-        med = ranked[(len(ranked) - 1) // 2] if len(ranked) % 2 else 0.5 * (ranked[len(ranked) // 2 - 1] + ranked[len(ranked) // 2])
-        out[f"to_{tag}_median"] = None if not math.isfinite(med) else math.ceil(med)
-        out[f"success_{tag}"] = round(sum(h is not None for h in hits) / len(hits), 3)
-        if tag == "5pct":
-            sims = sorted(tr.sim[h - 1] if h else math.inf for tr, h in zip(trackers, hits))
-            mid = sims[(len(sims) - 1) // 2]
-            out["sim_time_to_5pct_s_median"] = round(mid, 2) if math.isfinite(mid) else None
-            # the share of the measurements up to there (all of them on a miss) that failed
-            out["failed_share_to_5pct_median"] = round(float(np.median(
-                [np.mean(tr.failed[:h or len(tr.failed)]) if tr.failed else 0.0 for tr, h in zip(trackers, hits)])), 3)
-    out["ratio_at"] = {
-        str(k): round(float(np.median([(tr.trace[min(k, len(tr.trace)) - 1] if tr.trace else math.inf) / optimum
-                                       for tr in trackers])), 4)
-        for k in CHECKPOINTS
-    }
-    return out
 
 
 def main(argv=None) -> int:

@@ -1,6 +1,7 @@
 """What bench_search.py reports: under a protocol, the candidate each fold chooses on its training spaces and its
 rows on the fold's test spaces, then the figures over all test spaces; without one, the summary of measurements to
-5% of the optimum per space and algorithm, against the best peer of the run and the recorded best peer."""
+5% of the optimum per space and algorithm (each algorithm's figures on a space over its runs: `summarise`), against the best
+peer of the run and the recorded best peer."""
 
 from __future__ import annotations
 
@@ -8,6 +9,39 @@ import math
 
 import numpy as np
 import protocol
+
+CHECKPOINTS = (50, 100, 200, 500)  # measurements at which the best-so-far ratio is reported
+
+
+def reach(trace: list[float], optimum: float, tol: float) -> int | None:
+    """Measurements (1-based) until the best-so-far is within ``tol`` of the optimum; None: never."""
+    return next((i + 1 for i, b in enumerate(trace) if b <= optimum * (1 + tol)), None)
+
+
+def summarise(trackers: list, optimum: float) -> dict:
+    """One algorithm's figures on one space over its runs (bench_search.Tracker: best-so-far trace, simulated
+    times, failures): medians to 5% and 10% of ``optimum``, success shares, and best-so-far ratios at CHECKPOINTS."""
+    out: dict = {"seeds": len(trackers)}
+    for tol, tag in ((0.05, "5pct"), (0.10, "10pct")):
+        hits = [reach(tr.trace, optimum, tol) for tr in trackers]
+        # median over seeds, a miss counting as worse than any hit (None when half or more missed)
+        ranked = sorted(h if h is not None else math.inf for h in hits)
+        med = ranked[(len(ranked) - 1) // 2] if len(ranked) % 2 else 0.5 * (ranked[len(ranked) // 2 - 1] + ranked[len(ranked) // 2])
+        out[f"to_{tag}_median"] = None if not math.isfinite(med) else math.ceil(med)
+        out[f"success_{tag}"] = round(sum(h is not None for h in hits) / len(hits), 3)
+        if tag == "5pct":
+            sims = sorted(tr.sim[h - 1] if h else math.inf for tr, h in zip(trackers, hits))
+            mid = sims[(len(sims) - 1) // 2]
+            out["sim_time_to_5pct_s_median"] = round(mid, 2) if math.isfinite(mid) else None
+            # the share of the measurements up to there (all of them on a miss) that failed
+            out["failed_share_to_5pct_median"] = round(float(np.median(
+                [np.mean(tr.failed[:h or len(tr.failed)]) if tr.failed else 0.0 for tr, h in zip(trackers, hits)])), 3)
+    out["ratio_at"] = {
+        str(k): round(float(np.median([(tr.trace[min(k, len(tr.trace)) - 1] if tr.trace else math.inf) / optimum
+                                       for tr in trackers])), 4)
+        for k in CHECKPOINTS
+    }
+    return out
 
 
 def label(unit: tuple) -> str:

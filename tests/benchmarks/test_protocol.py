@@ -5,9 +5,7 @@ search bench records it (scripts/bench_peers.py)."""
 
 from __future__ import annotations
 
-import functools
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -393,17 +391,3 @@ def test_kernel_tuners_strategies_run_on_a_t4_results_file(tmp_path, load_script
     seen, stopped = peers.kt_evaluations("random_sample", KTCache.load(path), seed=3, max_fevals=10)
     assert len(set(seen)) == 10 and not stopped
 
-
-def test_the_one_time_start_up_is_charged_to_no_run_and_said_once(tmp_path, monkeypatch, capsys, load_script):
-    """XGBoost's import and first fit happen once per process, before any timed run: engine time per measurement
-    is that of the search. A fake start-up of 2 s, charged, would put the first run of 8 measurements at 250 ms
-    or more per measurement."""
-    bench = load_script("bench_search")
-    real = bench.start_libraries
-    monkeypatch.setattr(bench, "start_libraries", functools.cache(lambda: (time.sleep(2.0), real())[1]))
-    cache = three_gpus(tmp_path)[0]
-    space = bench.ReplaySpace(cache)
-    runs = [bench.run_ours("evolutionary+xgb", space, bench.ReplayRunner(space.cache), seed, 8) for seed in (0, 1)]
-    assert all(len(tracker.trace) == 8 for tracker, _ in runs)
-    assert runs[0][1] < 0.15  # seconds of engine time per measurement: the 2 s were not charged to the first run
-    assert capsys.readouterr().err.count("one-time start-up") == 1
