@@ -191,7 +191,8 @@ def start_libraries() -> float:
 
 def run_ours(name: str, space: ReplaySpace, runner: ReplayRunner, seed: int, budget: int,
              tracker_class=Tracker) -> tuple[Tracker, float]:
-    start_libraries()
+    if "+xgb" in name:  # the model-guided searches fit XGBoost models
+        start_libraries()
     tracker = tracker_class(space, budget)
     algo = make(name)
     engine = 0.0

@@ -390,4 +390,3 @@ def test_kernel_tuners_strategies_run_on_a_t4_results_file(tmp_path, load_script
     peers = load_script("bench_peers")
     seen, stopped = peers.kt_evaluations("random_sample", KTCache.load(path), seed=3, max_fevals=10)
     assert len(set(seen)) == 10 and not stopped
-
