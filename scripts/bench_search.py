@@ -191,7 +191,7 @@ def start_libraries() -> float:
 
 def run_ours(name: str, space: ReplaySpace, runner: ReplayRunner, seed: int, budget: int,
              tracker_class=Tracker) -> tuple[Tracker, float]:
-    if "+xgb" in name:  # the model-guided searches fit XGBoost models
+    if parse_candidate(name)[0].endswith("+xgb"):  # the model-guided searches (as make reads the name) fit XGBoost
         start_libraries()
     tracker = tracker_class(space, budget)
     algo = make(name)
