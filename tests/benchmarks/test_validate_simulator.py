@@ -64,8 +64,8 @@ def test_the_deepspeed_preset_is_the_calibrations_fit_on_bloom_single_node_which
     assert list(fitted) == ["launch_s", "gemm_efficiency"]
     assert abs(fitted["gemm_efficiency"] - DEVICES["A100-DeepSpeed"].gemm_efficiency) < 2e-3
     assert abs(fitted["launch_s"] - DEVICES["A100-DeepSpeed"].launch_s) < 5e-6
-    assert devices["A100-DeepSpeed"].gemm_efficiency == fitted["gemm_efficiency"]
-    assert devices["A100-DeepSpeed"].launch_s == fitted["launch_s"]
+    assert 0.3 < fitted["gemm_efficiency"] < 1.0 and devices["A100-DeepSpeed"].gemm_efficiency == fitted["gemm_efficiency"]
+    assert 0.0 < fitted["launch_s"] < 500e-6 and devices["A100-DeepSpeed"].launch_s == fitted["launch_s"]
     assert devices["A100"].launch_s == DEVICES["A100"].launch_s
     assert devices["A100"].gemm_efficiency == DEVICES["A100"].gemm_efficiency
     assert [r["simulated"] for r in vs.evaluate("reduce-recompute", devices)] == before
