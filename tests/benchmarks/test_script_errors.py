@@ -3,7 +3,10 @@ traceback (autotune.errors.run_script is every script's entry point)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import runpy
 import shutil
 import subprocess
 import sys
@@ -59,8 +62,23 @@ def toy_caches(tmp_path) -> list[str]:
 
 
 def script(name: str, *args, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPTS / name), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+    """``python scripts/<name> args`` run in this process, as that command runs it (``runpy``: the script as
+    ``__main__``, its path as ``sys.argv[0]``), in ``cwd``, its exit status, standard output and error captured.
+    A new interpreter would cost a second of start-up per run; the command itself is run as a process by
+    test_a_script_given_a_missing_cache_names_it_without_a_traceback and the Ctrl-C test."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with pytest.MonkeyPatch.context() as mp, contextlib.chdir(cwd), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        mp.setattr(sys, "argv", [str(SCRIPTS / name), *map(str, args)])
+        try:
+            runpy.run_path(str(SCRIPTS / name), run_name="__main__")
+        except SystemExit as done:  # as the interpreter ends: a text is printed and is status 1
+            code = 0 if done.code is None else done.code
+            if not isinstance(code, int):
+                print(code, file=sys.stderr)
+                code = 1
+    return subprocess.CompletedProcess([name, *args], code, out.getvalue(), err.getvalue())
 
 
 def refused(run: subprocess.CompletedProcess, says: str) -> None:
