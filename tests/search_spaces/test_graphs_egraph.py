@@ -149,9 +149,10 @@ def test_optimize_graph_with_equality_saturation(tmp_path):
                                 db=f"sqlite:///{tmp_path}/db.sqlite", rounds=3)
     # op costs are timed on this CPU (tiny ops, noisy): the extraction never picks a graph dearer than the input
     # it holds, and where no rewrite pays on this CPU it is the input itself, evaluated once (on the nominal
-    # costs the extraction merges nasrnn's MatMuls: test_nasrnn_matmuls_are_merged)
+    # costs the extraction merges nasrnn's MatMuls: test_nasrnn_matmuls_are_merged). What pays under timed costs
+    # may hold more nodes than the input (seen on a busy 2-core machine: 100 for 76), so the count may grow.
     assert r["algorithm"] == "equality-saturation" and r["saturation"]["stopped"] == "saturated"
     assert r["saturation"]["extraction"] == "ilp" and r["predicted_speedup"] >= 1.0 and r["check"]["passed"]
-    assert r["nodes_searched"] <= r["nodes_before"]
+    assert r["nodes_searched"] == r["nodes_before"] or r["rules_applied"] == ["e-graph extraction"]
     assert r["evaluated"] in (1, 2)  # the input, then the extracted graph when it differs from it
     assert r["rules_applied"] in ([], ["e-graph extraction"]) and (r["evaluated"] == 2 or not r["rules_applied"])
