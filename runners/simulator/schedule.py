@@ -15,7 +15,7 @@ def run(dur: list[float], res: list[np.ndarray], succ: list[list[int]], indeg: n
     """The end time of the last task and, with ``timeline``, (resource, start, end, task name) per resource use.
     ``res[t]`` are task t's resource indices (below ``resources``), ``succ[t]`` the tasks waiting for it,
     ``indeg[t]`` how many tasks it waits for, ``sources`` those that wait for none."""
-    free = np.zeros(resources)
+    free = [0.0] * resources  # a list: a task holds a few resources, where numpy's indexing costs more than a loop
     ready = [0.0] * len(names)
     left = indeg.tolist()  # a new list: the caller's counts serve every pass
     busy = [d > 0 and len(r) > 0 for d, r in zip(dur, res)]
@@ -30,12 +30,14 @@ def run(dur: list[float], res: list[np.ndarray], succ: list[list[int]], indeg: n
         else:
             r, t = pop(heap)
         if busy[t]:
-            rs = res[t]
-            s = float(free[rs].max())
-            if r > s:  # noqa: PLR1730 (a comparison costs less than max() in this loop)
-                s = r
+            rs = res[t].tolist()
+            s = r
+            for x in rs:
+                if free[x] > s:  # noqa: PLR1730 (a comparison costs less than max() in this loop)
+                    s = free[x]
             e = s + dur[t]
-            free[rs] = e
+            for x in rs:
+                free[x] = e
             if timeline:
                 tl.extend((int(x), s, e, names[t]) for x in rs)
         else:
