@@ -39,7 +39,7 @@ def run(dur: list[float], res: list[np.ndarray], succ: list[list[int]], indeg: n
             for x in rs:
                 free[x] = e
             if timeline:
-                tl.extend((int(x), s, e, names[t]) for x in rs)
+                tl.extend((x, s, e, names[t]) for x in rs)
         else:
             e = r + dur[t]
         if e > end_all:  # noqa: PLR1730
