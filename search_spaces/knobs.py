@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from operator import getitem
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -121,6 +122,7 @@ class KnobSpace(Space):
         self._idx_of: dict[str, tuple] = {}
         self._json = self._json_fragments()
         self._sorted_knobs = sorted(range(len(self.names)), key=self.names.__getitem__)  # canonical JSON's order
+        self._json_sorted = [self._json[k] for k in self._sorted_knobs] if self._json is not None else None
         if self._default is not None:  # every knob, no other name, a valid point
             try:
                 self._default = self.candidate(self._default).payload
@@ -136,7 +138,7 @@ class KnobSpace(Space):
 
     # -- conversions -----------------------------------------------------------------
     def _config(self, idx: Sequence[int]) -> dict:
-        return {n: self.values[k][int(i)] for k, (n, i) in enumerate(zip(self.names, idx))}
+        return dict(zip(self.names, map(getitem, self.values, idx)))  # listing 18,000 points: a third of its time
 
     def _indices(self, config: Mapping) -> tuple[int, ...]:
         return tuple(self._index[k][repr(config[n])] for k, n in enumerate(self.names))
@@ -163,7 +165,7 @@ class KnobSpace(Space):
         config = self._config(idx) if config is None else config
         if self._json is None:
             return self._make(config)
-        text = "{" + ",".join([self._json[k][idx[k]] for k in self._sorted_knobs]) + "}"
+        text = "{" + ",".join(map(getitem, self._json_sorted, map(idx.__getitem__, self._sorted_knobs))) + "}"
         return Candidate(config, text_key(text))
 
     def _at(self, idx: tuple) -> Candidate | None:
