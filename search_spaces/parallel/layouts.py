@@ -74,7 +74,11 @@ def seed_layouts(layouts: list[Layout], graph: Graph, cluster: Cluster, batch: i
     and (where valid) with the fewest virtual stages above one that its layers split into (2 where they split
     evenly, 3 for 105 layers on 35 stages), with and without sequence parallelism; in the other recomputation
     ``modes`` each (t, p) at its fewest micro-batches and at one sample per replica and micro-batch, plain and
-    with those virtual stages, sequence parallel where t > 1; for mixture-of-experts models each (t, p) with
+    with those virtual stages, sequence parallel where t > 1. At one sample per replica and micro-batch (the most
+    micro-batches, where interleaving shortens the pipeline's bubble most) every interleaving the layers allow is
+    seeded in every mode, sequence parallel where t > 1: which one is fastest trades the bubble against the
+    pipeline's transfers, which each chunk adds (Megatron-LM ran 175B on 8 stages of 12 layers in 3 chunks, not
+    2). For mixture-of-experts models each (t, p) with
     its fewest micro-batches at every expert-parallel degree. A layout whose weights and optimizer state alone,
     spread evenly over its t * p devices (all devices for a mixture of experts), exceed a device's memory is
     no seed: its fullest device holds at least that much, so it cannot fit."""
@@ -89,14 +93,18 @@ def seed_layouts(layouts: list[Layout], graph: Graph, cluster: Cluster, batch: i
         if lay.virtual > 1:
             key = (lay.tensor, lay.pipeline)
             least_v[key] = min(least_v.get(key, lay.virtual), lay.virtual)
+    def interleaved(lay: Layout) -> bool:  # a seeded interleaving (or none)
+        return lay.virtual in (1, least_v.get((lay.tensor, lay.pipeline))) or (
+            batch // lay.microbatches == lay.data and lay.sequence == (lay.tensor > 1))
+
     out = [(lay.name, lay, None) for lay in fitting
-           if (lay.virtual in (1, least_v.get((lay.tensor, lay.pipeline))) and not lay.expert
+           if (interleaved(lay) and not lay.expert
                and (lay.microbatches == fewest[lay.tensor, lay.pipeline]
                     or batch // lay.microbatches // lay.data in SEED_MICRO_BATCH))
            or (lay.expert and lay.virtual == 1 and lay.microbatches == fewest[lay.tensor, lay.pipeline])]
     for lay in fitting:  # the other recomputation modes at each (t, p)'s fewest micro-batches and at
         # one sample per replica and micro-batch, with sequence parallelism where there is tensor parallelism
-        if (lay.virtual in (1, least_v.get((lay.tensor, lay.pipeline))) and not lay.expert
+        if (interleaved(lay) and not lay.expert
                 and lay.sequence == (lay.tensor > 1)
                 and (lay.microbatches == fewest[lay.tensor, lay.pipeline] or batch // lay.microbatches == lay.data)):
             out += [(f"{lay.name} rc-{r}", lay, r) for r in modes if r != recompute]

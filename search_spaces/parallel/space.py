@@ -152,7 +152,7 @@ class StrategySpace(Space):
 
     def seeds(self) -> dict[str, Candidate]:
         """The layouts a search measures first (:func:`~autotune.search_spaces.parallel.layouts.seed_layouts`: a
-        530B model on 280 A100s has 118 of its 715 layouts as seeds), and data parallelism with each ZeRO stage
+        530B model on 280 A100s has 134 of its 715 layouts as seeds), and data parallelism with each ZeRO stage
         (stage 3: FSDP)."""
         out = {name: self.layout(lay, recompute=r) for name, lay, r in
                seed_layouts(self.layouts, self.graph, self.cluster, self.batch, self.modes, self.recompute)}

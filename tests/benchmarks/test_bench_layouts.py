@@ -33,3 +33,23 @@ def test_the_gpt3_xl_case_is_megatrons_data_parallel_layout_and_the_search_reach
     assert pub_m == 4  # 512 / 8 replicas = 64 sequences each, in micro-batches of 16
     row = bench_layouts.run_case(case, time_budget=None, seed=0, algorithm="mcmc", trials=0)
     assert row["published_layout"] == "t1 p1 d8" and row["ratio"] <= 1.0 + 1e-12
+
+
+def test_every_published_pipelined_or_tensor_parallel_layout_is_a_seed_in_its_recomputation_mode():
+    """So the search starts at or below each (a published layout that interleaves, as Megatron-LM ran 175B in 3
+    chunks per stage of 12 layers, is a seed however many chunks it has); the GPT-3 XL case, data parallel in
+    micro-batches of 16, is not a seed but is reached through others (the test above)."""
+    from autotune.drivers.parallel import strategy_space
+    from autotune.search_spaces.parallel.layouts import seed_layouts
+
+    for source, name, layers, hidden, heads, gpus, batch, t, p, micro, virtual, _ in bench_layouts.CASES:
+        if source == "gpt3-xl":
+            continue
+        graph = transformer(name, batch, layers, hidden, heads, bench_layouts.SEQ, bench_layouts.VOCAB, recompute=True)
+        space = strategy_space(graph, get_cluster(f"dgx-a100-x{gpus // 8}"))
+        seeds = {n for n, _, _ in seed_layouts(space.layouts, graph, space.cluster, batch, space.modes, space.recompute)}
+        d = gpus // (t * p)
+        layout = f"layout t{t} p{p} d{d} m{batch // d // micro}" + (f" v{virtual}" if virtual > 1 else "")
+        # Korthikanti et al.'s faster run: sequence parallel, selective recomputation; SC'21's: full (the graph's own)
+        published = f"{layout} sp rc-selective" if source == "reduce-recompute" else layout
+        assert published in seeds, (name, gpus)

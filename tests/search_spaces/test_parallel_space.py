@@ -163,12 +163,18 @@ def test_layouts_cover_every_factorisation_and_choose_the_micro_batch_count():
     all_seeds = space.seeds()  # computed once: each call takes most of a second
     layout_seeds = [n for n in all_seeds if n.startswith("layout ") and " rc-" not in n]
     seeded = [x for x in map({x.name: x for x in space.layouts}.get, layout_seeds) if x.virtual > 1]
-    for x in seeded:  # interleaved seeds: the fewest chunks above one that the stage's layers split into
-        assert x.virtual == min(y.virtual for y in space.layouts if y.virtual > 1 and y.pipeline == x.pipeline)
-    assert {x.virtual for x in seeded} == {2, 3}  # 24 layers: 2 where p divides 12, 3 on 8 stages
+    for x in seeded:  # interleaved seeds: the fewest chunks above one that the stage's layers split into, or
+        # at one sample per replica and micro-batch (sequence parallel where t > 1) every interleaving there is
+        fewest_v = min(y.virtual for y in space.layouts if y.virtual > 1 and y.pipeline == x.pipeline)
+        assert x.virtual == fewest_v or (64 // x.microbatches == x.data and x.sequence == (x.tensor > 1))
+    every_v = {(x.tensor, x.pipeline, x.virtual) for x in space.layouts
+               if x.virtual > 1 and 64 // x.microbatches == x.data and x.sequence == (x.tensor > 1)}
+    assert every_v and every_v <= {(x.tensor, x.pipeline, x.virtual) for x in seeded}
+    assert {x.virtual for x in seeded} == {2, 3, 4, 6}  # 24 layers: 12 per stage on 2 stages split 2, 3, 4 or 6 ways
+    assert {x.virtual for x in seeded if 64 // x.microbatches != x.data} == {2, 3}  # elsewhere the fewest: 3 on 8 stages
     by_name = {x.name: x for x in space.layouts}  # and so in the other recomputation modes (a published layout
     other = {by_name[n.split(" rc-")[0]].virtual for n in all_seeds if " rc-" in n}  # may interleave there)
-    assert other == {1, 2, 3}
+    assert other == {1, 2, 3, 4, 6}
     lay = next(x for x in space.layouts if (x.tensor, x.pipeline, x.microbatches) == (8, 2, 16))
     c = space.layout(lay)
     assert c.payload["microbatches"] == 16 and space.microbatches_of(c) == 16 and space.contains(c)
