@@ -93,6 +93,7 @@ def seed_layouts(layouts: list[Layout], graph: Graph, cluster: Cluster, batch: i
         if lay.virtual > 1:
             key = (lay.tensor, lay.pipeline)
             least_v[key] = min(least_v.get(key, lay.virtual), lay.virtual)
+
     def interleaved(lay: Layout) -> bool:  # a seeded interleaving (or none)
         return lay.virtual in (1, least_v.get((lay.tensor, lay.pipeline))) or (
             batch // lay.microbatches == lay.data and lay.sequence == (lay.tensor > 1))
