@@ -15,7 +15,8 @@ network port) it uses. Delta simulation: task costs are cached per (op, config) 
 (edge, configs), so a proposal that changes one op recomputes only that op's tasks
 and its edges; the schedule pass is then rerun on the cached costs.
 Memory per device (``memory.py``): weights with gradient and optimizer state, plus stashed
-activations; exceeding the device capacity makes the strategy invalid.
+activations; exceeding the device capacity makes the strategy invalid. Memory is arithmetic on each op's
+share alone (no task cost), so a search's check of a strategy that does not fit sets no task cost.
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ class Simulator:
         # the activations its recomputed forward holds during its layer's backward)
         self.mem_part = [(0.0, 0.0, 0.0, 0.0)] * len(ops)
         self.act_scale = [1.0] * len(ops)  # share of an op's stashed output a device keeps (reduce-scattered)
+        self.share_cache: dict[tuple, tuple] = {}
 
     def _signature(self, i: int) -> tuple:
         op = self.g.ops[i]
@@ -223,13 +225,20 @@ class Simulator:
         if w_shard and self.zero < 2 and self.whole_grad_bytes > g.dtype_bytes:  # each micro-batch's gradient, cast
             # to a copy and added in: read it, write the copy, read it and the accumulator, write that (2 kernels)
             b += w_shard * (g.dtype_bytes + 4 * self.whole_grad_bytes) / c.device.mem_bandwidth + 2 * c.device.launch_s
-        act = (out_part * g.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
-        mem = (w_shard * memory_model.state_bytes(g, self.zero, shard, self.whole_grad_bytes), 0.0 if redone else act,
-               w_shard * g.dtype_bytes if self.zero == 3 and wrep else 0.0, act if redone else 0.0)
+        mem = self._op_share(i, cfg)[0]
         # the weight gradient's time, which an input-gradient reduction runs beside (tp_overlap)
         hidden = costs.weight_grad_time(op, cfg, c, g.dtype_bytes) if self.tp_overlap and any(v[0] for v in ai) else 0.0
         hit = (f, b, ao, ai, gs, upd, mem, devs, wf, wb, hidden)
         self.op_cache[key] = hit
+        return hit
+
+    def _op_share(self, i: int, cfg: OpConfig) -> tuple[tuple, bool]:
+        """Op i's memory parts and whether it all-reduces partial outputs (:func:`.memory.op_share`), cached."""
+        key = (self.op_sig[i], cfg)
+        hit = self.share_cache.get(key)
+        if hit is None:
+            hit = self.share_cache[key] = memory_model.op_share(self.g, self.g.ops[i], cfg, self.zero,
+                                                                 self.whole_grad_bytes)
         return hit
 
     def _edge_costs(self, e: int, scfg: OpConfig, dcfg: OpConfig) -> tuple:
@@ -263,19 +272,27 @@ class Simulator:
         to leave each device its slice (a reduce-scatter, half an all-reduce's traffic)."""
         return other.start == cfg.start and other.span == cfg.span and other.replicas == 1 and other.parts >= cfg.parts
 
+    def _output_scattered(self, i: int, strategy: Strategy) -> bool:
+        """Whether every consumer of op i holds its output in slices (:meth:`_scattered`)."""
+        return bool(self.consumers[i]) and all(self._scattered(strategy[i], strategy[self.g.edges[e][1]])
+                                               for e in self.consumers[i])
+
+    def _kept(self, i: int, strategy: Strategy) -> float:
+        """The share of op i's stashed output a device keeps: its slice where the partial outputs are
+        reduce-scattered to consumers that hold slices, else all of it."""
+        cfg, op = strategy[i], self.g.ops[i]
+        if not self._op_share(i, cfg)[1] or not self._output_scattered(i, strategy):
+            return 1.0
+        return math.prod(costs.degree(op, cfg).get(d, 1) for d in op.out) / cfg.parts
+
     def _set_reductions(self, i: int, strategy: Strategy) -> None:
         """Op ``i``'s output all-reduce (AO) and input-gradient all-reduces (AI): reduce-scatters where the
         ops on the other side hold only a slice (sequence parallelism), all-reduces otherwise."""
         cfg = strategy[i]
         _, _, ao, ai, *_, hidden = self._op_costs(i, cfg)
-        self.act_scale[i] = 1.0
+        self.act_scale[i] = self._kept(i, strategy)
         if ao[0] > 0:
-            half = bool(self.consumers[i]) and all(self._scattered(cfg, strategy[self.g.edges[e][1]])
-                                                   for e in self.consumers[i])
-            self.dur[self.AO[i]] = ao[0] / 2 if half else ao[0]
-            if half:  # each device keeps only its slice of the reduced output
-                op = self.g.ops[i]
-                self.act_scale[i] = math.prod(costs.degree(op, cfg).get(d, 1) for d in op.out) / cfg.parts
+            self.dur[self.AO[i]] = ao[0] / 2 if self._output_scattered(i, strategy) else ao[0]
         for k, (src, _) in enumerate(self.g.ops[i].inputs):
             if ai[k][0] > 0:
                 half = self._scattered(cfg, strategy[self.g.index[src]])
@@ -334,12 +351,16 @@ class Simulator:
     def simulate(self, strategy: Strategy, timeline: bool = False, time_if_full: bool = True) -> SimResult:
         """The iteration time and memory per device of ``strategy``; with ``time_if_full`` False a strategy
         that does not fit in memory is not timed (iteration_s is infinite), which a search that discards it
-        anyway does not need."""
-        self.load(strategy)
+        anyway does not need: its memory is added up from the ops' shares alone, and no task cost is set."""
         self.simulations += 1
+        if not time_if_full:
+            mem = memory_model.device_memory(self.g, strategy, [self._op_share(i, cfg)[0] for i, cfg in enumerate(strategy)],
+                                             [self._kept(i, strategy) for i in range(len(strategy))], self.D,
+                                             self.microbatches, self.zero_prefetch)
+            if mem.max() > self.c.device.memory_bytes:
+                return SimResult(float("inf"), mem, self.c.device.memory_bytes)
+        self.load(strategy)
         mem = self.memory(strategy)
-        if not time_if_full and mem.max() > self.c.device.memory_bytes:
-            return SimResult(float("inf"), mem, self.c.device.memory_bytes)
         overlap = overlapped(self.overlap, self.microbatches)
         if overlap:  # the syncs during the backward; the updates after both
             synced = list(self.dur)
