@@ -120,9 +120,8 @@ class KnobSpace(Space):
         # digest of its JSON) and checking the constraints cost more than the move itself
         self._memo: dict[tuple, Candidate | None] = {}
         self._idx_of: dict[str, tuple] = {}
-        self._json = self._json_fragments()
         self._sorted_knobs = sorted(range(len(self.names)), key=self.names.__getitem__)  # canonical JSON's order
-        self._json_sorted = [self._json[k] for k in self._sorted_knobs] if self._json is not None else None
+        self._json = self._json_fragments()
         if self._default is not None:  # every knob, no other name, a valid point
             try:
                 self._default = self.candidate(self._default).payload
@@ -147,15 +146,15 @@ class KnobSpace(Space):
         return Candidate(config)
 
     def _json_fragments(self) -> list[list[str]] | None:
-        """Per knob, each value's ``"name":value`` text of canonical JSON, so that a point's key (the digest
-        of its canonical JSON, the knobs in the sorted order of their names) is joined from them rather than
-        encoded again: listing a space of 18,000 points took twice as long. None where a subclass builds its
-        own candidates, the names are not all strings or a value has no JSON (the generic encoder keys, or
-        refuses, such points)."""
+        """Per knob in the sorted order of their names (canonical JSON's), each value's ``"name":value`` text, so
+        that a point's key (the digest of its canonical JSON) is joined from them rather than encoded again:
+        listing a space of 18,000 points took twice as long. None where a subclass builds its own candidates,
+        the names are not all strings or a value has no JSON (the generic encoder keys, or refuses, such points)."""
         if type(self)._make is not KnobSpace._make or not all(isinstance(n, str) for n in self.names):
             return None
         try:
-            return [[canonical_json(n) + ":" + canonical_json(v) for v in vals] for n, vals in zip(self.names, self.values)]
+            return [[canonical_json(self.names[k]) + ":" + canonical_json(v) for v in self.values[k]]
+                    for k in self._sorted_knobs]
         except (TypeError, ValueError):
             return None
 
@@ -165,7 +164,7 @@ class KnobSpace(Space):
         config = self._config(idx) if config is None else config
         if self._json is None:
             return self._make(config)
-        text = "{" + ",".join(map(getitem, self._json_sorted, map(idx.__getitem__, self._sorted_knobs))) + "}"
+        text = "{" + ",".join(map(getitem, self._json, map(idx.__getitem__, self._sorted_knobs))) + "}"
         return Candidate(config, text_key(text))
 
     def _at(self, idx: tuple) -> Candidate | None:
