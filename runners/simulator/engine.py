@@ -158,11 +158,7 @@ class Simulator:
         self.edge_sig = [(self.op_sig[p], self.op_sig[c], ops[c].inputs[k][1]) for p, c, k in self.g.edges]
         self.dur = [0.0] * len(names)
         self.res: list[np.ndarray] = [costs.EMPTY] * len(names)
-        # per device: (weights and optimizer state, stashed activations, the op's weights gathered by ZeRO-3,
-        # the activations its recomputed forward holds during its layer's backward)
-        self.mem_part = [(0.0, 0.0, 0.0, 0.0)] * len(ops)
-        self.act_scale = [1.0] * len(ops)  # share of an op's stashed output a device keeps (reduce-scattered)
-        self.share_cache: dict[tuple, tuple] = {}
+        self.share_cache: dict[tuple, tuple] = {}  # each op's memory share per config (``_op_share``)
 
     def _signature(self, i: int) -> tuple:
         op = self.g.ops[i]
@@ -225,10 +221,9 @@ class Simulator:
         if w_shard and self.zero < 2 and self.whole_grad_bytes > g.dtype_bytes:  # each micro-batch's gradient, cast
             # to a copy and added in: read it, write the copy, read it and the accumulator, write that (2 kernels)
             b += w_shard * (g.dtype_bytes + 4 * self.whole_grad_bytes) / c.device.mem_bandwidth + 2 * c.device.launch_s
-        mem = self._op_share(i, cfg)[0]
         # the weight gradient's time, which an input-gradient reduction runs beside (tp_overlap)
         hidden = costs.weight_grad_time(op, cfg, c, g.dtype_bytes) if self.tp_overlap and any(v[0] for v in ai) else 0.0
-        hit = (f, b, ao, ai, gs, upd, mem, devs, wf, wb, hidden)
+        hit = (f, b, ao, ai, gs, upd, devs, wf, wb, hidden)
         self.op_cache[key] = hit
         return hit
 
@@ -252,7 +247,7 @@ class Simulator:
         return hit
 
     def _set_op(self, i: int, cfg: OpConfig) -> None:
-        f, b, ao, ai, gs, upd, mem, devs, wf, wb, _ = self._op_costs(i, cfg)
+        f, b, ao, ai, gs, upd, devs, wf, wb, _ = self._op_costs(i, cfg)
         if self.WF:
             self.dur[self.WF[i]], self.res[self.WF[i]] = wf
             self.dur[self.WB[i]], self.res[self.WB[i]] = wb
@@ -263,7 +258,6 @@ class Simulator:
         self.dur[self.GS[i]], self.res[self.GS[i]] = gs
         for t, v in zip(self.AI[i], ai):
             self.dur[t], self.res[t] = v
-        self.mem_part[i] = mem
 
     @staticmethod
     def _scattered(cfg: OpConfig, other: OpConfig) -> bool:
@@ -290,7 +284,6 @@ class Simulator:
         ops on the other side hold only a slice (sequence parallelism), all-reduces otherwise."""
         cfg = strategy[i]
         _, _, ao, ai, *_, hidden = self._op_costs(i, cfg)
-        self.act_scale[i] = self._kept(i, strategy)
         if ao[0] > 0:
             self.dur[self.AO[i]] = ao[0] / 2 if self._output_scattered(i, strategy) else ao[0]
         for k, (src, _) in enumerate(self.g.ops[i].inputs):
@@ -325,9 +318,11 @@ class Simulator:
 
     # -- run -----------------------------------------------------------------------
     def memory(self, strategy: Strategy) -> np.ndarray:
-        """Bytes per device of ``strategy``, its costs loaded (:func:`.memory.device_memory`)."""
-        return memory_model.device_memory(self.g, strategy, self.mem_part, self.act_scale, self.D, self.microbatches,
-                                          self.zero_prefetch)
+        """Bytes per device of ``strategy`` (:func:`.memory.device_memory`), from each op's share alone: no task
+        cost needs to be set."""
+        return memory_model.device_memory(self.g, strategy, [self._op_share(i, cfg)[0] for i, cfg in enumerate(strategy)],
+                                          [self._kept(i, strategy) for i in range(len(strategy))], self.D,
+                                          self.microbatches, self.zero_prefetch)
 
     def virtual_stages(self, strategy: Strategy) -> int:
         """Pipeline chunks per device block (:func:`~autotune.runners.simulator.memory.virtual_stages`)."""
@@ -353,14 +348,10 @@ class Simulator:
         that does not fit in memory is not timed (iteration_s is infinite), which a search that discards it
         anyway does not need: its memory is added up from the ops' shares alone, and no task cost is set."""
         self.simulations += 1
-        if not time_if_full:
-            mem = memory_model.device_memory(self.g, strategy, [self._op_share(i, cfg)[0] for i, cfg in enumerate(strategy)],
-                                             [self._kept(i, strategy) for i in range(len(strategy))], self.D,
-                                             self.microbatches, self.zero_prefetch)
-            if mem.max() > self.c.device.memory_bytes:
-                return SimResult(float("inf"), mem, self.c.device.memory_bytes)
-        self.load(strategy)
         mem = self.memory(strategy)
+        if not time_if_full and mem.max() > self.c.device.memory_bytes:
+            return SimResult(float("inf"), mem, self.c.device.memory_bytes)
+        self.load(strategy)
         overlap = overlapped(self.overlap, self.microbatches)
         if overlap:  # the syncs during the backward; the updates after both
             synced = list(self.dur)

@@ -3,9 +3,9 @@ and backward time at the device's peak rate, small GEMMs' lost efficiency (parti
 eager kernels against fused ones, and measured op and collective times (given to the cluster or read from
 the database) over the estimates; the bytes each device holds (weights with their gradients and optimizer
 state, the activations a layer stores for its backward as Megatron-LM and Korthikanti et al. count them,
-attention internals unless recomputed, ZeRO's sharded state, a replicated op's copies) and memory capacity
-as a hard constraint (what does not fit is refused and left untimed); and the engine's bookkeeping: a delta
-simulation equals a fresh one, and the timeline covers the iteration."""
+attention internals unless recomputed, ZeRO's sharded state, a replicated op's copies); and the engine's
+bookkeeping: a delta simulation equals a fresh one, and the timeline covers the iteration. Memory capacity
+as a hard constraint is tests/runners/test_simulator_capacity.py's."""
 
 import math
 
@@ -13,13 +13,12 @@ import numpy as np
 import pytest
 from simulator_helpers import INTER, INTRA, LAT_I, LAT_N, PEAK, cfg, chain, cluster, grad_sync
 
-from autotune.runners.simulator import SimulatorRunner, nccl
+from autotune.runners.simulator import nccl
 from autotune.runners.simulator.engine import Simulator
 from autotune.search_spaces.parallel.clusters import LATENCY_SCALE, Cluster, DeviceSpec
 from autotune.search_spaces.parallel.graph import Builder
 from autotune.search_spaces.parallel.space import StrategySpace
-from autotune.search_spaces.parallel.strategy import OpConfig, data_parallel, model_parallel
-from autotune.types import Status
+from autotune.search_spaces.parallel.strategy import OpConfig, data_parallel
 
 
 def test_one_op_forward_backward():
@@ -30,51 +29,6 @@ def test_one_op_forward_backward():
     weights = 16 * 32 * 16  # parameters x (weight, gradient, 2 Adam moments)
     acts = (8 * 16 + 8 * 32) * 4
     assert r.peak_memory == pytest.approx(weights + acts)
-
-
-def test_memory_capacity_is_a_hard_constraint():
-    g = chain(2, b=8, f=1024, width=1024)
-    need = 2 * 1024 * 1024 * 16
-    runner = SimulatorRunner(g, cluster(per_node=2, memory=need * 0.75))
-    space = runner.space
-    dp = runner.measure(space.task, [space.wrap(data_parallel(g, runner.cluster))])[0]
-    assert dp.status is Status.INVALID and "capacity" in dp.error and dp.meta["peak_memory_bytes"] > need
-    mp = runner.measure(space.task, [space.wrap(model_parallel(g, runner.cluster))])[0]
-    assert mp.status is Status.OK and mp.meta["peak_memory_bytes"] < need * 0.75
-    # a search discards what does not fit, so it is not timed; what fits is timed as ever
-    sim = Simulator(g, runner.cluster)
-    full = sim.simulate(data_parallel(g, runner.cluster))
-    untimed = sim.simulate(data_parallel(g, runner.cluster), time_if_full=False)
-    assert not full.fits and math.isfinite(full.iteration_s) and untimed.iteration_s == math.inf
-    assert np.array_equal(untimed.memory, full.memory) and dp.meta["throughput"] is None
-    fits = sim.simulate(model_parallel(g, runner.cluster), time_if_full=False)
-    assert fits.iteration_s == sim.simulate(model_parallel(g, runner.cluster)).iteration_s == mp.cost
-
-
-@pytest.mark.parametrize("zero", [0, 1, 3])
-@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
-def test_what_does_not_fit_is_refused_from_the_ops_shares_alone_with_the_memory_a_full_simulation_gives(
-        zero, recompute):
-    """Left untimed, a strategy that does not fit sets no task cost (its memory is added up from each op's share
-    of it), yet gets the very memory a full simulation gives it: sequence parallelism's reduce-scattered
-    activations, pipelines, recomputation and ZeRO's shards included; one that fits is timed as ever."""
-    from dataclasses import replace
-
-    from autotune.search_spaces.parallel.clusters import get_cluster
-    from autotune.search_spaces.parallel.models import transformer
-    from autotune.search_spaces.parallel.strategy import megatron
-
-    g, cl = transformer("t", 8, 4, 1024, 16, 512, 1000, recompute=recompute), get_cluster("dgx-a100-x2")
-    for t, p, sequence in ((8, 2, True), (4, 4, False), (2, 1, True), (1, 4, False)):
-        s = megatron(g, cl, t, p, sequence=sequence)
-        full = Simulator(g, cl, 4, zero=zero).simulate(s)
-        tight = replace(cl, device=replace(cl.device, memory_bytes=full.peak_memory * 0.999))
-        sim = Simulator(g, tight, 4, zero=zero)
-        r = sim.simulate(s, time_if_full=False)
-        assert r.iteration_s == math.inf and not r.fits and sim.current is None  # no task cost was set
-        assert np.array_equal(r.memory, full.memory), (t, p, sequence)
-        roomy = replace(cl, device=replace(cl.device, memory_bytes=full.peak_memory))
-        assert Simulator(g, roomy, 4, zero=zero).simulate(s, time_if_full=False).iteration_s == full.iteration_s
 
 
 def test_measured_op_times_and_collectives_override_estimates():
@@ -209,6 +163,7 @@ def test_a_recomputed_layer_split_over_blocks_holds_its_whole_working_set():
     """Megatron's strategy on 16 devices at a batch of 2: a layer's tensor-parallel ops span 4 devices and its
     replicated ones all 16, so each device holds, during the layer's recomputed backward, the sum of its shares
     of every op of that layer (then the largest layer's)."""
+    from autotune.runners.simulator.memory import device_memory, op_share
     from autotune.search_spaces.parallel.clusters import get_cluster
     from autotune.search_spaces.parallel.models import transformer
     from autotune.search_spaces.parallel.strategy import megatron
@@ -218,16 +173,15 @@ def test_a_recomputed_layer_split_over_blocks_holds_its_whole_working_set():
     s = megatron(g, cl, 2, 1)
     assert len({(c.start, c.span) for op, c in zip(g.ops, s) if op.layer == 0}) > 1
     sim = Simulator(g, cl)
-    sim.load(s)
+    parts = [op_share(g, op, c, 0)[0] for op, c in zip(g.ops, s)]
+    kept = [sim._kept(i, s) for i in range(len(s))]  # the share of a reduce-scattered output a device keeps
     per_layer = {}
-    for op, c, part, scale in zip(g.ops, s, sim.mem_part, sim.act_scale):
+    for op, c, part, scale in zip(g.ops, s, parts, kept):
         per_layer.setdefault(op.layer, np.zeros(cl.devices))[c.start:c.start + c.span] += part[3] * scale
     working = np.max(list(per_layer.values()), axis=0)
-    stashed_only = Simulator(g, cl)
-    stashed_only.load(s)
-    stashed_only.mem_part = [(w, a, full, 0.0) for w, a, full, _ in stashed_only.mem_part]
+    stashed_only = device_memory(g, s, [(w, a, full, 0.0) for w, a, full, _ in parts], kept, cl.devices, 1)
     assert working.max() > 0
-    assert np.allclose(sim.memory(s) - stashed_only.memory(s), working)
+    assert np.allclose(sim.memory(s) - stashed_only, working)
 
 
 @pytest.mark.parametrize("zero, per_param", [(0, 16), (1, 4 + 12 / 4), (2, 2 + 14 / 4), (3, 16 / 4)])
