@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from operator import getitem
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import getitem
 
 import numpy as np
 

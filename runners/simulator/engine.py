@@ -271,11 +271,11 @@ class Simulator:
         return bool(self.consumers[i]) and all(self._scattered(strategy[i], strategy[self.g.edges[e][1]])
                                                for e in self.consumers[i])
 
-    def _kept(self, i: int, strategy: Strategy) -> float:
-        """The share of op i's stashed output a device keeps: its slice where the partial outputs are
-        reduce-scattered to consumers that hold slices, else all of it."""
+    def _kept(self, i: int, strategy: Strategy, reduced: bool) -> float:
+        """The share of op i's stashed output a device keeps: its slice where its partial outputs are
+        (``reduced``, :func:`.memory.op_share`) reduce-scattered to consumers that hold slices, else all of it."""
         cfg, op = strategy[i], self.g.ops[i]
-        if not self._op_share(i, cfg)[1] or not self._output_scattered(i, strategy):
+        if not reduced or not self._output_scattered(i, strategy):
             return 1.0
         return math.prod(costs.degree(op, cfg).get(d, 1) for d in op.out) / cfg.parts
 
@@ -320,9 +320,10 @@ class Simulator:
     def memory(self, strategy: Strategy) -> np.ndarray:
         """Bytes per device of ``strategy`` (:func:`.memory.device_memory`), from each op's share alone: no task
         cost needs to be set."""
-        return memory_model.device_memory(self.g, strategy, [self._op_share(i, cfg)[0] for i, cfg in enumerate(strategy)],
-                                          [self._kept(i, strategy) for i in range(len(strategy))], self.D,
-                                          self.microbatches, self.zero_prefetch)
+        shares = [self._op_share(i, cfg) for i, cfg in enumerate(strategy)]
+        return memory_model.device_memory(self.g, strategy, [mem for mem, _ in shares],
+                                          [self._kept(i, strategy, reduced) for i, (_, reduced) in enumerate(shares)],
+                                          self.D, self.microbatches, self.zero_prefetch)
 
     def virtual_stages(self, strategy: Strategy) -> int:
         """Pipeline chunks per device block (:func:`~autotune.runners.simulator.memory.virtual_stages`)."""

@@ -173,8 +173,9 @@ def test_a_recomputed_layer_split_over_blocks_holds_its_whole_working_set():
     s = megatron(g, cl, 2, 1)
     assert len({(c.start, c.span) for op, c in zip(g.ops, s) if op.layer == 0}) > 1
     sim = Simulator(g, cl)
-    parts = [op_share(g, op, c, 0)[0] for op, c in zip(g.ops, s)]
-    kept = [sim._kept(i, s) for i in range(len(s))]  # the share of a reduce-scattered output a device keeps
+    shares = [op_share(g, op, c, 0) for op, c in zip(g.ops, s)]
+    parts = [mem for mem, _ in shares]
+    kept = [sim._kept(i, s, reduced) for i, (_, reduced) in enumerate(shares)]  # of a reduce-scattered output
     per_layer = {}
     for op, c, part, scale in zip(g.ops, s, parts, kept):
         per_layer.setdefault(op.layer, np.zeros(cl.devices))[c.start:c.start + c.span] += part[3] * scale
