@@ -30,6 +30,20 @@ def degree(op: Op, cfg: OpConfig) -> dict[str, int]:
     return dict(zip(op.parallel_dims, cfg.degrees))
 
 
+def held(op: Op, cfg: OpConfig) -> tuple[dict[str, int], list[str], float, float, list[str], int]:
+    """What one partition of ``op`` holds under ``cfg``: the degree of every dim, the split dims, its output's
+    elements (an expert partition: its routed tokens' outputs), its weight shard's elements, the split dims its
+    weight does not span, and how many devices hold the same shard (the gradient's sync group, ZeRO's shard group)."""
+    deg = degree(op, cfg)
+    split = [d for d in op.parallel_dims if deg[d] > 1]
+    out_part = op.out_elems / math.prod(deg.get(d, 1) for d in op.out)
+    if op.routed and deg.get(op.routed, 1) > 1:
+        out_part *= min(1.0, op.route_share / deg[op.routed])
+    w_shard = op.weight_elems / math.prod(deg.get(d, 1) for d in op.weight) if op.weight_elems else 0.0
+    wrep = [d for d in split if d not in op.weight]
+    return deg, split, out_part, w_shard, wrep, math.prod(deg[d] for d in wrep)
+
+
 def partition(op: Op, cfg: OpConfig) -> dict[str, int]:
     """The size of every dim of one partition of ``op``."""
     deg = degree(op, cfg)

@@ -176,7 +176,7 @@ class Simulator:
         if hit is not None:
             return hit
         op, g, c = self.g.ops[i], self.g, self.c
-        deg = costs.degree(op, cfg)
+        deg, split, out_part, w_shard, wrep, group = costs.held(op, cfg)
         devs = cfg.start + np.arange(cfg.span)
         first = cfg.start + np.arange(cfg.parts) * cfg.replicas  # each partition's first copy
 
@@ -185,12 +185,8 @@ class Simulator:
             return np.concatenate([rows + k for k in range(cfg.replicas)]) if cfg.replicas > 1 else rows
         redone = g.recompute and not op.keep  # forward run again before the backward; outputs not stashed
         f, b = costs.compute_times(op, cfg, c, g.dtype_bytes, redone)
-        split = [d for d in op.parallel_dims if deg[d] > 1]
         # all-reduce of partial outputs (a split dim the output does not span)
         red = [d for d in split if d not in op.out and d != op.routed]  # routed experts combine by transfers
-        out_part = op.out_elems / math.prod(deg.get(d, 1) for d in op.out)
-        if op.routed and deg.get(op.routed, 1) > 1:  # an expert partition holds its routed tokens' outputs
-            out_part *= min(1.0, op.route_share / deg[op.routed])
         ao = costs.allreduce(c, members(red), out_part * g.dtype_bytes) if red else (0.0, costs.EMPTY)
         if redone:  # the recomputed forward repeats the all-reduce before the backward
             b += ao[0]
@@ -203,14 +199,11 @@ class Simulator:
                 continue
             frac = math.prod(1 / deg.get(a, 1) for a in axes if a is not None)
             ai.append(costs.allreduce(c, members(rep), producer.out_elems * frac * g.dtype_bytes))
-        w_shard = op.weight_elems / math.prod(deg.get(d, 1) for d in op.weight) if op.weight_elems else 0.0
-        wrep = [d for d in split if d not in op.weight]
         synced = w_shard
         if op.type == "embedding" and wrep and not op.dense_grad:  # sparse gradients: the rows the group looked up
-            synced = min(w_shard, out_part * math.prod(deg[d] for d in wrep))
+            synced = min(w_shard, out_part * group)
         gs = (costs.allreduce(c, members(wrep), synced * g.dtype_bytes, costs.GRADIENT_BUCKET)
               if w_shard and wrep else (0.0, costs.EMPTY))
-        group = math.prod(deg[d] for d in wrep)  # devices holding the same weight shard
         shard = group if self.zero and w_shard else 1
         wf = wb = (0.0, costs.EMPTY)
         if self.zero == 3 and w_shard and wrep:  # gathers per micro-batch, a reduce-scatter of each one's gradients

@@ -8,11 +8,10 @@ adds the shares up per device here; a strategy whose peak exceeds the device cap
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
-from autotune.runners.simulator.costs import degree
+from autotune.runners.simulator.costs import held
 from autotune.search_spaces.parallel.graph import Graph, Op
 from autotune.search_spaces.parallel.strategy import OpConfig, Strategy
 
@@ -35,14 +34,8 @@ def op_share(graph: Graph, op: Op, cfg: OpConfig, zero: int, whole_grad_bytes: f
     activations, the weights ZeRO-3 gathers, the activations its recomputed forward holds: ``device_memory``'s
     ``parts``), and whether it all-reduces partial outputs (a split dim its output does not span), which
     decides whether its stashed output may be reduce-scattered. Arithmetic on the op's shape alone, no times."""
-    deg = degree(op, cfg)
-    split = [d for d in op.parallel_dims if deg[d] > 1]
-    out_part = op.out_elems / math.prod(deg.get(d, 1) for d in op.out)
-    if op.routed and deg.get(op.routed, 1) > 1:  # an expert partition holds its routed tokens' outputs
-        out_part *= min(1.0, op.route_share / deg[op.routed])
-    w_shard = op.weight_elems / math.prod(deg.get(d, 1) for d in op.weight) if op.weight_elems else 0.0
-    wrep = [d for d in split if d not in op.weight]
-    shard = math.prod(deg[d] for d in wrep) if zero and w_shard else 1  # devices holding the same weight shard
+    _, split, out_part, w_shard, wrep, group = held(op, cfg)
+    shard = group if zero and w_shard else 1
     redone = graph.recompute and not op.keep  # forward run again before the backward; outputs not stashed
     act = (out_part * graph.dtype_bytes if op.stores_output else 0.0) + op.stash_bytes / cfg.parts
     mem = (w_shard * state_bytes(graph, zero, shard, whole_grad_bytes), 0.0 if redone else act,
