@@ -14,6 +14,11 @@ data parallel degree d = GPUs / (t p).
   micro-batches of one sequence for the others, 175B and 530B interleaved over 3 chunks per stage (its
   Table 3, as in ``validate_simulator.py``); published with full recomputation and with sequence
   parallelism and selective recomputation: the faster is the reference.
+- ``held-out``: layouts the search's settings were never checked on, run only when named (``--cases held-out``):
+  SC'21 Table 2's 175B at t = 8, p = 12 on 384 GPUs (batch 1536, micro-batches of one sequence); GPT-NeoX-20B
+  at t = 2, p = 4 on its 96 A100 40GB (batch 1536, micro-batches of 4, ZeRO stage 1; ``published_rows.py``);
+  BLOOM 176B at t = 4, p = 12 on its 384 A100s of Jean Zay (batch 2048, micro-batches of 2, 112 heads, its
+  vocabulary of 250,880, ZeRO stage 1). Each on its own nodes, with the A100's (Megatron-LM's) figures.
 - ``gpt3-xl``: the 1.3B model of Brown et al., "Language Models are Few-Shot Learners" (arXiv:2005.14165),
   Table 2.1 (24 layers, hidden 2048, 24 heads, batch 1M tokens: 512 sequences of 2,048), on one DGX A100 (8 GPUs),
   in the layout Megatron-LM runs a model that fits on one GPU with: SC'21 Table 1's 1.7B row (t = 1, p = 1,
@@ -39,12 +44,13 @@ import time
 from pathlib import Path
 
 from autotune.drivers.parallel import parallelize
-from autotune.search_spaces.parallel.clusters import get_cluster
+from autotune.search_spaces.parallel.clusters import DEVICES, get_cluster
 from autotune.search_spaces.parallel.models import transformer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from published_results import REDUCE_RECOMPUTE, SEQ, TABLE1, VOCAB
-from published_runs import iteration
+from published_results import BLOOM, BLOOM_RUN, REDUCE_RECOMPUTE, SEQ, TABLE1, TABLE2_MODELS, TABLE2_PTDP, VOCAB
+from published_rows import NEOX_BATCH, NEOX_GPUS, NEOX_MICRO, NEOX_P, NEOX_SHAPE, NEOX_T, NEOX_VOCAB, a100_40gb, neox_cluster
+from published_runs import iteration, jean_zay
 
 # (source, name, layers, hidden, heads, GPUs, global batch, t, p, sequences per replica and micro-batch,
 #  interleaved chunks per stage, gradients all-reduced during the backward: None for the simulator's default)
@@ -55,6 +61,22 @@ CASES = [
       for name, heads, hidden, layers, t, p, gpus, batch, _, micro, virtual in REDUCE_RECOMPUTE],
     ("gpt3-xl", "gpt-1.3b", 24, 2048, 24, 8, 512, 1, 1, 16, 1, True),
 ]
+_175B = TABLE2_MODELS["175b"]  # heads, hidden, layers
+HELD_OUT = [
+    *[("held-out", "gpt-175b-384", _175B[2], _175B[1], _175B[0], gpus, batch, t, p, micro, 1, None)
+      for _, t, p, gpus, batch, micro, _ in TABLE2_PTDP[:1]],
+    ("held-out", "gpt-neox-20b", *NEOX_SHAPE, NEOX_GPUS, NEOX_BATCH, NEOX_T, NEOX_P, NEOX_MICRO, 1, None),
+    *[("held-out", "bloom-176b", BLOOM[0], BLOOM[1], heads, BLOOM[4], BLOOM[3], t, p, micro, 1, None)
+      for t, p, micro, heads, _ in BLOOM_RUN],
+]
+# a held-out case's own nodes, vocabulary and ZeRO stage (the published layout's); every other case: DGX A100s
+SITES = {"gpt-neox-20b": (lambda gpus: neox_cluster(a100_40gb(DEVICES["A100"])), NEOX_VOCAB, 1),
+         "bloom-176b": (lambda gpus: jean_zay(gpus, DEVICES["A100"]), BLOOM[2], 1)}
+
+
+def site(case):
+    """(cluster, vocabulary, ZeRO stage of the published layout) of a case."""
+    return SITES.get(case[1], (lambda gpus: get_cluster(f"dgx-a100-x{gpus // 8}"), VOCAB, 0))
 
 
 def published(case) -> tuple[float | None, int]:
@@ -63,9 +85,10 @@ def published(case) -> tuple[float | None, int]:
     parallelism with selective recomputation). Simulated as the search simulates every layout (the tensor-parallel
     reductions beside the weight gradients, ``Simulator``'s default), whatever code the source ran."""
     source, name, layers, hidden, heads, gpus, batch, t, p, per_micro, virtual, overlap = case
-    cluster = get_cluster(f"dgx-a100-x{gpus // 8}")
+    make, vocab, zero = site(case)
+    cluster = make(gpus)
     s, r, m = iteration(name, heads, hidden, layers, t, p, cluster, batch, SEQ, per_micro, overlap=overlap,
-                        virtual=virtual, tp_overlap=True)
+                        virtual=virtual, tp_overlap=True, vocab=vocab, zero=zero)
     best = s if r.fits else None
     if source == "reduce-recompute":
         s2, r2, _ = iteration(name, heads, hidden, layers, t, p, cluster, batch, SEQ, per_micro,
@@ -78,9 +101,10 @@ def published(case) -> tuple[float | None, int]:
 def run_case(case, time_budget: float | None, seed: int, algorithm: str, trials: int | None = None) -> dict:
     source, name, layers, hidden, heads, gpus, batch, t, p, _, virtual, _ = case
     pub_s, pub_m = published(case)
-    graph = transformer(name, batch, layers, hidden, heads, SEQ, VOCAB, recompute=True)
+    make, vocab, _ = site(case)
+    graph = transformer(name, batch, layers, hidden, heads, SEQ, vocab, recompute=True)
     t0 = time.perf_counter()
-    r = parallelize(graph, get_cluster(f"dgx-a100-x{gpus // 8}"), algorithm=algorithm, seed=seed,
+    r = parallelize(graph, make(gpus), algorithm=algorithm, seed=seed,
                     time_budget=time_budget, trials=trials, db=None)  # a fresh search, kept nowhere
     wall = time.perf_counter() - t0
     best = r.best.cost if r.best.ok else None
@@ -97,15 +121,16 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=None,
                     help="simulations of each search after its baselines (`autotune parallelize` runs 1000 without a budget)")
     ap.add_argument("--cases", nargs="+", default=None, metavar="SOURCE|MODEL",
-                    help="only the cases of these sources or models (default: all)")
+                    help="only the cases of these sources or models (default: every case but the held-out ones)")
     ap.add_argument("--algorithm", default="mcmc")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    cases = [c for c in CASES if not args.cases or c[0] in args.cases or c[1] in args.cases]
+    cases = [c for c in CASES + HELD_OUT if c[0] in (args.cases or ()) or c[1] in (args.cases or ())] or \
+        ([] if args.cases else CASES)
     if not cases:
-        ap.error(f"no case matches {args.cases}; sources: {sorted({c[0] for c in CASES})}, "
-                 f"models: {[c[1] for c in CASES]}")
+        ap.error(f"no case matches {args.cases}; sources: {sorted({c[0] for c in CASES + HELD_OUT})}, "
+                 f"models: {[c[1] for c in CASES + HELD_OUT]}")
     budget = args.time_budget if args.time_budget is not None or args.trials else 55.0
     rows = []
     for case in cases:
