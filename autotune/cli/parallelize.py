@@ -28,6 +28,7 @@ from autotune.cli.common import (
     writable_output,
 )
 from autotune.errors import UsageError
+from autotune.search_spaces.parallel.layouts import LAYOUT_HELP
 
 ParallelTrialsOption = Annotated[int | None, typer.Option(
     "--trials", "-n", help="Simulations of the search after the baselines (over all runs of the campaign); "
@@ -68,6 +69,7 @@ def tune_parallel(
     microbatches: Annotated[int, typer.Option("--microbatches", help="Split each iteration's batch into this many micro-batches (gradient accumulation; a pipeline where ops sit on different device blocks, 1F1B) for the baselines; for transformer models the search also tries other counts (layouts)")] = 1,
     optimizer: Annotated[str, typer.Option("--optimizer", help="Whose optimizer the strategies run with: megatron (Megatron-LM's distributed optimizer shards fp32 weights, gradients and Adam moments under ZeRO stage 1: 4 + 16/d bytes per parameter over d replicas) or deepspeed-bf16 (DeepSpeed's BF16 optimizer keeps its fp32 gradients whole, 8 + 12/d, and adds each micro-batch's gradients into them after its backward)")] = "megatron",
     recompute: Annotated[str | None, typer.Option("--recompute", help="Fix the activation recomputation of a transformer model: full (keep only each layer's input for the backward; what large models need to fit), selective (recompute the attention core only) or none. Default: the search chooses it with the strategy, starting from none")] = None,
+    layout: Annotated[list[str] | None, typer.Option("--layout", metavar="WORDS", help="A whole-model layout (Megatron's strategy at its degrees) to simulate beside the baselines, e.g. the one you run now (repeatable; the result is never slower than one that fits): " + LAYOUT_HELP)] = None,
     algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Search algorithm (mcmc, evolutionary, random, ...; see `autotune algorithms`)")] = "mcmc",
     trials: ParallelTrialsOption = None,
     time_budget: TimeOption = None,
@@ -168,7 +170,7 @@ def tune_parallel(
                                     "campaign": campaign, "microbatches": microbatches, "measured_db": measured_db,
                                     "measured_device": measured_device, "options": parse_options(option) or None,
                                     "fresh": fresh, "recompute": recompute, "optimizer": optimizer,
-                                    "input_shapes": input_shapes}, ray)
+                                    "input_shapes": input_shapes, "layouts": layout or None}, ray)
         bar.summary(summary_text(r))
     else:
         # the URL, opened once the model, the cluster and the search are accepted: a refusal leaves no --db file
@@ -176,7 +178,7 @@ def tune_parallel(
                         progress=bar, microbatches=microbatches, measured_db=measured_db,
                         measured_device=measured_device, options=parse_options(option) or None, fresh=fresh,
                         recompute=recompute, optimizer=optimizer, input_shapes=input_shapes,
-                        command_files={"output": output, "timeline": timeline})
+                        command_files={"output": output, "timeline": timeline}, layouts=layout or None)
     out = r.to_json()
     fits = r.best.ok  # where no strategy fits in memory there is none to write or draw
     if output and fits:
@@ -203,6 +205,9 @@ def tune_parallel(
         typer.echo(f"  {label:{width}s}{_fmt(s)}")
     against, ratio = speedup(r, long=True)
     typer.echo(f"  speed-up over {against}: {ratio:.2f}x" if ratio is not None else f"  no speed-up: {against}")
+    for label, m in r.baselines.items():
+        if label.startswith("given ") and m.ok and r.best.ok and not against.startswith(label):  # not said twice
+            typer.echo(f"  speed-up over the {label}: {m.cost / r.best.cost:.2f}x")
     typer.echo(f"  search: {r.simulations} simulations in {r.search_s:.2f} s ({algorithm}), "
                f"logged as campaign {r.campaign!r} in {db}")
     if r.measured is not None:

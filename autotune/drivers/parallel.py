@@ -171,7 +171,8 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                 progress: bool | Progress | None = False, microbatches: int = 1, measured_db=None,
                 measured_device: str | None = None, fresh: bool = False,
                 recompute: bool | str | None = None, optimizer: str = DEFAULT_OPTIMIZER,
-                input_shapes: dict | None = None, command_files: dict | None = None) -> ParallelizeResult:
+                input_shapes: dict | None = None, command_files: dict | None = None,
+                layouts: list[str] | None = None) -> ParallelizeResult:
     """Search a parallelization strategy for training ``model`` on ``cluster``, as a campaign.
 
     ``trials``: simulations of the search after the baselines, over every run of the campaign
@@ -188,7 +189,9 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     stage 1 follows (a key of ``models.OPTIMIZERS``: "megatron" shards the fp32 gradients with the rest,
     "deepspeed-bf16" keeps them whole on every replica); ``input_shapes``: {input name: static shape} for an
     ONNX model's inputs with dynamic axes (as ``tune graph`` takes them; the search is then a task of its
-    own). ``command_files``: the files the command line writes the result to (``{"output": ...,
+    own). ``layouts``: whole-model layouts (Megatron's strategy at those degrees) to simulate beside the baselines, each named in the words of a
+    seed layout's name (``layouts.LAYOUT_HELP``, e.g. "t8 p8 mb1 v3 sp rc-selective": the one a user runs now); the
+    result is never slower than any that fits. ``command_files``: the files the command line writes the result to (``{"output": ...,
     "timeline": ...}``), kept with the campaign's recipe so that the command printed to resume it
     (on Ctrl-C) writes them too; this call writes nothing."""
     check_campaign_name(campaign)
@@ -224,6 +227,9 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     if measured_db is not None:
         cl, counts = calibrate(cl, measured_db, measured_device)
     space = strategy_space(graph, cl, microbatches, search_recompute=mode is None)
+    if layouts and not space.layouts:
+        raise UsageError(f"{graph.name!r} has no whole-model layout on {cl.name} to compare with")
+    given = dict(space.given(text) for text in layouts or ())
     runner = SimulatorRunner(graph, cl, space, microbatches, whole_grads)
     digest = space.task.params.get("model_digest")  # a model read from a file: its content, not its inner name
     name = campaign or (f"parallelize-{space.task.name}{'-' + digest[:8] if digest else ''}-b{space.task.params['batch']}"
@@ -232,7 +238,7 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                         f"{'-i' + space.task.key[:6] if 'input_shapes' in space.task.params else ''}"
                         f"-{algorithm}-s{seed}-{runner.device.key[:6]}")
     # a refusal opens no database; the campaign is given the baselines and then ``trials`` simulations
-    check_run(space, algo, trials=None if trials is None else trials + len(space.baselines()),
+    check_run(space, algo, trials=None if trials is None else trials + len(space.baselines()) + len(given),
               time_budget=time_budget, seed=seed)
     with tempfile.TemporaryDirectory(prefix="autotune-parallelize-") as tmp:
         if db is None:
@@ -247,12 +253,14 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
                     "seed": seed, "time_budget": time_budget, "options": options, "microbatches": microbatches,
                     **({"recompute": mode} if mode is not None else {}),
                     **({"optimizer": optimizer} if optimizer != DEFAULT_OPTIMIZER else {}),
+                    **({"layouts": list(layouts)} if layouts else {}),
                     **({"input_shapes": {k: list(v) for k, v in input_shapes.items()}} if input_shapes else {}),
                     **({"measured_db": measured_db, "measured_device": measured_device} if measured_db else {})}}
                 files = {k: recipe_path(v, written=True) for k, v in (command_files or {}).items() if v}
                 if files:
                     recipe["files"] = files
-            result = _search(space, runner, database, algo, trials, seed, time_budget, name, bar, t0, recipe, fresh)
+            result = _search(space, runner, database, algo, trials, seed, time_budget, name, bar, t0, recipe, fresh,
+                             given)
         finally:
             if database is not db:
                 database.close()
@@ -334,13 +342,13 @@ def strategy_space(graph: Graph, cluster: Cluster, microbatches: int = 1, search
                          recompute_modes=RECOMPUTE if search_recompute else ())
 
 
-def warmup(space: StrategySpace) -> dict[str, Candidate]:
-    """What a search measures first, by name: the baselines (data parallelism first), then the space's seed
+def warmup(space: StrategySpace, given: dict[str, Candidate] | None = None) -> dict[str, Candidate]:
+    """What a search measures first, by name: the baselines (data parallelism first), the ``given`` layouts, then the space's seed
     layouts that are not a baseline, taken in turn from each (tensor, pipeline) degree, so that a time budget
     which stops the seeds early has tried every degree rather than the first few; within a degree, the less
     recomputation first (no recomputation, then selective, then full): the faster where it fits, and a
     layout that does not fit costs no timing."""
-    out = dict(space.baselines())
+    out = {**space.baselines(), **(given or {})}
     keys = {c.key for c in out.values()}
     groups: dict[str, list[tuple[str, Candidate]]] = {}
     for name, c in space.seeds().items():
@@ -358,9 +366,9 @@ def warmup(space: StrategySpace) -> dict[str, Candidate]:
 
 def _search(space: StrategySpace, runner: SimulatorRunner, db, algo, trials: int | None, seed: int,
             time_budget: float | None, name: str, bar: Progress, t0: float, recipe: dict | None = None,
-            fresh: bool = False) -> ParallelizeResult:
-    baselines = space.baselines()
-    first = warmup(space)
+            fresh: bool = False, given: dict[str, Candidate] | None = None) -> ParallelizeResult:
+    baselines = {**space.baselines(), **(given or {})}
+    first = warmup(space, given)
     names = {c.key: n for n, c in first.items()}
     step = 1 if algo.name == "mcmc" else 8  # MCMC's chain moves after every result
     left = None if time_budget is None else max(time_budget - (time.perf_counter() - t0), 1e-3)

@@ -110,3 +110,58 @@ def seed_layouts(layouts: list[Layout], graph: Graph, cluster: Cluster, batch: i
                 and (lay.microbatches == fewest[lay.tensor, lay.pipeline] or batch // lay.microbatches == lay.data)):
             out += [(f"{lay.name} rc-{r}", lay, r) for r in modes if r != recompute]
     return out
+
+
+LAYOUT_HELP = ("t<N> p<N> (tensor and pipeline degrees), then any of: d<N> (data-parallel degree: the devices left), "
+               "m<N> (micro-batches per iteration) or mb<N> (samples per replica and micro-batch), v<N> (interleaved "
+               "chunks per stage), ep<N> (expert-parallel degree), sp (sequence parallelism), rc-none, rc-selective "
+               "or rc-full (recomputation), zero-<N> (ZeRO stage 0-3); e.g. \"t8 p8 mb1 v3 sp rc-selective\"")
+
+
+def parse_layout(text: str, layouts: list[Layout], batch: int, modes: tuple[str, ...],
+                 recompute: str | None) -> tuple[Layout, str | None, int]:
+    """The layout a user names in the words of a seed layout's name (LAYOUT_HELP; the words of a search's report
+    can be given back), with its recomputation mode (None: the model's own) and ZeRO stage; UsageError saying
+    what is wrong, or which layouts of that (t, p) there are, when ``layouts`` holds none such."""
+    from autotune.errors import UsageError
+
+    words = text.replace(",", " ").split()
+    if words[:1] == ["layout"]:
+        words = words[1:]
+    want: dict[str, int] = {}
+    sequence, mode, zero = False, None, 0
+    for w in words:
+        key = w.rstrip("0123456789")
+        if w == "sp":
+            sequence = True
+        elif w.startswith("rc-"):
+            mode = w[3:]
+            if mode not in (*modes, recompute):
+                raise UsageError(f"layout {text!r}: recomputation {mode!r} is not one this search runs "
+                                 f"({', '.join(dict.fromkeys((*modes, recompute or 'none')))})")
+        elif key == "zero-" and w[5:].isdigit() and int(w[5:]) in st.ZERO_STAGES:
+            zero = int(w[5:])
+        elif key in ("t", "p", "d", "m", "mb", "v", "ep") and w[len(key):].isdigit() and key not in want:
+            want[key] = int(w[len(key):])
+        else:
+            raise UsageError(f"layout {text!r}: cannot read {w!r}; a layout is {LAYOUT_HELP}")
+    if "t" not in want or "p" not in want:
+        raise UsageError(f"layout {text!r} names no {'tensor' if 't' not in want else 'pipeline'} degree; "
+                         f"a layout is {LAYOUT_HELP}")
+    if "m" in want and "mb" in want:
+        raise UsageError(f"layout {text!r}: give micro-batches (m) or samples per micro-batch (mb), not both")
+    same = [lay for lay in layouts if (lay.tensor, lay.pipeline) == (want["t"], want["p"])]
+    if not same:
+        degrees = sorted({f"t{lay.tensor} p{lay.pipeline}" for lay in layouts}, key=lambda s: [int(x[1:]) for x in s.split()])
+        raise UsageError(f"layout {text!r}: t{want['t']} p{want['p']} is not a layout of this model on these devices; "
+                         f"these are: {', '.join(degrees)}")
+    match = [lay for lay in same if lay.sequence == sequence and lay.virtual == want.get("v", 1)
+             and lay.data == want.get("d", lay.data) and lay.expert == want.get("ep", 0)
+             and lay.microbatches == want.get("m", lay.microbatches)
+             and ("mb" not in want or batch == lay.microbatches * lay.data * want["mb"])]
+    if not match:
+        raise UsageError(f"layout {text!r} is not one of the {len(same)} layouts of t{want['t']} p{want['p']} here "
+                         f"(batch {batch}: d{same[0].data}; micro-batches m "
+                         f"{sorted({lay.microbatches for lay in same})}; chunks v {sorted({lay.virtual for lay in same})}; "
+                         f"sp {'allowed' if any(lay.sequence for lay in same) else 'only with t > 1'})")
+    return match[0], mode if mode != recompute else None, zero

@@ -36,7 +36,7 @@ from autotune.search_spaces.base import Space
 from autotune.search_spaces.parallel import strategy as st
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import ROLES, Graph
-from autotune.search_spaces.parallel.layouts import Layout, every_layout, seed_layouts
+from autotune.search_spaces.parallel.layouts import Layout, every_layout, parse_layout, seed_layouts
 from autotune.types import Candidate, Task
 
 N_FEATURES = 9 + 2 * len(ROLES)
@@ -149,6 +149,13 @@ class StrategySpace(Space):
         g = self.graph_for(lay.microbatches)
         return self.wrap(st.megatron(g, self.cluster, lay.tensor, lay.pipeline, lay.virtual, lay.sequence,
                                      lay.expert or None), lay.microbatches, zero, recompute, overlap, prefetch)
+
+    def given(self, text: str) -> tuple[str, Candidate]:
+        """A layout the user names (:func:`~autotune.search_spaces.parallel.layouts.parse_layout`), with its name
+        as a search's report writes it: ``given layout t8 p8 d1 m64 v3 sp rc-selective``."""
+        lay, mode, zero = parse_layout(text, self.layouts, self.batch, self.modes, self.recompute)
+        name = f"given {lay.name}{f' rc-{mode}' if mode else ''}{f' zero-{zero}' if zero else ''}"
+        return name, self.layout(lay, zero, mode)
 
     def seeds(self) -> dict[str, Candidate]:
         """The layouts a search measures first (:func:`~autotune.search_spaces.parallel.layouts.seed_layouts`: a

@@ -155,6 +155,9 @@ def test_output_strategy_and_timeline(tmp_path):
     (["--model", "gpt-1.3b:top_k=2", "--cluster", "p100-4x4"], "top_k needs experts"),
     (["--model", "gpt-1.3b:hidden=2000", "--cluster", "p100-4x4"], "heads (32) must divide hidden (2000)"),
     (["--model", "gpt-1.3b:layers=2,layers=3", "--cluster", "p100-4x4"], "gives layers twice"),
+    (["--model", "gpt-1.3b", "--cluster", "dgx-a100-x1", "--layout", "t3 p1"], "t3 p1 is not a layout of this model"),
+    (["--model", "gpt-1.3b", "--cluster", "dgx-a100-x1", "--layout", "t2"], "names no pipeline degree"),
+    (["--model", "dlrm", "--cluster", "p100-4x4", "--layout", "t2 p1 m4 mb4"], "micro-batches (m) or samples"),
 ])
 def test_bad_input_exits_2_with_one_sentence(args, msg, tmp_path):
     r = run(*args)
