@@ -204,7 +204,8 @@ def tune_parallel(
     for label, s in rows:
         typer.echo(f"  {label:{width}s}{_fmt(s)}")
     against, ratio = speedup(r, long=True)
-    typer.echo(f"  speed-up over {against}: {ratio:.2f}x" if ratio is not None else f"  no speed-up: {against}")
+    typer.echo(f"  speed-up over {against}: {ratio:.2f}x" if ratio is not None else
+               f"  no speed-up: {against}{'' if layout or not r.best.ok else ' (--layout compares with a layout you name)'}")
     for label, m in r.baselines.items():
         if label.startswith("given ") and m.ok and r.best.ok and not against.startswith(label):  # not said twice
             typer.echo(f"  speed-up over the {label}: {m.cost / r.best.cost:.2f}x")

@@ -67,3 +67,13 @@ def test_layout_words_pick_the_layout_its_recomputation_and_zero_stage():
     assert parse_layout("layout t1 p2 d4 m4 rc-full zero-1", LAYOUTS, 16, ("none", "selective", "full"),
                         "none") == (LAYOUTS[4], "full", 1)
     assert parse_layout("t2 p1 m4 rc-none", LAYOUTS, 16, ("none", "full"), "none") == (LAYOUTS[2], None, 0)
+
+
+def test_where_no_baseline_fits_the_report_points_to_layout_and_a_given_layout_is_the_comparison():
+    """A batch of 512 sequences fits no baseline of a 2.6B model on one node (each runs it in one micro-batch)."""
+    args = ("--model", "gpt-2.6b", "--cluster", "dgx-h100-x1", "--batch", "512", "--trials", "0", "--no-progress")
+    r = run(*args)
+    assert r.exit_code == 0 and "nor does any other baseline (--layout compares with a layout you name)" in r.stdout
+    r = run(*args, "--layout", "t2 p1 mb1")
+    assert r.exit_code == 0 and "--layout compares" not in r.stdout
+    assert "speed-up over given layout t2 p1 d4 m128, the fastest baseline that fits" in r.stdout
