@@ -189,10 +189,10 @@ def parallelize(model: str | Graph, cluster: str | Cluster, batch: int | None = 
     stage 1 follows (a key of ``models.OPTIMIZERS``: "megatron" shards the fp32 gradients with the rest,
     "deepspeed-bf16" keeps them whole on every replica); ``input_shapes``: {input name: static shape} for an
     ONNX model's inputs with dynamic axes (as ``tune graph`` takes them; the search is then a task of its
-    own). ``layouts``: whole-model layouts (Megatron's strategy at those degrees) to simulate beside the baselines, each named in the words of a
-    seed layout's name (``layouts.LAYOUT_HELP``, e.g. "t8 p8 mb1 v3 sp rc-selective": the one a user runs now); the
-    result is never slower than any that fits. ``command_files``: the files the command line writes the result to (``{"output": ...,
-    "timeline": ...}``), kept with the campaign's recipe so that the command printed to resume it
+    own). ``layouts``: whole-model layouts (Megatron's strategy at those degrees) to simulate beside the
+    baselines, each in the words of a seed layout's name (``layouts.LAYOUT_HELP``, e.g. "t8 p8 mb1 v3 sp
+    rc-selective": the one a user runs now); the result is never slower than any that fits. ``command_files``:
+    the files the command line writes the result to (``{"output": ..., "timeline": ...}``), kept with the campaign's recipe so that the command printed to resume it
     (on Ctrl-C) writes them too; this call writes nothing."""
     check_campaign_name(campaign)
     if trials is not None and trials < 0:
@@ -343,10 +343,10 @@ def strategy_space(graph: Graph, cluster: Cluster, microbatches: int = 1, search
 
 
 def warmup(space: StrategySpace, given: dict[str, Candidate] | None = None) -> dict[str, Candidate]:
-    """What a search measures first, by name: the baselines (data parallelism first), the ``given`` layouts, then the space's seed
-    layouts that are not a baseline, taken in turn from each (tensor, pipeline) degree, so that a time budget
-    which stops the seeds early has tried every degree rather than the first few; within a degree, the less
-    recomputation first (no recomputation, then selective, then full): the faster where it fits, and a
+    """What a search measures first, by name: the baselines (data parallelism first), the ``given`` layouts, then
+    the space's seed layouts that are not a baseline, taken in turn from each (tensor, pipeline) degree, so that
+    a time budget which stops the seeds early has tried every degree rather than the first few; within a degree,
+    the less recomputation first (no recomputation, then selective, then full): the faster where it fits, and a
     layout that does not fit costs no timing."""
     out = {**space.baselines(), **(given or {})}
     keys = {c.key for c in out.values()}

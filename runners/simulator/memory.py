@@ -8,7 +8,6 @@ adds the shares up per device here; a strategy whose peak exceeds the device cap
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from autotune.runners.simulator.costs import held

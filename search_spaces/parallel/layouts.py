@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from autotune.errors import UsageError
 from autotune.search_spaces.parallel import strategy as st
 from autotune.search_spaces.parallel.clusters import Cluster
 from autotune.search_spaces.parallel.graph import Graph
@@ -123,8 +124,6 @@ def parse_layout(text: str, layouts: list[Layout], batch: int, modes: tuple[str,
     """The layout a user names in the words of a seed layout's name (LAYOUT_HELP; the words of a search's report
     can be given back), with its recomputation mode (None: the model's own) and ZeRO stage; UsageError saying
     what is wrong, or which layouts of that (t, p) there are, when ``layouts`` holds none such."""
-    from autotune.errors import UsageError
-
     words = text.replace(",", " ").split()
     if words[:1] == ["layout"]:
         words = words[1:]
