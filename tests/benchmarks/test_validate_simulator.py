@@ -45,23 +45,20 @@ def test_held_out_sc21_table1_within_ten_percent_at_the_a100_preset():
     assert vs.spearman([r["published"] for r in rows], [r["simulated"] for r in rows]) >= 0.9
 
 
-def _mape(name: str, devices: dict) -> float:
-    return float(np.mean([abs(r["error_pct"]) for r in vs.evaluate(name, devices, exact=True)]))
-
-
-def _least_among_neighbours(name: str, device: str, steps: dict[str, float]) -> None:
-    """The source's MAPE (unrounded, as calibration minimises it) at the preset's figures is below its MAPE with any
-    one figure moved by its step either way: the preset is where its calibration ends (the full fits, `-m slow`)."""
+def _least_among_neighbours(name: str, device: str, steps: dict[str, float]) -> dict:
+    """Asserts that the source's unrounded MAPE (what calibration minimises) is least at the preset's figures
+    against any one figure moved by its step either way, i.e. where the full fit (`-m slow`) ends; the devices."""
     devices = fresh_devices()
-    dev = devices[device]
+    dev, preset = devices[device], DEVICES[device]
     for attr in steps:
-        setattr(dev, attr, getattr(DEVICES[device], attr))
-    at_preset = _mape(name, devices)
-    for attr, step in steps.items():
-        for moved in (-step, step):
-            setattr(dev, attr, getattr(DEVICES[device], attr) + moved)
-            assert _mape(name, devices) > at_preset, (attr, moved)
-        setattr(dev, attr, getattr(DEVICES[device], attr))
+        setattr(dev, attr, getattr(preset, attr))
+    mape = [float(np.mean([abs(r["error_pct"]) for r in vs.evaluate(name, devices, exact=True)]))]
+    for attr, step in ((a, s * sign) for a, s in steps.items() for sign in (-1, 1)):
+        setattr(dev, attr, getattr(preset, attr) + step)
+        mape.append(float(np.mean([abs(r["error_pct"]) for r in vs.evaluate(name, devices, exact=True)])))
+        setattr(dev, attr, getattr(preset, attr))
+    assert min(mape[1:]) > mape[0], mape
+    return devices
 
 
 def test_the_a100_preset_is_the_least_mape_of_the_default_calibration_source():
@@ -70,27 +67,20 @@ def test_the_a100_preset_is_the_least_mape_of_the_default_calibration_source():
 
 def test_the_deepspeed_preset_is_the_least_mape_on_bloom_single_node_and_moves_no_megatron_lm_figure():
     assert "bloom-single-node" in vs.DEFAULT_CALIBRATION  # the bare --calibrate fits the A100-DeepSpeed on it
-    _least_among_neighbours("bloom-single-node", "A100-DeepSpeed", {"gemm_efficiency": 2e-3, "launch_s": 5e-6})
-    devices = fresh_devices()
-    before = [r["simulated"] for r in vs.evaluate("reduce-recompute", devices)]
-    for attr in ("gemm_efficiency", "launch_s"):
-        setattr(devices["A100-DeepSpeed"], attr, getattr(DEVICES["A100-DeepSpeed"], attr))
+    before = [r["simulated"] for r in vs.evaluate("reduce-recompute", fresh_devices())]
+    devices = _least_among_neighbours("bloom-single-node", "A100-DeepSpeed", {"gemm_efficiency": 2e-3, "launch_s": 5e-6})
     assert [r["simulated"] for r in vs.evaluate("reduce-recompute", devices)] == before
 
 
 @pytest.mark.slow
 def test_the_a100_preset_is_the_default_calibrations_fit():
-    devices = fresh_devices()
-    fitted = vs.calibrate(vs.DEFAULT_CALIBRATION[0], devices)
-    assert list(fitted) == ["gemm_efficiency"]
-    assert abs(fitted["gemm_efficiency"] - DEVICES["A100"].gemm_efficiency) < 2e-3
+    fitted = vs.calibrate(vs.DEFAULT_CALIBRATION[0], fresh_devices())
+    assert list(fitted) == ["gemm_efficiency"] and abs(fitted["gemm_efficiency"] - DEVICES["A100"].gemm_efficiency) < 2e-3
 
 
 @pytest.mark.slow
 def test_the_deepspeed_preset_is_the_calibrations_fit_on_bloom_single_node_which_moves_no_megatron_lm_figure():
-    """One fit (the costliest step of these tests) for both: the A100-DeepSpeed preset is what the bare
-    --calibrate fits on BLOOM's single-node check, and fitting it changes no figure a Megatron-LM source reads."""
-    assert "bloom-single-node" in vs.DEFAULT_CALIBRATION  # the bare --calibrate fits the A100-DeepSpeed on it
+    """The A100-DeepSpeed preset is the fit on BLOOM's single-node check, which moves no Megatron-LM figure."""
     devices = fresh_devices()
     assert devices["A100-DeepSpeed"].gemm_efficiency is None  # calibration, not the preset, sets it here
     assert devices["A100-DeepSpeed"].launch_s == DEVICES["A100"].launch_s != DEVICES["A100-DeepSpeed"].launch_s
