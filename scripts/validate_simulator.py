@@ -142,6 +142,11 @@ def _minimise(f, lo: float, hi: float, tol: float, grid: int) -> float:
     return x if f(x) <= values[k] else float(f"{xs[k]:.4g}")
 
 
+def fitted_mape(name: str, devices: dict) -> float:
+    """The source's MAPE on ``devices`` over unrounded errors: what calibration minimises."""
+    return float(np.mean([abs(r["error_pct"]) for r in evaluate(name, devices, exact=True)]))
+
+
 def calibrate(name: str, devices: dict) -> dict[str, float]:
     """The figures FITTED names for the source's device, with the least MAPE over the source's rows, set on the
     device and returned ({attribute: value}). One figure by golden-section search (the MAPE is unimodal in it:
@@ -155,9 +160,6 @@ def calibrate(name: str, devices: dict) -> dict[str, float]:
         raise UsageError(f"{name} has too few rows to fit the {len(figures)} figures of {dev_name} "
                          f"({', '.join(f[0] for f in figures)}); calibrate that device on another source")
 
-    def mape() -> float:
-        return float(np.mean([abs(r["error_pct"]) for r in evaluate(name, devices, exact=True)]))
-
     def fit(figures) -> float:  # fits ``figures`` on the device, returns the MAPE there
         (attr, lo, hi, tol, grid), rest = figures[0], figures[1:]
         tried: dict[float, tuple[float, dict]] = {}  # value -> (MAPE, the other figures fitted at it)
@@ -165,7 +167,7 @@ def calibrate(name: str, devices: dict) -> dict[str, float]:
         def at(x: float) -> float:
             if x not in tried:
                 setattr(device, attr, x)
-                tried[x] = (fit(rest) if rest else mape(), {a: getattr(device, a) for a, *_ in rest})
+                tried[x] = (fit(rest) if rest else fitted_mape(name, devices), {a: getattr(device, a) for a, *_ in rest})
             return tried[x][0]
         best = _minimise(at, lo, hi, tol, grid)
         found = at(best)  # the search may have fitted the others at it already: not again

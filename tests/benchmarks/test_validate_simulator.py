@@ -46,16 +46,16 @@ def test_held_out_sc21_table1_within_ten_percent_at_the_a100_preset():
 
 
 def _least_among_neighbours(name: str, device: str, steps: dict[str, float]) -> dict:
-    """Asserts that the source's unrounded MAPE (what calibration minimises) is least at the preset's figures
+    """Asserts that the source's unrounded MAPE (``vs.fitted_mape``) is least at the preset's figures
     against any one figure moved by its step either way, i.e. where the full fit (`-m slow`) ends; the devices."""
     devices = fresh_devices()
     dev, preset = devices[device], DEVICES[device]
     for attr in steps:
         setattr(dev, attr, getattr(preset, attr))
-    mape = [float(np.mean([abs(r["error_pct"]) for r in vs.evaluate(name, devices, exact=True)]))]
+    mape = [vs.fitted_mape(name, devices)]
     for attr, step in ((a, s * sign) for a, s in steps.items() for sign in (-1, 1)):
         setattr(dev, attr, getattr(preset, attr) + step)
-        mape.append(float(np.mean([abs(r["error_pct"]) for r in vs.evaluate(name, devices, exact=True)])))
+        mape.append(vs.fitted_mape(name, devices))
         setattr(dev, attr, getattr(preset, attr))
     assert min(mape[1:]) > mape[0], mape
     return devices
