@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import typer.testing as typer_testing
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -19,6 +20,20 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 # default when a child starts, so every subprocess of the suite starts with Python's KeyboardInterrupt.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# typer's CliRunner builds the whole command tree from the app's signatures at each invoke (about 60 ms for
+# autotune's app), and the suite invokes the CLI in-process over a thousand times: each app's tree is built
+# once and reused. A built tree is stateless (click makes a new context for every call), so reuse changes no
+# result. Where typer.testing names its builder otherwise, nothing is patched and the tests only run slower.
+if hasattr(typer_testing, "_get_command"):
+    _built: dict = {}
+
+    def _command_of(app, _build=typer_testing._get_command):
+        if app not in _built:
+            _built[app] = _build(app)
+        return _built[app]
+
+    typer_testing._get_command = _command_of
 
 PG_BASE = os.environ.get("AUTOTUNE_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 from alembic import command
@@ -120,12 +119,12 @@ def test_an_upgrade_stopped_half_way_changes_nothing_and_a_later_upgrade_works(d
     assert snapshot(db_url, before["columns"])["rows"] == before["rows"]
 
 
-UPGRADE_AT = """
-import sys, time
+# each process imports autotune, says so, and upgrades when the test writes a line to all of them at once
+UPGRADE_ON_GO = """
+import sys
 from autotune.db.migrate import upgrade_database
-start = float(sys.argv[2])
-while time.time() < start:
-    pass
+print("ready", flush=True)
+sys.stdin.readline()
 print(upgrade_database(sys.argv[1])[1:])
 """
 
@@ -134,9 +133,13 @@ print(upgrade_database(sys.argv[1])[1:])
 def test_two_processes_upgrading_one_old_database_at_once_both_succeed(db_url, revision):
     old_database(db_url, revision)
     before = snapshot(db_url)
-    start = time.time() + 4  # after both have imported autotune: they start the upgrade within microseconds
-    procs = [subprocess.Popen([sys.executable, "-c", UPGRADE_AT, db_url, str(start)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [subprocess.Popen([sys.executable, "-c", UPGRADE_ON_GO, db_url], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    for p in procs:  # all three have imported autotune: the upgrades start within a millisecond of each other
+        assert p.stdout.readline().strip() == "ready", p.communicate(timeout=180)[1][-800:]
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
     outs = [(p.wait(timeout=180), *p.communicate()) for p in procs]
     assert [rc for rc, _, _ in outs] == [0, 0, 0], [err[-800:] for rc, _, err in outs if rc]
     # one upgraded, the others waited for it and found nothing to do
