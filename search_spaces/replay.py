@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import datetime
 import gzip
+import hashlib
 import json
 import math
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -199,8 +201,18 @@ class KTCache:
     @classmethod
     def load(cls, spec: str | Path) -> KTCache:
         """Read and validate a cache: every record is checked here, so a malformed file is one
-        UsageError naming the entry before any work starts."""
+        UsageError naming the entry before any work starts. A file this process loaded before, byte for byte
+        the same, is not parsed again: the parsed cache is shared, read-only (nothing changes a KTCache once
+        loaded)."""
         path = resolve_cache_path(spec)
+        try:
+            digest = hashlib.blake2b(path.read_bytes(), digest_size=16).digest()
+        except OSError:  # unreadable: reading it again says why
+            return cls._read(str(spec), path)
+        return _loaded(cls, str(spec), str(path), digest)
+
+    @classmethod
+    def _read(cls, spec: str, path: Path) -> KTCache:
         where = f"cache file {str(spec)!r}"
         data = _read_json(path, where)
         if isinstance(data, dict) and isinstance(data.get("results"), list) and "cache" not in data:
@@ -261,6 +273,13 @@ class KTCache:
 
     def config(self, values: tuple) -> dict:
         return dict(zip(self.param_names, values))
+
+
+@lru_cache(maxsize=8)
+def _loaded(cls, spec: str, path: str, digest: bytes) -> KTCache:
+    """KTCache.load's parsed caches, by file and content: the caches a transfer or a benchmark reads again, or
+    the campaigns of one process (a tune-many file, a test suite), parse each once."""
+    return cls._read(spec, Path(path))
 
 
 class ReplaySpace(KnobSpace):

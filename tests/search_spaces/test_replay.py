@@ -59,6 +59,17 @@ def test_device_name_falls_back_to_the_file_name(tmp_path):
     assert runner.device.name == "My_GPU"
 
 
+def test_an_unchanged_cache_is_parsed_once_and_one_rewritten_in_place_is_read_again(tmp_path):
+    path = write_cache(tmp_path / "c.json", device_name="GPU A")
+    first = KTCache.load(path)
+    assert KTCache.load(path) is first
+    size = path.stat().st_size
+    write_cache(path, device_name="GPU B")  # the same size, at once: only the content tells the two apart
+    assert path.stat().st_size == size
+    assert KTCache.load(path).device_name == "GPU B"
+    assert KTCache.load(tmp_path / "c.json").device_name == "GPU B"
+
+
 def test_same_kernel_on_two_gpus_is_one_task(tmp_path):
     a = KTCache.load(write_cache(tmp_path / "a.json", device_name="GPU A"))
     b = KTCache.load(write_cache(tmp_path / "b.json", device_name="GPU B"))
