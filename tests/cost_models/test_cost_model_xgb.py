@@ -74,6 +74,23 @@ def test_metrics():
     assert q == {"spearman": 1.0, "top_k_recall": 1.0, "k": 2, "n": 5}
 
 
+def test_spearman_is_scipys_with_ties_failures_and_degenerate_inputs():
+    stats = pytest.importorskip("scipy.stats", reason="scipy is not installed: nothing to compare with")
+    rng = np.random.default_rng(0)
+    for n in (3, 4, 7, 50, 400):
+        for _ in range(20):
+            costs = rng.choice([0.5, 1.0, 1.5, 2.0, math.inf], n) if n < 50 else rng.lognormal(0, 1, n)
+            costs[rng.random(n) < 0.1] = math.inf  # failures tie for last
+            scores = rng.integers(0, 4, n).astype(float) if rng.random() < 0.5 else rng.normal(size=n)
+            finite = np.where(np.isfinite(costs), costs, 2 * np.max(costs[np.isfinite(costs)], initial=1.0) + 1)
+            if np.ptp(finite) == 0 or np.ptp(scores) == 0:
+                assert math.isnan(spearman(costs, scores))
+            else:
+                assert spearman(costs, scores) == pytest.approx(stats.spearmanr(-finite, scores).statistic, abs=1e-12)
+    assert math.isnan(spearman(np.array([1.0, 2.0, 3.0]), np.array([1.0, math.nan, 2.0])))
+    assert math.isnan(spearman(np.array([1.0, 2.0]), np.array([2.0, 1.0])))
+
+
 def test_ensemble_members_differ_and_round_trip():
     X, y = data()
     model = XGBCostModel(members=3, rounds=10).fit(X, y)
