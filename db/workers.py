@@ -138,15 +138,21 @@ class CampaignWorkers:
                     if limit is not None and len(got) >= limit:
                         break
             if got:
+                # the other campaigns' reservations are read before the stored trials: a worker storing a trial
+                # deletes its reservation in the same transaction, and each statement sees what was committed
+                # before it began (PostgreSQL's read committed), so a point stored between the two reads is
+                # seen as reserved by the first or as stored by the second; read the other way round, it could
+                # be seen as neither, and be measured twice
+                first: set[str] = set()
+                if elsewhere is not None:
+                    first = self._reserved_first_elsewhere(s, campaign_id, tid, did, got)
+                    elsewhere += [c for c in candidates if c.key in first]
                 table, again = TrialRow.__table__, set(again)
                 done = {k for k, status, created in self._rows_for_keys(
-                            s.connection(), [table.c.candidate_key, table.c.status, table.c.created], tid, did, got)
+                            s.connection(), [table.c.candidate_key, table.c.status, table.c.created], tid, did,
+                            got - first)
                         if not (k in again and status != "OK" and again_before is not None
-                                and created < again_before)}
-                if elsewhere is not None:
-                    first = self._reserved_first_elsewhere(s, campaign_id, tid, did, got - done)
-                    elsewhere += [c for c in candidates if c.key in first]
-                    done |= first
+                                and created < again_before)} | first
                 if done:
                     s.execute(pending.delete().where(pending.c.campaign_id == campaign_id, pending.c.worker == worker,
                                                      pending.c.candidate_key.in_(done)))

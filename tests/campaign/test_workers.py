@@ -274,6 +274,39 @@ def test_two_campaigns_of_one_task_and_device_never_measure_a_point_twice(db_url
     assert len(measured) == len(set(measured)) == 80, (len(measured), twice)  # no point measured by both
 
 
+def test_a_point_another_campaign_stores_while_this_one_reserves_it_is_not_reserved(postgres_url, replay, monkeypatch):
+    """Campaign b stores a point it reserved between the two reads of campaign a's reservation of it (the other
+    campaigns' reservations, and the stored trials): a does not get the point, whichever read comes first.
+    PostgreSQL only: on SQLite a's reservation holds the file's write lock from its first insert on, so nothing
+    is stored meanwhile."""
+    space, runner = replay
+    db_a, db_b = open_database(postgres_url), open_database(postgres_url)
+    a_id, tid, did = _open(db_a, space, runner, "a")
+    b_id, _, _ = _open(db_b, space, runner, "b")
+    point = _cands(space, 1)
+    db_a.heartbeat(a_id, "host:a")
+    db_b.heartbeat(b_id, "host:b")
+    assert db_b.reserve(b_id, "host:b", point, elsewhere=[]) == point
+    measured = runner.measure(space.task, point)
+    reads = []
+
+    def then_b_stores(name, read):
+        def wrapped(*args, **kwargs):
+            out = read(*args, **kwargs)
+            reads.append(name)
+            if len(reads) == 1:  # after a's first read, before its second
+                db_b.record_batch(tid, did, b_id, measured, worker="host:b")
+            return out
+        return wrapped
+
+    monkeypatch.setattr(db_a, "_rows_for_keys", then_b_stores("stored", db_a._rows_for_keys))
+    monkeypatch.setattr(db_a, "_reserved_first_elsewhere", then_b_stores("reserved", db_a._reserved_first_elsewhere))
+    later = []
+    assert db_a.reserve(a_id, "host:a", point, elsewhere=later) == []
+    assert sorted(reads) == ["reserved", "stored"] and db_a.pending_keys(a_id) == {}
+    assert [c.key for c in later] == [point[0].key]  # b had it reserved when a looked: a looks its trial up later
+
+
 def test_a_running_campaign_whose_workers_are_gone_shows_as_stopped(db_url, replay, monkeypatch):
     """SIGKILL leaves a campaign stored as running: with no worker heard of within the grace it is shown
     as stopped (rerunning it resumes it); a live worker's heartbeat shows it as running."""
