@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import create_engine, inspect, text
 
-from autotune.db.migrate import create_schema, current_revision, head_revision, upgrade
+from autotune.db.migrate import HEAD, create_schema, current_revision, head_revision, upgrade
 from autotune.db.models import Base
 
 
@@ -45,3 +45,18 @@ def test_a_new_database_has_the_schema_the_migrations_build(db_url):
         assert schema(engine) == migrated
     finally:
         engine.dispose()
+
+
+def test_the_head_a_database_is_opened_at_without_alembic_is_alembics(tmp_path):
+    """A database at migrate.HEAD is opened without importing alembic: HEAD is the newest migration."""
+    import subprocess
+    import sys
+
+    assert HEAD == head_revision()
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    code = ("import sys; from autotune.db import open_database; open_database(sys.argv[1]).close(); "
+            "print('alembic' in sys.modules)")
+    runs = [subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=120)
+            for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr[-800:] for r in runs]
+    assert [r.stdout.strip() for r in runs] == ["True", "False"]  # to create the database, then not
