@@ -204,11 +204,10 @@ def create_schema(engine, url: str) -> None:
     from autotune.db.models import Base
 
     with schema_lock(engine) as conn:
-        context = MigrationContext.configure(conn)
-        if context.get_current_revision() is None:
+        if _revision(conn) is None:
             _refuse_foreign(conn, url)
             Base.metadata.create_all(conn)
-            context.stamp(scripts(), "head")
+            MigrationContext.configure(conn).stamp(scripts(), "head")
 
 
 def check_schema(engine, url: str, create: bool = True) -> None:

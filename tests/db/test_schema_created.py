@@ -47,7 +47,7 @@ def test_a_new_database_has_the_schema_the_migrations_build(db_url):
         engine.dispose()
 
 
-def test_the_head_a_database_is_opened_at_without_alembic_is_alembics(tmp_path):
+def test_a_database_at_head_opens_without_importing_alembic_and_head_is_alembics(tmp_path):
     """A database at migrate.HEAD is opened without importing alembic: HEAD is the newest migration."""
     import subprocess
     import sys
