@@ -205,16 +205,14 @@ class KTCache:
         the same, is not parsed again: the parsed cache is shared, read-only (nothing changes a KTCache once
         loaded)."""
         path = resolve_cache_path(spec)
-        digest = hashlib.blake2b(digest_size=16)
         try:
             if path.stat().st_size > MAX_CACHE_MB << 20:  # refused by _read_json, unread
                 return cls._read(str(spec), path)
             with open(path, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(block)
+                digest = hashlib.file_digest(f, "blake2b").digest()
         except OSError:  # unreadable: reading it again says why
             return cls._read(str(spec), path)
-        return _loaded(cls, str(spec), str(path), digest.digest())
+        return _loaded(cls, str(spec), str(path), digest)
 
     @classmethod
     def _read(cls, spec: str, path: Path) -> KTCache:

@@ -3,6 +3,7 @@ a guard that fails a test that writes into the working directory or the reposito
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import signal
@@ -26,14 +27,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # once and reused. A built tree is stateless (click makes a new context for every call), so reuse changes no
 # result. Where typer.testing names its builder otherwise, nothing is patched and the tests only run slower.
 if hasattr(typer_testing, "_get_command"):
-    _built: dict = {}
-
-    def _command_of(app, _build=typer_testing._get_command):
-        if app not in _built:
-            _built[app] = _build(app)
-        return _built[app]
-
-    typer_testing._get_command = _command_of
+    typer_testing._get_command = functools.cache(typer_testing._get_command)
 
 PG_BASE = os.environ.get("AUTOTUNE_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
