@@ -100,8 +100,9 @@ on one of these sources and never on a Megatron-LM one: they move no figure of t
 - ``bloom-memory``: every table of the same section ("Rebalancing layers", 2022-02-28, the run's software) on the
   48 nodes: 20 layouts of six model shapes (hidden 12288-14336, 70-106 layers, 64-128 heads; t, p, d,
   micro-batch), 17 with their "Mem" (the first or last node's peak, nvidia-smi's, 40-79 GB: they fit) and 3 that
-  ran out of memory ("OOM"); fits (1) or not (0) compared, the simulated peak beside the published one. Its
-  error depends on no calibrated figure, so it is reported and never chooses one (``REPORT_ONLY``).
+  ran out of memory ("OOM"); fits (1) or not (0) compared, the simulated peak beside the published one (GiB, as
+  ``bloom-single-node-memory``). Its error depends on no calibrated time figure, so it is reported and never
+  chooses one (``REPORT_ONLY``); the allocator slack is fitted on the single-node check, not on it.
 - ``bloom-bf16-optimizer``: what the BF16 optimizer cost, from the same notes: the 195B shape (hidden 12288, 106
   layers, the embeddings as pipeline blocks) at t4 p12 d8, micro-batches of 2, global batch 2048, 64 and 96
   heads, timed the day before with gradients accumulated in fp16 (2022-02-27, "Re-do": 110.96 and 112.69 s per
@@ -115,6 +116,14 @@ on one of these sources and never on a Megatron-LM one: they move no figure of t
   6 layers with micro-batches of 2 twice (130.43 and 119.19 s per iteration, the same settings) and 10 layers
   with micro-batches of 1 (205.52 s); 64 heads ("all NHEADS=64 (above too)", the next section of the notes).
   No pipeline and no network: the per-GPU speed of the stack on its own. Seconds per iteration compared.
+- ``bloom-single-node-memory``: the same table's "Mem" column: 54, 54 and 80 GB per GPU, nvidia-smi's (the last
+  the whole card: it ran at the limit). GiB are compared (nvidia-smi's MiB over 1024: the whole 81,920 MiB card
+  reads 80). What a process holds beyond its tensors is fitted on it (the A100-DeepSpeed's allocator slack, its
+  CUDA context the notes' own 1,573 MiB, ``A100_CONTEXT_MIB``), so its rows are in-sample; the other memory
+  sources are held out.
+- ``bloom-memory-fp16``: the 2022-02-25 layouts of ``bloom-layouts-fp16`` (the fp16 software), which ran (fits, 1;
+  17 with their "Mem", 38-76 GB, beside), and the three that ran out of memory (t8 p1 d48, t2 p6 d32 with
+  micro-batches of 1 and 2; 0): fits or not compared, as ``bloom-memory`` (``REPORT_ONLY``).
 - ``bloom-layouts-fp16``: the same notes' 181B shape (hidden 14336, 72 layers, 64 heads) on the 48 nodes in
   every (t, p, d) layout, micro-batch and global batch the team timed on 2022-02-25 ("GBS Variations", "some
   more configs with lower PP", "Tweaking TP"; that day's PCI-Express/NUMA fix applies to all): t 2-8, p 2-24,
@@ -259,6 +268,13 @@ BLOOM_LAYOUTS_FP16 = [
 BLOOM_SINGLE_NODE = [(6, 2, 130.43), (6, 2, 119.19), (10, 1, 205.52)]
 BLOOM_SINGLE_NODE_TFLOPS = [143.48, 157.02, 142.59]  # the notes' TFLOPs column for the same rows
 BLOOM_SINGLE_NODE_BATCH, BLOOM_SINGLE_NODE_HEADS = 512, 64
+BLOOM_SINGLE_NODE_MEM = [54, 54, 80]  # the same rows' "Mem" (GB as the notes write nvidia-smi's MiB / 1024)
+# "40GB A100 takes 1573MiB for cuda kernels (probably about the same for 80GB?)": the same notes, "Possible topologies"
+A100_CONTEXT_MIB = 1573
+# the "Mem" of BLOOM_LAYOUTS_FP16's rows, in order (None: not noted), and the layouts of that day that ran out of
+# memory: (d, t, p, sequences per micro-batch, global batch)
+BLOOM_LAYOUTS_FP16_MEM = [56, 55, 66, None, 49, None, None, 52, 53, 59, 65, 76, 60, 44, 38, 75, 57, 63, 44, 53, None]
+BLOOM_LAYOUTS_FP16_OOM = [(48, 8, 1, 1, 2016), (32, 2, 6, 2, 2048), (32, 2, 6, 1, 2048)]
 SEQ, VOCAB = 2048, 51200
 # MPT (llm-foundry's benchmark table, A100 80GB, 1600 Gbps RoCE): size -> (layers, hidden, heads); vocabulary
 MPT_SHAPES = {"125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 12), "1b": (24, 2048, 16),

@@ -35,6 +35,11 @@ from autotune.search_spaces.parallel.clusters import DEVICES, Cluster, DeviceSpe
 from autotune.search_spaces.parallel.models import optimizer_layout
 
 
+def _gib(result) -> float:
+    """A simulated run's peak memory per GPU, GiB to 0.1."""
+    return round(result.peak_memory / 2**30, 1)
+
+
 def _sc21(devices):
     def row(size, heads, hidden, layers, t, p, gpus, batch, _, per_micro, virtual, overlap):
         s, r, micro = iteration(f"{size}b", heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, tables.SEQ,
@@ -66,7 +71,7 @@ def _reduce_recompute_run(devices, row, recompute, sequence):
 def _reduce_recompute(devices, selective_sp: bool = False):
     def row(r):
         s, res, micro = _reduce_recompute_run(devices, r, "selective" if selective_sp else "full", selective_sp)
-        return s, {"microbatches": micro, "fits": res.fits, "peak_memory_gib": round(res.peak_memory / 2**30, 1)}
+        return s, {"microbatches": micro, "fits": res.fits, "peak_memory_gib": _gib(res)}
     published = tables.REDUCE_RECOMPUTE_SP if selective_sp else [r[8] for r in tables.REDUCE_RECOMPUTE]
     return [(f"{r[0]} t{r[4]} p{r[5]} {r[6]} GPUs", pub, lambda r=r: row(r))
             for r, pub in zip(tables.REDUCE_RECOMPUTE, published)]
@@ -75,7 +80,7 @@ def _reduce_recompute(devices, selective_sp: bool = False):
 def _reduce_recompute_memory(devices):
     def row(r, recompute, sequence):
         _, res, _ = _reduce_recompute_run(devices, r, recompute, sequence)
-        return float(res.fits), {"peak_memory_gib": round(res.peak_memory / 2**30, 1)}
+        return float(res.fits), {"peak_memory_gib": _gib(res)}
     return [(f"{r[0]} {mode}{' +sp' if sp else ''}", fits, lambda r=r, mode=mode, sp=sp: row(r, mode, sp))
             for r in tables.REDUCE_RECOMPUTE for mode, sp, fits in tables.REDUCE_RECOMPUTE_MEMORY]
 
@@ -174,7 +179,7 @@ def _bloom(rows):
         def row(t, p, per_micro, heads):
             s, r, micro = _bloom_run(devices, "176b", hidden, layers, heads, t, p, per_micro)
             return megatron_flops(batch, layers, hidden, vocab=vocab) / s / gpus / 1e12, {
-                "microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
+                "microbatches": micro, "fits": r.fits, "peak_memory_gib": _gib(r)}
         return [(f"t{t} p{p} d{gpus // (t * p)} mb{m} {a} heads", pub, lambda t=t, p=p, m=m, a=a: row(t, p, m, a))
                 for t, p, m, a, pub in rows]
     return rows_of
@@ -182,12 +187,24 @@ def _bloom(rows):
 
 def _bloom_memory(devices):
     """BLOOM's layouts of 2022-02-28 (:func:`_bloom_run`): fits in 80 GB (1) or not (0), the simulated and the
-    published peak (GB) beside."""
+    published peak (GiB) beside."""
     def row(hidden, layers, heads, t, p, per_micro, published):
         _, r, _ = _bloom_run(devices, f"bloom-{layers}l", hidden, layers, heads, t, p, per_micro)
-        return float(r.fits), {"peak_memory_gb": round(r.peak_memory / 1e9, 1), "published_gb": published}
+        return float(r.fits), {"peak_memory_gib": _gib(r), "published_gib": published}
     return [(f"h{r[0]} L{r[1]} a{r[2]} t{r[3]} p{r[4]} mb{r[5]}", int(r[6] is not None), lambda r=r: row(*r))
             for r in tables.BLOOM_MEMORY]
+
+
+def _bloom_memory_fp16(devices):
+    """BLOOM's 181B shape on 2022-02-25 (:func:`_bloom_layouts_fp16`'s software): the layouts that ran (1) and
+    those that ran out of memory (0), the simulated and the published peak (GiB) beside."""
+    def row(d, t, p, per_micro, batch, published):
+        _, r, _ = _bloom_run(devices, "181b", 14336, 72, 64, t, p, per_micro, batch, bf16_optimizer=False,
+                             embedding_blocks=False)
+        return float(r.fits), {"peak_memory_gib": _gib(r), "published_gib": published}
+    ran = [(*r[:5], mem) for r, mem in zip(tables.BLOOM_LAYOUTS_FP16, tables.BLOOM_LAYOUTS_FP16_MEM)]
+    return [(f"t{r[1]} p{r[2]} d{r[0]} mb{r[3]} batch {r[4]}", fits, lambda r=r: row(*r))
+            for rows, fits in ((ran, 1), ([(*r, None) for r in tables.BLOOM_LAYOUTS_FP16_OOM], 0)) for r in rows]
 
 
 def _bloom_bf16_optimizer(devices):
@@ -206,22 +223,25 @@ def _bloom_layouts_fp16(devices):
     def row(d, t, p, per_micro, batch):
         s, r, micro = _bloom_run(devices, "181b", 14336, 72, 64, t, p, per_micro, batch, bf16_optimizer=False,
                                  embedding_blocks=False)
-        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
+        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": _gib(r)}
     return [(f"t{t} p{p} d{d} mb{m} batch {b}", pub, lambda r=(d, t, p, m, b): row(*r))
             for d, t, p, m, b, pub in tables.BLOOM_LAYOUTS_FP16]
 
 
-def _bloom_single_node(devices):
-    """BLOOM's width on one Jean Zay node, t = 8, no pipeline, no data parallelism: seconds per iteration."""
+def _bloom_single_node(devices, memory=False):
+    """BLOOM's width on one Jean Zay node, t = 8, no pipeline, no data parallelism: seconds per iteration, or with
+    ``memory`` the peak GiB per GPU."""
     _, hidden, vocab, _, _ = tables.BLOOM
     batch, heads = tables.BLOOM_SINGLE_NODE_BATCH, tables.BLOOM_SINGLE_NODE_HEADS
 
     def row(layers, per_micro):
         s, r, micro = iteration(f"bloom-{layers}l", heads, hidden, layers, 8, 1, jean_zay(8, deepspeed(devices)), batch,
                                 tables.SEQ, per_micro, vocab=vocab)
-        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1)}
+        return (r.peak_memory / 2**30 if memory else s), {"microbatches": micro, "fits": r.fits,
+                                                           "peak_memory_gib": _gib(r)}
+    published = tables.BLOOM_SINGLE_NODE_MEM if memory else [pub for *_, pub in tables.BLOOM_SINGLE_NODE]
     return [(f"{layers} layers t8 mb{m}, row {k + 1}", pub, lambda layers=layers, m=m: row(layers, m))
-            for k, (layers, m, pub) in enumerate(tables.BLOOM_SINGLE_NODE)]
+            for k, ((layers, m, _), pub) in enumerate(zip(tables.BLOOM_SINGLE_NODE, published))]
 
 
 # GPT-NeoX-20B (Black et al. 2022, "GPT-NeoX-20B: An Open-Source Autoregressive Language Model", arXiv:2204.06745,
@@ -298,7 +318,7 @@ def _gpt_neox(devices):
         s, r, micro = iteration("neox-20b", heads, hidden, layers, NEOX_T, NEOX_P,
                                 neox_cluster(a100_40gb(deepspeed(devices))), NEOX_BATCH, tables.SEQ, NEOX_MICRO,
                                 vocab=NEOX_VOCAB, zero=1)
-        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1),
+        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": _gib(r),
                    "tflops_per_gpu": round(neox_flops() / s / NEOX_GPUS / 1e12, 1)}
     published = round(neox_flops() / (NEOX_TFLOPS * 1e12 * NEOX_GPUS), 2)
     return [(f"20B t{NEOX_T} p{NEOX_P} d{d} mb{NEOX_MICRO} {NEOX_GPUS} GPUs", published, row)]
@@ -316,7 +336,7 @@ def _mpt_fsdp(devices):
                             zero=3, dropout=False, zero_prefetch=True)
         flops = (6 * params + 12 * layers * hidden * seq) * tokens  # the benchmark's count: 6 N + 12 l h s per token
         return 100 * flops / s / gpus / cluster.peak(2), {
-            "fits": r.fits, "peak_memory_gib": round(r.peak_memory / 2**30, 1), "iteration_s": round(s, 3)}
+            "fits": r.fits, "peak_memory_gib": _gib(r), "iteration_s": round(s, 3)}
     return [(f"{r[0]} s{r[1]} {r[2]} GPUs mb{r[4]} x{r[5]}{' ckpt' if r[6] else ''}", r[3],
              lambda r=r: row(r[0], r[1], r[2], r[4], r[5], r[6], r[7])) for r in tables.MPT_FSDP_A100]
 
@@ -367,6 +387,10 @@ SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device,
                      "s per iteration", _gpt_neox),
     "bloom-memory": ("BigScience BLOOM, 20 layouts of six shapes on 384 A100s: which fit in 80 GB", "A100-DeepSpeed",
                      "fits (1) or not (0)", _bloom_memory),
+    "bloom-memory-fp16": ("BigScience BLOOM's 181B shape, 24 layouts on 384 A100s (fp16): which fit in 80 GB",
+                          "A100-DeepSpeed", "fits (1) or not (0)", _bloom_memory_fp16),
+    "bloom-single-node-memory": ("BigScience BLOOM's width on one node of 8 A100s: peak memory (nvidia-smi's)",
+                                 "A100-DeepSpeed", "GiB per GPU", lambda devices: _bloom_single_node(devices, True)),
     "bloom-bf16-optimizer": ("BigScience BLOOM, 195B on 384 A100s with its BF16 optimizer and without",
                              "A100-DeepSpeed", "iteration with / without", _bloom_bf16_optimizer),
     "bloom-layouts-fp16": ("BigScience BLOOM's 181B shape in 21 layouts on 384 A100s, before its BF16 optimizer",

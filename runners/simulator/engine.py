@@ -15,7 +15,8 @@ network port) it uses. Delta simulation: task costs are cached per (op, config) 
 (edge, configs), so a proposal that changes one op recomputes only that op's tasks
 and its edges; the schedule pass is then rerun on the cached costs.
 Memory per device (``memory.py``): weights with gradient and optimizer state, plus stashed
-activations; exceeding the device capacity makes the strategy invalid. Memory is arithmetic on each op's
+activations, with the device's allocator slack and context on top (``DeviceSpec``); exceeding the device
+capacity makes the strategy invalid. Memory is arithmetic on each op's
 share alone (no task cost), so a search's check of a strategy that does not fit sets no task cost.
 """
 
@@ -311,12 +312,14 @@ class Simulator:
 
     # -- run -----------------------------------------------------------------------
     def memory(self, strategy: Strategy) -> np.ndarray:
-        """Bytes per device of ``strategy`` (:func:`.memory.device_memory`), from each op's share alone: no task
-        cost needs to be set."""
+        """Bytes per device of ``strategy`` as nvidia-smi counts them: the tensors (:func:`.memory.device_memory`,
+        from each op's share alone: no task cost needs to be set), the allocator's slack on them and the context."""
         shares = [self._op_share(i, cfg) for i, cfg in enumerate(strategy)]
-        return memory_model.device_memory(self.g, strategy, [mem for mem, _ in shares],
-                                          [self._kept(i, strategy, reduced) for i, (_, reduced) in enumerate(shares)],
-                                          self.D, self.microbatches, self.zero_prefetch)
+        tensors = memory_model.device_memory(self.g, strategy, [mem for mem, _ in shares],
+                                             [self._kept(i, strategy, reduced) for i, (_, reduced) in enumerate(shares)],
+                                             self.D, self.microbatches, self.zero_prefetch)
+        dev = self.c.device
+        return tensors * (1.0 + dev.allocator_slack) + dev.context_bytes
 
     def virtual_stages(self, strategy: Strategy) -> int:
         """Pipeline chunks per device block (:func:`~autotune.runners.simulator.memory.virtual_stages`)."""

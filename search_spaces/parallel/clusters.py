@@ -34,6 +34,11 @@ class DeviceSpec:
     # the hardware this device is a software stack's figures for (A100 for A100-DeepSpeed); empty: the device is
     # its own hardware. NCCL's figures and measured op and collective times are the hardware's.
     hardware: str = ""
+    # what a process holds beyond the model's tensors, as nvidia-smi counts it: a fixed part (the CUDA context and
+    # kernels) and the caching allocator's share on top of the tensors' peak (blocks cached, rounded and split); 0
+    # where no published peak calibrated them (the tensors alone)
+    context_bytes: float = 0.0
+    allocator_slack: float = 0.0
 
     @property
     def hardware_name(self) -> str:
@@ -132,7 +137,9 @@ class Cluster:
                 _quantity(dev.get("launch_s", 5e-6), "device.launch_s", zero=True),
                 _count(dev.get("sm_count", 0), "device.sm_count", zero=True),
                 _quantity(dev.get("gemm_k_half", 0.0), "device.gemm_k_half", zero=True),
-                _name(dev["hardware"], "device.hardware") if dev.get("hardware", "") != "" else "")
+                _name(dev["hardware"], "device.hardware") if dev.get("hardware", "") != "" else "",
+                _quantity(dev.get("context_bytes", 0.0), "device.context_bytes", zero=True),
+                _quantity(dev.get("allocator_slack", 0.0), "device.allocator_slack", zero=True, most=1.0))
         else:
             raise UsageError("the cluster's device must be a known device name or a mapping of its fields")
         nodes, per_node = _count(d["nodes"], "nodes"), _count(d["per_node"], "per_node")
@@ -202,6 +209,7 @@ UNITS = {
     "device.flops_fp16": ("FLOP/s", 1e9, 1e18, "312e12 for 312 TFLOP/s"),
     "intra_latency": ("seconds", 0.0, 1.0, "3e-6 for 3 us"), "inter_latency": ("seconds", 0.0, 1.0, "5e-6 for 5 us"),
     "device.launch_s": ("seconds", 0.0, 1.0, "5e-6 for 5 us"),
+    "device.context_bytes": ("bytes", 1e6, 1e13, "1.65e9 for 1.65 GB"),
 }
 
 
@@ -245,8 +253,11 @@ DEVICES["H100"] = DeviceSpec("H100", 67e12, 989e12, 80 * 2**30, 3350 * G, DEVICE
 # per kernel that its GPU does not hide (BLOOM launched every kernel synchronously), which larger micro-batches
 # amortise. At the A100's own figures, fitted on Megatron-LM's runs (0.8192 then), those published sources
 # simulated 17-28% fast.
+# Its memory as nvidia-smi shows it: the CUDA context BLOOM's notes measured on the A100 (1,573 MiB) and the
+# allocator slack on the tensors' peak that scripts/validate_simulator.py fits on the same check's peaks
+# (fit_allocator_slack); held out, the BLOOM layouts' fits in 80 GB (docs/benchmarks.md).
 DEVICES["A100-DeepSpeed"] = replace(DEVICES["A100"], name="A100-DeepSpeed", gemm_efficiency=0.6399, launch_s=5.795e-05,
-                                    hardware="A100")
+                                    hardware="A100", context_bytes=1573 * 2**20, allocator_slack=0.1662)
 
 
 # name pattern -> (device, devices per node, intra bw, intra latency, inter bw per node, inter latency, fixed nodes,

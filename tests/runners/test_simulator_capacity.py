@@ -57,3 +57,21 @@ def test_what_does_not_fit_is_refused_from_the_ops_shares_alone_with_the_memory_
         assert np.array_equal(r.memory, full.memory), (t, p, sequence)
         roomy = replace(cl, device=replace(cl.device, memory_bytes=full.peak_memory))
         assert Simulator(g, roomy, 4, zero=zero).simulate(s, time_if_full=False).iteration_s == full.iteration_s
+
+
+def test_a_devices_context_and_allocator_slack_are_counted_on_every_device_and_decide_what_fits():
+    """What a process holds beyond its tensors: the tensors' peak times one plus the allocator's slack, plus the
+    context, on every device; a strategy whose tensors fit but whose total does not is refused."""
+    from dataclasses import replace
+
+    g = chain(2, b=8, f=1024, width=1024)
+    bare = cluster(per_node=2)
+    dp = data_parallel(g, bare)
+    tensors = Simulator(g, bare).simulate(dp).memory
+    stack = replace(bare, device=replace(bare.device, context_bytes=3e6, allocator_slack=0.25))
+    held = Simulator(g, stack).simulate(dp)
+    assert np.allclose(held.memory, tensors * 1.25 + 3e6) and tensors.max() > 0
+    tight = replace(stack, device=replace(stack.device, memory_bytes=tensors.max() * 1.1))
+    runner = SimulatorRunner(g, tight)
+    r = runner.measure(runner.space.task, [runner.space.wrap(dp)])[0]
+    assert r.status is Status.INVALID and r.meta["peak_memory_bytes"] == pytest.approx(tensors.max() * 1.25 + 3e6)

@@ -11,6 +11,8 @@ from autotune.search_spaces.parallel.clusters import BUS_EFFICIENCY, DEVICES, ge
 
 # scripts/validate_simulator.py --calibrate bloom-single-node
 DEEPSPEED_GEMM_EFFICIENCY, DEEPSPEED_LAUNCH_S = 0.6399, 5.795e-05
+# BLOOM's notes' CUDA context on the A100; validate_simulator.fit_allocator_slack
+DEEPSPEED_CONTEXT, DEEPSPEED_SLACK = 1573 * 2**20, 0.1662
 
 
 def test_the_preset_is_the_dgx_a100_with_the_deepspeed_gemm_efficiency():
@@ -23,8 +25,10 @@ def test_the_preset_is_the_dgx_a100_with_the_deepspeed_gemm_efficiency():
         assert ds.device.launch_s == DEEPSPEED_LAUNCH_S != DEVICES["A100"].launch_s  # the stack's, not the GPU's
         # the A100's hardware figures: peaks, memory, bandwidth, multiprocessors
         assert dataclasses.replace(ds.device, name="A100", gemm_efficiency=DEVICES["A100"].gemm_efficiency,
-                                   launch_s=DEVICES["A100"].launch_s,
+                                   launch_s=DEVICES["A100"].launch_s, context_bytes=0.0, allocator_slack=0.0,
                                    hardware="") == DEVICES["A100"]
+        # what the stack's processes hold beyond their tensors: BLOOM's notes' CUDA context and the fitted slack
+        assert (ds.device.context_bytes, ds.device.allocator_slack) == (DEEPSPEED_CONTEXT, DEEPSPEED_SLACK)
         assert ds.device.flops_fp16 == 312e12 and ds.device.memory_bytes == 80 * 2**30 and ds.device.sm_count == 108
         assert ds.device.hardware_name == "A100" and DEVICES["A100"].hardware_name == "A100"
         # the same nodes and network: links, latencies and NCCL's figures
@@ -101,6 +105,20 @@ def test_a_cluster_files_device_hardware_must_be_a_name(tmp_path):
         spec["device"] = dict(spec["device"], hardware=bad)
         (tmp_path / "bad.json").write_text(json.dumps(spec))
         with pytest.raises(UsageError, match="device.hardware"):
+            get_cluster(str(tmp_path / "bad.json"))
+
+
+def test_a_cluster_files_device_may_give_its_context_and_allocator_slack_in_bytes_and_as_a_share(tmp_path):
+    spec = get_cluster("dgx-a100-x1").to_json()
+    spec["device"] = dict(spec["device"], context_bytes=2e9, allocator_slack=0.2)
+    (tmp_path / "c.json").write_text(json.dumps(spec))
+    dev = get_cluster(str(tmp_path / "c.json")).device
+    assert (dev.context_bytes, dev.allocator_slack) == (2e9, 0.2)
+    for field, bad, says in (("context_bytes", 1.5, "give it in bytes"), ("context_bytes", -1, "non-negative"),
+                             ("allocator_slack", 1.5, "at most 1"), ("allocator_slack", "some", "allocator_slack")):
+        spec["device"] = dict(get_cluster("dgx-a100-x1").to_json()["device"], **{field: bad})
+        (tmp_path / "bad.json").write_text(json.dumps(spec))
+        with pytest.raises(UsageError, match=says):
             get_cluster(str(tmp_path / "bad.json"))
 
 
