@@ -25,8 +25,9 @@ def cluster_device(cluster: Cluster, whole_grad_bytes: float = 0.0) -> Device:
     """The simulated cluster as the device its trials are logged on. Its properties (and so its key) hold the
     figures a user or a calibration changes on a preset: the device, its hardware and GEMM efficiency, the links,
     NCCL's figures and how many times were measured; a cluster that is not a preset as it stands (a cluster file,
-    a preset with measured times) also holds a digest of all its figures, measured times included; and the
-    optimizer state that ZeRO stage 1 keeps whole (``whole_grad_bytes``, when not 0). Two clusters or optimizers
+    a preset with measured times) also holds a digest of all its figures, measured times included; the
+    optimizer state that ZeRO stage 1 keeps whole (``whole_grad_bytes``, when not 0); and what a process holds
+    beyond its tensors (the device's context and allocator slack, when not 0). Two clusters or optimizers
     that differ in any of them log their trials apart, so a trial of one is never looked up for the other."""
     d = cluster.device
     props = {"cluster": cluster.name, "nodes": cluster.nodes, "per_node": cluster.per_node, "device": d.name,
@@ -42,6 +43,8 @@ def cluster_device(cluster: Cluster, whole_grad_bytes: float = 0.0) -> Device:
         props["figures"] = text_key(repr(cluster))  # every field, infinite ones too (a Python caller's)
     if whole_grad_bytes:
         props["whole_grad_bytes"] = float(whole_grad_bytes)
+    if d.context_bytes or d.allocator_slack:  # what fits depends on them (a device without them keeps its key)
+        props.update(context_bytes=float(d.context_bytes), allocator_slack=float(d.allocator_slack))
     return Device(f"{cluster.name} ({cluster.devices} x {d.name})", "simulated", props)
 
 

@@ -130,3 +130,8 @@ def test_clusters_that_differ_in_hardware_or_nccl_figures_log_their_trials_on_di
     slower = dataclasses.replace(get_cluster("dgx-a100-x1"), bus_efficiency=0.5)
     assert cluster_device(slower).properties["bus_efficiency"] == 0.5 and cluster_device(slower).key != a100.key
     assert cluster_device(get_cluster("dgx-a100-x1")).key == a100.key  # the same cluster, the same device
+    # what fits depends on the context and the allocator's slack: the stack's preset without them is another device
+    assert (ds.properties["context_bytes"], ds.properties["allocator_slack"]) == (DEEPSPEED_CONTEXT, DEEPSPEED_SLACK)
+    bare = get_cluster("dgx-a100-deepspeed-x1")
+    bare.device = dataclasses.replace(bare.device, context_bytes=0.0, allocator_slack=0.0)
+    assert cluster_device(bare).key != ds.key and "allocator_slack" not in a100.properties
