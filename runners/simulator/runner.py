@@ -15,7 +15,7 @@ import time
 from autotune.errors import UsageError
 from autotune.runners.base import Runner
 from autotune.runners.simulator.engine import Simulator
-from autotune.search_spaces.parallel.clusters import Cluster, preset
+from autotune.search_spaces.parallel.clusters import Cluster, DeviceSpec, preset
 from autotune.search_spaces.parallel.graph import Graph
 from autotune.search_spaces.parallel.space import StrategySpace
 from autotune.types import Candidate, Device, Measurement, Status, Task, text_key
@@ -27,7 +27,8 @@ def cluster_device(cluster: Cluster, whole_grad_bytes: float = 0.0) -> Device:
     NCCL's figures and how many times were measured; a cluster that is not a preset as it stands (a cluster file,
     a preset with measured times) also holds a digest of all its figures, measured times included; the
     optimizer state that ZeRO stage 1 keeps whole (``whole_grad_bytes``, when not 0); and what a process holds
-    beyond its tensors (the device's context and allocator slack, when not 0). Two clusters or optimizers
+    beyond its tensors (the device's context and allocator slack, when not 0) and its cost per kernel (when not
+    the default). Two clusters or optimizers
     that differ in any of them log their trials apart, so a trial of one is never looked up for the other."""
     d = cluster.device
     props = {"cluster": cluster.name, "nodes": cluster.nodes, "per_node": cluster.per_node, "device": d.name,
@@ -45,6 +46,8 @@ def cluster_device(cluster: Cluster, whole_grad_bytes: float = 0.0) -> Device:
         props["whole_grad_bytes"] = float(whole_grad_bytes)
     if d.context_bytes or d.allocator_slack:  # what fits depends on them (a device without them keeps its key)
         props.update(context_bytes=float(d.context_bytes), allocator_slack=float(d.allocator_slack))
+    if d.launch_s != DeviceSpec.launch_s:  # a stack's calibrated cost per kernel (the default keeps the key)
+        props["launch_s"] = float(d.launch_s)
     return Device(f"{cluster.name} ({cluster.devices} x {d.name})", "simulated", props)
 
 

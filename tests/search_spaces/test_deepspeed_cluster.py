@@ -135,3 +135,8 @@ def test_clusters_that_differ_in_hardware_or_nccl_figures_log_their_trials_on_di
     bare = get_cluster("dgx-a100-deepspeed-x1")
     bare.device = dataclasses.replace(bare.device, context_bytes=0.0, allocator_slack=0.0)
     assert cluster_device(bare).key != ds.key and "allocator_slack" not in a100.properties
+    # and on its cost per kernel: a stack's calibrated one is part of the key, the default is not
+    assert ds.properties["launch_s"] == DEEPSPEED_LAUNCH_S and "launch_s" not in a100.properties
+    quicker = get_cluster("dgx-a100-deepspeed-x1")
+    quicker.device = dataclasses.replace(quicker.device, launch_s=1e-5)
+    assert cluster_device(quicker).key != ds.key
