@@ -268,14 +268,18 @@ def _probe(target: str, backend: str) -> dict:
         from autotune.runners.cuda import probe_cuda_device
 
         return probe_cuda_device(0, backend)
+    from autotune.runners.c import check_compiler, compiler_command
     from autotune.search_spaces.kernels.base import cpu_props
 
+    check_compiler(compiler_command())  # where the actors build: one message, not a failed trial each
     return cpu_props()
 
 
 def probe_device(target: str, backend: str = "auto", address: str | None = "local") -> dict:
     """The properties of a device the cluster's actors will run on (a GPU for ``cuda``, a CPU else),
-    read by a Ray task there: a kernel's knob ranges are those of the device that measures it."""
+    read by a Ray task there: a kernel's knob ranges are those of the device that measures it. On a CPU the
+    task also checks that the C compiler there ($CC, default gcc) builds (``check_compiler``): a missing or
+    broken one is a UsageError before the campaign starts, as it is without Ray."""
     ray = _ray()
     ray_init(address)
     task = ray.remote(num_gpus=1 if target == "cuda" else 0, num_cpus=0)(_probe)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.errors import UsageError
+from autotune.errors import MissingDependencyError, UsageError
 from autotune.runners import processes
 from autotune.runners.c import DEFAULT_FLAGS, CRunner, check_compiler, compiler_command, cpu_device
 from autotune.search_spaces.kernels import Softmax
@@ -34,6 +34,21 @@ def test_a_compiler_that_fails_every_build_is_said_once_in_its_own_words(tmp_pat
     with pytest.raises(UsageError, match=r"cannot build a shared object with -O3 .*: fake-cc: error: no OpenMP here; "
                                          r"set CC to a working C compiler"):
         check_compiler([str(cc)], DEFAULT_FLAGS)
+
+
+def test_the_ray_cpu_probe_checks_the_compiler_where_it_runs(tmp_path, monkeypatch):
+    """tune kernel --ray on a CPU reads the device with a Ray task on the cluster (``runners.ray._probe``):
+    there a compiler that builds nothing is the same one message as without Ray, not a failed trial each."""
+    from autotune.runners.ray import _probe
+
+    monkeypatch.setenv("CC", str(fake_compiler(tmp_path, 'echo "fake-cc: error: broken" >&2\nexit 1')))
+    with pytest.raises(UsageError, match="cannot build a shared object .*: fake-cc: error: broken"):
+        _probe("cpu", "auto")
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(MissingDependencyError, match="was not found; install gcc or set CC"):
+        _probe("cpu", "auto")
+    monkeypatch.setenv("CC", "gcc")
+    assert _probe("cpu", "auto")["cores"] >= 1
 
 
 def test_a_compiler_that_succeeds_without_writing_the_shared_object_is_a_compile_error(tmp_path, monkeypatch):
