@@ -343,7 +343,7 @@ def main() -> None:
 
 def protocol_report(args) -> None:
     """``--protocol leave-one-source-out``: the calibration matrix and each source held out of its choice."""
-    sources = [s for s in args.sources if not s.startswith("nccl")]  # the collectives are fitted apart
+    sources = [s for s in args.sources if not s.startswith("nccl") and s != MEMORY_FITTED_ON]  # fitted apart
     if len(sources) < 2:
         raise UsageError("--protocol leave-one-source-out needs at least two sources besides the collectives")
     log = (lambda *a, **k: None) if args.json else print
