@@ -236,8 +236,8 @@ def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], d
 # its iterations with and without the BF16 optimizer hardly on any; MosaicML's FSDP runs of MPT, another team's
 # stack whose runs without recomputation and whose smallest models are fast here by more than any GEMM
 # efficiency moves (docs/benchmarks.md), would likewise choose the efficiency that hides those rows
-REPORT_ONLY = {"sc21-table2-zero3", "bloom-memory", "bloom-memory-fp16", "bloom-single-node-memory", "bloom-bf16-optimizer",
-               "mpt-fsdp-a100"}
+REPORT_ONLY = {"sc21-table2-zero3", "bloom-memory", "bloom-memory-fp16", "bloom-single-node-memory",
+               "bloom-bf16-optimizer", "mpt-fsdp-a100"}
 
 
 def worst_choosing(mapes: dict[str, float], without: str | None = None, default: float = 0.0) -> float:
@@ -278,7 +278,8 @@ def summarise(rows: list[dict], held: list[bool]) -> dict:
     rho = spearman(pub, sim) if len(kept) > 2 and len(set(pub)) > 1 and len(set(sim)) > 1 else None
     fits = [r["fits"] for r in rows if "fits" in r]
     peaks = [abs(r["peak_memory_gib"] / r["published_gib"] - 1) for r in kept if r.get("published_gib")]
-    return {"peak_mape_pct": round(100 * float(np.mean(peaks)), 1) if peaks else None, "mape_pct": round(mape, 2), "spearman": None if rho is None else round(rho, 3),
+    return {"peak_mape_pct": round(100 * float(np.mean(peaks)), 1) if peaks else None,
+            "mape_pct": round(mape, 2), "spearman": None if rho is None else round(rho, 3),
             "fits": f"{sum(fits)}/{len(fits)}" if fits else None,
             "worst_pct": max((abs(r["error_pct"]) for r in kept), default=None),
             "held_out_rows": sum(held)}
