@@ -81,14 +81,16 @@ def seed_layouts(layouts: list[Layout], graph: Graph, cluster: Cluster, batch: i
     pipeline's transfers, which each chunk adds (Megatron-LM ran 175B on 8 stages of 12 layers in 3 chunks, not
     2). For mixture-of-experts models each (t, p) with
     its fewest micro-batches at every expert-parallel degree. A layout whose weights and optimizer state alone,
-    spread evenly over its t * p devices (all devices for a mixture of experts), exceed a device's memory is
-    no seed: its fullest device holds at least that much, so it cannot fit."""
+    spread evenly over its t * p devices (all devices for a mixture of experts), with the device's allocator slack
+    and context, exceed a device's memory is no seed: its fullest device holds at least that much, so it cannot
+    fit."""
     fewest: dict[tuple[int, int], int] = {}
     least_v: dict[tuple[int, int], int] = {}  # the least interleaving each (t, p)'s layers allow
-    state = graph.parameters * graph.state_bytes_per_param
+    state, dev = graph.parameters * graph.state_bytes_per_param, cluster.device
     moe = any(op.routed for op in graph.ops)  # experts split over a whole stage, not only t ways
-    fitting = [lay for lay in layouts
-               if state / (cluster.devices if moe else lay.tensor * lay.pipeline) <= cluster.device.memory_bytes]
+    fitting = [lay for lay in layouts  # as the simulator counts it: with the device's allocator slack and context
+               if state * (1 + dev.allocator_slack) / (cluster.devices if moe else lay.tensor * lay.pipeline)
+               + dev.context_bytes <= dev.memory_bytes]
     for lay in fitting:
         fewest.setdefault((lay.tensor, lay.pipeline), lay.microbatches)  # counts ascend
         if lay.virtual > 1:
