@@ -36,9 +36,10 @@ class DeviceSpec:
     hardware: str = ""
     # what a process holds beyond the model's tensors, as nvidia-smi counts it: a fixed part (the CUDA context and
     # kernels) and the caching allocator's share on top of the tensors' peak (blocks cached, rounded and split); 0
-    # where no published peak calibrated them (the tensors alone)
-    context_bytes: float = 0.0
-    allocator_slack: float = 0.0
+    # where no published peak calibrated them (the tensors alone). Out of the repr, whose digest keys a cluster's
+    # trials (runners/simulator/runner.py): a cluster without them keeps the key it had before they existed
+    context_bytes: float = field(default=0.0, repr=False)
+    allocator_slack: float = field(default=0.0, repr=False)
 
     @property
     def hardware_name(self) -> str:
@@ -140,6 +141,9 @@ class Cluster:
                 _name(dev["hardware"], "device.hardware") if dev.get("hardware", "") != "" else "",
                 _quantity(dev.get("context_bytes", 0.0), "device.context_bytes", zero=True),
                 _quantity(dev.get("allocator_slack", 0.0), "device.allocator_slack", zero=True, most=1.0))
+            if dev.context_bytes >= dev.memory_bytes:
+                raise UsageError(f"cluster device.context_bytes ({dev.context_bytes:g}) leaves nothing of "
+                                 f"device.memory_bytes ({dev.memory_bytes:g}): give the CUDA context's bytes")
         else:
             raise UsageError("the cluster's device must be a known device name or a mapping of its fields")
         nodes, per_node = _count(d["nodes"], "nodes"), _count(d["per_node"], "per_node")

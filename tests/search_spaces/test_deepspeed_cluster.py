@@ -115,7 +115,8 @@ def test_a_cluster_files_device_may_give_its_context_and_allocator_slack_in_byte
     dev = get_cluster(str(tmp_path / "c.json")).device
     assert (dev.context_bytes, dev.allocator_slack) == (2e9, 0.2)
     for field, bad, says in (("context_bytes", 1.5, "give it in bytes"), ("context_bytes", -1, "non-negative"),
-                             ("allocator_slack", 1.5, "at most 1"), ("allocator_slack", "some", "allocator_slack")):
+                             ("allocator_slack", 1.5, "at most 1"), ("allocator_slack", "some", "must be a finite"),
+                             ("context_bytes", 90 * 2**30, "leaves nothing of device.memory_bytes")):
         spec["device"] = dict(get_cluster("dgx-a100-x1").to_json()["device"], **{field: bad})
         (tmp_path / "bad.json").write_text(json.dumps(spec))
         with pytest.raises(UsageError, match=says):
@@ -132,9 +133,15 @@ def test_clusters_that_differ_in_hardware_or_nccl_figures_log_their_trials_on_di
     assert cluster_device(get_cluster("dgx-a100-x1")).key == a100.key  # the same cluster, the same device
     # what fits depends on the context and the allocator's slack: the stack's preset without them is another device
     assert (ds.properties["context_bytes"], ds.properties["allocator_slack"]) == (DEEPSPEED_CONTEXT, DEEPSPEED_SLACK)
-    bare = get_cluster("dgx-a100-deepspeed-x1")
-    bare.device = dataclasses.replace(bare.device, context_bytes=0.0, allocator_slack=0.0)
-    assert cluster_device(bare).key != ds.key and "allocator_slack" not in a100.properties
+    assert "allocator_slack" not in a100.properties
+    # two clusters that differ in them alone (neither a preset) log apart; the digest of a cluster's figures
+    # leaves them out (a cluster without them keeps the key it had before they existed)
+    roomy = dataclasses.replace(get_cluster("dgx-a100-x1"), bus_efficiency=0.5)
+    tight = dataclasses.replace(roomy, device=dataclasses.replace(roomy.device, context_bytes=2e9, allocator_slack=0.2))
+    assert "context_bytes" not in repr(roomy) and cluster_device(roomy).properties["figures"] == \
+        cluster_device(tight).properties["figures"]
+    assert cluster_device(tight).key != cluster_device(roomy).key
+    assert cluster_device(tight).properties["allocator_slack"] == 0.2
     # and on its cost per kernel: a stack's calibrated one is part of the key, the default is not
     assert ds.properties["launch_s"] == DEEPSPEED_LAUNCH_S and "launch_s" not in a100.properties
     quicker = get_cluster("dgx-a100-deepspeed-x1")
