@@ -318,8 +318,7 @@ class Simulator:
         tensors = memory_model.device_memory(self.g, strategy, [mem for mem, _ in shares],
                                              [self._kept(i, strategy, reduced) for i, (_, reduced) in enumerate(shares)],
                                              self.D, self.microbatches, self.zero_prefetch)
-        dev = self.c.device
-        return tensors * (1.0 + dev.allocator_slack) + dev.context_bytes
+        return self.c.device.held(tensors)
 
     def virtual_stages(self, strategy: Strategy) -> int:
         """Pipeline chunks per device block (:func:`~autotune.runners.simulator.memory.virtual_stages`)."""

@@ -41,6 +41,11 @@ class DeviceSpec:
     context_bytes: float = field(default=0.0, repr=False)
     allocator_slack: float = field(default=0.0, repr=False)
 
+    def held(self, tensor_bytes):
+        """What a process holding ``tensor_bytes`` of tensors (a number or an array) holds, as nvidia-smi counts
+        it: the tensors with the allocator's slack on them, and the context."""
+        return tensor_bytes * (1.0 + self.allocator_slack) + self.context_bytes
+
     @property
     def hardware_name(self) -> str:
         """The name of the hardware the device runs on: ``hardware``, else the device's own name."""

@@ -89,8 +89,7 @@ def seed_layouts(layouts: list[Layout], graph: Graph, cluster: Cluster, batch: i
     state, dev = graph.parameters * graph.state_bytes_per_param, cluster.device
     moe = any(op.routed for op in graph.ops)  # experts split over a whole stage, not only t ways
     fitting = [lay for lay in layouts  # as the simulator counts it: with the device's allocator slack and context
-               if state * (1 + dev.allocator_slack) / (cluster.devices if moe else lay.tensor * lay.pipeline)
-               + dev.context_bytes <= dev.memory_bytes]
+               if dev.held(state / (cluster.devices if moe else lay.tensor * lay.pipeline)) <= dev.memory_bytes]
     for lay in fitting:
         fewest.setdefault((lay.tensor, lay.pipeline), lay.microbatches)  # counts ascend
         if lay.virtual > 1:
