@@ -74,9 +74,9 @@ def fit_collectives(name: str) -> dict[str, float]:
 
 
 def fit_allocator_slack(devices: dict) -> float:
-    """The A100-DeepSpeed's allocator slack with the least MAPE over MEMORY_FITTED_ON's peaks, set on the device
-    and returned (golden-section search: each row's error is affine in the slack, so the MAPE is convex)."""
-    device = devices["A100-DeepSpeed"]
+    """The allocator slack of MEMORY_FITTED_ON's device (the A100-DeepSpeed) with the least MAPE over its peaks,
+    set on the device and returned (golden-section search: each row's error is affine in the slack, so the MAPE is convex)."""
+    device = devices[SOURCES[MEMORY_FITTED_ON][1]]
 
     def at(slack: float) -> float:
         device.allocator_slack = slack
