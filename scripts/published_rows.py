@@ -19,16 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 import published_results as tables
-from published_runs import (
-    a100_nodes,
-    deepspeed,
-    dgx2h,
-    dgx_a100,
-    iteration,
-    jean_zay,
-    megatron_flops,
-    v100,
-)
+from published_runs import a100_nodes, deepspeed, dgx2h, dgx_a100, h100, iteration, jean_zay, megatron_flops, v100
 
 from autotune.runners.simulator import costs, nccl
 from autotune.search_spaces.parallel.clusters import DEVICES, Cluster, DeviceSpec
@@ -324,21 +315,23 @@ def _gpt_neox(devices):
     return [(f"20B t{NEOX_T} p{NEOX_P} d{d} mb{NEOX_MICRO} {NEOX_GPUS} GPUs", published, row)]
 
 
-def _mpt_fsdp(devices):
-    """MosaicML's MPT benchmarks on A100 80GB (FSDP full sharding over every GPU: data parallelism, ZeRO-3, gathers
-    prefetched): MFU by the benchmark's count."""
-    def row(size, seq, gpus, micro, accumulation, checkpointing, params):
-        layers, hidden, heads = tables.MPT_SHAPES[size]
-        cluster = dgx_a100(gpus, devices["A100"])
-        tokens = micro * gpus * accumulation * seq
-        s, r, _ = iteration(f"mpt-{size}", heads, hidden, layers, 1, 1, cluster, tokens // seq, seq, micro,
-                            kernels="flash", recompute="full" if checkpointing else "none", vocab=tables.MPT_VOCAB,
-                            zero=3, dropout=False, zero_prefetch=True)
-        flops = (6 * params + 12 * layers * hidden * seq) * tokens  # the benchmark's count: 6 N + 12 l h s per token
-        return 100 * flops / s / gpus / cluster.peak(2), {
-            "fits": r.fits, "peak_memory_gib": _gib(r), "iteration_s": round(s, 3)}
-    return [(f"{r[0]} s{r[1]} {r[2]} GPUs mb{r[4]} x{r[5]}{' ckpt' if r[6] else ''}", r[3],
-             lambda r=r: row(r[0], r[1], r[2], r[4], r[5], r[6], r[7])) for r in tables.MPT_FSDP_A100]
+def _mpt_fsdp(table, gpu: str):
+    """MosaicML's MPT benchmarks on ``gpu``'s DGX nodes (FSDP full sharding over every GPU: data parallelism, ZeRO-3,
+    gathers prefetched): MFU by the benchmark's count."""
+    def rows(devices):
+        def row(size, seq, gpus, micro, accumulation, checkpointing, params):
+            layers, hidden, heads = tables.MPT_SHAPES[size]
+            cluster = dgx_a100(gpus, h100(devices) if gpu == "H100" else devices["A100"], f"dgx-{gpu.lower()}")
+            tokens = micro * gpus * accumulation * seq
+            s, r, _ = iteration(f"mpt-{size}", heads, hidden, layers, 1, 1, cluster, tokens // seq, seq, micro,
+                                kernels="flash", recompute="full" if checkpointing else "none", vocab=tables.MPT_VOCAB,
+                                zero=3, dropout=False, zero_prefetch=True)
+            flops = (6 * params + 12 * layers * hidden * seq) * tokens  # the benchmark's count: 6 N + 12 l h s per token
+            return 100 * flops / s / gpus / cluster.peak(2), {
+                "fits": r.fits, "peak_memory_gib": _gib(r), "iteration_s": round(s, 3)}
+        return [(f"{r[0]} s{r[1]} {r[2]} GPUs mb{r[4]} x{r[5]}{' ckpt' if r[6] else ''}", r[3],
+                 lambda r=r: row(r[0], r[1], r[2], r[4], r[5], r[6], r[7])) for r in table]
+    return rows
 
 
 def _nccl(table):
@@ -382,7 +375,9 @@ SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device,
     "mt-nlg-530b": ("Smith et al. 2022, Megatron-Turing NLG 530B on 2,240-3,360 A100s", "A100-DeepSpeed",
                     "s per iteration", _mt_nlg),
     "mpt-fsdp-a100": ("MosaicML MPT 125M-70B, PyTorch FSDP (ZeRO-3) on 8-64 A100 80GB (llm-foundry), reported only",
-                      "A100", "MFU %", _mpt_fsdp),
+                      "A100", "MFU %", _mpt_fsdp(tables.MPT_FSDP_A100, "A100")),
+    "mpt-fsdp-h100": ("MosaicML MPT 760M-70B, PyTorch FSDP (ZeRO-3) on 8-64 H100 80GB (llm-foundry), the H100's fit",
+                      "H100", "MFU %", _mpt_fsdp(tables.MPT_FSDP_H100, "H100")),
     "gpt-neox-20b": ("Black et al. 2022, GPT-NeoX-20B on 96 A100 40GB (gpt-neox), held out only", "A100-DeepSpeed",
                      "s per iteration", _gpt_neox),
     "bloom-memory": ("BigScience BLOOM, 20 layouts of six shapes on 384 A100s: which fit in 80 GB", "A100-DeepSpeed",

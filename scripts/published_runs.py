@@ -30,12 +30,14 @@ V100_32GB = DeviceSpec("V100-32GB", 15.7e12, 130e12, 32 * 2**30, 900e9, DEVICES[
 def fresh_devices() -> dict[str, DeviceSpec]:
     """The devices calibration fits, at their presets: the A100, the V100 (its GEMM efficiency None until a
     V100 source calibrates it: the A100's share of peak), the V100 running the 2019 code (its cost per
-    kernel) and the A100 running Megatron-DeepSpeed (its GEMM efficiency None until one of its sources
-    calibrates it: the A100's; its cost per kernel the A100's until then)."""
+    kernel), the A100 running Megatron-DeepSpeed (its GEMM efficiency None until one of its sources calibrates
+    it: the A100's; its cost per kernel the A100's until then) and the H100 (its GEMM efficiency None until its
+    source calibrates it: the A100's)."""
     return {"A100": copy.deepcopy(DEVICES["A100"]), "V100": dataclasses.replace(V100_32GB, gemm_efficiency=None),
             "V100-2019": copy.deepcopy(V100_32GB),
             "A100-DeepSpeed": dataclasses.replace(DEVICES["A100-DeepSpeed"], gemm_efficiency=None,
-                                                  launch_s=DEVICES["A100"].launch_s)}
+                                                  launch_s=DEVICES["A100"].launch_s),
+            "H100": dataclasses.replace(DEVICES["H100"], gemm_efficiency=None)}
 
 
 def _at_a100_share(devices: dict, name: str) -> DeviceSpec:
@@ -45,6 +47,11 @@ def _at_a100_share(devices: dict, name: str) -> DeviceSpec:
     if dev.gemm_efficiency is None:
         dev.gemm_efficiency = devices["A100"].gemm_efficiency
     return dev
+
+
+def h100(devices: dict) -> DeviceSpec:
+    """The H100: its GEMMs at the A100's share of peak unless its own source (MosaicML's H100 runs) calibrated them."""
+    return _at_a100_share(devices, "H100")
 
 
 def deepspeed(devices: dict) -> DeviceSpec:
@@ -75,8 +82,9 @@ def jean_zay(gpus: int, device: DeviceSpec) -> Cluster:
     return a100_nodes(f"jean-zay-a100-x{gpus // 8}", gpus, device, 50e9)
 
 
-def dgx_a100(gpus: int, device: DeviceSpec) -> Cluster:
-    cluster = get_cluster(f"dgx-a100-x{gpus // 8}")
+def dgx_a100(gpus: int, device: DeviceSpec, preset: str = "dgx-a100") -> Cluster:
+    """``gpus`` GPUs in nodes of 8 of the ``preset`` (the DGX A100's, or ``dgx-h100``), ``device`` their GPU."""
+    cluster = get_cluster(f"{preset}-x{gpus // 8}")
     cluster.device = device
     for k, v in COLLECTIVES.items():
         setattr(cluster, k, v)

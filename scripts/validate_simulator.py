@@ -7,14 +7,14 @@ its unit and its rows). This module holds what is done with those rows: calibrat
 protocol, the report and the command line.
 
 ``--calibrate SOURCE ...`` fits the figures FITTED names for each named source's device to that source's rows
-(least MAPE), at most one source per device: the large-GEMM efficiency of the A100 (or of the V100), for the V100
-running the 2019 code its fixed cost per kernel, which a tensor-parallel split does not shrink (what its strong
+(least MAPE), at most one source per device: the large-GEMM efficiency of the A100, the V100 or the H100, for the
+V100 running the 2019 code its fixed cost per kernel, which a tensor-parallel split does not shrink (what its strong
 scaling identifies), and for the A100 running Megatron-DeepSpeed (``A100-DeepSpeed``: other teams' runs of
 Megatron's layers inside DeepSpeed, MT-NLG and BLOOM) both, its own GEMM efficiency and its own fixed cost per
-kernel. The V100 and the A100-DeepSpeed run their GEMMs at the A100's share of peak unless one of their own
-sources calibrates them.
-The bare flag calibrates on ``reduce-recompute``, ``megatron19-strong`` and ``bloom-single-node`` (the A100
-preset is the first's fit, the A100-DeepSpeed of ``dgx-a100-deepspeed-xN`` the last's); every row of every other source is held out (a device not calibrated keeps its
+kernel. The V100, the A100-DeepSpeed and the H100 run their GEMMs at the A100's share of peak unless one of their
+own sources calibrates them. The bare flag calibrates on DEFAULT_CALIBRATION (the A100 preset is the first's fit,
+the A100-DeepSpeed of ``dgx-a100-deepspeed-xN`` the third's, the H100 the fourth's: MosaicML's H100 runs, the one
+H100 source, so in-sample); every row of every other source is held out (a device not calibrated keeps its
 preset). The A100-DeepSpeed's allocator slack is its preset's, which ``fit_allocator_slack`` fits on the single-node
 check's peaks (``bloom-single-node-memory``, marked as calibration rows); the other memory sources are held out.
 Output per source: each row's published and simulated value and error, MAPE and Spearman rank
@@ -44,13 +44,13 @@ import time
 import numpy as np
 import pandas as pd
 from published_rows import SOURCES
-from published_runs import COLLECTIVES, deepspeed, fresh_devices, v100
+from published_runs import COLLECTIVES, deepspeed, fresh_devices, h100, v100
 
 from autotune.errors import UsageError
 
 # one source per device: the protocol's choice for the Megatron-LM devices; for the A100-DeepSpeed, the source
-# without a pipeline or a network
-DEFAULT_CALIBRATION = ["reduce-recompute", "megatron19-strong", "bloom-single-node"]
+# without a pipeline or a network; for the H100, its one source (MosaicML's runs), which the protocol leaves out
+DEFAULT_CALIBRATION = ["reduce-recompute", "megatron19-strong", "bloom-single-node", "mpt-fsdp-h100"]
 PRESETS_FITTED_ON = "nccl-a100-azure"  # the source the clusters' collective figures come from
 MEMORY_FITTED_ON = "bloom-single-node-memory"  # the source the A100-DeepSpeed's allocator slack comes from
 
@@ -120,10 +120,9 @@ def evaluate(name: str, devices: dict, exact: bool = False) -> list[dict]:
 # micro-batches of 2 and 4 faster than of 1 on the same layouts although they leave a larger pipeline bubble, and
 # BLOOM ran with every kernel launch synchronous (CUDA_LAUNCH_BLOCKING=1 in its training script, without which it
 # hung), so the host's time per kernel is the GPU's idle time; a GEMM efficiency alone cannot represent that. With
-# several figures the first is fitted outermost, each value of it with the others fitted at it. The least MAPE over
-# the cost per kernel, the GEMM efficiency refitted at each value, need not be unimodal (rows that weigh the two
-# alike), so its search starts from a grid of ``grid`` points (0: golden-section search alone)
-FITTED = {"A100": (("gemm_efficiency", 0.3, 1.0, 2e-3, 0),), "V100": (("gemm_efficiency", 0.3, 1.0, 2e-3, 0),),
+# several figures the first is fitted outermost, each value of it with the others fitted at it. The least MAPE over the
+# cost per kernel need not be unimodal (rows that weigh the two alike): its search starts from a grid of ``grid`` points
+FITTED = {**{d: (("gemm_efficiency", 0.3, 1.0, 2e-3, 0),) for d in ("A100", "V100", "H100")},
           "V100-2019": (("launch_s", 0.0, 300e-6, 0.5e-6, 0),),
           "A100-DeepSpeed": (("launch_s", 0.0, 500e-6, 5e-6, 11), ("gemm_efficiency", 0.3, 1.0, 2e-3, 0))}
 
@@ -207,7 +206,7 @@ def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], d
     out = {}
     fits: dict[tuple[str, ...], dict[str, float]] = {}  # a fit depends only on the fits before it in the choice
     for group, group_devices in GROUPS.items():
-        mine = [s for s in sources if group_of(s) == group]
+        mine = [s for s in sources if SOURCES[s][1] in group_devices]  # a source of no group (the H100's): none
         choices = [PROTOCOL_CHOICES[d] for d in group_devices if d in PROTOCOL_CHOICES]
         if not mine or not choices:
             continue
@@ -303,14 +302,16 @@ def main() -> None:
         return protocol_report(args)
     devices = fresh_devices()
     collectives = fit_collectives(args.fit_collectives) if args.fit_collectives else None
-    on = DEFAULT_CALIBRATION if args.calibrate == [] else (args.calibrate or [])
+    on = [n for n in DEFAULT_CALIBRATION if SOURCES[n][1] != "H100" or n in args.sources] if args.calibrate == [] \
+        else (args.calibrate or [])  # the H100's one source alone reads the H100: fitted only where it is reported
     if len({SOURCES[n][1] for n in on}) < len(on):
         ap.error("--calibrate takes at most one source per device")
     fitted = {n: (SOURCES[n][1], calibrate(n, devices)) for n in on}
     report = {"calibrated_on": on, "fitted": fitted, "collectives_fitted_on": args.fit_collectives,
               "collectives": collectives, "efficiency": {"A100": round(devices["A100"].gemm_efficiency, 4),
                                                            "V100": round(v100(devices).gemm_efficiency, 4),
-                                                           "A100-DeepSpeed": round(deepspeed(devices).gemm_efficiency, 4)},
+                                                           "A100-DeepSpeed": round(deepspeed(devices).gemm_efficiency, 4),
+                                                           "H100": round(h100(devices).gemm_efficiency, 4)},
               "cost_per_kernel_s": {"V100-2019": v100(devices, "2019").launch_s,
                                     "A100-DeepSpeed": deepspeed(devices).launch_s},
               "sources": {}}
@@ -344,7 +345,8 @@ def main() -> None:
 
 def protocol_report(args) -> None:
     """``--protocol leave-one-source-out``: the calibration matrix and each source held out of its choice."""
-    sources = [s for s in args.sources if not s.startswith("nccl") and s != MEMORY_FITTED_ON]  # fitted apart
+    sources = [s for s in args.sources if not s.startswith("nccl") and s != MEMORY_FITTED_ON  # fitted apart
+               and any(SOURCES[s][1] in devices for devices in GROUPS.values())]  # the H100's one source: apart
     if len(sources) < 2:
         raise UsageError("--protocol leave-one-source-out needs at least two sources besides the collectives")
     log = (lambda *a, **k: None) if args.json else print
@@ -362,8 +364,7 @@ def protocol_report(args) -> None:
              .replace("mt-nlg-530b", "mt-nlg").replace("bloom-176b", "bloom").replace("-single-node", "-1node")
              .replace("gpt-neox-20b", "neox-20b").replace("-zero3", "-z3").replace("sc21-table", "sc21-t").replace("bloom-memory", "bloom-mem")
              .replace("bloom-bf16-optimizer", "bloom-bf16").replace("bloom-layouts-fp16", "bloom-fp16")
-             .replace("mpt-fsdp-a100", "mpt-fsdp")
-             for s in sources}
+             .replace("mpt-fsdp-a100", "mpt-fsdp") for s in sources}
     for group, group_devices in GROUPS.items():
         combos = {c: m for c, m in matrix.items() if group_of(c[0]) == group}
         if not combos:

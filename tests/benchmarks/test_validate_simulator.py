@@ -161,7 +161,7 @@ def test_the_default_calibration_is_the_protocols_choice_over_every_source():
     chosen, worst = vs.best_calibration(vs.calibration_matrix(sources, log=lambda *a: None))
     # the default is the protocol's choice: for the Megatron-LM devices by construction; for the A100-DeepSpeed
     # the source named beforehand (the one without a pipeline or a network) is also the protocol's choice
-    assert list(chosen) == vs.DEFAULT_CALIBRATION
+    assert list(chosen) == vs.DEFAULT_CALIBRATION[:3]  # the fourth, the H100's one source, is in no choice
     # every source it holds out within 10%: the Megatron-LM v1.0 row the worst (8.9%), SC'21 Table 1 6.7%; the
     # Megatron-DeepSpeed ones 7.2% at most
     assert worst < 10.0

@@ -32,14 +32,14 @@ def test_known_parameter_counts():
     assert get_model("gpt-1.3b").parameters == pytest.approx(1.32e9, rel=0.03)
 
 
-def test_the_h100_runs_its_gemms_at_the_a100s_fitted_share():
-    """No published H100 run calibrates the H100: it carries the A100's fitted share of peak, as the V100 does in the
-    validation, and keeps its own hardware figures."""
+def test_the_h100_runs_its_gemms_at_a_smaller_share_of_its_peak_than_the_a100():
+    """The H100 preset's GEMM efficiency is its own (fitted on MosaicML's H100 runs: tests/benchmarks/
+    test_validate_h100.py), below the A100's, with its own hardware figures; the dgx-h100 clusters carry it."""
     from autotune.search_spaces.parallel.clusters import DEVICES
 
     h100, a100 = DEVICES["H100"], DEVICES["A100"]
-    assert h100.gemm_efficiency == a100.gemm_efficiency and h100.flops_fp16 == 989e12 != a100.flops_fp16
-    assert get_cluster("dgx-h100-x1").device.gemm_efficiency == a100.gemm_efficiency
+    assert 0.3 < h100.gemm_efficiency < a100.gemm_efficiency and h100.flops_fp16 == 989e12 != a100.flops_fp16
+    assert get_cluster("dgx-h100-x1").device.gemm_efficiency == h100.gemm_efficiency
 
 
 def test_clusters_presets_and_files(tmp_path):
