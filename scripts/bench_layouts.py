@@ -49,8 +49,8 @@ from autotune.search_spaces.parallel.models import transformer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from published_results import BLOOM, BLOOM_RUN, REDUCE_RECOMPUTE, SEQ, TABLE1, TABLE2_MODELS, TABLE2_PTDP, VOCAB
-from published_rows import NEOX_BATCH, NEOX_GPUS, NEOX_MICRO, NEOX_P, NEOX_SHAPE, NEOX_T, NEOX_VOCAB, a100_40gb, neox_cluster
-from published_runs import iteration, jean_zay
+from published_rows import NEOX_BATCH, NEOX_GPUS, NEOX_MICRO, NEOX_P, NEOX_SHAPE, NEOX_T, NEOX_VOCAB, neox_cluster
+from published_runs import a100_40gb, iteration, jean_zay
 
 # (source, name, layers, hidden, heads, GPUs, global batch, t, p, sequences per replica and micro-batch,
 #  interleaved chunks per stage, gradients all-reduced during the backward: None for the simulator's default)

@@ -149,11 +149,27 @@ Another stack on the same A100 (the A100's figures, no figure of its own):
   Reported under every calibration, never used to choose one (``REPORT_ONLY``): no figure is fitted on it, and
   its runs without recomputation, fast here by more than any GEMM efficiency moves, would choose the efficiency.
 
+- ``mpt-fsdp-a100-40gb``: the same benchmarks' table "A100 40GB with 1600 Gbps node-node interconnect (RoCE)" (78
+  rows: 125M to 70B, sequences of 512 to 32768, 8 to 128 GPUs, every run with Composer's PURE bf16), simulated as
+  ``mpt-fsdp-a100`` is on the 40 GB card (``published_runs.a100_40gb``). Added after every figure was fitted, held
+  out, reported and never choosing (``REPORT_ONLY``), as ``mpt-fsdp-a100`` is.
 - ``mpt-fsdp-h100``: the same benchmarks' table "H100 80GB BF16" (52 rows: 760M to 70B, sequences of 512 to
-  65536, 8 to 64 GPUs), the one published H100 source here: simulated as ``mpt-fsdp-a100`` is, on the
-  ``dgx-h100-xN`` preset's nodes (the table names no network), MFU over the H100's 989 TFLOP/s. The H100's
-  GEMM efficiency is fitted on it (``--calibrate mpt-fsdp-h100``, in the bare flag): no other H100 source
-  holds it out, so its figures here are in-sample, and the protocol leaves it out.
+  65536, 8 to 64 GPUs): simulated as ``mpt-fsdp-a100`` is, on the ``dgx-h100-xN`` preset's nodes (the table names
+  no network), MFU over the H100's 989 TFLOP/s. The H100's GEMM efficiency is fitted on it (the protocol's choice
+  of the two H100 sources, in the bare flag), and ``llama3-405b-h100`` is held out.
+
+- ``llama3-405b-h100``: Meta's Llama 3 405B pre-training (Dubey et al. 2024, "The Llama 3 Herd of Models",
+  arXiv:2407.21783, Table 4 and Section 3.3.2), on H100 80GB (700 W) in servers of 8 on NVLink, 400 Gb/s RoCE per
+  GPU (the ``dgx-h100-xN`` preset's 8 x 400 Gb/s): t8 p16 over 8,192 and 16,384 GPUs (d 64 and 128), sequences of
+  8,192, 32 and 16 sequences per data-parallel group (16M tokens a batch), 430 and 400 TFLOP/s per GPU (BF16 MFU
+  43% and 41%). As Section 3.3.2 gives it: an interleaved pipeline whose first chunk holds the embedding alone and
+  whose last the output and loss alone (a layer fewer on the first and last stages: one block a chunk, 8 chunks a
+  stage), no activation recomputation at 8K sequences, FSDP sharding the gradients and optimizer state (ZeRO stage
+  2 here; its parameters are not resharded after the forward). Assumed: sequence parallelism with the tensor
+  parallelism (the paper cites Korthikanti et al. for it), each tensor-parallel reduction beside its weight gradient,
+  micro-batches of one sequence. TFLOP/s by PaLM's count, 6 N + 12 l h s per token (the paper's MFU cites PaLM's),
+  N = 405e9. The third row (context parallelism 16, sequences of 131,072) is not simulated: the simulator has no
+  context parallelism. The protocol may calibrate the H100 on either H100 source; it chooses ``mpt-fsdp-h100``.
 
 Collectives (every cluster's ``bus_efficiency`` and ``latency_scale``, ``runners/simulator/nccl.py``), NCCL
 all-reduce bus bandwidth over 8 A100s on NVSwitch by message size (nccl-tests ``all_reduce_perf``, 1 MB to 4 GB):
@@ -282,91 +298,9 @@ A100_CONTEXT_MIB = 1573
 BLOOM_LAYOUTS_FP16_MEM = [56, 55, 66, None, 49, None, None, 52, 53, 59, 65, 76, 60, 44, 38, 75, 57, 63, 44, 53, None]
 BLOOM_LAYOUTS_FP16_OOM = [(48, 8, 1, 1, 2016), (32, 2, 6, 2, 2048), (32, 2, 6, 1, 2048)]
 SEQ, VOCAB = 2048, 51200
-# MPT (llm-foundry's benchmark table, A100 80GB, 1600 Gbps RoCE): size -> (layers, hidden, heads); vocabulary
-MPT_SHAPES = {"125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 12), "1b": (24, 2048, 16),
-              "3b": (32, 2560, 20), "7b": (32, 4096, 32), "13b": (40, 5120, 40), "30b": (48, 7168, 56),
-              "70b": (80, 8192, 64)}
-MPT_VOCAB = 50368
-# (size, sequence, GPUs, published MFU %, sequences per micro-batch per GPU, gradient accumulation, activation
-# checkpointing, published parameter count), every row of that table in its order
-MPT_FSDP_A100 = [
-    ("70b", 2048, 64, 53.33, 8, 4, True, 64862437376), ("70b", 2048, 32, 48.56, 2, 16, True, 64862437376),
-    ("30b", 8192, 8, 39.38, 1, 21, True, 30019254272), ("30b", 4096, 8, 51.37, 1, 21, True, 29989894144),
-    ("30b", 2048, 8, 55.3, 3, 21, True, 29975214080), ("30b", 1024, 8, 55.82, 6, 21, True, 29967874048),
-    ("30b", 512, 8, 56.4, 12, 21, True, 29964204032), ("13b", 32768, 8, 51.69, 1, 3, True, 13011240960),
-    ("13b", 16384, 8, 54.07, 3, 3, True, 12927354880), ("13b", 8192, 8, 56.07, 5, 3, True, 12885411840),
-    ("13b", 4096, 8, 57.62, 10, 3, True, 12864440320), ("13b", 2048, 8, 59.57, 2, 3, False, 12853954560),
-    ("13b", 1024, 8, 59.48, 40, 3, True, 12848711680), ("7b", 65536, 8, 46.97, 1, 2, True, 6918905856),
-    ("7b", 32768, 8, 49.46, 2, 2, True, 6784688128), ("7b", 16384, 8, 51.96, 4, 2, True, 6717579264),
-    ("7b", 8192, 8, 54.47, 8, 2, True, 6684024832), ("7b", 4096, 8, 54.84, 16, 2, True, 6667247616),
-    ("7b", 2048, 8, 64.23, 6, 2, False, 6658859008), ("7b", 1024, 8, 58.01, 64, 2, True, 6654664704),
-    ("3b", 65536, 8, 46.05, 1, 2, True, 2814366720), ("3b", 32768, 8, 47.18, 3, 6, True, 2730480640),
-    ("3b", 16384, 8, 57.13, 1, 6, False, 2688537600), ("3b", 8192, 8, 59.34, 3, 6, False, 2667566080),
-    ("3b", 4096, 8, 60.53, 5, 6, False, 2657080320), ("3b", 2048, 8, 62.11, 10, 2, False, 2651837440),
-    ("3b", 1024, 8, 62.73, 20, 6, False, 2649216000), ("3b", 512, 8, 63.71, 40, 6, False, 2647905280),
-    ("1b", 65536, 8, 46.18, 1, 2, True, 1445974016), ("1b", 32768, 8, 55.52, 1, 4, False, 1378865152),
-    ("1b", 16384, 8, 56.6, 2, 4, False, 1345310720), ("1b", 8192, 8, 56.69, 3, 4, False, 1328533504),
-    ("1b", 4096, 8, 59.0, 7, 4, False, 1320144896), ("1b", 2048, 8, 59.86, 14, 4, False, 1315950592),
-    ("1b", 1024, 8, 60.15, 18, 4, False, 1313853440), ("1b", 512, 8, 60.68, 56, 4, False, 1312804864),
-    ("760m", 65536, 8, 45.34, 1, 2, True, 857988096), ("760m", 32768, 8, 54.57, 1, 2, False, 807656448),
-    ("760m", 16384, 8, 54.64, 3, 2, False, 782490624), ("760m", 8192, 8, 55.31, 6, 2, False, 769907712),
-    ("760m", 4096, 8, 56.05, 12, 2, False, 763616256), ("760m", 2048, 8, 56.85, 24, 2, False, 760470528),
-    ("760m", 1024, 8, 47.76, 48, 2, False, 758897664), ("760m", 512, 8, 45.07, 96, 2, False, 758111232),
-    ("350m", 65536, 8, 52.7, 1, 2, False, 420997120), ("350m", 32768, 8, 52.46, 2, 2, False, 387442688),
-    ("350m", 16384, 8, 53.28, 4, 2, False, 370665472), ("350m", 8192, 8, 53.8, 8, 2, False, 362276864),
-    ("350m", 4096, 8, 53.31, 16, 2, False, 358082560), ("350m", 2048, 8, 51.62, 32, 2, False, 355985408),
-    ("350m", 1024, 8, 50.51, 64, 2, False, 354936832), ("350m", 512, 8, 50.61, 128, 2, False, 354412544),
-    ("125m", 65536, 8, 54.13, 1, 2, False, 174070272), ("125m", 32768, 8, 52.71, 2, 2, False, 148904448),
-    ("125m", 16384, 8, 50.61, 4, 2, False, 136321536), ("125m", 8192, 8, 48.85, 8, 2, False, 130030080),
-    ("125m", 4096, 8, 46.08, 16, 2, False, 126884352), ("125m", 2048, 8, 44.79, 40, 2, False, 125311488),
-    ("125m", 2048, 8, 44.45, 32, 2, False, 125311488), ("125m", 1024, 8, 43.15, 64, 2, False, 124525056),
-    ("125m", 512, 8, 42.56, 128, 2, False, 124131840),
-]
-# the same rows' published global batch (sequences) and throughput (tokens/s per GPU), in the same order: they check
-# the transcription (micro-batch x accumulation x GPUs is the batch; the throughput gives the MFU)
-MPT_FSDP_A100_BATCH = [2048, 1024, 168, 168, 504, 1008, 2016, 24, 72, 120, 240, 48, 960, 16, 32, 64, 128, 256, 96,
-                       1024, 16, 144, 48, 144, 240, 160, 960, 1920, 16, 32, 64, 96, 224, 448, 576, 1792, 16, 16, 48,
-                       96, 192, 384, 768, 1536, 16, 32, 64, 128, 256, 512, 1024, 2048, 16, 32, 64, 128, 256, 640,
-                       512, 1024, 2048]
-MPT_FSDP_A100_TOKENS_PER_GPU = [410, 373, 574, 814, 916, 946, 967, 1016, 1431, 1795, 2060, 2262, 2330, 1013, 1672,
-                                2453, 3206, 3684, 4641, 4357, 1767, 3029, 5529, 7695, 9457, 10811, 11580, 12127,
-                                3044, 6275, 9956, 13814, 17807, 20513, 22112, 23148, 4143, 8802, 14274, 20933, 27351,
-                                32434, 29765, 29446, 7524, 13652, 23559, 36569, 49555, 58782, 64813, 69330, 20368,
-                                36407, 60040, 90392, 118396, 142830, 141737, 156468, 165681]
-# MosaicML's H100 table (llm-foundry's benchmark README, "H100 80GB BF16"), every row in its order, as the A100's
-MPT_FSDP_H100 = [
-    ("70b", 2048, 64, 42.57, 8, 4, True, 64862437376), ("70b", 2048, 32, 36.15, 2, 16, True, 64862437376),
-    ("30b", 8192, 8, 29.92, 1, 21, True, 30019254272), ("30b", 4096, 8, 35.86, 1, 21, True, 29989894144),
-    ("30b", 2048, 32, 43.92, 14, 3, True, 29975214080), ("30b", 2048, 16, 43.07, 10, 3, True, 29975214080),
-    ("30b", 2048, 8, 38.11, 3, 21, True, 29975214080), ("30b", 1024, 8, 38.76, 6, 21, True, 29967874048),
-    ("13b", 32768, 8, 31.68, 1, 3, True, 13011240960), ("13b", 16384, 8, 35.55, 3, 3, True, 12927354880),
-    ("13b", 4096, 8, 41.6, 10, 3, True, 12864440320), ("13b", 2048, 64, 39.86, 2, 1, False, 12853954560),
-    ("13b", 2048, 32, 39.95, 2, 1, False, 12853954560), ("13b", 2048, 16, 39.58, 2, 1, False, 12853954560),
-    ("13b", 2048, 8, 39.79, 2, 1, False, 12853954560), ("13b", 1024, 8, 44.27, 40, 3, True, 12848711680),
-    ("7b", 65536, 8, 28.59, 1, 2, True, 6918905856), ("7b", 32768, 8, 30.94, 2, 2, True, 6784688128),
-    ("7b", 8192, 8, 37.14, 8, 2, True, 6684024832), ("7b", 4096, 8, 40.42, 16, 2, True, 6667247616),
-    ("7b", 2048, 8, 46.44, 6, 1, False, 6658859008), ("7b", 1024, 8, 42.83, 64, 2, True, 6654664704),
-    ("3b", 65536, 8, 26.81, 1, 2, True, 2814366720), ("3b", 32768, 8, 28.84, 3, 6, True, 2730480640),
-    ("3b", 16384, 8, 36.34, 1, 6, False, 2688537600), ("3b", 8192, 8, 40.31, 3, 6, False, 2667566080),
-    ("3b", 4096, 8, 42.31, 5, 6, False, 2657080320), ("3b", 2048, 64, 40.8, 6, 3, False, 2651837440),
-    ("3b", 2048, 32, 41.7, 6, 3, False, 2651837440), ("3b", 2048, 16, 43.73, 10, 3, False, 2651837440),
-    ("3b", 1024, 8, 46.2, 20, 6, False, 2649216000), ("3b", 512, 8, 46.32, 40, 6, False, 2647905280),
-    ("1b", 65536, 8, 26.34, 1, 2, True, 1445974016), ("1b", 32768, 8, 33.54, 1, 4, False, 1378865152),
-    ("1b", 16384, 8, 35.22, 2, 4, False, 1345310720), ("1b", 8192, 8, 37.73, 3, 4, False, 1328533504),
-    ("1b", 4096, 8, 40.26, 7, 4, False, 1320144896), ("1b", 2048, 64, 40.85, 20, 1, False, 1315950592),
-    ("1b", 2048, 32, 41.52, 20, 1, False, 1315950592), ("1b", 2048, 16, 42.36, 20, 1, False, 1315950592),
-    ("1b", 2048, 8, 41.82, 14, 1, False, 1315950592), ("1b", 1024, 8, 41.95, 18, 4, False, 1313853440),
-    ("1b", 512, 8, 43.21, 56, 4, False, 1312804864), ("760m", 32768, 8, 31.84, 1, 2, False, 807656448),
-    ("760m", 16384, 8, 33.57, 3, 2, False, 782490624), ("760m", 8192, 8, 34.84, 6, 2, False, 769907712),
-    ("760m", 4096, 8, 35.83, 12, 2, False, 763616256), ("760m", 2048, 32, 37.57, 24, 1, False, 760470528),
-    ("760m", 2048, 16, 37.89, 24, 1, False, 760470528), ("760m", 2048, 8, 34.9, 24, 2, False, 760470528),
-    ("760m", 1024, 8, 39.76, 48, 2, False, 758897664), ("760m", 512, 8, 40.42, 96, 2, False, 758111232),
-]
-MPT_FSDP_H100_BATCH = [2048, 1024, 168, 168, 1344, 480, 504, 1008, 24, 72, 240, 128, 64, 32, 16, 960, 16, 32, 128,
-                       256, 48, 1024, 16, 144, 48, 144, 240, 1152, 576, 480, 960, 1920, 16, 32, 64, 96, 224, 1280,
-                       640, 320, 112, 576, 1792, 16, 48, 96, 192, 768, 384, 384, 768, 1536]
-MPT_FSDP_H100_TOKENS_PER_GPU = [1039, 882, 1384, 1802, 2308, 2263, 2002, 2084, 1976, 2985, 4717, 4800, 4811, 4767,
-                                4792, 5502, 1956, 3318, 6935, 8611, 10643, 10203, 3262, 5873, 11152, 16578, 20964,
-                                22525, 23021, 24142, 27046, 27965, 5506, 12025, 19649, 29157, 38535, 44402, 45130,
-                                46037, 45455, 48910, 52275, 16291, 27815, 41825, 55459, 67971, 68551, 63147, 78581,
-                                83749]
+# Meta's Llama 3 405B pre-training (Table 4): GPUs, TP, CP, PP, DP, sequence, sequences per data-parallel group,
+# TFLOP/s per GPU, BF16 MFU (%), as printed (the long-context row's DP of 4 gives 8,192 GPUs and 8M tokens, not its
+# 16,384 and 16M: 8 would); the model's parameters by its name
+LLAMA3_405B = [(8192, 8, 1, 16, 64, 8192, 32, 430, 43), (16384, 8, 1, 16, 128, 8192, 16, 400, 41),
+               (16384, 8, 16, 16, 4, 131072, 16, 380, 38)]
+LLAMA3_PARAMS = 405e9

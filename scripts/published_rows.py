@@ -13,22 +13,17 @@ leave-one-source-out protocol, the report), so each published run's simulation r
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 
 import numpy as np
 import published_results as tables
-from published_runs import a100_nodes, deepspeed, dgx2h, dgx_a100, h100, iteration, jean_zay, megatron_flops, v100
+from published_rows_fsdp import llama3_405b, mpt_fsdp
+from published_runs import a100_40gb, a100_nodes, deepspeed, dgx2h, dgx_a100, gib, iteration, jean_zay, megatron_flops, v100
 
 from autotune.runners.simulator import costs, nccl
 from autotune.search_spaces.parallel.clusters import DEVICES, Cluster, DeviceSpec
 from autotune.search_spaces.parallel.models import optimizer_layout
-
-
-def _gib(result) -> float:
-    """A simulated run's peak memory per GPU, GiB to 0.1."""
-    return round(result.peak_memory / 2**30, 1)
 
 
 def _sc21(devices):
@@ -62,7 +57,7 @@ def _reduce_recompute_run(devices, row, recompute, sequence):
 def _reduce_recompute(devices, selective_sp: bool = False):
     def row(r):
         s, res, micro = _reduce_recompute_run(devices, r, "selective" if selective_sp else "full", selective_sp)
-        return s, {"microbatches": micro, "fits": res.fits, "peak_memory_gib": _gib(res)}
+        return s, {"microbatches": micro, "fits": res.fits, "peak_memory_gib": gib(res)}
     published = tables.REDUCE_RECOMPUTE_SP if selective_sp else [r[8] for r in tables.REDUCE_RECOMPUTE]
     return [(f"{r[0]} t{r[4]} p{r[5]} {r[6]} GPUs", pub, lambda r=r: row(r))
             for r, pub in zip(tables.REDUCE_RECOMPUTE, published)]
@@ -71,7 +66,7 @@ def _reduce_recompute(devices, selective_sp: bool = False):
 def _reduce_recompute_memory(devices):
     def row(r, recompute, sequence):
         _, res, _ = _reduce_recompute_run(devices, r, recompute, sequence)
-        return float(res.fits), {"peak_memory_gib": _gib(res)}
+        return float(res.fits), {"peak_memory_gib": gib(res)}
     return [(f"{r[0]} {mode}{' +sp' if sp else ''}", fits, lambda r=r, mode=mode, sp=sp: row(r, mode, sp))
             for r in tables.REDUCE_RECOMPUTE for mode, sp, fits in tables.REDUCE_RECOMPUTE_MEMORY]
 
@@ -170,7 +165,7 @@ def _bloom(rows):
         def row(t, p, per_micro, heads):
             s, r, micro = _bloom_run(devices, "176b", hidden, layers, heads, t, p, per_micro)
             return megatron_flops(batch, layers, hidden, vocab=vocab) / s / gpus / 1e12, {
-                "microbatches": micro, "fits": r.fits, "peak_memory_gib": _gib(r)}
+                "microbatches": micro, "fits": r.fits, "peak_memory_gib": gib(r)}
         return [(f"t{t} p{p} d{gpus // (t * p)} mb{m} {a} heads", pub, lambda t=t, p=p, m=m, a=a: row(t, p, m, a))
                 for t, p, m, a, pub in rows]
     return rows_of
@@ -181,7 +176,7 @@ def _bloom_memory(devices):
     published peak (GiB) beside."""
     def row(hidden, layers, heads, t, p, per_micro, published):
         _, r, _ = _bloom_run(devices, f"bloom-{layers}l", hidden, layers, heads, t, p, per_micro)
-        return float(r.fits), {"peak_memory_gib": _gib(r), "published_gib": published}
+        return float(r.fits), {"peak_memory_gib": gib(r), "published_gib": published}
     return [(f"h{r[0]} L{r[1]} a{r[2]} t{r[3]} p{r[4]} mb{r[5]}", int(r[6] is not None), lambda r=r: row(*r))
             for r in tables.BLOOM_MEMORY]
 
@@ -192,7 +187,7 @@ def _bloom_memory_fp16(devices):
     def row(d, t, p, per_micro, batch, published):
         _, r, _ = _bloom_run(devices, "181b", 14336, 72, 64, t, p, per_micro, batch, bf16_optimizer=False,
                              embedding_blocks=False)
-        return float(r.fits), {"peak_memory_gib": _gib(r), "published_gib": published}
+        return float(r.fits), {"peak_memory_gib": gib(r), "published_gib": published}
     ran = [(*r[:5], mem) for r, mem in zip(tables.BLOOM_LAYOUTS_FP16, tables.BLOOM_LAYOUTS_FP16_MEM)]
     return [(f"t{r[1]} p{r[2]} d{r[0]} mb{r[3]} batch {r[4]}", fits, lambda r=r: row(*r))
             for rows, fits in ((ran, 1), ([(*r, None) for r in tables.BLOOM_LAYOUTS_FP16_OOM], 0)) for r in rows]
@@ -214,7 +209,7 @@ def _bloom_layouts_fp16(devices):
     def row(d, t, p, per_micro, batch):
         s, r, micro = _bloom_run(devices, "181b", 14336, 72, 64, t, p, per_micro, batch, bf16_optimizer=False,
                                  embedding_blocks=False)
-        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": _gib(r)}
+        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": gib(r)}
     return [(f"t{t} p{p} d{d} mb{m} batch {b}", pub, lambda r=(d, t, p, m, b): row(*r))
             for d, t, p, m, b, pub in tables.BLOOM_LAYOUTS_FP16]
 
@@ -229,7 +224,7 @@ def _bloom_single_node(devices, memory=False):
         s, r, micro = iteration(f"bloom-{layers}l", heads, hidden, layers, 8, 1, jean_zay(8, deepspeed(devices)), batch,
                                 tables.SEQ, per_micro, vocab=vocab)
         return (r.peak_memory / 2**30 if memory else s), {"microbatches": micro, "fits": r.fits,
-                                                           "peak_memory_gib": _gib(r)}
+                                                           "peak_memory_gib": gib(r)}
     published = tables.BLOOM_SINGLE_NODE_MEM if memory else [pub for *_, pub in tables.BLOOM_SINGLE_NODE]
     return [(f"{layers} layers t8 mb{m}, row {k + 1}", pub, lambda layers=layers, m=m: row(layers, m))
             for k, ((layers, m, _), pub) in enumerate(zip(tables.BLOOM_SINGLE_NODE, published))]
@@ -285,12 +280,6 @@ def neox_flops(batch=NEOX_BATCH, seq=tables.SEQ, layers=NEOX_SHAPE[0], hidden=NE
     return batch * seq * (6 * neox_params(layers, hidden) + 60 * seq * hidden * layers)
 
 
-def a100_40gb(device: DeviceSpec) -> DeviceSpec:
-    """``device`` on the A100-SXM4-40GB: 40 GB of HBM2 at 1,555 GB/s (NVIDIA's A100 datasheet), against the
-    80 GB card's 2,039 GB/s; the same tensor cores, so the same peak and GEMM efficiency."""
-    return dataclasses.replace(device, memory_bytes=40 * 2**30, mem_bandwidth=1555e9)
-
-
 def neox_cluster(device: DeviceSpec) -> Cluster:
     """GPT-NeoX-20B's cluster (Section 2.3): twelve Supermicro AS-4124GO-NART servers of 8 A100-SXM4-40GB, each GPU
     reaching the InfiniBand fabric "through one of four ConnectX-6 HCAs" per node, two MQM8700-HS2R (HDR) switches.
@@ -309,29 +298,10 @@ def _gpt_neox(devices):
         s, r, micro = iteration("neox-20b", heads, hidden, layers, NEOX_T, NEOX_P,
                                 neox_cluster(a100_40gb(deepspeed(devices))), NEOX_BATCH, tables.SEQ, NEOX_MICRO,
                                 vocab=NEOX_VOCAB, zero=1)
-        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": _gib(r),
+        return s, {"microbatches": micro, "fits": r.fits, "peak_memory_gib": gib(r),
                    "tflops_per_gpu": round(neox_flops() / s / NEOX_GPUS / 1e12, 1)}
     published = round(neox_flops() / (NEOX_TFLOPS * 1e12 * NEOX_GPUS), 2)
     return [(f"20B t{NEOX_T} p{NEOX_P} d{d} mb{NEOX_MICRO} {NEOX_GPUS} GPUs", published, row)]
-
-
-def _mpt_fsdp(table, gpu: str):
-    """MosaicML's MPT benchmarks on ``gpu``'s DGX nodes (FSDP full sharding over every GPU: data parallelism, ZeRO-3,
-    gathers prefetched): MFU by the benchmark's count."""
-    def rows(devices):
-        def row(size, seq, gpus, micro, accumulation, checkpointing, params):
-            layers, hidden, heads = tables.MPT_SHAPES[size]
-            cluster = dgx_a100(gpus, h100(devices) if gpu == "H100" else devices["A100"], f"dgx-{gpu.lower()}")
-            tokens = micro * gpus * accumulation * seq
-            s, r, _ = iteration(f"mpt-{size}", heads, hidden, layers, 1, 1, cluster, tokens // seq, seq, micro,
-                                kernels="flash", recompute="full" if checkpointing else "none", vocab=tables.MPT_VOCAB,
-                                zero=3, dropout=False, zero_prefetch=True)
-            flops = (6 * params + 12 * layers * hidden * seq) * tokens  # the benchmark's count: 6 N + 12 l h s per token
-            return 100 * flops / s / gpus / cluster.peak(2), {
-                "fits": r.fits, "peak_memory_gib": _gib(r), "iteration_s": round(s, 3)}
-        return [(f"{r[0]} s{r[1]} {r[2]} GPUs mb{r[4]} x{r[5]}{' ckpt' if r[6] else ''}", r[3],
-                 lambda r=r: row(r[0], r[1], r[2], r[4], r[5], r[6], r[7])) for r in table]
-    return rows
 
 
 def _nccl(table):
@@ -375,9 +345,13 @@ SOURCES: dict[str, tuple[str, str, str, Callable]] = {  # name -> (what, device,
     "mt-nlg-530b": ("Smith et al. 2022, Megatron-Turing NLG 530B on 2,240-3,360 A100s", "A100-DeepSpeed",
                     "s per iteration", _mt_nlg),
     "mpt-fsdp-a100": ("MosaicML MPT 125M-70B, PyTorch FSDP (ZeRO-3) on 8-64 A100 80GB (llm-foundry), reported only",
-                      "A100", "MFU %", _mpt_fsdp(tables.MPT_FSDP_A100, "A100")),
+                      "A100", "MFU %", mpt_fsdp("A100")),
+    "mpt-fsdp-a100-40gb": ("MosaicML MPT 125M-70B, PyTorch FSDP (ZeRO-3) on 8-128 A100 40GB (llm-foundry), reported only",
+                           "A100", "MFU %", mpt_fsdp("A100-40GB")),
     "mpt-fsdp-h100": ("MosaicML MPT 760M-70B, PyTorch FSDP (ZeRO-3) on 8-64 H100 80GB (llm-foundry), the H100's fit",
-                      "H100", "MFU %", _mpt_fsdp(tables.MPT_FSDP_H100, "H100")),
+                      "H100", "MFU %", mpt_fsdp("H100")),
+    "llama3-405b-h100": ("Meta's Llama 3 405B, t8 p16 with FSDP on 8,192 and 16,384 H100s", "H100", "TFLOP/s per GPU",
+                         llama3_405b),
     "gpt-neox-20b": ("Black et al. 2022, GPT-NeoX-20B on 96 A100 40GB (gpt-neox), held out only", "A100-DeepSpeed",
                      "s per iteration", _gpt_neox),
     "bloom-memory": ("BigScience BLOOM, 20 layouts of six shapes on 384 A100s: which fit in 80 GB", "A100-DeepSpeed",

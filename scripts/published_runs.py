@@ -91,6 +91,17 @@ def dgx_a100(gpus: int, device: DeviceSpec, preset: str = "dgx-a100") -> Cluster
     return cluster
 
 
+def gib(result) -> float:
+    """A simulated run's peak memory per GPU, GiB to 0.1."""
+    return round(result.peak_memory / 2**30, 1)
+
+
+def a100_40gb(device: DeviceSpec) -> DeviceSpec:
+    """``device`` on the A100-SXM4-40GB: 40 GB of HBM2 at 1,555 GB/s (NVIDIA's A100 datasheet), against the
+    80 GB card's 2,039 GB/s; the same tensor cores, so the same peak and GEMM efficiency."""
+    return dataclasses.replace(device, memory_bytes=40 * 2**30, mem_bandwidth=1555e9)
+
+
 def a100_nodes(name: str, gpus: int, device: DeviceSpec, inter_bw: float) -> Cluster:
     """Another site's nodes of 8 A100s: the DGX A100's links and NCCL figures, the site's own network per node."""
     return dataclasses.replace(dgx_a100(gpus, device), name=name, inter_bw=inter_bw)
@@ -117,21 +128,22 @@ def embeddings_as_blocks(graph):
 
 def iteration(name, heads, hidden, layers, t, p, cluster, batch, seq, per_micro=None, overlap=None, kernels="fused",
               recompute="full", sequence=False, virtual=1, vocab=tables.VOCAB, zero=0, embedding_blocks=False,
-              whole_grad_bytes=0.0, dropout=True, zero_prefetch=False, zero_rank_copies=False, tp_overlap=False):
+              whole_grad_bytes=0.0, dropout=True, zero_prefetch=False, zero_rank_copies=False, tp_overlap=False,
+              **shape):
     """Seconds per iteration of Megatron's strategy (t, p) on ``cluster`` (t = p = 1: data parallelism);
     micro-batches of ``per_micro`` sequences per replica, or (None) the fewest micro-batches that fit;
     ``kernels``, ``recompute`` and ``dropout`` as in ``transformer``, ``sequence`` parallelism and ``virtual``
     chunks per stage as in ``megatron``, ``zero`` as in ``Simulator``, as are ``whole_grad_bytes``,
     ``zero_prefetch``, ``zero_rank_copies`` and ``tp_overlap`` (off here, unlike the ``Simulator``: most published
     runs ran code from before it); ``embedding_blocks``: the pipeline cut of
-    :func:`embeddings_as_blocks`. Returns (seconds,
-    result, count)."""
+    :func:`embeddings_as_blocks`; ``shape``: the model's other keywords of ``transformer`` (a Llama's ``kv_heads``,
+    ``ffn``, ``gated``, ``tied``). Returns (seconds, result, count)."""
     d = cluster.devices // (t * p)
     per_replica = batch // d
     counts = [per_replica // per_micro] if per_micro else [m for m in range(1, per_replica + 1) if per_replica % m == 0]
     for micro in counts:
         graph = transformer(f"gpt-{name}", batch // micro, layers, hidden, heads, seq, vocab, recompute=recompute,
-                            kernels=kernels, dropout=dropout)
+                            kernels=kernels, dropout=dropout, **shape)
         if embedding_blocks:
             embeddings_as_blocks(graph)
         r = Simulator(graph, cluster, microbatches=micro, overlap=overlap, zero=zero,

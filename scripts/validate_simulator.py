@@ -13,8 +13,8 @@ scaling identifies), and for the A100 running Megatron-DeepSpeed (``A100-DeepSpe
 Megatron's layers inside DeepSpeed, MT-NLG and BLOOM) both, its own GEMM efficiency and its own fixed cost per
 kernel. The V100, the A100-DeepSpeed and the H100 run their GEMMs at the A100's share of peak unless one of their
 own sources calibrates them. The bare flag calibrates on DEFAULT_CALIBRATION (the A100 preset is the first's fit,
-the A100-DeepSpeed of ``dgx-a100-deepspeed-xN`` the third's, the H100 the fourth's: MosaicML's H100 runs, the one
-H100 source, so in-sample); every row of every other source is held out (a device not calibrated keeps its
+the A100-DeepSpeed of ``dgx-a100-deepspeed-xN`` the third's, the H100 the fourth's, fitted only where an H100 source
+is reported); every row of every other source is held out (a device not calibrated keeps its
 preset). The A100-DeepSpeed's allocator slack is its preset's, which ``fit_allocator_slack`` fits on the single-node
 check's peaks (``bloom-single-node-memory``, marked as calibration rows); the other memory sources are held out.
 Output per source: each row's published and simulated value and error, MAPE and Spearman rank
@@ -25,7 +25,7 @@ the MAPE of every source under each choice that is not fitted on it, and then re
 choice with the least worst MAPE over the *other* sources: the figure a source not named here is expected
 at. A source in REPORT_ONLY (ZeRO-3 without model parallelism, BLOOM's memory, the cost of its BF16 optimizer) is
 reported under every choice and never chooses one. Devices whose sources read no other device's figures are
-chosen apart (GROUPS: the Megatron-LM devices together, the A100-DeepSpeed on its own sources), so a
+chosen apart (GROUPS: the Megatron-LM devices together, the A100-DeepSpeed and the H100 each on its own), so a
 Megatron-DeepSpeed source cannot move a Megatron-LM choice. The bare ``--calibrate``'s Megatron-LM sources are
 that protocol's choice over all of them; its Megatron-DeepSpeed source is BLOOM's single-node check, the one source of that stack without a pipeline or a
 network (the stack's per-GPU speed alone), named before any calibration was run.
@@ -48,8 +48,8 @@ from published_runs import COLLECTIVES, deepspeed, fresh_devices, h100, v100
 
 from autotune.errors import UsageError
 
-# one source per device: the protocol's choice for the Megatron-LM devices; for the A100-DeepSpeed, the source
-# without a pipeline or a network; for the H100, its one source (MosaicML's runs), which the protocol leaves out
+# one source per device: the protocol's choice for the Megatron-LM devices and for the H100; for the A100-DeepSpeed,
+# the source without a pipeline or a network
 DEFAULT_CALIBRATION = ["reduce-recompute", "megatron19-strong", "bloom-single-node", "mpt-fsdp-h100"]
 PRESETS_FITTED_ON = "nccl-a100-azure"  # the source the clusters' collective figures come from
 MEMORY_FITTED_ON = "bloom-single-node-memory"  # the source the A100-DeepSpeed's allocator slack comes from
@@ -86,9 +86,9 @@ def fit_allocator_slack(devices: dict) -> float:
 
 
 # devices calibrated together: a source of one reads another's figures (the V100s run their GEMMs at the A100's share
-# of peak unless a V100 source calibrates theirs). The A100-DeepSpeed, once calibrated, reads only its own figures and
-# its sources only it, so its choice is made apart, on its own sources, and moves no Megatron-LM choice
-GROUPS = {"Megatron-LM": ("A100", "V100", "V100-2019"), "Megatron-DeepSpeed": ("A100-DeepSpeed",)}
+# of peak unless a V100 source calibrates theirs). The A100-DeepSpeed and the H100, once calibrated, read only their own
+# figures and their sources only them, so each one's choice is made apart, on its own sources
+GROUPS = {"Megatron-LM": ("A100", "V100", "V100-2019"), "Megatron-DeepSpeed": ("A100-DeepSpeed",), "H100": ("H100",)}
 
 
 def group_of(source: str) -> str:
@@ -196,7 +196,8 @@ def calibrate(name: str, devices: dict) -> dict[str, float]:
 # training run, one row, cannot fit the A100-DeepSpeed's two figures (a curve of them matches it exactly): held out only
 PROTOCOL_CHOICES = {"A100": ["sc21-table1", "reduce-recompute", "reduce-recompute-sp"],
                     "V100-2019": ["megatron19-strong", "megatron19-weak", "megatron19-single"],
-                    "A100-DeepSpeed": ["bloom-single-node", "bloom-topologies", "mt-nlg-530b"]}
+                    "A100-DeepSpeed": ["bloom-single-node", "bloom-topologies", "mt-nlg-530b"],
+                    "H100": ["mpt-fsdp-h100", "llama3-405b-h100"]}
 
 
 def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], dict[str, float]]:
@@ -206,7 +207,7 @@ def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], d
     out = {}
     fits: dict[tuple[str, ...], dict[str, float]] = {}  # a fit depends only on the fits before it in the choice
     for group, group_devices in GROUPS.items():
-        mine = [s for s in sources if SOURCES[s][1] in group_devices]  # a source of no group (the H100's): none
+        mine = [s for s in sources if group_of(s) == group]
         choices = [PROTOCOL_CHOICES[d] for d in group_devices if d in PROTOCOL_CHOICES]
         if not mine or not choices:
             continue
@@ -236,7 +237,7 @@ def calibration_matrix(sources: list[str], log=print) -> dict[tuple[str, ...], d
 # stack whose runs without recomputation and whose smallest models are fast here by more than any GEMM
 # efficiency moves (docs/benchmarks.md), would likewise choose the efficiency that hides those rows
 REPORT_ONLY = {"sc21-table2-zero3", "bloom-memory", "bloom-memory-fp16", "bloom-single-node-memory",
-               "bloom-bf16-optimizer", "mpt-fsdp-a100"}
+               "bloom-bf16-optimizer", "mpt-fsdp-a100", "mpt-fsdp-a100-40gb"}
 
 
 def worst_choosing(mapes: dict[str, float], without: str | None = None, default: float = 0.0) -> float:
@@ -302,8 +303,8 @@ def main() -> None:
         return protocol_report(args)
     devices = fresh_devices()
     collectives = fit_collectives(args.fit_collectives) if args.fit_collectives else None
-    on = [n for n in DEFAULT_CALIBRATION if SOURCES[n][1] != "H100" or n in args.sources] if args.calibrate == [] \
-        else (args.calibrate or [])  # the H100's one source alone reads the H100: fitted only where it is reported
+    on = [n for n in DEFAULT_CALIBRATION if group_of(n) != "H100" or any(group_of(s) == "H100" for s in args.sources)] \
+        if args.calibrate == [] else (args.calibrate or [])  # only the H100's sources read it: fitted where reported
     if len({SOURCES[n][1] for n in on}) < len(on):
         ap.error("--calibrate takes at most one source per device")
     fitted = {n: (SOURCES[n][1], calibrate(n, devices)) for n in on}
@@ -345,8 +346,7 @@ def main() -> None:
 
 def protocol_report(args) -> None:
     """``--protocol leave-one-source-out``: the calibration matrix and each source held out of its choice."""
-    sources = [s for s in args.sources if not s.startswith("nccl") and s != MEMORY_FITTED_ON  # fitted apart
-               and any(SOURCES[s][1] in devices for devices in GROUPS.values())]  # the H100's one source: apart
+    sources = [s for s in args.sources if not s.startswith("nccl") and s != MEMORY_FITTED_ON]  # fitted apart
     if len(sources) < 2:
         raise UsageError("--protocol leave-one-source-out needs at least two sources besides the collectives")
     log = (lambda *a, **k: None) if args.json else print
@@ -364,7 +364,7 @@ def protocol_report(args) -> None:
              .replace("mt-nlg-530b", "mt-nlg").replace("bloom-176b", "bloom").replace("-single-node", "-1node")
              .replace("gpt-neox-20b", "neox-20b").replace("-zero3", "-z3").replace("sc21-table", "sc21-t").replace("bloom-memory", "bloom-mem")
              .replace("bloom-bf16-optimizer", "bloom-bf16").replace("bloom-layouts-fp16", "bloom-fp16")
-             .replace("mpt-fsdp-a100", "mpt-fsdp") for s in sources}
+             .replace("mpt-fsdp-a100", "mpt-fsdp").replace("-405b-h100", "").replace("-h100", "") for s in sources}
     for group, group_devices in GROUPS.items():
         combos = {c: m for c, m in matrix.items() if group_of(c[0]) == group}
         if not combos:

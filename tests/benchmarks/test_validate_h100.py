@@ -9,20 +9,11 @@ from published_rows import SOURCES
 from published_runs import fresh_devices, h100
 
 from autotune.search_spaces.parallel.clusters import DEVICES
-from autotune.search_spaces.parallel.models import transformer
 
 
-def test_the_h100_rows_are_the_tables_and_run_on_h100_nodes_at_the_h100_preset():
-    """Every row of the table: the modelled MPT has the published parameters but its learned positions, the batch is
-    micro-batch x accumulation x GPUs, and the throughput gives the MFU over the H100's 989 TFLOP/s; simulated at the
-    preset, every row fits in 80 GB as it ran and the source is within 10% (MAPE: the fit's own rows)."""
-    columns = zip(tables.MPT_FSDP_H100, tables.MPT_FSDP_H100_BATCH, tables.MPT_FSDP_H100_TOKENS_PER_GPU, strict=True)
-    for (size, seq, gpus, mfu, micro, accumulation, _, params), batch, tokens_per_gpu in columns:
-        layers, hidden, heads = tables.MPT_SHAPES[size]
-        modelled = transformer(size, 1, layers, hidden, heads, seq, tables.MPT_VOCAB, kernels="flash").parameters
-        assert modelled == pytest.approx(params - seq * hidden, rel=2e-3)
-        assert micro * accumulation * gpus == batch
-        assert 100 * (6 * params + 12 * layers * hidden * seq) * tokens_per_gpu / 989e12 == pytest.approx(mfu, rel=5e-3)
+def test_the_h100_rows_run_on_h100_nodes_at_the_h100_preset():
+    """Simulated at the preset, every run of MosaicML's H100 table fits in 80 GB as it ran and the source is within
+    10% (MAPE: the fit's own rows); the transcription is checked with the other MPT tables (test_validate_mpt.py)."""
     assert SOURCES["mpt-fsdp-h100"][1] == "H100" and "mpt-fsdp-h100" in vs.DEFAULT_CALIBRATION
     devices = fresh_devices()
     assert devices["H100"].gemm_efficiency is None and h100(devices).gemm_efficiency == DEVICES["A100"].gemm_efficiency
@@ -33,11 +24,28 @@ def test_the_h100_rows_are_the_tables_and_run_on_h100_nodes_at_the_h100_preset()
 
 
 @pytest.mark.slow
-def test_the_h100_preset_is_its_sources_fit_and_the_a100s_share_is_too_fast_on_every_row():
+def test_the_h100_preset_is_its_sources_fit_and_the_a100s_share_is_too_fast_on_every_h100_run():
     devices = fresh_devices()
-    at_a100_share = vs.evaluate("mpt-fsdp-h100", devices)
-    assert all(r["error_pct"] > 0 for r in at_a100_share)
+    for source in ("mpt-fsdp-h100", "llama3-405b-h100"):  # at the A100's share, every run of both is simulated fast
+        assert all(r["error_pct"] > 15 for r in vs.evaluate(source, devices))
     fitted = vs.calibrate("mpt-fsdp-h100", devices)
     assert list(fitted) == ["gemm_efficiency"]
     assert abs(fitted["gemm_efficiency"] - DEVICES["H100"].gemm_efficiency) < 2e-3
     assert devices["A100"].gemm_efficiency == DEVICES["A100"].gemm_efficiency  # the A100's own figure does not move
+
+
+def test_llama3_405b_runs_on_h100s_as_its_paper_gives_them_and_is_held_out_within_ten_percent():
+    """Meta's Table 4: every row's batch is 16M tokens and its TFLOP/s is its MFU of the H100's 989; the row with
+    context parallelism is not simulated (the simulator has none). Simulated at the H100 preset (fitted on MosaicML's
+    runs, not on these), the 8,192-GPU run is within 10% of its 430 TFLOP/s per GPU."""
+    for gpus, t, cp, p, d, seq, per_dp, tflops, mfu in tables.LLAMA3_405B:
+        assert abs(100 * tflops / 989 - mfu) < 1.0
+        assert cp > 1 or (t * p * d == gpus and d * per_dp * seq == 2**24)  # (the long-context row's DP: as printed)
+    assert SOURCES["llama3-405b-h100"][1] == "H100" and "llama3-405b-h100" in vs.PROTOCOL_CHOICES["H100"]
+    devices = fresh_devices()
+    devices["H100"].gemm_efficiency = DEVICES["H100"].gemm_efficiency
+    rows = SOURCES["llama3-405b-h100"][3](devices)
+    assert [label for label, *_ in rows] == ["405B t8 p16 d64 8192 GPUs", "405B t8 p16 d128 16384 GPUs"]
+    label, published, simulate = rows[0]
+    simulated, detail = simulate()
+    assert abs(simulated / published - 1) < 0.10 and detail["iteration_s"] > 0
