@@ -239,8 +239,9 @@ class Builder:
         return self.add(Op(self._uniq(name), "input", dict(dims), dict(roles), tuple(dims), mem_elems=0))
 
     def elementwise(self, xs: str | list[str], name: str, typ: str = "elementwise", flops_per: float = 1.0,
-                    frozen: tuple[int, ...] = ()) -> str:
-        """Same shape in and out (relu, gelu, add, layernorm). ``frozen`` axes are not partitionable."""
+                    frozen: tuple[int, ...] = (), passes: float = 1.0) -> str:
+        """Same shape in and out (relu, gelu, add, layernorm). ``frozen`` axes are not partitionable; ``passes``: its
+        memory traffic in reads of the inputs and writes of the output (1: each once)."""
         xs = [xs] if isinstance(xs, str) else xs
         sh = self.shape(xs[0])
         dims = {f"a{i}": n for i, (_, n, _) in enumerate(sh)}
@@ -248,7 +249,7 @@ class Builder:
         axes = tuple(dims)
         n = math.prod(dims.values())
         return self.add(Op(self._uniq(name), typ, dims, roles, axes, [(x, axes) for x in xs],
-                           flops=flops_per * n, bwd_flops=flops_per * n, mem_elems=(len(xs) + 1) * n))
+                           flops=flops_per * n, bwd_flops=flops_per * n, mem_elems=passes * (len(xs) + 1) * n))
 
     def linear(self, x: str, n_out: int, name: str, tp: str | None = "o", extra_flops: float = 0.0,
                gates: int = 1) -> str:
@@ -364,8 +365,11 @@ class Builder:
                            b * t * (i + 5 * hidden) + 4 * hidden * (i + hidden), tp="o"))
 
     def loss(self, x: str, name: str = "loss") -> str:
-        """Softmax cross-entropy over the last axis (kept whole)."""
-        return self.elementwise(x, name, "softmax_loss", 5.0, frozen=(len(self.shape(x)) - 1,))
+        """Softmax cross-entropy over the last axis (kept whole). It moves what Megatron-LM's vocab-parallel
+        cross-entropy and PyTorch's move over half-precision logits, about 48 bytes a logit forward and backward: the
+        logits cast to fp32, then max, subtract, exp, sum and divide, each a pass over fp32, and the gradient's passes
+        and its cast back; four times one read and one write in 2 bytes each way (12 bytes)."""
+        return self.elementwise(x, name, "softmax_loss", 5.0, frozen=(len(self.shape(x)) - 1,), passes=4.0)
 
     def build(self, **kw) -> Graph:
         return Graph(self.name, self.ops, self.batch, self.dtype_bytes, **kw)

@@ -10,7 +10,7 @@ from autotune.errors import UsageError
 from autotune.search_spaces.parallel.clusters import BUS_EFFICIENCY, DEVICES, get_cluster, preset_names
 
 # scripts/validate_simulator.py --calibrate bloom-single-node
-DEEPSPEED_GEMM_EFFICIENCY, DEEPSPEED_LAUNCH_S = 0.6399, 5.795e-05
+DEEPSPEED_GEMM_EFFICIENCY, DEEPSPEED_LAUNCH_S = 0.6518, 6.565e-05
 # BLOOM's notes' CUDA context on the A100; validate_simulator.fit_allocator_slack
 DEEPSPEED_CONTEXT, DEEPSPEED_SLACK = 1573 * 2**20, 0.1662
 
