@@ -299,8 +299,8 @@ BLOOM_LAYOUTS_FP16_MEM = [56, 55, 66, None, 49, None, None, 52, 53, 59, 65, 76, 
 BLOOM_LAYOUTS_FP16_OOM = [(48, 8, 1, 1, 2016), (32, 2, 6, 2, 2048), (32, 2, 6, 1, 2048)]
 SEQ, VOCAB = 2048, 51200
 # Meta's Llama 3 405B pre-training (Table 4): GPUs, TP, CP, PP, DP, sequence, sequences per data-parallel group,
-# TFLOP/s per GPU, BF16 MFU (%), as printed (the long-context row's DP of 4 gives 8,192 GPUs and 8M tokens, not its
-# 16,384 and 16M: 8 would); the model's parameters by its name
+# TFLOP/s per GPU, BF16 MFU (%), as arXiv v3 prints it (v1 printed the long-context row's DP as 4, which gives 8,192
+# GPUs and 8M tokens, not its 16,384 and 16M); the model's parameters by its name
 LLAMA3_405B = [(8192, 8, 1, 16, 64, 8192, 32, 430, 43), (16384, 8, 1, 16, 128, 8192, 16, 400, 41),
-               (16384, 8, 16, 16, 4, 131072, 16, 380, 38)]
+               (16384, 8, 16, 16, 8, 131072, 16, 380, 38)]
 LLAMA3_PARAMS = 405e9

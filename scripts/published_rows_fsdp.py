@@ -22,7 +22,8 @@ def mpt_fsdp(gpu: str):
         def row(size, seq, gpus, micro, accumulation, checkpointing, params):
             layers, hidden, heads = mpt.MPT_SHAPES[size]
             device = h100(devices) if gpu == "H100" else devices["A100"]
-            cluster = dgx_a100(gpus, a100_40gb(device) if gpu == "A100-40GB" else device, f"dgx-{gpu[:4].lower()}")
+            preset = "dgx-h100" if gpu == "H100" else "dgx-a100"
+            cluster = dgx_a100(gpus, a100_40gb(device) if gpu == "A100-40GB" else device, preset)
             tokens = micro * gpus * accumulation * seq
             s, r, _ = iteration(f"mpt-{size}", heads, hidden, layers, 1, 1, cluster, tokens // seq, seq, micro,
                                 kernels="flash", recompute="full" if checkpointing else "none", vocab=mpt.MPT_VOCAB,
@@ -42,14 +43,14 @@ def llama3_405b(devices):
     the embedding alone and the last the output and loss alone (so one block a chunk: 126 layers and the two
     embeddings on 128 chunks), no recomputation, the gradients and optimizer state sharded over the data-parallel
     group (ZeRO stage 2), each tensor-parallel reduction beside the weight gradient; micro-batches of one sequence."""
-    layers, hidden, heads, kv, ffn, seq, vocab = LLAMA["llama-3-405b"]
+    layers, hidden, heads, kv, ffn, _, vocab = LLAMA["llama-3-405b"]
 
-    def row(gpus, t, p, d, per_dp):
+    def row(gpus, t, p, d, seq, per_dp):
         s, r, _ = iteration("llama-3-405b", heads, hidden, layers, t, p, dgx_a100(gpus, h100(devices), "dgx-h100"),
                             d * per_dp, seq, 1, kernels="flash", recompute="none", vocab=vocab, zero=2,
                             embedding_blocks=True, dropout=False, tp_overlap=True, sequence=True, virtual=8,
                             kv_heads=kv, ffn=ffn, gated=True, tied=False)
         flops = (6 * tables.LLAMA3_PARAMS + 12 * layers * hidden * seq) * d * per_dp * seq
         return flops / s / gpus / 1e12, {"fits": r.fits, "peak_memory_gib": gib(r), "iteration_s": round(s, 3)}
-    return [(f"405B t{t} p{p} d{d} {gpus} GPUs", pub, lambda r=(gpus, t, p, d, per_dp): row(*r))
-            for gpus, t, cp, p, d, s, per_dp, pub, _ in tables.LLAMA3_405B if cp == 1]
+    return [(f"405B t{t} p{p} d{d} {gpus} GPUs", pub, lambda r=(gpus, t, p, d, seq, per_dp): row(*r))
+            for gpus, t, cp, p, d, seq, per_dp, pub, _ in tables.LLAMA3_405B if cp == 1]

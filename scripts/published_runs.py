@@ -50,7 +50,8 @@ def _at_a100_share(devices: dict, name: str) -> DeviceSpec:
 
 
 def h100(devices: dict) -> DeviceSpec:
-    """The H100: its GEMMs at the A100's share of peak unless its own source (MosaicML's H100 runs) calibrated them."""
+    """The H100: its GEMMs at the A100's share of peak unless one of its own sources (MosaicML's or Meta's runs on
+    H100s) calibrated them."""
     return _at_a100_share(devices, "H100")
 
 

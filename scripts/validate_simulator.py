@@ -85,9 +85,8 @@ def fit_allocator_slack(devices: dict) -> float:
     return device.allocator_slack
 
 
-# devices calibrated together: a source of one reads another's figures (the V100s run their GEMMs at the A100's share
-# of peak unless a V100 source calibrates theirs). The A100-DeepSpeed and the H100, once calibrated, read only their own
-# figures and their sources only them, so each one's choice is made apart, on its own sources
+# devices calibrated together: a source of one reads another's figures (the V100s run at the A100's share of peak unless
+# a V100 source calibrates theirs). The A100-DeepSpeed and the H100 read only their own figures once calibrated: apart
 GROUPS = {"Megatron-LM": ("A100", "V100", "V100-2019"), "Megatron-DeepSpeed": ("A100-DeepSpeed",), "H100": ("H100",)}
 
 
@@ -114,10 +113,10 @@ def evaluate(name: str, devices: dict, exact: bool = False) -> list[dict]:
 # what calibration fits on each device: its figures, each (attribute, lowest, highest, tolerance, grid). The A100 and the
 # V100 fit their large-GEMM efficiency (a V100 source with the v1.0 code); the V100 running the 2019 code its fixed
 # cost per kernel, which the tensor-parallel split does not shrink (its strong scaling is what identifies it). The
-# A100 running Megatron-DeepSpeed fits both: its GEMM efficiency (the share of peak its compute-bound kernels reach:
-# other PyTorch and cuBLAS releases, in bf16, inside layers written apart from Megatron-LM's) and its fixed cost per
-# kernel. That stack's runs pay a cost per micro-batch that larger micro-batches amortise: BLOOM's notes time
-# micro-batches of 2 and 4 faster than of 1 on the same layouts although they leave a larger pipeline bubble, and
+# A100 running Megatron-DeepSpeed fits both: its GEMM efficiency (the share of peak its compute-bound kernels reach in
+# other PyTorch and cuBLAS releases, inside layers written apart from Megatron-LM's) and its fixed cost per kernel.
+# That stack's runs pay a cost per micro-batch that larger micro-batches amortise: BLOOM's notes time micro-batches
+# of 2 and 4 faster than of 1 on the same layouts although they leave a larger pipeline bubble, and
 # BLOOM ran with every kernel launch synchronous (CUDA_LAUNCH_BLOCKING=1 in its training script, without which it
 # hung), so the host's time per kernel is the GPU's idle time; a GEMM efficiency alone cannot represent that. With
 # several figures the first is fitted outermost, each value of it with the others fitted at it. The least MAPE over the
@@ -266,7 +265,7 @@ def leave_one_source_out(matrix: dict[tuple[str, ...], dict[str, float]]) -> lis
     out = []
     for held in sources:
         chosen, worst = best_calibration(matrix, held)
-        out.append({"source": held, "calibrated_on": list(chosen), "training_worst_pct": worst,
+        out.append({"source": held, "calibrated_on": list(chosen), "training_worst_pct": worst if worst < 1e9 else None,
                     "mape_pct": matrix[chosen][held]})
     return out
 
@@ -364,7 +363,7 @@ def protocol_report(args) -> None:
              .replace("mt-nlg-530b", "mt-nlg").replace("bloom-176b", "bloom").replace("-single-node", "-1node")
              .replace("gpt-neox-20b", "neox-20b").replace("-zero3", "-z3").replace("sc21-table", "sc21-t").replace("bloom-memory", "bloom-mem")
              .replace("bloom-bf16-optimizer", "bloom-bf16").replace("bloom-layouts-fp16", "bloom-fp16")
-             .replace("mpt-fsdp-a100", "mpt-fsdp").replace("-405b-h100", "").replace("-h100", "") for s in sources}
+             .replace("mpt-fsdp-a100-40gb", "mpt-40gb").replace("mpt-fsdp-", "mpt-").replace("-405b-h100", "") for s in sources}
     for group, group_devices in GROUPS.items():
         combos = {c: m for c, m in matrix.items() if group_of(c[0]) == group}
         if not combos:
@@ -379,8 +378,9 @@ def protocol_report(args) -> None:
     print("\neach source held out, calibrated on its group's choice with the least worst MAPE over the other sources"
           f" ({', '.join(sorted(REPORT_ONLY))} reported, never choosing):")
     for r in held:
-        print(f"  {r['source']:24} calibrated on {' + '.join(r['calibrated_on']):40} "
-              f"(training worst {r['training_worst_pct']:.1f}%): MAPE {r['mape_pct']:.1f}%")
+        worst = "-" if r["training_worst_pct"] is None else f"{r['training_worst_pct']:.1f}%"  # none held out
+        print(f"  {r['source']:24} calibrated on {' + '.join(r['calibrated_on']):40} (training worst {worst}): "
+              f"MAPE {r['mape_pct']:.1f}%")
     for group in GROUPS:
         rows = [r for r in held if group_of(r["source"]) == group and r["source"] not in REPORT_ONLY]
         mapes = [r["mape_pct"] for r in rows]

@@ -366,10 +366,13 @@ class Builder:
 
     def loss(self, x: str, name: str = "loss") -> str:
         """Softmax cross-entropy over the last axis (kept whole). It moves what Megatron-LM's vocab-parallel
-        cross-entropy and PyTorch's move over half-precision logits, about 48 bytes a logit forward and backward: the
-        logits cast to fp32, then max, subtract, exp, sum and divide, each a pass over fp32, and the gradient's passes
-        and its cast back; four times one read and one write in 2 bytes each way (12 bytes)."""
-        return self.elementwise(x, name, "softmax_loss", 5.0, frozen=(len(self.shape(x)) - 1,), passes=4.0)
+        cross-entropy and PyTorch's move, about 48 bytes a logit forward and backward whatever the logits' type:
+        max, subtract, exp, sum and divide, each a pass over fp32, and the gradient's passes (over half-precision
+        logits, also the cast to fp32 and back). An elementwise op's traffic, one read and one write a logit forward
+        and twice that backward, is 6 elements a logit: 8 / the type's bytes passes of it are 48 bytes (4 passes in a
+        2-byte type, 2 in fp32)."""
+        return self.elementwise(x, name, "softmax_loss", 5.0, frozen=(len(self.shape(x)) - 1,),
+                                passes=8.0 / self.dtype_bytes)
 
     def build(self, **kw) -> Graph:
         return Graph(self.name, self.ops, self.batch, self.dtype_bytes, **kw)
