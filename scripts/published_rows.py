@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import published_results as tables
 from published_rows_fsdp import llama3_405b, mpt_fsdp
-from published_runs import a100_40gb, a100_nodes, deepspeed, dgx2h, dgx_a100, gib, iteration, jean_zay, megatron_flops, v100
+from published_runs import a100_40gb, a100_nodes, deepspeed, dgx2h, dgx_nodes, gib, iteration, jean_zay, megatron_flops, v100
 
 from autotune.runners.simulator import costs, nccl
 from autotune.search_spaces.parallel.clusters import DEVICES, Cluster, DeviceSpec
@@ -28,7 +28,7 @@ from autotune.search_spaces.parallel.models import optimizer_layout
 
 def _sc21(devices):
     def row(size, heads, hidden, layers, t, p, gpus, batch, _, per_micro, virtual, overlap):
-        s, r, micro = iteration(f"{size}b", heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, tables.SEQ,
+        s, r, micro = iteration(f"{size}b", heads, hidden, layers, t, p, dgx_nodes(gpus, devices["A100"]), batch, tables.SEQ,
                                 per_micro, overlap=overlap, virtual=virtual)
         return megatron_flops(batch, layers, hidden) / s / gpus / 1e12, {"microbatches": micro, "fits": r.fits}
     return [(f"{r[0]}B t{r[4]} p{r[5]} {r[6]} GPUs", r[8], lambda r=r: row(*r)) for r in tables.TABLE1]
@@ -39,7 +39,7 @@ def _sc21_table2(rows, zero=0):
     GPU as Table 1 counts them."""
     def row(devices, name, t, p, gpus, batch, per_micro):
         heads, hidden, layers = tables.TABLE2_MODELS[name]
-        s, r, micro = iteration(name, heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, tables.SEQ,
+        s, r, micro = iteration(name, heads, hidden, layers, t, p, dgx_nodes(gpus, devices["A100"]), batch, tables.SEQ,
                                 per_micro, zero=zero, zero_rank_copies=zero == 3)
         return megatron_flops(batch, layers, hidden) / s / gpus / 1e12, {"microbatches": micro, "fits": r.fits}
     return lambda devices: [(f"{r[0]} t{r[1]} p{r[2]} {r[3]} GPUs mb{r[5]}", r[6],
@@ -50,7 +50,7 @@ def _reduce_recompute_run(devices, row, recompute, sequence):
     """One of Korthikanti et al.'s runs; their code (Megatron-LM of 2022) reduces each column-parallel layer's input
     gradient beside its weight gradient (the asynchronous all-reduce, or sequence parallelism's reduce-scatter)."""
     name, heads, hidden, layers, t, p, gpus, batch, _, micro_size, virtual = row
-    return iteration(name, heads, hidden, layers, t, p, dgx_a100(gpus, devices["A100"]), batch, tables.SEQ, micro_size,
+    return iteration(name, heads, hidden, layers, t, p, dgx_nodes(gpus, devices["A100"]), batch, tables.SEQ, micro_size,
                      recompute=recompute, sequence=sequence, virtual=virtual, tp_overlap=True)
 
 
@@ -137,7 +137,7 @@ def _mt_nlg(devices):
     layers, hidden, heads, t, p, batch = tables.MT_NLG
 
     def row(nodes):
-        s, r, micro = iteration("530b", heads, hidden, layers, t, p, dgx_a100(8 * nodes, deepspeed(devices)), batch,
+        s, r, micro = iteration("530b", heads, hidden, layers, t, p, dgx_nodes(8 * nodes, deepspeed(devices)), batch,
                                 tables.SEQ, tables.MT_NLG_MICRO)
         tflops = megatron_flops(batch, layers, hidden) / s / (8 * nodes) / 1e12
         return s, {"microbatches": micro, "fits": r.fits, "tflops_per_gpu": round(tflops, 1)}
@@ -306,7 +306,7 @@ def _gpt_neox(devices):
 
 def _nccl(table):
     def busbw(nbytes):
-        cluster = dgx_a100(8, DEVICES["A100"])
+        cluster = dgx_nodes(8, DEVICES["A100"])
         t, _ = costs.allreduce(cluster, np.arange(8)[None, :], nbytes)
         return nccl.bus_bandwidth(8, nbytes, t) / 1e9, {}
     return lambda devices: [(f"{size / 2**20:g} MiB", pub, lambda size=size: busbw(size)) for size, pub in table]

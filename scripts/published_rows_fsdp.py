@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import published_results as tables
 import published_results_mpt as mpt
-from published_runs import a100_40gb, dgx_a100, gib, h100, iteration
+from published_runs import a100_40gb, dgx_nodes, gib, h100, iteration
 
 from autotune.search_spaces.parallel.models import LLAMA
 
@@ -23,7 +23,7 @@ def mpt_fsdp(gpu: str):
             layers, hidden, heads = mpt.MPT_SHAPES[size]
             device = h100(devices) if gpu == "H100" else devices["A100"]
             preset = "dgx-h100" if gpu == "H100" else "dgx-a100"
-            cluster = dgx_a100(gpus, a100_40gb(device) if gpu == "A100-40GB" else device, preset)
+            cluster = dgx_nodes(gpus, a100_40gb(device) if gpu == "A100-40GB" else device, preset)
             tokens = micro * gpus * accumulation * seq
             s, r, _ = iteration(f"mpt-{size}", heads, hidden, layers, 1, 1, cluster, tokens // seq, seq, micro,
                                 kernels="flash", recompute="full" if checkpointing else "none", vocab=mpt.MPT_VOCAB,
@@ -46,7 +46,7 @@ def llama3_405b(devices):
     layers, hidden, heads, kv, ffn, _, vocab = LLAMA["llama-3-405b"]
 
     def row(gpus, t, p, d, seq, per_dp):
-        s, r, _ = iteration("llama-3-405b", heads, hidden, layers, t, p, dgx_a100(gpus, h100(devices), "dgx-h100"),
+        s, r, _ = iteration("llama-3-405b", heads, hidden, layers, t, p, dgx_nodes(gpus, h100(devices), "dgx-h100"),
                             d * per_dp, seq, 1, kernels="flash", recompute="none", vocab=vocab, zero=2,
                             embedding_blocks=True, dropout=False, tp_overlap=True, sequence=True, virtual=8,
                             kv_heads=kv, ffn=ffn, gated=True, tied=False)

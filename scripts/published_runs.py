@@ -83,8 +83,9 @@ def jean_zay(gpus: int, device: DeviceSpec) -> Cluster:
     return a100_nodes(f"jean-zay-a100-x{gpus // 8}", gpus, device, 50e9)
 
 
-def dgx_a100(gpus: int, device: DeviceSpec, preset: str = "dgx-a100") -> Cluster:
-    """``gpus`` GPUs in nodes of 8 of the ``preset`` (the DGX A100's, or ``dgx-h100``), ``device`` their GPU."""
+def dgx_nodes(gpus: int, device: DeviceSpec, preset: str = "dgx-a100") -> Cluster:
+    """``gpus`` GPUs in nodes of 8 of the ``preset`` (``dgx-a100`` or ``dgx-h100``), ``device`` their GPU, with the
+    collective figures fitted in this run (COLLECTIVES) where any were."""
     cluster = get_cluster(f"{preset}-x{gpus // 8}")
     cluster.device = device
     for k, v in COLLECTIVES.items():
@@ -105,7 +106,7 @@ def a100_40gb(device: DeviceSpec) -> DeviceSpec:
 
 def a100_nodes(name: str, gpus: int, device: DeviceSpec, inter_bw: float) -> Cluster:
     """Another site's nodes of 8 A100s: the DGX A100's links and NCCL figures, the site's own network per node."""
-    return dataclasses.replace(dgx_a100(gpus, device), name=name, inter_bw=inter_bw)
+    return dataclasses.replace(dgx_nodes(gpus, device), name=name, inter_bw=inter_bw)
 
 
 def megatron_flops(batch, layers, hidden, seq=tables.SEQ, vocab=tables.VOCAB):
