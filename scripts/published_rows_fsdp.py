@@ -16,14 +16,14 @@ def mpt_fsdp(gpu: str):
     """MosaicML's MPT benchmarks on ``gpu``'s nodes of 8 ("A100", "A100-40GB" or "H100": the DGX A100's or the DGX
     H100's; FSDP full sharding over every GPU: data parallelism, ZeRO-3, gathers prefetched): MFU by the benchmark's
     count."""
-    table = {"A100": mpt.MPT_FSDP_A100, "A100-40GB": mpt.MPT_FSDP_A100_40GB, "H100": mpt.MPT_FSDP_H100}[gpu]
+    table, preset, card = {"A100": (mpt.MPT_FSDP_A100, "dgx-a100", lambda devices: devices["A100"]),
+                           "A100-40GB": (mpt.MPT_FSDP_A100_40GB, "dgx-a100", lambda devices: a100_40gb(devices["A100"])),
+                           "H100": (mpt.MPT_FSDP_H100, "dgx-h100", h100)}[gpu]
 
     def rows(devices):
         def row(size, seq, gpus, micro, accumulation, checkpointing, params):
             layers, hidden, heads = mpt.MPT_SHAPES[size]
-            device = h100(devices) if gpu == "H100" else devices["A100"]
-            preset = "dgx-h100" if gpu == "H100" else "dgx-a100"
-            cluster = dgx_nodes(gpus, a100_40gb(device) if gpu == "A100-40GB" else device, preset)
+            cluster = dgx_nodes(gpus, card(devices), preset)
             tokens = micro * gpus * accumulation * seq
             s, r, _ = iteration(f"mpt-{size}", heads, hidden, layers, 1, 1, cluster, tokens // seq, seq, micro,
                                 kernels="flash", recompute="full" if checkpointing else "none", vocab=mpt.MPT_VOCAB,

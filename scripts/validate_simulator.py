@@ -265,7 +265,7 @@ def leave_one_source_out(matrix: dict[tuple[str, ...], dict[str, float]]) -> lis
     out = []
     for held in sources:
         chosen, worst = best_calibration(matrix, held)
-        out.append({"source": held, "calibrated_on": list(chosen), "training_worst_pct": worst if worst < 1e9 else None,
+        out.append({"source": held, "calibrated_on": list(chosen), "training_worst_pct": worst if np.isfinite(worst) else None,
                     "mape_pct": matrix[chosen][held]})
     return out
 
